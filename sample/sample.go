@@ -1,0 +1,392 @@
+// Package sample defines what flows between stages: a Sample is a set of
+// named fields, and a Schema is the static type of those fields, known at
+// validate time so that expressions can be type-checked without running.
+//
+// Field values use a small closed set of Go types:
+//
+//	int64, float64, bool, string, []byte, *tensor.Tensor,
+//	[][]byte and []string (variable-length bytes/string features),
+//	[]any (lists built by expressions).
+package sample
+
+import (
+	"fmt"
+	"math"
+	"sort"
+	"strings"
+
+	"github.com/piperun/piperun/tensor"
+)
+
+// Sample is one element of the stream.
+type Sample struct {
+	// ID is the sample's position in its epoch at the stage that created it.
+	// It seeds per-sample randomness, so it must not depend on parallelism.
+	ID int64
+	// Epoch is the pass over the sources that produced the sample (from 0).
+	Epoch int
+	// Origin says where the sample came from, for error messages, such as
+	// "data/train-0.tfrecord record 17".
+	Origin string
+	// Fields maps field names to values of the types listed in the package doc.
+	Fields map[string]any
+	// Held is the number of bytes the engine reserved for this sample in the
+	// memory budget. Only the engine writes it.
+	Held int64
+}
+
+// New returns an empty sample.
+func New(id int64, epoch int, origin string) *Sample {
+	return &Sample{ID: id, Epoch: epoch, Origin: origin, Fields: make(map[string]any, 4)}
+}
+
+// fieldOverhead approximates the bytes a map entry and its interface header
+// cost, so that samples of many tiny fields are not counted as free.
+const fieldOverhead = 64
+
+// sampleOverhead approximates the Sample struct and its map header.
+const sampleOverhead = 128
+
+// Size estimates the bytes of host memory the sample holds.
+func (s *Sample) Size() int64 {
+	n := int64(sampleOverhead + len(s.Origin))
+	for k, v := range s.Fields {
+		n += fieldOverhead + int64(len(k)) + ValueSize(v)
+	}
+	return n
+}
+
+// Clone returns a copy whose field map can be changed without affecting s.
+// Values are shared: stages never mutate a value in place.
+func (s *Sample) Clone() *Sample {
+	c := &Sample{ID: s.ID, Epoch: s.Epoch, Origin: s.Origin, Fields: make(map[string]any, len(s.Fields))}
+	for k, v := range s.Fields {
+		c.Fields[k] = v
+	}
+	return c
+}
+
+// Describe names the sample for an error message.
+func (s *Sample) Describe() string {
+	if s.Origin != "" {
+		return s.Origin
+	}
+	return fmt.Sprintf("sample %d (epoch %d)", s.ID, s.Epoch)
+}
+
+// ValueSize estimates the bytes held by one field value.
+func ValueSize(v any) int64 {
+	switch x := v.(type) {
+	case nil:
+		return 0
+	case int64, float64, bool, int, float32, int32:
+		return 8
+	case string:
+		return int64(len(x))
+	case []byte:
+		return int64(len(x))
+	case *tensor.Tensor:
+		return int64(len(x.Data)) + 64
+	case [][]byte:
+		n := int64(24 * len(x))
+		for _, b := range x {
+			n += int64(len(b))
+		}
+		return n
+	case []string:
+		n := int64(16 * len(x))
+		for _, b := range x {
+			n += int64(len(b))
+		}
+		return n
+	case []any:
+		n := int64(16 * len(x))
+		for _, e := range x {
+			n += ValueSize(e)
+		}
+		return n
+	}
+	return 16
+}
+
+// Kind is the broad type of a field.
+type Kind uint8
+
+// The field kinds. Any means the type is not known until run time, e.g. a
+// key of a JSON line.
+const (
+	Any Kind = iota
+	Int
+	Float
+	Bool
+	String
+	Bytes
+	Tensor
+	List
+)
+
+var kindNames = [...]string{"any", "int64", "float64", "bool", "string", "bytes", "tensor", "list"}
+
+// String returns the kind's name.
+func (k Kind) String() string {
+	if int(k) < len(kindNames) {
+		return kindNames[k]
+	}
+	return fmt.Sprintf("kind(%d)", uint8(k))
+}
+
+// Type is the static type of a field.
+type Type struct {
+	Kind Kind
+	// DType is the element type of a Tensor.
+	DType tensor.DType
+	// Shape is a Tensor's shape; -1 marks a dimension known only at run time.
+	// A nil Shape on a Tensor means even the rank is unknown.
+	Shape []int
+	// Elem is a List's element kind (Bytes, String or Any).
+	Elem Kind
+}
+
+// Common types.
+var (
+	TAny    = Type{Kind: Any}
+	TInt    = Type{Kind: Int}
+	TFloat  = Type{Kind: Float}
+	TBool   = Type{Kind: Bool}
+	TString = Type{Kind: String}
+	TBytes  = Type{Kind: Bytes}
+)
+
+// TensorOf returns a tensor type.
+func TensorOf(dt tensor.DType, shape ...int) Type {
+	if shape == nil {
+		shape = []int{}
+	}
+	return Type{Kind: Tensor, DType: dt, Shape: shape}
+}
+
+// ListOf returns a list type.
+func ListOf(elem Kind) Type { return Type{Kind: List, Elem: elem} }
+
+// String writes the type as validate prints it, e.g. "tensor<uint8>[224 224 3]".
+func (t Type) String() string {
+	switch t.Kind {
+	case Tensor:
+		if t.Shape == nil {
+			return fmt.Sprintf("tensor<%s>[?]", t.DType)
+		}
+		dims := make([]string, len(t.Shape))
+		for i, d := range t.Shape {
+			if d < 0 {
+				dims[i] = "?"
+			} else {
+				dims[i] = fmt.Sprint(d)
+			}
+		}
+		return fmt.Sprintf("tensor<%s>[%s]", t.DType, strings.Join(dims, " "))
+	case List:
+		return fmt.Sprintf("list<%s>", t.Elem)
+	}
+	return t.Kind.String()
+}
+
+// KnownShape reports whether every dimension of a tensor type is known.
+func (t Type) KnownShape() bool {
+	if t.Kind != Tensor || t.Shape == nil {
+		return false
+	}
+	for _, d := range t.Shape {
+		if d < 0 {
+			return false
+		}
+	}
+	return true
+}
+
+// EstimateBytes estimates the size of one value of type t, or -1 when it
+// cannot be known without looking at data (bytes, strings, unknown shapes).
+func (t Type) EstimateBytes() int64 {
+	switch t.Kind {
+	case Int, Float, Bool:
+		return 8
+	case Tensor:
+		if !t.KnownShape() {
+			return -1
+		}
+		return int64(tensor.NumElements(t.Shape)*t.DType.Size()) + 64
+	}
+	return -1
+}
+
+// TypeOf returns the type of a run-time value.
+func TypeOf(v any) Type {
+	switch x := v.(type) {
+	case int64, int, int32:
+		return TInt
+	case float64, float32:
+		return TFloat
+	case bool:
+		return TBool
+	case string:
+		return TString
+	case []byte:
+		return TBytes
+	case *tensor.Tensor:
+		return TensorOf(x.DType, x.Shape...)
+	case [][]byte:
+		return ListOf(Bytes)
+	case []string:
+		return ListOf(String)
+	}
+	return ListOf(Any)
+}
+
+// Field is a named type in a schema.
+type Field struct {
+	Name string
+	Type Type
+}
+
+// Schema is the ordered set of fields a stage emits. Open means fields not
+// listed may also appear, with type Any (e.g. JSON lines).
+type Schema struct {
+	Fields []Field
+	Open   bool
+}
+
+// Lookup returns the type of a field.
+func (s Schema) Lookup(name string) (Type, bool) {
+	for _, f := range s.Fields {
+		if f.Name == name {
+			return f.Type, true
+		}
+	}
+	if s.Open {
+		return TAny, true
+	}
+	return Type{}, false
+}
+
+// With returns a copy of s with the field set, replacing one of the same name.
+func (s Schema) With(name string, t Type) Schema {
+	out := Schema{Fields: make([]Field, 0, len(s.Fields)+1), Open: s.Open}
+	replaced := false
+	for _, f := range s.Fields {
+		if f.Name == name {
+			out.Fields = append(out.Fields, Field{name, t})
+			replaced = true
+			continue
+		}
+		out.Fields = append(out.Fields, f)
+	}
+	if !replaced {
+		out.Fields = append(out.Fields, Field{name, t})
+	}
+	return out
+}
+
+// Names returns the field names in order.
+func (s Schema) Names() []string {
+	out := make([]string, len(s.Fields))
+	for i, f := range s.Fields {
+		out[i] = f.Name
+	}
+	return out
+}
+
+// EstimateBytes estimates one sample's size, or -1 if any field's size is
+// unknown without data.
+func (s Schema) EstimateBytes() int64 {
+	n := int64(sampleOverhead)
+	for _, f := range s.Fields {
+		b := f.Type.EstimateBytes()
+		if b < 0 {
+			return -1
+		}
+		n += fieldOverhead + int64(len(f.Name)) + b
+	}
+	return n
+}
+
+// String lists the fields, e.g. "{image: tensor<uint8>[? ? 3], label: int64}".
+func (s Schema) String() string {
+	parts := make([]string, 0, len(s.Fields)+1)
+	for _, f := range s.Fields {
+		parts = append(parts, f.Name+": "+f.Type.String())
+	}
+	if s.Open {
+		parts = append(parts, "...")
+	}
+	return "{" + strings.Join(parts, ", ") + "}"
+}
+
+// SortedKeys returns a sample's field names in sorted order, for output
+// that must not depend on map iteration.
+func SortedKeys(fields map[string]any) []string {
+	keys := make([]string, 0, len(fields))
+	for k := range fields {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	return keys
+}
+
+// Normalize converts values produced by expressions to the closed set of
+// field types: other integer types become int64, float32 becomes float64.
+func Normalize(v any) (any, error) {
+	switch x := v.(type) {
+	case int64, float64, bool, string, []byte, *tensor.Tensor, [][]byte, []string, nil:
+		return v, nil
+	case int:
+		return int64(x), nil
+	case int32:
+		return int64(x), nil
+	case int8:
+		return int64(x), nil
+	case int16:
+		return int64(x), nil
+	case uint8:
+		return int64(x), nil
+	case uint16:
+		return int64(x), nil
+	case uint32:
+		return int64(x), nil
+	case uint:
+		if uint64(x) > math.MaxInt64 {
+			return nil, fmt.Errorf("value %d overflows int64", x)
+		}
+		return int64(x), nil
+	case uint64:
+		if x > math.MaxInt64 {
+			return nil, fmt.Errorf("value %d overflows int64", x)
+		}
+		return int64(x), nil
+	case float32:
+		return float64(x), nil
+	case []any:
+		out := make([]any, len(x))
+		for i, e := range x {
+			n, err := Normalize(e)
+			if err != nil {
+				return nil, err
+			}
+			out[i] = n
+		}
+		return out, nil
+	case []int64:
+		return tensor.FromInt64s(x), nil
+	case []float32:
+		return tensor.FromFloat32s(x), nil
+	case []float64:
+		t := tensor.New(tensor.Float64, len(x))
+		copy(t.Float64(), x)
+		return t, nil
+	case []int:
+		t := tensor.New(tensor.Int64, len(x))
+		for i, e := range x {
+			t.Int64()[i] = int64(e)
+		}
+		return t, nil
+	}
+	return nil, fmt.Errorf("unsupported value type %T", v)
+}

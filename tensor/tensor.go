@@ -1,0 +1,251 @@
+// Package tensor holds the dense n-dimensional arrays that flow through a
+// pipeline: one contiguous little-endian buffer, a dtype and a shape.
+//
+// A Tensor owns its buffer. Typed views (Uint8, Float32, ...) alias the
+// buffer without copying, so hot loops index plain Go slices rather than
+// calling through an interface per element.
+package tensor
+
+import (
+	"errors"
+	"fmt"
+	"strings"
+	"unsafe"
+)
+
+// DType is the element type of a tensor.
+type DType uint8
+
+// The element types a tensor can hold.
+const (
+	Invalid DType = iota
+	Uint8
+	Int32
+	Int64
+	Float32
+	Float64
+)
+
+var dtypeNames = [...]string{"invalid", "uint8", "int32", "int64", "float32", "float64"}
+var dtypeSizes = [...]int{0, 1, 4, 8, 4, 8}
+
+// String returns the dtype's name as written in specs and expressions.
+func (d DType) String() string {
+	if int(d) < len(dtypeNames) {
+		return dtypeNames[d]
+	}
+	return fmt.Sprintf("dtype(%d)", uint8(d))
+}
+
+// Size returns the number of bytes one element occupies.
+func (d DType) Size() int {
+	if int(d) < len(dtypeSizes) {
+		return dtypeSizes[d]
+	}
+	return 0
+}
+
+// IsFloat reports whether d is a floating-point dtype.
+func (d DType) IsFloat() bool { return d == Float32 || d == Float64 }
+
+// ParseDType returns the dtype named s.
+func ParseDType(s string) (DType, error) {
+	for i, n := range dtypeNames {
+		if i > 0 && n == s {
+			return DType(i), nil
+		}
+	}
+	return Invalid, fmt.Errorf("unknown dtype %q (want uint8, int32, int64, float32 or float64)", s)
+}
+
+// DTypeNames lists the valid dtype names.
+func DTypeNames() []string { return append([]string(nil), dtypeNames[1:]...) }
+
+// ErrShape is returned when a shape is negative or does not match a buffer.
+var ErrShape = errors.New("tensor: bad shape")
+
+// Tensor is a dense array. Data holds NumElements()*DType.Size() bytes in
+// row-major (C) order, little-endian.
+type Tensor struct {
+	DType DType
+	Shape []int
+	Data  []byte
+}
+
+// New allocates a zeroed tensor.
+func New(dt DType, shape ...int) *Tensor {
+	n := NumElements(shape)
+	return &Tensor{DType: dt, Shape: append([]int(nil), shape...), Data: make([]byte, n*dt.Size())}
+}
+
+// FromBytes wraps data, which must hold exactly the elements the shape needs.
+func FromBytes(dt DType, shape []int, data []byte) (*Tensor, error) {
+	for _, d := range shape {
+		if d < 0 {
+			return nil, fmt.Errorf("%w: negative dimension in %v", ErrShape, shape)
+		}
+	}
+	if want := NumElements(shape) * dt.Size(); want != len(data) {
+		return nil, fmt.Errorf("%w: %v %s needs %d bytes, got %d", ErrShape, shape, dt, want, len(data))
+	}
+	return &Tensor{DType: dt, Shape: append([]int(nil), shape...), Data: data}, nil
+}
+
+// NumElements returns the product of the dimensions (1 for a scalar).
+func NumElements(shape []int) int {
+	n := 1
+	for _, d := range shape {
+		n *= d
+	}
+	return n
+}
+
+// Len returns the number of elements.
+func (t *Tensor) Len() int { return NumElements(t.Shape) }
+
+// Rank returns the number of dimensions.
+func (t *Tensor) Rank() int { return len(t.Shape) }
+
+// Bytes returns the size of the element buffer.
+func (t *Tensor) Bytes() int { return len(t.Data) }
+
+// String describes the tensor without its contents, e.g. "uint8[224 224 3]".
+func (t *Tensor) String() string {
+	var b strings.Builder
+	b.WriteString(t.DType.String())
+	b.WriteByte('[')
+	for i, d := range t.Shape {
+		if i > 0 {
+			b.WriteByte(' ')
+		}
+		fmt.Fprint(&b, d)
+	}
+	b.WriteByte(']')
+	return b.String()
+}
+
+// Clone returns a deep copy.
+func (t *Tensor) Clone() *Tensor {
+	return &Tensor{DType: t.DType, Shape: append([]int(nil), t.Shape...), Data: append([]byte(nil), t.Data...)}
+}
+
+func view[T any](t *Tensor, want DType) []T {
+	if t.DType != want {
+		panic(fmt.Sprintf("tensor: %s view of a %s tensor", want, t.DType))
+	}
+	if len(t.Data) == 0 {
+		return nil
+	}
+	return unsafe.Slice((*T)(unsafe.Pointer(&t.Data[0])), len(t.Data)/want.Size())
+}
+
+// Uint8 returns the elements of a uint8 tensor; it panics on another dtype.
+func (t *Tensor) Uint8() []uint8 {
+	if t.DType != Uint8 {
+		panic(fmt.Sprintf("tensor: uint8 view of a %s tensor", t.DType))
+	}
+	return t.Data
+}
+
+// Int32 returns the elements of an int32 tensor, aliasing Data.
+func (t *Tensor) Int32() []int32 { return view[int32](t, Int32) }
+
+// Int64 returns the elements of an int64 tensor, aliasing Data.
+func (t *Tensor) Int64() []int64 { return view[int64](t, Int64) }
+
+// Float32 returns the elements of a float32 tensor, aliasing Data.
+func (t *Tensor) Float32() []float32 { return view[float32](t, Float32) }
+
+// Float64 returns the elements of a float64 tensor, aliasing Data.
+func (t *Tensor) Float64() []float64 { return view[float64](t, Float64) }
+
+// At returns element i (flat index) converted to float64, for any dtype.
+func (t *Tensor) At(i int) float64 {
+	switch t.DType {
+	case Uint8:
+		return float64(t.Data[i])
+	case Int32:
+		return float64(t.Int32()[i])
+	case Int64:
+		return float64(t.Int64()[i])
+	case Float32:
+		return float64(t.Float32()[i])
+	case Float64:
+		return t.Float64()[i]
+	}
+	panic("tensor: At on invalid dtype")
+}
+
+// Set stores v at flat index i, converting to the tensor's dtype. Integer
+// dtypes truncate toward zero; uint8 saturates to [0, 255].
+func (t *Tensor) Set(i int, v float64) {
+	switch t.DType {
+	case Uint8:
+		switch {
+		case v <= 0:
+			t.Data[i] = 0
+		case v >= 255:
+			t.Data[i] = 255
+		default:
+			t.Data[i] = uint8(v)
+		}
+	case Int32:
+		t.Int32()[i] = int32(v)
+	case Int64:
+		t.Int64()[i] = int64(v)
+	case Float32:
+		t.Float32()[i] = float32(v)
+	case Float64:
+		t.Float64()[i] = v
+	default:
+		panic("tensor: Set on invalid dtype")
+	}
+}
+
+// FromInt64s builds a rank-1 int64 tensor.
+func FromInt64s(v []int64) *Tensor {
+	t := New(Int64, len(v))
+	copy(t.Int64(), v)
+	return t
+}
+
+// FromFloat32s builds a rank-1 float32 tensor.
+func FromFloat32s(v []float32) *Tensor {
+	t := New(Float32, len(v))
+	copy(t.Float32(), v)
+	return t
+}
+
+// Cast returns a new tensor with every element converted to dt.
+func (t *Tensor) Cast(dt DType) *Tensor {
+	out := New(dt, t.Shape...)
+	if dt == t.DType {
+		copy(out.Data, t.Data)
+		return out
+	}
+	switch {
+	case t.DType == Uint8 && dt == Float32:
+		dst := out.Float32()
+		for i, b := range t.Data {
+			dst[i] = float32(b)
+		}
+	default:
+		for i, n := 0, t.Len(); i < n; i++ {
+			out.Set(i, t.At(i))
+		}
+	}
+	return out
+}
+
+// Equal reports whether a and b have the same dtype, shape and bytes.
+func Equal(a, b *Tensor) bool {
+	if a.DType != b.DType || len(a.Shape) != len(b.Shape) {
+		return false
+	}
+	for i := range a.Shape {
+		if a.Shape[i] != b.Shape[i] {
+			return false
+		}
+	}
+	return string(a.Data) == string(b.Data)
+}
