@@ -1,0 +1,458 @@
+// Package tfrecord reads and writes the TFRecord container format used by
+// TensorFlow: a sequence of length-prefixed records, each guarded by masked
+// CRC-32C checksums, optionally wrapped in a gzip or zlib stream.
+//
+// Every record on the wire (after decompression) is
+//
+//	uint64 length      (little endian)
+//	uint32 masked_crc32c(length bytes)
+//	byte   data[length]
+//	uint32 masked_crc32c(data)
+package tfrecord
+
+import (
+	"bufio"
+	"compress/flate"
+	"compress/gzip"
+	"compress/zlib"
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"hash/crc32"
+	"io"
+	"os"
+	"path/filepath"
+	"strings"
+)
+
+const (
+	headerSize = 12 // uint64 length + uint32 masked length crc
+	footerSize = 4  // uint32 masked data crc
+
+	// DefaultMaxRecordSize is the largest record a Reader accepts unless told
+	// otherwise. A corrupt length field that still passes its CRC (or a
+	// hostile file) must not make us allocate gigabytes.
+	DefaultMaxRecordSize = 1 << 30
+
+	// bufferSize is large enough that image-sized records need only a few
+	// refills, and small enough to keep many interleaved readers cheap.
+	bufferSize = 256 << 10
+
+	// allocChunk bounds how much a Reader allocates ahead of the bytes it has
+	// actually received, so a truncated file claiming a huge record fails
+	// before the whole claimed length is allocated.
+	allocChunk = 16 << 20
+
+	maskDelta = 0xa282ead8
+)
+
+// castagnoli is shared by all readers and writers; the standard library
+// uses SSE4.2 / ARM64 CRC instructions for this polynomial when available.
+var castagnoli = crc32.MakeTable(crc32.Castagnoli)
+
+// CRC32C returns the CRC-32C (Castagnoli) checksum of b.
+func CRC32C(b []byte) uint32 { return crc32.Checksum(b, castagnoli) }
+
+// Mask returns the masked form of a CRC that TFRecord stores. TensorFlow masks
+// CRCs because computing the CRC of data that itself contains embedded CRCs
+// is otherwise prone to degenerate results.
+func Mask(c uint32) uint32 { return ((c >> 15) | (c << 17)) + maskDelta }
+
+// Unmask reverses Mask.
+func Unmask(c uint32) uint32 {
+	r := c - maskDelta
+	return (r >> 17) | (r << 15)
+}
+
+// MaskedCRC returns Mask(CRC32C(b)), the checksum TFRecord stores for b.
+func MaskedCRC(b []byte) uint32 { return Mask(CRC32C(b)) }
+
+// Compression is the stream-level compression wrapped around the records.
+type Compression int
+
+// The compression types TensorFlow's TFRecordDataset understands.
+const (
+	None Compression = iota
+	Gzip
+	Zlib
+)
+
+// String returns the lowercase name used in specs.
+func (c Compression) String() string {
+	switch c {
+	case None:
+		return "none"
+	case Gzip:
+		return "gzip"
+	case Zlib:
+		return "zlib"
+	}
+	return fmt.Sprintf("compression(%d)", int(c))
+}
+
+// ParseCompression parses a spec value: auto, none, gzip or zlib (case
+// insensitive; the empty string means auto). For auto it returns None and
+// auto=true, and the caller should use Detect or Open per file.
+func ParseCompression(s string) (c Compression, auto bool, err error) {
+	switch strings.ToLower(strings.TrimSpace(s)) {
+	case "", "auto":
+		return None, true, nil
+	case "none":
+		return None, false, nil
+	case "gzip":
+		return Gzip, false, nil
+	case "zlib":
+		return Zlib, false, nil
+	}
+	return None, false, fmt.Errorf("tfrecord: unknown compression %q (want auto, none, gzip or zlib)", s)
+}
+
+// ValidHeader reports whether head starts with a well-formed TFRecord header,
+// that is an 8-byte length followed by its matching masked CRC.
+func ValidHeader(head []byte) bool {
+	if len(head) < headerSize {
+		return false
+	}
+	return MaskedCRC(head[:8]) == binary.LittleEndian.Uint32(head[8:12])
+}
+
+// Detect guesses the compression of a file from its first bytes and its name.
+// head should hold at least the first 12 bytes when the file has them. The
+// content wins over the extension: gzip magic means Gzip; a valid TFRecord
+// header means None (its little-endian length can look like a zlib header,
+// so this is checked before the zlib test); a valid zlib header means Zlib.
+// Only when the content is inconclusive do the extensions .gz/.gzip (Gzip) and
+// .zz/.zlib (Zlib) decide; otherwise the result is None.
+func Detect(path string, head []byte) Compression {
+	if len(head) >= 2 && head[0] == 0x1f && head[1] == 0x8b {
+		return Gzip
+	}
+	if ValidHeader(head) {
+		return None
+	}
+	if len(head) >= 2 {
+		cmf, flg := head[0], head[1]
+		if cmf&0x0f == 8 && cmf>>4 <= 7 && (uint16(cmf)<<8|uint16(flg))%31 == 0 {
+			return Zlib
+		}
+	}
+	switch strings.ToLower(filepath.Ext(path)) {
+	case ".gz", ".gzip":
+		return Gzip
+	case ".zz", ".zlib":
+		return Zlib
+	}
+	return None
+}
+
+// CorruptError reports a record that cannot be read: a bad checksum, a
+// truncated frame, an oversized length or a damaged compressed stream.
+type CorruptError struct {
+	File   string // name given to NewReader; may be empty
+	Record int    // index of the record being read, from 0
+	Offset int64  // offset of its header in the decompressed stream
+	Reason string
+	Err    error // underlying cause when there is one (io.ErrUnexpectedEOF for truncation)
+}
+
+// Error formats the error as "tfrecord: FILE: record N at byte offset X: REASON".
+func (e *CorruptError) Error() string {
+	var b strings.Builder
+	b.WriteString("tfrecord: ")
+	if e.File != "" {
+		b.WriteString(e.File)
+		b.WriteString(": ")
+	}
+	fmt.Fprintf(&b, "record %d at byte offset %d: %s", e.Record, e.Offset, e.Reason)
+	return b.String()
+}
+
+// Unwrap returns the underlying cause, so errors.Is(err, io.ErrUnexpectedEOF)
+// identifies truncation.
+func (e *CorruptError) Unwrap() error { return e.Err }
+
+// Reader reads records from a TFRecord stream. It is not safe for concurrent
+// use.
+type Reader struct {
+	br      *bufio.Reader
+	zr      io.Closer // decompressor, nil for None
+	name    string
+	off     int64
+	idx     int
+	maxSize uint64
+	err     error // sticky: once framing is lost nothing after it can be trusted
+	hdr     [headerSize]byte
+}
+
+// NewReader returns a Reader for the records in r, decompressing with c.
+// name is used only in error messages (usually the file path). For Gzip and
+// Zlib the compressed header is read immediately, so a damaged header fails
+// here.
+func NewReader(r io.Reader, c Compression, name string) (*Reader, error) {
+	rd := &Reader{name: name, maxSize: DefaultMaxRecordSize}
+	switch c {
+	case None:
+		rd.br = bufio.NewReaderSize(r, bufferSize)
+		return rd, nil
+	case Gzip, Zlib:
+	default:
+		return nil, fmt.Errorf("tfrecord: %s: unknown compression %d", name, int(c))
+	}
+	// flate reads byte by byte through io.ByteReader, so buffer the
+	// compressed side too unless the caller already did.
+	var src flate.Reader
+	if fr, ok := r.(flate.Reader); ok {
+		src = fr
+	} else {
+		src = bufio.NewReaderSize(r, 64<<10)
+	}
+	var (
+		zr  io.ReadCloser
+		err error
+	)
+	if c == Gzip {
+		zr, err = gzip.NewReader(src)
+	} else {
+		zr, err = zlib.NewReader(src)
+	}
+	if err != nil {
+		if errors.Is(err, io.EOF) {
+			err = io.ErrUnexpectedEOF
+		}
+		return nil, &CorruptError{File: name, Reason: fmt.Sprintf("%s header: %v", c, err), Err: err}
+	}
+	rd.zr = zr
+	rd.br = bufio.NewReaderSize(zr, bufferSize)
+	return rd, nil
+}
+
+// SetMaxRecordSize changes the largest record length the reader accepts
+// (DefaultMaxRecordSize unless changed). Longer records are reported as
+// corrupt before any memory is allocated for them.
+func (r *Reader) SetMaxRecordSize(n int64) {
+	if n < 0 {
+		n = 0
+	}
+	r.maxSize = uint64(n)
+}
+
+// Offset returns the offset, in the decompressed stream, of the next record's
+// header; after io.EOF it is the stream length.
+func (r *Reader) Offset() int64 { return r.off }
+
+// Index returns the index of the next record, which is also the number of
+// records returned so far.
+func (r *Reader) Index() int { return r.idx }
+
+// Next returns the next record in a freshly allocated slice that the caller
+// may keep. It returns io.EOF after the last record. Damage is reported as a
+// *CorruptError; other read failures are wrapped. Once Next has failed it
+// returns the same error forever, because a frame that cannot be read leaves
+// no way to find the next one.
+func (r *Reader) Next() ([]byte, error) {
+	if r.err != nil {
+		return nil, r.err
+	}
+	rec, err := r.next()
+	if err != nil {
+		r.err = err
+		return nil, err
+	}
+	r.off += headerSize + int64(len(rec)) + footerSize
+	r.idx++
+	return rec, nil
+}
+
+func (r *Reader) next() ([]byte, error) {
+	n, err := io.ReadFull(r.br, r.hdr[:])
+	if err != nil {
+		if err == io.EOF {
+			return nil, io.EOF
+		}
+		return nil, r.readErr(err, fmt.Sprintf("header has %d of %d bytes", n, headerSize))
+	}
+	length := binary.LittleEndian.Uint64(r.hdr[:8])
+	if got, want := MaskedCRC(r.hdr[:8]), binary.LittleEndian.Uint32(r.hdr[8:]); got != want {
+		return nil, r.corrupt(fmt.Sprintf("length crc mismatch (got 0x%08x, want 0x%08x)", got, want), nil)
+	}
+	if length > r.maxSize {
+		return nil, r.corrupt(fmt.Sprintf("record length %d exceeds the maximum of %d bytes", length, r.maxSize), nil)
+	}
+	need := int(length) + footerSize
+	buf, err := r.readFull(need)
+	if err != nil {
+		return nil, r.readErr(err, fmt.Sprintf("record of length %d needs %d bytes (payload and data crc) after the header, got %d", length, need, len(buf)))
+	}
+	data := buf[:length:length]
+	if got, want := MaskedCRC(data), binary.LittleEndian.Uint32(buf[length:]); got != want {
+		return nil, r.corrupt(fmt.Sprintf("data crc mismatch (got 0x%08x, want 0x%08x)", got, want), nil)
+	}
+	return data, nil
+}
+
+// readFull reads exactly n bytes, growing the buffer as data arrives rather
+// than trusting n up front.
+func (r *Reader) readFull(n int) ([]byte, error) {
+	if n <= allocChunk {
+		buf := make([]byte, n)
+		m, err := io.ReadFull(r.br, buf)
+		return buf[:m], err
+	}
+	buf := make([]byte, 0, allocChunk)
+	for len(buf) < n {
+		if len(buf) == cap(buf) {
+			buf = append(buf[:cap(buf)], make([]byte, min(cap(buf), n-cap(buf)))...)[:len(buf)]
+		}
+		end := min(cap(buf), n)
+		m, err := io.ReadFull(r.br, buf[len(buf):end])
+		buf = buf[:len(buf)+m]
+		if err != nil {
+			if err == io.EOF {
+				err = io.ErrUnexpectedEOF
+			}
+			return buf, err
+		}
+	}
+	return buf, nil
+}
+
+func (r *Reader) corrupt(reason string, err error) *CorruptError {
+	return &CorruptError{File: r.name, Record: r.idx, Offset: r.off, Reason: reason, Err: err}
+}
+
+// readErr classifies a failed read inside a frame: running out of bytes is
+// truncation, a damaged compressed stream is corruption, anything else is an
+// I/O error passed through with context.
+func (r *Reader) readErr(err error, what string) error {
+	var flateErr flate.CorruptInputError
+	switch {
+	case errors.Is(err, io.ErrUnexpectedEOF) || errors.Is(err, io.EOF):
+		return r.corrupt("truncated: "+what, io.ErrUnexpectedEOF)
+	case errors.As(err, &flateErr), errors.Is(err, gzip.ErrChecksum), errors.Is(err, gzip.ErrHeader),
+		errors.Is(err, zlib.ErrChecksum), errors.Is(err, zlib.ErrHeader), errors.Is(err, zlib.ErrDictionary):
+		return r.corrupt("decompress: "+err.Error(), err)
+	}
+	prefix := "tfrecord: "
+	if r.name != "" {
+		prefix += r.name + ": "
+	}
+	return fmt.Errorf("%srecord %d at byte offset %d: read: %w", prefix, r.idx, r.off, err)
+}
+
+// Open opens the file at path for reading. With auto set, the compression is
+// detected from the file's first bytes and name (see Detect) and c is
+// ignored. The returned Closer closes the file.
+func Open(path string, c Compression, auto bool) (*Reader, io.Closer, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return nil, nil, fmt.Errorf("tfrecord: %w", err)
+	}
+	br := bufio.NewReaderSize(f, bufferSize)
+	if auto {
+		head, err := br.Peek(headerSize)
+		if err != nil && !errors.Is(err, io.EOF) {
+			f.Close()
+			return nil, nil, fmt.Errorf("tfrecord: %s: %w", path, err)
+		}
+		c = Detect(path, head)
+	}
+	r, err := NewReader(br, c, path)
+	if err != nil {
+		f.Close()
+		return nil, nil, err
+	}
+	return r, f, nil
+}
+
+// Writer writes records in TFRecord framing, byte-identical to TensorFlow's
+// RecordWriter for uncompressed output. It is not safe for concurrent use.
+type Writer struct {
+	bw     *bufio.Writer
+	zw     io.WriteCloser // compressor writing into bw, nil for None
+	out    io.Writer      // where records go: zw or bw
+	err    error
+	closed bool
+	hdr    [headerSize]byte
+}
+
+// errClosed is returned by writes after Close.
+var errClosed = errors.New("tfrecord: write after close")
+
+// NewWriter returns a Writer that writes records to w, compressed with c
+// (an unknown c is treated as None).
+func NewWriter(w io.Writer, c Compression) *Writer {
+	wr := &Writer{bw: bufio.NewWriterSize(w, bufferSize)}
+	switch c {
+	case Gzip:
+		wr.zw = gzip.NewWriter(wr.bw)
+	case Zlib:
+		wr.zw = zlib.NewWriter(wr.bw)
+	}
+	wr.out = wr.bw
+	if wr.zw != nil {
+		wr.out = wr.zw
+	}
+	return wr
+}
+
+// Write appends one record. Errors are sticky.
+func (w *Writer) Write(rec []byte) error {
+	if w.err != nil {
+		return w.err
+	}
+	binary.LittleEndian.PutUint64(w.hdr[:8], uint64(len(rec)))
+	binary.LittleEndian.PutUint32(w.hdr[8:], MaskedCRC(w.hdr[:8]))
+	var foot [footerSize]byte
+	binary.LittleEndian.PutUint32(foot[:], MaskedCRC(rec))
+	for _, b := range [][]byte{w.hdr[:], rec, foot[:]} {
+		if _, err := w.out.Write(b); err != nil {
+			w.err = fmt.Errorf("tfrecord: write: %w", err)
+			return w.err
+		}
+	}
+	return nil
+}
+
+// Flush writes buffered records through to the underlying writer. With
+// compression, data still inside the compressor's window is flushed as a
+// sync block, which costs a little ratio.
+func (w *Writer) Flush() error {
+	if w.err != nil {
+		return w.err
+	}
+	if f, ok := w.zw.(interface{ Flush() error }); ok {
+		if err := f.Flush(); err != nil {
+			w.err = fmt.Errorf("tfrecord: flush: %w", err)
+			return w.err
+		}
+	}
+	if err := w.bw.Flush(); err != nil {
+		w.err = fmt.Errorf("tfrecord: flush: %w", err)
+	}
+	return w.err
+}
+
+// Close finishes the compressed stream and flushes everything to the
+// underlying writer, which it does not close. Later writes fail; closing
+// again is a no-op.
+func (w *Writer) Close() error {
+	if w.closed {
+		return nil
+	}
+	if w.err != nil {
+		return w.err
+	}
+	if w.zw != nil {
+		if err := w.zw.Close(); err != nil {
+			w.err = fmt.Errorf("tfrecord: close: %w", err)
+			return w.err
+		}
+	}
+	if err := w.bw.Flush(); err != nil {
+		w.err = fmt.Errorf("tfrecord: close: %w", err)
+		return w.err
+	}
+	w.closed = true
+	w.err = errClosed
+	return nil
+}
