@@ -1,0 +1,316 @@
+package imageops
+
+import (
+	"bytes"
+	"errors"
+	"fmt"
+	"image/png"
+	"io"
+
+	"github.com/piperun/piperun/tensor"
+)
+
+// DefaultMaxPixels is the pixel limit Decode applies when
+// DecodeOptions.MaxPixels is 0. It is PIL's MAX_IMAGE_PIXELS, so a file PIL
+// opens without a DecompressionBombWarning decodes here too.
+const DefaultMaxPixels int64 = 178956970
+
+// Rect is a window of an image in pixels: rows Y..Y+H-1, columns X..X+W-1.
+type Rect struct {
+	Y, X, H, W int
+}
+
+// Size is a height and width in pixels.
+type Size struct {
+	H, W int
+}
+
+// DecodeOptions tunes Decode. The zero value decodes the whole image at full
+// resolution with the default pixel limit and strict error handling.
+type DecodeOptions struct {
+	// MaxPixels refuses images whose header declares more pixels, before any
+	// pixel buffer is allocated; 0 means DefaultMaxPixels, negative means no
+	// limit.
+	MaxPixels int64
+	// ScaleHint is the size the caller will resize the result (or the Crop
+	// window) to. When set, the JPEG decoder may use DCT scaling by 1/2, 1/4
+	// or 1/8, never producing fewer rows or columns than the hint, so the
+	// result can be smaller than the full-resolution image. PNG and the
+	// pure-Go JPEG decoder ignore it.
+	ScaleHint Size
+	// Crop, when set, selects a window of the upright (EXIF-rotated) image
+	// at full-resolution coordinates. With a ScaleHint the window is scaled
+	// with the image: its bounds are rounded outwards.
+	Crop *Rect
+	// Lenient accepts damage that a decoder can paper over: a JPEG with no
+	// end-of-image marker (truncated, the missing part is grey) and the
+	// corrupt-data warnings of libjpeg. The default refuses them, because a
+	// silently grey half-image is a wrong training sample.
+	Lenient bool
+}
+
+func (o *DecodeOptions) maxPixels() int64 {
+	switch {
+	case o.MaxPixels == 0:
+		return DefaultMaxPixels
+	case o.MaxPixels < 0:
+		return 1<<63 - 1
+	}
+	return o.MaxPixels
+}
+
+// Config describes an encoded image as Decode would return it.
+type Config struct {
+	// Format is "jpeg" or "png".
+	Format string
+	// Height and Width are the upright size, after EXIF orientation.
+	Height, Width int
+	// Channels is the channel count Decode returns for channels = 0.
+	Channels int
+	// Orientation is the EXIF orientation (1-8) that Decode applies.
+	Orientation int
+}
+
+// DecodeConfig reads only the header of an encoded image. A caller uses it
+// to pick a crop window (RandomResizedCropWindow) before decoding.
+func DecodeConfig(data []byte) (Config, error) {
+	switch {
+	case bytes.HasPrefix(data, jpegMagic):
+		info, err := scanJPEG(data)
+		if err != nil {
+			return Config{}, fmt.Errorf("imageops: decode: %w", err)
+		}
+		h, w := orientedSize(info.height, info.width, info.orientation)
+		c := 3
+		if info.components == 1 {
+			c = 1
+		}
+		return Config{Format: "jpeg", Height: h, Width: w, Channels: c, Orientation: info.orientation}, nil
+	case bytes.HasPrefix(data, pngMagic):
+		info, err := scanPNG(data)
+		if err != nil {
+			return Config{}, fmt.Errorf("imageops: decode: %w", err)
+		}
+		return Config{Format: "png", Height: info.height, Width: info.width, Channels: info.channels(), Orientation: 1}, nil
+	}
+	return Config{}, fmt.Errorf("imageops: decode: %w (want jpeg or png)", ErrFormat)
+}
+
+// Decode decodes a JPEG or PNG into a uint8 [H, W, C] tensor, upright after
+// EXIF orientation. channels 0 keeps the stored channels (1 for grayscale,
+// 3 for color, 4 for PNG with alpha), 1 converts to grayscale, 3 to RGB and
+// 4 to RGBA (opaque when the file has no alpha).
+//
+// Errors wrap ErrFormat, ErrTooLarge, ErrUnsupported (12-bit, arithmetic,
+// lossless JPEG), ErrCorrupt or ErrTruncated, and name the reason.
+func Decode(data []byte, channels int, opts DecodeOptions) (*tensor.Tensor, error) {
+	return decode(data, channels, &opts, defaultJPEG, makeBytes)
+}
+
+// DecodePureGo is Decode with Go's image/jpeg instead of libjpeg-turbo. It
+// is what Decode uses in builds without cgo; it is exported so tests and
+// benchmarks can compare the two decoders in one binary. It ignores
+// ScaleHint.
+func DecodePureGo(data []byte, channels int, opts DecodeOptions) (*tensor.Tensor, error) {
+	return decode(data, channels, &opts, goJPEG, makeBytes)
+}
+
+func makeBytes(n int) []byte { return make([]byte, n) }
+
+// jpegDecoder decodes the stored (unrotated) image scaled by 1/denom into a
+// buffer from alloc with ch interleaved channels (1, 3 or 4). A decoder that
+// cannot scale ignores denom; it reports the size it produced.
+type jpegDecoder func(data []byte, info *jpegInfo, ch, denom int, alloc func(int) []byte, lenient bool) (pix []byte, h, w int, err error)
+
+func decode(data []byte, channels int, opts *DecodeOptions, jd jpegDecoder, alloc func(int) []byte) (*tensor.Tensor, error) {
+	t, err := decodeInner(data, channels, opts, jd, alloc)
+	if err != nil {
+		return nil, fmt.Errorf("imageops: decode: %w", err)
+	}
+	return t, nil
+}
+
+func checkChannels(channels int) error {
+	switch channels {
+	case 0, 1, 3, 4:
+		return nil
+	}
+	return fmt.Errorf("%w: channels %d (want 0, 1, 3 or 4)", ErrArgument, channels)
+}
+
+func checkPixels(h, w int, limit int64) error {
+	if int64(h)*int64(w) > limit {
+		return fmt.Errorf("%w: %dx%d is %d pixels, over the limit of %d", ErrTooLarge, w, h, int64(h)*int64(w), limit)
+	}
+	return nil
+}
+
+func checkWindow(r *Rect, h, w int) error {
+	if r.H <= 0 || r.W <= 0 || r.Y < 0 || r.X < 0 || r.Y+r.H > h || r.X+r.W > w {
+		return fmt.Errorf("%w: crop window y=%d x=%d h=%d w=%d outside the %dx%d image", ErrArgument, r.Y, r.X, r.H, r.W, h, w)
+	}
+	return nil
+}
+
+func decodeInner(data []byte, channels int, opts *DecodeOptions, jd jpegDecoder, alloc func(int) []byte) (*tensor.Tensor, error) {
+	if err := checkChannels(channels); err != nil {
+		return nil, err
+	}
+	switch {
+	case bytes.HasPrefix(data, jpegMagic):
+		return decodeJPEG(data, channels, opts, jd, alloc)
+	case bytes.HasPrefix(data, pngMagic):
+		return decodePNG(data, channels, opts, alloc)
+	}
+	return nil, fmt.Errorf("%w (want jpeg or png)", ErrFormat)
+}
+
+// pickDenom returns the largest DCT scaling denominator that keeps a
+// region of rh×rw at least hint in both dimensions.
+func pickDenom(rh, rw int, hint Size) int {
+	if hint.H <= 0 || hint.W <= 0 {
+		return 1
+	}
+	for _, d := range [...]int{8, 4, 2} {
+		if rh >= hint.H*d && rw >= hint.W*d {
+			return d
+		}
+	}
+	return 1
+}
+
+func decodeJPEG(data []byte, channels int, opts *DecodeOptions, jd jpegDecoder, alloc func(int) []byte) (*tensor.Tensor, error) {
+	info, err := scanJPEG(data)
+	if err != nil {
+		return nil, err
+	}
+	if err := checkPixels(info.height, info.width, opts.maxPixels()); err != nil {
+		return nil, err
+	}
+	if !info.hasEOI && !opts.Lenient {
+		return nil, fmt.Errorf("%w: jpeg has no end-of-image marker", ErrTruncated)
+	}
+	ch := channels
+	if ch == 0 {
+		ch = 3
+		if info.components == 1 {
+			ch = 1
+		}
+	}
+	uh, uw := orientedSize(info.height, info.width, info.orientation)
+	region := Rect{H: uh, W: uw}
+	if opts.Crop != nil {
+		if err := checkWindow(opts.Crop, uh, uw); err != nil {
+			return nil, err
+		}
+		region = *opts.Crop
+	}
+	denom := pickDenom(region.H, region.W, opts.ScaleHint)
+	final := info.orientation == 1 && opts.Crop == nil
+	a := alloc
+	if !final {
+		a = defaultPool.Get
+	}
+	pix, sh, sw, err := jd(data, &info, ch, denom, a, opts.Lenient)
+	if err != nil {
+		return nil, err
+	}
+	if final {
+		return &tensor.Tensor{DType: tensor.Uint8, Shape: []int{sh, sw, ch}, Data: pix}, nil
+	}
+	if info.orientation != 1 {
+		if opts.Crop == nil {
+			a = alloc
+		}
+		rot, rh, rw := orient(pix, sh, sw, ch, info.orientation, a)
+		defaultPool.Put(pix)
+		pix, sh, sw = rot, rh, rw
+		if opts.Crop == nil {
+			return &tensor.Tensor{DType: tensor.Uint8, Shape: []int{sh, sw, ch}, Data: pix}, nil
+		}
+	}
+	// The pure-Go decoder ignores denom, so whether the window needs
+	// scaling follows from the size it returned.
+	d := 1
+	if denom > 1 && (sh != uh || sw != uw) {
+		d = denom
+	}
+	r := scaleRect(region, d, sh, sw)
+	out := cropBytes(pix, sh, sw, ch, r, alloc)
+	defaultPool.Put(pix)
+	return &tensor.Tensor{DType: tensor.Uint8, Shape: []int{r.H, r.W, ch}, Data: out}, nil
+}
+
+// scaleRect maps a full-resolution window onto an image scaled by 1/d,
+// rounding outwards so no selected pixel is lost.
+func scaleRect(r Rect, d, h, w int) Rect {
+	if d == 1 {
+		return r
+	}
+	y0, x0 := r.Y/d, r.X/d
+	y1, x1 := min((r.Y+r.H+d-1)/d, h), min((r.X+r.W+d-1)/d, w)
+	return Rect{Y: y0, X: x0, H: max(y1-y0, 1), W: max(x1-x0, 1)}
+}
+
+// cropBytes copies a window of an interleaved uint8 image.
+func cropBytes(pix []byte, h, w, c int, r Rect, alloc func(int) []byte) []byte {
+	out := alloc(r.H * r.W * c)
+	row := r.W * c
+	for y := 0; y < r.H; y++ {
+		s := ((r.Y+y)*w + r.X) * c
+		copy(out[y*row:(y+1)*row], pix[s:s+row])
+	}
+	return out
+}
+
+func decodePNG(data []byte, channels int, opts *DecodeOptions, alloc func(int) []byte) (*tensor.Tensor, error) {
+	info, err := scanPNG(data)
+	if err != nil {
+		return nil, err
+	}
+	if err := checkPixels(info.height, info.width, opts.maxPixels()); err != nil {
+		return nil, err
+	}
+	if opts.Crop != nil {
+		if err := checkWindow(opts.Crop, info.height, info.width); err != nil {
+			return nil, err
+		}
+	}
+	img, err := png.Decode(bytes.NewReader(data))
+	if err != nil {
+		switch {
+		case errors.Is(err, io.ErrUnexpectedEOF) || errors.Is(err, io.EOF):
+			return nil, fmt.Errorf("%w: png: %v", ErrTruncated, err)
+		case isUnsupported(err):
+			return nil, fmt.Errorf("%w: %v", ErrUnsupported, err)
+		}
+		// image/png's own errors already start with "png:".
+		return nil, fmt.Errorf("%w: %v", ErrCorrupt, err)
+	}
+	ch := channels
+	if ch == 0 {
+		ch = info.channels()
+	}
+	b := img.Bounds()
+	h, w := b.Dy(), b.Dx()
+	a := alloc
+	if opts.Crop != nil {
+		a = defaultPool.Get
+	}
+	pix := a(h * w * ch)
+	if err := imageToHWC(img, pix, ch); err != nil {
+		return nil, err
+	}
+	if opts.Crop == nil {
+		return &tensor.Tensor{DType: tensor.Uint8, Shape: []int{h, w, ch}, Data: pix}, nil
+	}
+	r := *opts.Crop
+	out := cropBytes(pix, h, w, ch, r, alloc)
+	defaultPool.Put(pix)
+	return &tensor.Tensor{DType: tensor.Uint8, Shape: []int{r.H, r.W, ch}, Data: out}, nil
+}
+
+func isUnsupported(err error) bool {
+	var pu png.UnsupportedError
+	return errors.As(err, &pu)
+}

@@ -1,0 +1,9 @@
+//go:build !cgo || piperun_purego
+
+package imageops
+
+// defaultJPEG is image/jpeg in builds without cgo.
+var defaultJPEG jpegDecoder = goJPEG
+
+// Backend names the JPEG decoder Decode uses: "libjpeg-turbo" or "image/jpeg".
+const Backend = "image/jpeg"

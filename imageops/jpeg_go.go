@@ -1,0 +1,35 @@
+package imageops
+
+import (
+	"bytes"
+	"errors"
+	"fmt"
+	"image/jpeg"
+	"io"
+)
+
+// goJPEG is the pure-Go jpegDecoder. image/jpeg cannot scale in the DCT
+// domain, so it ignores denom and returns the full-resolution image.
+func goJPEG(data []byte, info *jpegInfo, ch, denom int, alloc func(int) []byte, lenient bool) ([]byte, int, int, error) {
+	img, err := jpeg.Decode(bytes.NewReader(data))
+	if err != nil {
+		var ue jpeg.UnsupportedError
+		var fe jpeg.FormatError
+		switch {
+		case errors.As(err, &ue):
+			return nil, 0, 0, fmt.Errorf("%w: jpeg: %v", ErrUnsupported, err)
+		case errors.As(err, &fe):
+			return nil, 0, 0, fmt.Errorf("%w: jpeg: %v", ErrCorrupt, err)
+		case errors.Is(err, io.ErrUnexpectedEOF) || errors.Is(err, io.EOF):
+			return nil, 0, 0, fmt.Errorf("%w: jpeg: %v", ErrTruncated, err)
+		}
+		return nil, 0, 0, fmt.Errorf("%w: jpeg: %v", ErrCorrupt, err)
+	}
+	b := img.Bounds()
+	h, w := b.Dy(), b.Dx()
+	pix := alloc(h * w * ch)
+	if err := imageToHWC(img, pix, ch); err != nil {
+		return nil, 0, 0, err
+	}
+	return pix, h, w, nil
+}
