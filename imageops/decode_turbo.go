@@ -64,11 +64,11 @@ func turboJPEG(data []byte, info *jpegInfo, ch, denom int, alloc func(int) []byt
 		flags |= C.TJFLAG_STOPONWARNING
 	}
 	var pf C.int
-	dc := ch
+	cmyk := info.components == 4
 	switch {
-	case info.components == 4:
+	case cmyk:
 		// libjpeg cannot convert CMYK to RGB or gray; take the raw inks.
-		pf, dc = C.TJPF_CMYK, 4
+		pf = C.TJPF_CMYK
 	case ch == 1:
 		pf = C.TJPF_GRAY
 	case ch == 3:
@@ -77,23 +77,23 @@ func turboJPEG(data []byte, info *jpegInfo, ch, denom int, alloc func(int) []byt
 		pf = C.TJPF_RGBA
 	}
 	var dst []byte
-	if dc == ch {
-		dst = alloc(sh * sw * ch)
+	if cmyk {
+		dst = defaultPool.Get(sh * sw * 4)
 	} else {
-		dst = defaultPool.Get(sh * sw * dc)
+		dst = alloc(sh * sw * ch)
 	}
 	rc := C.tjDecompress2(th, (*C.uchar)(unsafe.Pointer(&data[0])), C.ulong(len(data)),
 		(*C.uchar)(unsafe.Pointer(&dst[0])), C.int(sw), 0, C.int(sh), pf, flags)
 	if rc != 0 {
 		msg := C.GoString(C.tjGetErrorStr2(th))
 		if !(lenient && C.tjGetErrorCode(th) == C.TJERR_WARNING) {
-			if dc != ch {
+			if cmyk {
 				defaultPool.Put(dst)
 			}
 			return nil, 0, 0, turboError(msg)
 		}
 	}
-	if dc == ch {
+	if !cmyk {
 		return dst, sh, sw, nil
 	}
 	out := alloc(sh * sw * ch)

@@ -16,6 +16,10 @@ func goJPEG(data []byte, info *jpegInfo, ch, denom int, alloc func(int) []byte, 
 		var ue jpeg.UnsupportedError
 		var fe jpeg.FormatError
 		switch {
+		case !info.hasEOI:
+			// Only reached when lenient: image/jpeg cannot recover a cut
+			// file, and whatever it complains about, the cause is the cut.
+			return nil, 0, 0, fmt.Errorf("%w: jpeg has no end-of-image marker: %v", ErrTruncated, err)
 		case errors.As(err, &ue):
 			return nil, 0, 0, fmt.Errorf("%w: jpeg: %v", ErrUnsupported, err)
 		case errors.As(err, &fe):

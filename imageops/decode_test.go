@@ -1,0 +1,498 @@
+package imageops
+
+import (
+	"bytes"
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"hash/crc32"
+	"path/filepath"
+	"regexp"
+	"strconv"
+	"strings"
+	"testing"
+
+	"github.com/piperun/piperun/tensor"
+)
+
+type decodeFunc func([]byte, int, DecodeOptions) (*tensor.Tensor, error)
+
+// decoders are the two JPEG backends; in a purego build both are image/jpeg.
+var decoders = []struct {
+	name string
+	fn   decodeFunc
+}{
+	{"default-" + Backend, Decode},
+	{"purego", DecodePureGo},
+}
+
+// badFiles are the shared files that must fail, with the sentinel and a
+// fragment of the reason that both builds must report.
+var badFiles = map[string]struct {
+	err  error
+	want string
+}{
+	"libjpeg-turbo/testimgari.jpg":   {ErrUnsupported, "arithmetic-coded jpeg (sof9)"},
+	"corrupted-crlf/example_cat.jpg": {ErrCorrupt, "corrupt"},
+	"corrupted-crlf/ducky_out5.jpg":  {ErrCorrupt, "corrupt"},
+	"invalid-crc32.png":              {ErrCorrupt, "invalid checksum"},
+	"invalid-trunc.png":              {ErrTruncated, "unexpected eof"},
+}
+
+var goDecodeRe = regexp.MustCompile(`^ok (jpeg|png) (\d+)x(\d+) (\w+)`)
+
+// expectation derives the upright size and stored channel count Decode must
+// return from a MANIFEST row.
+func expectation(t *testing.T, r manifestRow) (h, w, c int) {
+	t.Helper()
+	m := goDecodeRe.FindStringSubmatch(r["go_image_decode"])
+	if r["width"] != "" {
+		w, _ = strconv.Atoi(r["width"])
+		h, _ = strconv.Atoi(r["height"])
+	} else if m != nil {
+		w, _ = strconv.Atoi(m[2])
+		h, _ = strconv.Atoi(m[3])
+	} else {
+		t.Fatalf("%s: no size in manifest", r["file"])
+	}
+	if o, _ := strconv.Atoi(r["exif_orientation"]); o >= 5 {
+		h, w = w, h
+	}
+	c = 3
+	switch {
+	case r["components"] == "1":
+		c = 1
+	case m == nil:
+	case strings.HasPrefix(m[4], "Gray"):
+		c = 1
+	case strings.HasPrefix(m[4], "NRGBA"), strings.Contains(r["file"], "trns"):
+		c = 4
+	}
+	return h, w, c
+}
+
+func TestDecodeManifests(t *testing.T) {
+	for _, sub := range []string{"photos/imagenet", "jpeg-edge", "png-edge"} {
+		dir := sharedData(t, sub)
+		for _, r := range readManifest(t, dir) {
+			data := readFile(t, filepath.Join(dir, r["file"]))
+			for _, d := range decoders {
+				t.Run(sub+"/"+r["file"]+"/"+d.name, func(t *testing.T) {
+					img, err := d.fn(data, 0, DecodeOptions{})
+					if bad, ok := badFiles[r["file"]]; ok {
+						if !errors.Is(err, bad.err) || !strings.Contains(strings.ToLower(fmt.Sprint(err)), bad.want) {
+							t.Fatalf("err = %v, want %v mentioning %q", err, bad.err, bad.want)
+						}
+						if !strings.HasPrefix(err.Error(), "imageops: decode: ") {
+							t.Errorf("error %q lacks the imageops: decode: prefix", err)
+						}
+						return
+					}
+					if err != nil {
+						t.Fatal(err)
+					}
+					h, w, c := expectation(t, r)
+					if want := []int{h, w, c}; fmt.Sprint(img.Shape) != fmt.Sprint(want) || img.DType != tensor.Uint8 || len(img.Data) != h*w*c {
+						t.Fatalf("got %v (%d bytes), want uint8%v", img, len(img.Data), want)
+					}
+					cfg, err := DecodeConfig(data)
+					if err != nil || cfg.Height != h || cfg.Width != w || cfg.Channels != c {
+						t.Errorf("DecodeConfig = %+v, %v; want %dx%dx%d", cfg, err, h, w, c)
+					}
+				})
+			}
+		}
+	}
+}
+
+func meanAbsDiff(a, b []byte) float64 {
+	var s int64
+	for i := range a {
+		d := int64(a[i]) - int64(b[i])
+		if d < 0 {
+			d = -d
+		}
+		s += d
+	}
+	return float64(s) / float64(len(a))
+}
+
+func maxAbsDiff(a, b []byte) int {
+	m := 0
+	for i := range a {
+		d := int(a[i]) - int(b[i])
+		if d < 0 {
+			d = -d
+		}
+		m = max(m, d)
+	}
+	return m
+}
+
+// TestEXIFOrientation checks that all nine Landscape files, stored in eight
+// orientations, come out as the same upright 1800×1200 picture.
+func TestEXIFOrientation(t *testing.T) {
+	dir := sharedData(t, "jpeg-edge/exif-orientation")
+	for _, d := range decoders {
+		ref, err := d.fn(readFile(t, filepath.Join(dir, "Landscape_1.jpg")), 3, DecodeOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		for o := 0; o <= 8; o++ {
+			name := fmt.Sprintf("Landscape_%d.jpg", o)
+			img, err := d.fn(readFile(t, filepath.Join(dir, name)), 3, DecodeOptions{})
+			if err != nil {
+				t.Fatalf("%s %s: %v", d.name, name, err)
+			}
+			if fmt.Sprint(img.Shape) != "[1200 1800 3]" {
+				t.Fatalf("%s %s: shape %v, want [1200 1800 3]", d.name, name, img.Shape)
+			}
+			// Each file was encoded separately, so allow JPEG noise: the right
+			// orientation measured 0.4-3.7 levels, every wrong rotation or
+			// mirror 73-88.
+			if mad := meanAbsDiff(img.Data, ref.Data); mad > 6 {
+				t.Errorf("%s %s: mean abs diff %.2f from Landscape_1, want <= 6 (wrong orientation?)", d.name, name, mad)
+			}
+		}
+	}
+}
+
+// tiff builds a minimal TIFF IFD0 holding one orientation entry.
+func tiff(bo binary.ByteOrder, typ uint16, v uint32) []byte {
+	var b bytes.Buffer
+	if bo == binary.LittleEndian {
+		b.WriteString("II*\x00")
+	} else {
+		b.WriteString("MM\x00*")
+	}
+	binary.Write(&b, bo, uint32(8))
+	binary.Write(&b, bo, uint16(2))
+	// An unrelated tag first, so the scan has to walk entries.
+	binary.Write(&b, bo, []uint16{0x010f, 2})
+	binary.Write(&b, bo, []uint32{4, 0})
+	binary.Write(&b, bo, []uint16{0x0112, typ})
+	binary.Write(&b, bo, uint32(1))
+	switch typ {
+	case 3:
+		binary.Write(&b, bo, []uint16{uint16(v), 0})
+	default:
+		binary.Write(&b, bo, v)
+	}
+	return b.Bytes()
+}
+
+func TestEXIFParse(t *testing.T) {
+	cases := []struct {
+		name string
+		b    []byte
+		want int
+	}{
+		{"le short 6", tiff(binary.LittleEndian, 3, 6), 6},
+		{"be short 8", tiff(binary.BigEndian, 3, 8), 8},
+		{"le long 3", tiff(binary.LittleEndian, 4, 3), 3},
+		{"invalid 0", tiff(binary.BigEndian, 3, 0), 1},
+		{"invalid 9", tiff(binary.LittleEndian, 3, 9), 1},
+		{"bad type", tiff(binary.LittleEndian, 5, 6), 1},
+		{"truncated", tiff(binary.LittleEndian, 3, 6)[:20], 1},
+		{"bad magic", []byte("XX*\x00\x08\x00\x00\x00"), 1},
+		{"empty", nil, 1},
+	}
+	for _, c := range cases {
+		if got := exifOrientation(c.b); got != c.want {
+			t.Errorf("%s: orientation %d, want %d", c.name, got, c.want)
+		}
+	}
+}
+
+func TestDecodeChannels(t *testing.T) {
+	dir := sharedData(t, "jpeg-edge/go-image-testdata")
+	pdir := sharedData(t, "png-edge/pngsuite")
+	cases := []struct {
+		file  string
+		ch    int
+		want  int
+		alpha bool // channel 4 must be opaque
+	}{
+		{dir + "/video-001.jpeg", 0, 3, false},
+		{dir + "/video-001.jpeg", 1, 1, false},
+		{dir + "/video-001.jpeg", 4, 4, true},
+		{dir + "/video-005.gray.jpeg", 0, 1, false},
+		{dir + "/video-005.gray.jpeg", 3, 3, false},
+		{dir + "/video-001.cmyk.jpeg", 1, 1, false},
+		{dir + "/video-001.cmyk.jpeg", 4, 4, true},
+		{pdir + "/basn6a08.png", 0, 4, false},
+		{pdir + "/basn6a08.png", 3, 3, false},
+		{pdir + "/basn0g16.png", 3, 3, false},
+		{pdir + "/basn3p08.png", 4, 4, true},
+	}
+	for _, c := range cases {
+		for _, d := range decoders {
+			img, err := d.fn(readFile(t, c.file), c.ch, DecodeOptions{})
+			if err != nil {
+				t.Fatalf("%s %s ch=%d: %v", d.name, c.file, c.ch, err)
+			}
+			if img.Shape[2] != c.want {
+				t.Errorf("%s %s ch=%d: %v, want %d channels", d.name, c.file, c.ch, img.Shape, c.want)
+			}
+			if c.alpha {
+				for i := 3; i < len(img.Data); i += 4 {
+					if img.Data[i] != 255 {
+						t.Fatalf("%s %s: alpha %d at %d, want opaque", d.name, c.file, img.Data[i], i)
+					}
+				}
+			}
+			if c.ch == 3 && strings.Contains(c.file, "gray") {
+				for i := 0; i < len(img.Data); i += 3 {
+					if img.Data[i] != img.Data[i+1] || img.Data[i] != img.Data[i+2] {
+						t.Fatalf("%s %s: gray expanded to unequal channels", d.name, c.file)
+					}
+				}
+			}
+		}
+	}
+	if _, err := Decode(readFile(t, dir+"/video-001.jpeg"), 2, DecodeOptions{}); !errors.Is(err, ErrArgument) {
+		t.Errorf("channels=2: err %v, want ErrArgument", err)
+	}
+}
+
+// TestDecodeReferencePNG compares the decoders against the PNG references
+// that ship with Go's image/jpeg tests, including Adobe CMYK and RGB.
+func TestDecodeReferencePNG(t *testing.T) {
+	dir := sharedData(t, "jpeg-edge/go-image-testdata")
+	for _, name := range []string{"video-001", "video-001.cmyk", "video-001.rgb", "video-005.gray", "video-001.progressive"} {
+		png := name
+		if name == "video-001.progressive" {
+			png = "video-001"
+		}
+		ref, err := Decode(readFile(t, filepath.Join(dir, png+".png")), 0, DecodeOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, d := range decoders {
+			img, err := d.fn(readFile(t, filepath.Join(dir, name+".jpeg")), 0, DecodeOptions{})
+			if err != nil {
+				t.Fatalf("%s %s: %v", d.name, name, err)
+			}
+			mad := meanAbsDiff(img.Data, ref.Data)
+			if name == "video-001.rgb" && d.name != "purego" {
+				// The reference is image/jpeg's output, which replicates the
+				// subsampled G and B planes; libjpeg interpolates them
+				// (differing by ~4 levels). TestDecodeMatchesDjpeg covers it.
+				continue
+			}
+			t.Logf("%s %s: mean abs diff %.3f from the png reference", d.name, name, mad)
+			if mad > 2.5 {
+				t.Errorf("%s %s: mean abs diff %.3f from the png reference, want <= 2.5", d.name, name, mad)
+			}
+		}
+	}
+}
+
+func TestDecodeTruncated(t *testing.T) {
+	_, photos := photos(t)
+	full := photos[0]
+	cut := full[:len(full)/2]
+	for _, d := range decoders {
+		_, err := d.fn(cut, 3, DecodeOptions{})
+		if !errors.Is(err, ErrTruncated) || !strings.Contains(err.Error(), "no end-of-image marker") {
+			t.Errorf("%s strict: err %v, want ErrTruncated naming the missing end-of-image marker", d.name, err)
+		}
+	}
+	// Lenient libjpeg-turbo recovers the top half and greys the rest;
+	// image/jpeg cannot recover and still fails, with a reason.
+	img, err := Decode(cut, 3, DecodeOptions{Lenient: true})
+	if Backend == "libjpeg-turbo" {
+		if err != nil {
+			t.Fatalf("lenient: %v", err)
+		}
+		ref, _ := Decode(full, 3, DecodeOptions{})
+		if img.Shape[0] != ref.Shape[0] || img.Shape[1] != ref.Shape[1] {
+			t.Fatalf("lenient shape %v, want %v", img.Shape, ref.Shape)
+		}
+		row := ref.Shape[1] * 3
+		if mad := meanAbsDiff(img.Data[:row*10], ref.Data[:row*10]); mad != 0 {
+			t.Errorf("lenient: first rows differ from the full decode by %.2f", mad)
+		}
+	}
+	if _, err := DecodePureGo(cut, 3, DecodeOptions{Lenient: true}); !errors.Is(err, ErrTruncated) {
+		t.Errorf("purego lenient: err %v, want ErrTruncated", err)
+	}
+	// Go's truncated progressive test file is a complete file whose later
+	// scans are missing; both decoders return the coarse image without error.
+	dir := sharedData(t, "jpeg-edge/go-image-testdata")
+	for _, d := range decoders {
+		if _, err := d.fn(readFile(t, dir+"/video-001.progressive.truncated.jpeg"), 0, DecodeOptions{}); err != nil {
+			t.Errorf("%s progressive.truncated: %v", d.name, err)
+		}
+	}
+}
+
+// patchSOF rewrites the frame header of a copy of a JPEG; fn sees the
+// marker byte, the length, then the header fields.
+func patchSOF(t *testing.T, data []byte, fn func(seg []byte)) []byte {
+	t.Helper()
+	out := append([]byte(nil), data...)
+	for i := 2; i+4 < len(out); {
+		if out[i] != 0xff {
+			t.Fatal("lost marker sync")
+		}
+		m := out[i+1]
+		n := int(binary.BigEndian.Uint16(out[i+2:]))
+		if m == 0xc0 || m == 0xc1 || m == 0xc2 {
+			fn(out[i+1 : i+2+n])
+			return out
+		}
+		i += 2 + n
+	}
+	t.Fatal("no sof")
+	return nil
+}
+
+func TestDecodeUnsupported(t *testing.T) {
+	dir := sharedData(t, "jpeg-edge/libjpeg-turbo")
+	orig := readFile(t, filepath.Join(dir, "testorig.jpg"))
+	cases := []struct {
+		name string
+		data []byte
+		err  error
+		want string
+	}{
+		{"12-bit", patchSOF(t, orig, func(s []byte) { s[3] = 12 }), ErrUnsupported, "12-bit jpeg"},
+		{"lossless", patchSOF(t, orig, func(s []byte) { s[0] = 0xc3 }), ErrUnsupported, "lossless"},
+		{"dnl height", patchSOF(t, orig, func(s []byte) { s[4], s[5] = 0, 0 }), ErrUnsupported, "dnl"},
+		{"two components", patchSOF(t, orig, func(s []byte) { s[8] = 2 }), ErrUnsupported, "2 components"},
+		{"not an image", []byte("GIF89a........"), ErrFormat, "want jpeg or png"},
+		{"empty", nil, ErrFormat, "want jpeg or png"},
+		{"soi only", []byte{0xff, 0xd8}, ErrTruncated, "header ends"},
+		{"header cut", orig[:100], ErrTruncated, "jpeg header ends"},
+		{"png signature only", pngMagic, ErrTruncated, "ihdr"},
+	}
+	for _, c := range cases {
+		for _, d := range decoders {
+			_, err := d.fn(c.data, 0, DecodeOptions{})
+			if !errors.Is(err, c.err) || !strings.Contains(err.Error(), c.want) {
+				t.Errorf("%s %s: err %v, want %v mentioning %q", d.name, c.name, err, c.err, c.want)
+			}
+		}
+	}
+}
+
+// bombJPEG and bombPNG are small files whose headers declare 60000×60000.
+func bombJPEG(t *testing.T) []byte {
+	dir := sharedData(t, "jpeg-edge/libjpeg-turbo")
+	return patchSOF(t, readFile(t, filepath.Join(dir, "testorig.jpg")), func(s []byte) {
+		binary.BigEndian.PutUint16(s[4:], 60000)
+		binary.BigEndian.PutUint16(s[6:], 60000)
+	})
+}
+
+func bombPNG() []byte {
+	var b bytes.Buffer
+	b.Write(pngMagic)
+	chunk := func(typ string, body []byte) {
+		binary.Write(&b, binary.BigEndian, uint32(len(body)))
+		c := append([]byte(typ), body...)
+		b.Write(c)
+		binary.Write(&b, binary.BigEndian, crc32.ChecksumIEEE(c))
+	}
+	ihdr := make([]byte, 13)
+	binary.BigEndian.PutUint32(ihdr, 60000)
+	binary.BigEndian.PutUint32(ihdr[4:], 60000)
+	ihdr[8], ihdr[9] = 8, 2
+	chunk("IHDR", ihdr)
+	chunk("IDAT", []byte{0x78, 0x9c, 0x03, 0x00, 0x00, 0x00, 0x00, 0x01})
+	chunk("IEND", nil)
+	return b.Bytes()
+}
+
+func TestDecompressionBomb(t *testing.T) {
+	for name, data := range map[string][]byte{"jpeg": bombJPEG(t), "png": bombPNG()} {
+		for _, d := range decoders {
+			_, err := d.fn(data, 3, DecodeOptions{})
+			if !errors.Is(err, ErrTooLarge) || !strings.Contains(err.Error(), "60000x60000 is 3600000000 pixels, over the limit of 178956970") {
+				t.Fatalf("%s %s: err %v, want ErrTooLarge with the sizes", d.name, name, err)
+			}
+			// Refused from the header: a handful of small allocations (the
+			// error), nowhere near a 10 GB frame.
+			allocs := testing.AllocsPerRun(5, func() { d.fn(data, 3, DecodeOptions{}) })
+			if allocs > 10 {
+				t.Errorf("%s %s: %.0f allocations to refuse a bomb, want <= 10", d.name, name, allocs)
+			}
+		}
+	}
+	// MaxPixels is honoured both ways.
+	_, photos := photos(t)
+	if _, err := Decode(photos[0], 3, DecodeOptions{MaxPixels: 1000}); !errors.Is(err, ErrTooLarge) {
+		t.Errorf("MaxPixels 1000: err %v, want ErrTooLarge", err)
+	}
+	if _, err := Decode(photos[0], 3, DecodeOptions{MaxPixels: 500 * 375}); err != nil {
+		t.Errorf("MaxPixels exactly the size: %v", err)
+	}
+	if _, err := Decode(photos[0], 3, DecodeOptions{MaxPixels: -1}); err != nil {
+		t.Errorf("MaxPixels -1 (no limit): %v", err)
+	}
+}
+
+func TestDecodeCropAndScale(t *testing.T) {
+	names, photos := photos(t)
+	for i := 0; i < len(photos); i += 20 {
+		full, err := Decode(photos[i], 3, DecodeOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		h, w := full.Shape[0], full.Shape[1]
+		r := Rect{Y: h / 5, X: w / 3, H: h / 2, W: w / 3}
+		got, err := Decode(photos[i], 3, DecodeOptions{Crop: &r})
+		if err != nil {
+			t.Fatal(err)
+		}
+		want, _ := Crop(full, r.Y, r.X, r.H, r.W)
+		if !tensor.Equal(got, want) {
+			t.Errorf("%s: cropped decode differs from decode then crop", names[i])
+		}
+		for _, hint := range []Size{{224, 224}, {100, 60}, {20, 20}, {h, w}} {
+			img, err := Decode(photos[i], 3, DecodeOptions{ScaleHint: hint})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if img.Shape[0] < hint.H || img.Shape[1] < hint.W {
+				t.Errorf("%s hint %v: scaled to %v, below the hint", names[i], hint, img.Shape)
+			}
+			d := pickDenom(h, w, hint)
+			if Backend == "libjpeg-turbo" && (img.Shape[0] != (h+d-1)/d || img.Shape[1] != (w+d-1)/d) {
+				t.Errorf("%s hint %v: %v, want 1/%d scale", names[i], hint, img.Shape, d)
+			}
+			c, err := Decode(photos[i], 3, DecodeOptions{ScaleHint: hint, Crop: &r})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if c.Shape[0] < min(hint.H, r.H/d) || c.Shape[1] < min(hint.W, r.W/d) {
+				t.Errorf("%s hint %v crop %v: %v too small", names[i], hint, r, c.Shape)
+			}
+		}
+	}
+	if _, err := Decode(photos[0], 3, DecodeOptions{Crop: &Rect{Y: 300, X: 0, H: 100, W: 10}}); !errors.Is(err, ErrArgument) {
+		t.Errorf("crop outside image: err %v, want ErrArgument", err)
+	}
+}
+
+func TestPickDenom(t *testing.T) {
+	cases := []struct {
+		h, w int
+		hint Size
+		want int
+	}{
+		{375, 500, Size{224, 224}, 1},
+		{1200, 1800, Size{224, 224}, 4},
+		{1800, 1800, Size{224, 224}, 8},
+		{1791, 1800, Size{224, 224}, 4},
+		{448, 448, Size{224, 224}, 2},
+		{447, 448, Size{224, 224}, 1},
+		{1000, 1000, Size{}, 1},
+	}
+	for _, c := range cases {
+		if got := pickDenom(c.h, c.w, c.hint); got != c.want {
+			t.Errorf("pickDenom(%d, %d, %v) = %d, want %d", c.h, c.w, c.hint, got, c.want)
+		}
+	}
+}

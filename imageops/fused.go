@@ -1,0 +1,39 @@
+package imageops
+
+import (
+	"fmt"
+
+	"github.com/piperun/piperun/tensor"
+)
+
+// DecodeResize is Decode followed by Resize, with the full-size decoded
+// frame held in a pooled buffer rather than a fresh allocation per image.
+// Set opts.ScaleHint to Size{h, w} to let the JPEG decoder shrink in the DCT
+// domain first (much faster for large photos; the result differs from a
+// full-resolution decode by a level or two, as with PIL's draft mode).
+func DecodeResize(data []byte, channels, h, w int, method string, opts DecodeOptions) (*tensor.Tensor, error) {
+	img, err := decode(data, channels, &opts, defaultJPEG, defaultPool.Get)
+	if err != nil {
+		return nil, err
+	}
+	out, err := resize(img, h, w, method, makeBytes)
+	defaultPool.Put(img.Data)
+	if err != nil {
+		return nil, fmt.Errorf("imageops: resize: %w", err)
+	}
+	return out, nil
+}
+
+// DecodeRandomResizedCrop picks a RandomResizedCropWindow from the header,
+// decodes only that window (opts.Crop is overwritten) and resizes it to h×w
+// with antialiased bilinear resampling. With opts.ScaleHint set to
+// Size{h, w}, large windows are also shrunk in the DCT domain.
+func DecodeRandomResizedCrop(data []byte, channels, h, w int, minScale, maxScale float64, rng RNG, opts DecodeOptions) (*tensor.Tensor, error) {
+	cfg, err := DecodeConfig(data)
+	if err != nil {
+		return nil, err
+	}
+	r := RandomResizedCropWindow(cfg.Height, cfg.Width, minScale, maxScale, rng)
+	opts.Crop = &r
+	return DecodeResize(data, channels, h, w, Bilinear, opts)
+}

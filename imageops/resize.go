@@ -1,0 +1,382 @@
+package imageops
+
+import (
+	"fmt"
+	"math"
+
+	"github.com/piperun/piperun/tensor"
+)
+
+// Resize methods.
+const (
+	Bilinear = "bilinear"
+	Nearest  = "nearest"
+	Area     = "area"
+	Bicubic  = "bicubic"
+)
+
+// precisionBits is the fixed-point precision of uint8 weights, PIL's choice:
+// 8 bits of sample times 22 bits of weight plus two bits of headroom for
+// bicubic overshoot fit an int32 accumulator.
+const precisionBits = 22
+
+type filter struct {
+	support float64
+	fn      func(x float64) float64
+}
+
+var filters = map[string]filter{
+	Bilinear: {1, func(x float64) float64 {
+		x = math.Abs(x)
+		if x < 1 {
+			return 1 - x
+		}
+		return 0
+	}},
+	Area: {0.5, func(x float64) float64 {
+		if x > -0.5 && x <= 0.5 {
+			return 1
+		}
+		return 0
+	}},
+	Bicubic: {2, func(x float64) float64 {
+		// Keys cubic with a = -0.5, as PIL and TensorFlow use.
+		const a = -0.5
+		x = math.Abs(x)
+		switch {
+		case x < 1:
+			return ((a+2)*x-(a+3))*x*x + 1
+		case x < 2:
+			return (((x-5)*x+8)*x - 4) * a
+		}
+		return 0
+	}},
+}
+
+// coeffs holds the taps of one axis: output i reads count[i] inputs from
+// start[i], with weights at [i*stride, i*stride+count[i]).
+type coeffs struct {
+	start, count []int32
+	stride       int
+	wi           []int32   // fixed-point weights for uint8
+	wf           []float32 // weights for float32
+}
+
+// makeCoeffs computes antialiased resampling weights the way PIL's
+// precompute_coeffs does: when shrinking, the filter is stretched by the
+// scale so every input pixel contributes (antialiasing); pixel centres sit
+// at half-integers.
+func makeCoeffs(in, out int, f filter, fixed bool) *coeffs {
+	scale := float64(in) / float64(out)
+	fscale := math.Max(scale, 1)
+	support := f.support * fscale
+	stride := int(math.Ceil(support))*2 + 1
+	c := &coeffs{start: make([]int32, out), count: make([]int32, out), stride: stride}
+	wf := make([]float64, stride)
+	if fixed {
+		c.wi = make([]int32, out*stride)
+	} else {
+		c.wf = make([]float32, out*stride)
+	}
+	for i := 0; i < out; i++ {
+		center := (float64(i) + 0.5) * scale
+		lo := max(int(center-support+0.5), 0)
+		hi := min(int(center+support+0.5), in)
+		n := min(hi-lo, stride)
+		sum := 0.0
+		for k := 0; k < n; k++ {
+			w := f.fn((float64(k+lo) - center + 0.5) / fscale)
+			wf[k] = w
+			sum += w
+		}
+		c.start[i], c.count[i] = int32(lo), int32(n)
+		for k := 0; k < n; k++ {
+			w := wf[k]
+			if sum != 0 {
+				w /= sum
+			}
+			if fixed {
+				// Round half away from zero, as PIL does, so weights of a
+				// symmetric filter stay symmetric.
+				c.wi[i*stride+k] = int32(math.Round(w * (1 << precisionBits)))
+			} else {
+				c.wf[i*stride+k] = float32(w)
+			}
+		}
+	}
+	return c
+}
+
+// Resize resamples an HWC image (uint8 or float32, any channel count) to
+// h×w. method is "bilinear" (also ""), "nearest", "area" or "bicubic".
+// Except for nearest, shrinking is antialiased like PIL and
+// tf.image.resize(antialias=True). uint8 results are rounded and clamped.
+func Resize(img *tensor.Tensor, h, w int, method string) (*tensor.Tensor, error) {
+	out, err := resize(img, h, w, method, makeBytes)
+	if err != nil {
+		return nil, fmt.Errorf("imageops: resize: %w", err)
+	}
+	return out, nil
+}
+
+func checkImage(img *tensor.Tensor) (h, w, c int, err error) {
+	if img == nil || len(img.Shape) != 3 {
+		return 0, 0, 0, fmt.Errorf("%w: want an HWC image of rank 3, got %v", ErrArgument, shapeOf(img))
+	}
+	if img.DType != tensor.Uint8 && img.DType != tensor.Float32 {
+		return 0, 0, 0, fmt.Errorf("%w: want a uint8 or float32 image, got %s", ErrArgument, img.DType)
+	}
+	h, w, c = img.Shape[0], img.Shape[1], img.Shape[2]
+	if h <= 0 || w <= 0 || c <= 0 || len(img.Data) < h*w*c*img.DType.Size() {
+		return 0, 0, 0, fmt.Errorf("%w: empty or inconsistent image %v", ErrArgument, img.Shape)
+	}
+	return h, w, c, nil
+}
+
+func shapeOf(t *tensor.Tensor) string {
+	if t == nil {
+		return "nil"
+	}
+	return t.String()
+}
+
+func resize(img *tensor.Tensor, oh, ow int, method string, alloc func(int) []byte) (*tensor.Tensor, error) {
+	ih, iw, c, err := checkImage(img)
+	if err != nil {
+		return nil, err
+	}
+	if oh <= 0 || ow <= 0 {
+		return nil, fmt.Errorf("%w: target size %dx%d", ErrArgument, oh, ow)
+	}
+	if method == "" {
+		method = Bilinear
+	}
+	es := img.DType.Size()
+	out := &tensor.Tensor{DType: img.DType, Shape: []int{oh, ow, c}, Data: alloc(oh * ow * c * es)}
+	if method == Nearest {
+		resizeNearest(img.Data, ih, iw, c*es, out.Data, oh, ow)
+		return out, nil
+	}
+	f, ok := filters[method]
+	if !ok {
+		return nil, fmt.Errorf("%w: resize method %q (want bilinear, nearest, area or bicubic)", ErrArgument, method)
+	}
+	if ih == oh && iw == ow {
+		copy(out.Data, img.Data)
+		return out, nil
+	}
+	fixed := img.DType == tensor.Uint8
+	// Horizontal pass first, into a pooled intermediate of ih×ow, as PIL
+	// does; an axis whose size does not change is skipped.
+	src := img.Data[:ih*iw*c*es]
+	var tmp []byte
+	if iw != ow {
+		cx := makeCoeffs(iw, ow, f, fixed)
+		dst := out.Data
+		if ih != oh {
+			tmp = defaultPool.Get(ih * ow * c * es)
+			dst = tmp
+		}
+		if fixed {
+			hpass8(src, ih, iw, c, dst, ow, cx)
+		} else {
+			hpassF(bytesAsF32(src), ih, iw, c, bytesAsF32(dst), ow, cx)
+		}
+		src = dst
+	}
+	if ih != oh {
+		cy := makeCoeffs(ih, oh, f, fixed)
+		if fixed {
+			vpass8(src, ow*c, out.Data, oh, cy)
+		} else {
+			vpassF(bytesAsF32(src), ow*c, bytesAsF32(out.Data), oh, cy)
+		}
+	}
+	if tmp != nil {
+		defaultPool.Put(tmp)
+	}
+	return out, nil
+}
+
+// resizeNearest picks source pixel floor((i+0.5)*scale) for output i on each
+// axis, PIL's NEAREST; px is the pixel size in bytes.
+func resizeNearest(src []byte, ih, iw, px int, dst []byte, oh, ow int) {
+	xs := make([]int, ow)
+	for x := range xs {
+		xs[x] = min(int((float64(x)+0.5)*float64(iw)/float64(ow)), iw-1) * px
+	}
+	for y := 0; y < oh; y++ {
+		sy := min(int((float64(y)+0.5)*float64(ih)/float64(oh)), ih-1)
+		srow := src[sy*iw*px : (sy+1)*iw*px]
+		drow := dst[y*ow*px : (y+1)*ow*px]
+		for x, sx := range xs {
+			copy(drow[x*px:x*px+px], srow[sx:sx+px])
+		}
+	}
+}
+
+func clamp8(v int32) uint8 {
+	v >>= precisionBits
+	if uint32(v) > 255 {
+		if v < 0 {
+			return 0
+		}
+		return 255
+	}
+	return uint8(v)
+}
+
+const half = 1 << (precisionBits - 1)
+
+// hpass8 resamples each row of a uint8 image along x. The channel counts
+// that matter (3, 1, 4) get loops with their accumulators in registers.
+func hpass8(src []byte, h, iw, c int, dst []byte, ow int, cf *coeffs) {
+	for y := 0; y < h; y++ {
+		srow := src[y*iw*c : (y+1)*iw*c]
+		drow := dst[y*ow*c : (y+1)*ow*c]
+		switch c {
+		case 3:
+			for x := 0; x < ow; x++ {
+				s, n := int(cf.start[x]), int(cf.count[x])
+				ws := cf.wi[x*cf.stride : x*cf.stride+n]
+				p := srow[s*3 : (s+n)*3]
+				r, g, b := int32(half), int32(half), int32(half)
+				for k, w := range ws {
+					q := p[3*k : 3*k+3 : 3*k+3]
+					r += int32(q[0]) * w
+					g += int32(q[1]) * w
+					b += int32(q[2]) * w
+				}
+				d := drow[3*x : 3*x+3 : 3*x+3]
+				d[0], d[1], d[2] = clamp8(r), clamp8(g), clamp8(b)
+			}
+		case 1:
+			for x := 0; x < ow; x++ {
+				s, n := int(cf.start[x]), int(cf.count[x])
+				ws := cf.wi[x*cf.stride : x*cf.stride+n]
+				p := srow[s : s+n]
+				v := int32(half)
+				for k, w := range ws {
+					v += int32(p[k]) * w
+				}
+				drow[x] = clamp8(v)
+			}
+		case 4:
+			for x := 0; x < ow; x++ {
+				s, n := int(cf.start[x]), int(cf.count[x])
+				ws := cf.wi[x*cf.stride : x*cf.stride+n]
+				p := srow[s*4 : (s+n)*4]
+				r, g, b, a := int32(half), int32(half), int32(half), int32(half)
+				for k, w := range ws {
+					q := p[4*k : 4*k+4 : 4*k+4]
+					r += int32(q[0]) * w
+					g += int32(q[1]) * w
+					b += int32(q[2]) * w
+					a += int32(q[3]) * w
+				}
+				d := drow[4*x : 4*x+4 : 4*x+4]
+				d[0], d[1], d[2], d[3] = clamp8(r), clamp8(g), clamp8(b), clamp8(a)
+			}
+		default:
+			for x := 0; x < ow; x++ {
+				s, n := int(cf.start[x]), int(cf.count[x])
+				ws := cf.wi[x*cf.stride : x*cf.stride+n]
+				for ch := 0; ch < c; ch++ {
+					v := int32(half)
+					for k, w := range ws {
+						v += int32(srow[(s+k)*c+ch]) * w
+					}
+					drow[x*c+ch] = clamp8(v)
+				}
+			}
+		}
+	}
+}
+
+// vpass8 resamples along y. Each output row accumulates whole input rows
+// into an int32 row buffer, so memory is walked sequentially.
+func vpass8(src []byte, row int, dst []byte, oh int, cf *coeffs) {
+	acc, accBuf := defaultPool.getI32(row)
+	acc = acc[:row]
+	for y := 0; y < oh; y++ {
+		s, n := int(cf.start[y]), int(cf.count[y])
+		ws := cf.wi[y*cf.stride : y*cf.stride+n]
+		r0 := src[s*row : (s+1)*row]
+		r0 = r0[:len(acc)]
+		w0 := ws[0]
+		for i, v := range r0 {
+			acc[i] = half + int32(v)*w0
+		}
+		for k := 1; k < n; k++ {
+			rk := src[(s+k)*row : (s+k+1)*row]
+			rk = rk[:len(acc)]
+			w := ws[k]
+			for i, v := range rk {
+				acc[i] += int32(v) * w
+			}
+		}
+		d := dst[y*row : (y+1)*row]
+		d = d[:len(acc)]
+		for i, v := range acc {
+			d[i] = clamp8(v)
+		}
+	}
+	defaultPool.Put(accBuf)
+}
+
+func hpassF(src []float32, h, iw, c int, dst []float32, ow int, cf *coeffs) {
+	for y := 0; y < h; y++ {
+		srow := src[y*iw*c : (y+1)*iw*c]
+		drow := dst[y*ow*c : (y+1)*ow*c]
+		if c == 3 {
+			for x := 0; x < ow; x++ {
+				s, n := int(cf.start[x]), int(cf.count[x])
+				ws := cf.wf[x*cf.stride : x*cf.stride+n]
+				p := srow[s*3 : (s+n)*3]
+				var r, g, b float32
+				for k, w := range ws {
+					q := p[3*k : 3*k+3 : 3*k+3]
+					r += q[0] * w
+					g += q[1] * w
+					b += q[2] * w
+				}
+				d := drow[3*x : 3*x+3 : 3*x+3]
+				d[0], d[1], d[2] = r, g, b
+			}
+			continue
+		}
+		for x := 0; x < ow; x++ {
+			s, n := int(cf.start[x]), int(cf.count[x])
+			ws := cf.wf[x*cf.stride : x*cf.stride+n]
+			for ch := 0; ch < c; ch++ {
+				var v float32
+				for k, w := range ws {
+					v += srow[(s+k)*c+ch] * w
+				}
+				drow[x*c+ch] = v
+			}
+		}
+	}
+}
+
+func vpassF(src []float32, row int, dst []float32, oh int, cf *coeffs) {
+	for y := 0; y < oh; y++ {
+		s, n := int(cf.start[y]), int(cf.count[y])
+		ws := cf.wf[y*cf.stride : y*cf.stride+n]
+		d := dst[y*row : (y+1)*row]
+		r0 := src[s*row : (s+1)*row]
+		r0 = r0[:len(d)]
+		w0 := ws[0]
+		for i, v := range r0 {
+			d[i] = v * w0
+		}
+		for k := 1; k < n; k++ {
+			rk := src[(s+k)*row : (s+k+1)*row]
+			rk = rk[:len(d)]
+			w := ws[k]
+			for i, v := range rk {
+				d[i] += v * w
+			}
+		}
+	}
+}
