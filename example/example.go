@@ -220,8 +220,15 @@ func wrongWire(name string, f field) error {
 // skipped; a key that appears twice keeps its last value, as in protobuf.
 func Unmarshal(b []byte) (*Example, error) {
 	ex := &Example{Features: make(map[string]*Feature)}
+	// Features come from one slab rather than one allocation each; tabular
+	// records have dozens of tiny features.
+	var slab []Feature
 	err := walkExample(b, func(key []byte, values [][]byte) error {
-		f := &Feature{}
+		if len(slab) == 0 {
+			slab = make([]Feature, 16)
+		}
+		f := &slab[0]
+		slab = slab[1:]
 		for _, v := range values {
 			if err := parseFeature(v, f); err != nil {
 				return wrap("feature "+strconv.Quote(string(key)), err)
