@@ -245,9 +245,9 @@ func Unmarshal(b []byte) (*Example, error) {
 
 // ParseInto decodes only the features named in want, calling fn with the
 // index want gives for each one found, in wire order. Features not in want
-// are skipped without decoding their values, and no map is built, which is
-// what makes this cheaper than Unmarshal for the usual parse stage that
-// keeps a few of many features. A key repeated on the wire calls fn again and
+// are skipped without decoding their values (so damage inside them goes
+// unreported), and no map is built, which is what makes this cheaper than
+// Unmarshal for the usual parse stage that keeps a few of many features. A key repeated on the wire calls fn again and
 // the last call wins, as in protobuf. Byte values alias b; fn may keep f.
 func ParseInto(b []byte, want map[string]int, fn func(idx int, f *Feature) error) error {
 	return walkExample(b, func(key []byte, values [][]byte) error {

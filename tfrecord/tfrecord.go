@@ -29,11 +29,6 @@ const (
 	headerSize = 12 // uint64 length + uint32 masked length crc
 	footerSize = 4  // uint32 masked data crc
 
-	// DefaultMaxRecordSize is the largest record a Reader accepts unless told
-	// otherwise. A corrupt length field that still passes its CRC (or a
-	// hostile file) must not make us allocate gigabytes.
-	DefaultMaxRecordSize = 1 << 30
-
 	// bufferSize is large enough that image-sized records need only a few
 	// refills, and small enough to keep many interleaved readers cheap.
 	bufferSize = 256 << 10
@@ -45,6 +40,11 @@ const (
 
 	maskDelta = 0xa282ead8
 )
+
+// DefaultMaxRecordSize is the largest record a Reader accepts unless told
+// otherwise. A corrupt length field that still passes its CRC (or a hostile
+// file) must not make us allocate gigabytes.
+const DefaultMaxRecordSize = 1 << 30
 
 // castagnoli is shared by all readers and writers; the standard library
 // uses SSE4.2 / ARM64 CRC instructions for this polynomial when available.
@@ -146,7 +146,9 @@ func Detect(path string, head []byte) Compression {
 }
 
 // CorruptError reports a record that cannot be read: a bad checksum, a
-// truncated frame, an oversized length or a damaged compressed stream.
+// truncated frame, an oversized length or a damaged compressed stream. In a
+// CRC mismatch reason, "got" is the masked CRC computed from the bytes read
+// and "want" the one stored in the file.
 type CorruptError struct {
 	File   string // name given to NewReader; may be empty
 	Record int    // index of the record being read, from 0
@@ -175,7 +177,6 @@ func (e *CorruptError) Unwrap() error { return e.Err }
 // use.
 type Reader struct {
 	br      *bufio.Reader
-	zr      io.Closer // decompressor, nil for None
 	name    string
 	off     int64
 	idx     int
@@ -221,7 +222,6 @@ func NewReader(r io.Reader, c Compression, name string) (*Reader, error) {
 		}
 		return nil, &CorruptError{File: name, Reason: fmt.Sprintf("%s header: %v", c, err), Err: err}
 	}
-	rd.zr = zr
 	rd.br = bufio.NewReaderSize(zr, bufferSize)
 	return rd, nil
 }
