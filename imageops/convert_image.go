@@ -31,31 +31,35 @@ func putGray(dst []byte, c int, v uint8) {
 	}
 }
 
-// ycbcrToRGB is JFIF's conversion in the same 16.16 fixed point as
-// image/color, inlined here so the loop makes no calls.
+// The YCbCr→RGB tables of libjpeg's jdcolor.c (16-bit fixed point with
+// the same rounding), so the pure-Go path converts exactly like libjpeg.
+var crR, cbB, crG, cbG [256]int32
+
+func init() {
+	const one = 1 << 16
+	fix := func(x float64) int32 { return int32(x*one + 0.5) }
+	for i := range 256 {
+		x := int32(i - 128)
+		crR[i] = (fix(1.40200)*x + one/2) >> 16
+		cbB[i] = (fix(1.77200)*x + one/2) >> 16
+		crG[i] = -fix(0.71414) * x
+		cbG[i] = -fix(0.34414)*x + one/2
+	}
+}
+
+func clampU8(v int32) uint8 {
+	if uint32(v) > 255 {
+		if v < 0 {
+			return 0
+		}
+		return 255
+	}
+	return uint8(v)
+}
+
 func ycbcrToRGB(y, cb, cr uint8) (uint8, uint8, uint8) {
-	yy := int32(y) * 0x10101
-	cb1 := int32(cb) - 128
-	cr1 := int32(cr) - 128
-	r := yy + 91881*cr1
-	if uint32(r)&0xff000000 == 0 {
-		r >>= 16
-	} else {
-		r = ^(r >> 31)
-	}
-	g := yy - 22554*cb1 - 46802*cr1
-	if uint32(g)&0xff000000 == 0 {
-		g >>= 16
-	} else {
-		g = ^(g >> 31)
-	}
-	b := yy + 116130*cb1
-	if uint32(b)&0xff000000 == 0 {
-		b >>= 16
-	} else {
-		b = ^(b >> 31)
-	}
-	return uint8(r), uint8(g), uint8(b)
+	yy := int32(y)
+	return clampU8(yy + crR[cr]), clampU8(yy + (cbG[cb]+crG[cr])>>16), clampU8(yy + cbB[cb])
 }
 
 // inkToRGB converts CMYK ink amounts (0 = no ink) to RGB.
@@ -161,38 +165,7 @@ func imageToHWC(img image.Image, pix []byte, c int) error {
 			}
 		}
 	case *image.YCbCr:
-		var sx, sy uint
-		switch m.SubsampleRatio {
-		case image.YCbCrSubsampleRatio444:
-		case image.YCbCrSubsampleRatio422:
-			sx = 1
-		case image.YCbCrSubsampleRatio420:
-			sx, sy = 1, 1
-		case image.YCbCrSubsampleRatio440:
-			sy = 1
-		case image.YCbCrSubsampleRatio411:
-			sx = 2
-		case image.YCbCrSubsampleRatio410:
-			sx, sy = 2, 1
-		default:
-			return fmt.Errorf("%w: ycbcr subsampling %v", ErrUnsupported, m.SubsampleRatio)
-		}
-		for y := 0; y < h; y++ {
-			yrow := m.Y[y*m.YStride : y*m.YStride+w]
-			co := (y >> sy) * m.CStride
-			cw := (w + (1 << sx) - 1) >> sx
-			cbrow := m.Cb[co : co+cw]
-			crrow := m.Cr[co : co+cw]
-			dst := pix[y*w*c : (y+1)*w*c]
-			if c == 1 {
-				copy(dst, yrow)
-				continue
-			}
-			for x, yv := range yrow {
-				r, g, bb := ycbcrToRGB(yv, cbrow[x>>sx], crrow[x>>sx])
-				put(dst[x*c:], c, r, g, bb, 255)
-			}
-		}
+		return ycbcrToHWC(m, pix, c)
 	default:
 		return fmt.Errorf("%w: decoded image type %T", ErrUnsupported, img)
 	}
@@ -232,4 +205,98 @@ func orient(pix []byte, h, w, c, o int, alloc func(int) []byte) ([]byte, int, in
 		}
 	}
 	return out, oh, ow
+}
+
+// ycbcrToHWC converts image/jpeg's planar output. For 4:2:0 and 4:2:2 it
+// upsamples chroma with libjpeg's "fancy" triangle filter (jdsample.c)
+// instead of replicating samples as image/jpeg's own conversion does, which
+// brings the pure-Go decoder within a fraction of a level of libjpeg-turbo.
+func ycbcrToHWC(m *image.YCbCr, pix []byte, c int) error {
+	h, w := m.Rect.Dy(), m.Rect.Dx()
+	var sx, sy uint
+	switch m.SubsampleRatio {
+	case image.YCbCrSubsampleRatio444:
+	case image.YCbCrSubsampleRatio422:
+		sx = 1
+	case image.YCbCrSubsampleRatio420:
+		sx, sy = 1, 1
+	case image.YCbCrSubsampleRatio440:
+		sy = 1
+	case image.YCbCrSubsampleRatio411:
+		sx = 2
+	case image.YCbCrSubsampleRatio410:
+		sx, sy = 2, 1
+	default:
+		return fmt.Errorf("%w: ycbcr subsampling %v", ErrUnsupported, m.SubsampleRatio)
+	}
+	cw := (w + (1 << sx) - 1) >> sx
+	chh := (h + (1 << sy) - 1) >> sy
+	fancy := sx == 1 && c != 1
+	var cbUp, crUp, sumB, sumR []int32
+	if fancy {
+		cbUp, crUp = make([]int32, 2*cw), make([]int32, 2*cw)
+		sumB, sumR = make([]int32, cw), make([]int32, cw)
+	}
+	for y := 0; y < h; y++ {
+		yrow := m.Y[y*m.YStride : y*m.YStride+w]
+		dst := pix[y*w*c : (y+1)*w*c]
+		if c == 1 {
+			copy(dst, yrow)
+			continue
+		}
+		cy := y >> sy
+		cbrow := m.Cb[cy*m.CStride : cy*m.CStride+cw]
+		crrow := m.Cr[cy*m.CStride : cy*m.CStride+cw]
+		if !fancy {
+			for x, yv := range yrow {
+				r, g, b := ycbcrToRGB(yv, cbrow[x>>sx], crrow[x>>sx])
+				put(dst[x*c:], c, r, g, b, 255)
+			}
+			continue
+		}
+		if sy == 1 {
+			// Vertical triangle: 3/4 of the nearer chroma row, 1/4 of the
+			// other neighbour (edge rows repeat), kept at 4x scale.
+			fy := cy - 1
+			if y&1 == 1 {
+				fy = cy + 1
+			}
+			fy = min(max(fy, 0), chh-1)
+			fb := m.Cb[fy*m.CStride : fy*m.CStride+cw]
+			fr := m.Cr[fy*m.CStride : fy*m.CStride+cw]
+			for i := range sumB {
+				sumB[i] = 3*int32(cbrow[i]) + int32(fb[i])
+				sumR[i] = 3*int32(crrow[i]) + int32(fr[i])
+			}
+			upsampleH2(sumB, cbUp, 8, 7, 4)
+			upsampleH2(sumR, crUp, 8, 7, 4)
+		} else {
+			for i := range sumB {
+				sumB[i] = int32(cbrow[i])
+				sumR[i] = int32(crrow[i])
+			}
+			upsampleH2(sumB, cbUp, 1, 2, 2)
+			upsampleH2(sumR, crUp, 1, 2, 2)
+		}
+		for x, yv := range yrow {
+			yy := int32(yv)
+			cb, cr := cbUp[x], crUp[x]
+			put(dst[x*c:], c, clampU8(yy+crR[cr]), clampU8(yy+(cbG[cb]+crG[cr])>>16), clampU8(yy+cbB[cb]), 255)
+		}
+	}
+	return nil
+}
+
+// upsampleH2 doubles a row horizontally with libjpeg's triangle filter:
+// each output mixes 3/4 of its source sample with 1/4 of the neighbour on
+// its side (the edge sample repeats), with libjpeg's alternating rounding
+// biases lo and hi and final shift.
+func upsampleH2(in, out []int32, lo, hi int32, shift uint) {
+	n := len(in)
+	for i := 0; i < n; i++ {
+		t := 3 * in[i]
+		l, r := in[max(i-1, 0)], in[min(i+1, n-1)]
+		out[2*i] = (t + l + lo) >> shift
+		out[2*i+1] = (t + r + hi) >> shift
+	}
 }
