@@ -30,6 +30,9 @@ type Sample struct {
 	Origin string
 	// Fields maps field names to values of the types listed in the package doc.
 	Fields map[string]any
+	// BatchSize is the number of samples stacked into this one by batch;
+	// 0 for a plain sample.
+	BatchSize int
 	// Held is the number of bytes the engine reserved for this sample in the
 	// memory budget. Only the engine writes it.
 	Held int64
@@ -59,7 +62,7 @@ func (s *Sample) Size() int64 {
 // Clone returns a copy whose field map can be changed without affecting s.
 // Values are shared: stages never mutate a value in place.
 func (s *Sample) Clone() *Sample {
-	c := &Sample{ID: s.ID, Epoch: s.Epoch, Origin: s.Origin, Fields: make(map[string]any, len(s.Fields))}
+	c := &Sample{ID: s.ID, Epoch: s.Epoch, Origin: s.Origin, BatchSize: s.BatchSize, Fields: make(map[string]any, len(s.Fields))}
 	for k, v := range s.Fields {
 		c.Fields[k] = v
 	}

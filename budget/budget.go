@@ -1,0 +1,174 @@
+// Package budget is the pipeline-wide memory budget: a byte-weighted
+// semaphore that every buffer reserves from before it holds a sample, so
+// that a full budget turns into backpressure instead of an allocation.
+package budget
+
+import (
+	"context"
+	"fmt"
+	"sync"
+	"sync/atomic"
+)
+
+// Budget is a byte-weighted semaphore with a peak gauge. A nil *Budget
+// imposes no limit.
+type Budget struct {
+	limit int64
+
+	mu      sync.Mutex
+	used    int64
+	waiters []waiter
+
+	peak atomic.Int64
+	cur  atomic.Int64
+}
+
+type waiter struct {
+	n     int64
+	ready chan struct{}
+}
+
+// TooLargeError reports a single reservation larger than the whole budget,
+// which could never be satisfied.
+type TooLargeError struct {
+	Need, Limit int64
+}
+
+func (e *TooLargeError) Error() string {
+	return fmt.Sprintf("a sample of %d bytes exceeds the whole memory budget of %d bytes; raise resources.memory", e.Need, e.Limit)
+}
+
+// New returns a budget of limit bytes.
+func New(limit int64) *Budget { return &Budget{limit: limit} }
+
+// Limit returns the budget's size.
+func (b *Budget) Limit() int64 {
+	if b == nil {
+		return 0
+	}
+	return b.limit
+}
+
+// Used returns the bytes currently reserved.
+func (b *Budget) Used() int64 {
+	if b == nil {
+		return 0
+	}
+	return b.cur.Load()
+}
+
+// Peak returns the most bytes ever reserved at once.
+func (b *Budget) Peak() int64 {
+	if b == nil {
+		return 0
+	}
+	return b.peak.Load()
+}
+
+func (b *Budget) add(n int64) {
+	b.used += n
+	c := b.cur.Add(n)
+	for {
+		p := b.peak.Load()
+		if c <= p || b.peak.CompareAndSwap(p, c) {
+			return
+		}
+	}
+}
+
+// TryAcquire reserves n bytes if they are free now.
+func (b *Budget) TryAcquire(n int64) bool {
+	if b == nil || n <= 0 {
+		return true
+	}
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if len(b.waiters) == 0 && b.used+n <= b.limit {
+		b.add(n)
+		return true
+	}
+	return false
+}
+
+// Acquire reserves n bytes, waiting until they are free. Waiters are served
+// in order, so a large sample is not starved by a stream of small ones.
+func (b *Budget) Acquire(ctx context.Context, n int64) error {
+	if b == nil || n <= 0 {
+		return nil
+	}
+	if n > b.limit {
+		return &TooLargeError{Need: n, Limit: b.limit}
+	}
+	b.mu.Lock()
+	if len(b.waiters) == 0 && b.used+n <= b.limit {
+		b.add(n)
+		b.mu.Unlock()
+		return nil
+	}
+	w := waiter{n: n, ready: make(chan struct{})}
+	b.waiters = append(b.waiters, w)
+	b.mu.Unlock()
+	select {
+	case <-w.ready:
+		return nil
+	case <-ctx.Done():
+		b.mu.Lock()
+		defer b.mu.Unlock()
+		select {
+		case <-w.ready:
+			// Granted while we were giving up: hand the bytes back.
+			b.releaseLocked(n)
+		default:
+			for i := range b.waiters {
+				if b.waiters[i].ready == w.ready {
+					b.waiters = append(b.waiters[:i], b.waiters[i+1:]...)
+					break
+				}
+			}
+			b.notifyLocked()
+		}
+		return ctx.Err()
+	}
+}
+
+// ForceAcquire reserves n bytes without waiting, even past the limit. The
+// engine uses it only where waiting could deadlock (a buffer stage's own
+// bookkeeping); the overshoot shows in Peak.
+func (b *Budget) ForceAcquire(n int64) {
+	if b == nil || n <= 0 {
+		return
+	}
+	b.mu.Lock()
+	b.add(n)
+	b.mu.Unlock()
+}
+
+// Release returns n bytes.
+func (b *Budget) Release(n int64) {
+	if b == nil || n <= 0 {
+		return
+	}
+	b.mu.Lock()
+	b.releaseLocked(n)
+	b.mu.Unlock()
+}
+
+func (b *Budget) releaseLocked(n int64) {
+	b.add(-n)
+	if b.used < 0 {
+		panic(fmt.Sprintf("budget: released more than reserved (used %d)", b.used))
+	}
+	b.notifyLocked()
+}
+
+func (b *Budget) notifyLocked() {
+	for len(b.waiters) > 0 {
+		w := b.waiters[0]
+		if b.used+w.n > b.limit {
+			return
+		}
+		b.add(w.n)
+		close(w.ready)
+		b.waiters = b.waiters[1:]
+	}
+}

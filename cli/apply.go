@@ -1,0 +1,178 @@
+package cli
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"strings"
+	"time"
+
+	"github.com/spf13/cobra"
+	"go.uber.org/zap"
+	"golang.org/x/term"
+
+	"github.com/piperun/piperun/engine"
+	"github.com/piperun/piperun/plan"
+)
+
+func applyCmd(g *globals) *cobra.Command {
+	var set []string
+	var reportPath, progress string
+	cmd := &cobra.Command{
+		Use:   "apply FILE",
+		Short: "Compile a spec and run it to its sinks",
+		Long: "apply validates the spec, compiles it into a DAG of goroutine stages and runs it.\n" +
+			"Exit 0 on success, 1 when the run fails or is interrupted, 2 on usage errors, 3 for an invalid spec.\n" +
+			"On a terminal it shows a live progress line per sink; otherwise it logs progress periodically.",
+		Args: exactArgs(1, "one spec file"),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			if progress != "auto" && progress != "always" && progress != "never" {
+				return exit(ExitUsage, fmt.Errorf("--progress must be auto, always or never"))
+			}
+			sp, err := g.load(args[0], set, true)
+			if err != nil {
+				return err
+			}
+			p, err := plan.Compile(sp, g.registry, plan.Options{})
+			if err != nil {
+				return exit(ExitInvalid, err)
+			}
+			if fit := p.Fit(); len(fit) > 0 {
+				for _, m := range fit {
+					fmt.Fprintf(g.stderr, "%s: resources.memory: %s\n", sp.PosOf("resources.memory"), m)
+				}
+				return exit(ExitInvalid, fmt.Errorf("%s: the pipeline's buffers do not fit in resources.memory", args[0]))
+			}
+			g.log.Info("starting", zap.String("pipeline", sp.Name), zap.Uint64("seed", p.Seed), zap.Bool("seed_random", p.SeedRandom),
+				zap.Int("epochs", sp.Epochs), zap.String("memory", fmt.Sprint(p.Memory)), zap.Int("workers", p.Workers))
+			run, err := engine.Start(cmd.Context(), p, engine.Options{Registry: g.registry, Log: g.log})
+			if err != nil {
+				return exit(ExitFailed, err)
+			}
+			tty := progress == "always" || (progress == "auto" && isTerminal(g.stderr))
+			watch(run, g, tty, sp.Epochs)
+			rep, runErr := run.Wait()
+			if reportPath != "" {
+				if err := writeReport(reportPath, rep); err != nil {
+					g.log.Error("write report", zap.Error(err))
+					if runErr == nil {
+						return exit(ExitFailed, err)
+					}
+				}
+			}
+			if runErr != nil {
+				if errors.Is(runErr, context.Canceled) {
+					return exit(ExitFailed, fmt.Errorf("interrupted after %.1fs; no output was committed", rep.ElapsedS))
+				}
+				return exit(ExitFailed, runErr)
+			}
+			summary(g, rep)
+			return nil
+		},
+	}
+	cmd.Flags().StringArrayVar(&set, "set", nil, "override a spec value, path=value, e.g. --set resources.memory=1GiB --set stages.decode.parallelism=4 (repeatable)")
+	cmd.Flags().StringVar(&reportPath, "report", "", "write a JSON report of the run to this file")
+	cmd.Flags().StringVar(&progress, "progress", "auto", "progress display: auto (live on a terminal), always or never")
+	return cmd
+}
+
+func isTerminal(w io.Writer) bool {
+	f, ok := w.(*os.File)
+	return ok && term.IsTerminal(int(f.Fd()))
+}
+
+// watch shows progress until the run ends: a live line per sink on a
+// terminal, a plain log line every 10 seconds elsewhere.
+func watch(run *engine.Run, g *globals, tty bool, epochs int) {
+	every := 10 * time.Second
+	if tty {
+		every = 200 * time.Millisecond
+	}
+	t := time.NewTicker(every)
+	defer t.Stop()
+	lines := 0
+	for {
+		select {
+		case <-run.Done():
+			if tty && lines > 0 {
+				fmt.Fprintf(g.stderr, "\x1b[%dA\x1b[J", lines)
+			}
+			return
+		case <-t.C:
+		}
+		rep := run.Progress()
+		if tty {
+			if lines > 0 {
+				fmt.Fprintf(g.stderr, "\x1b[%dA", lines)
+			}
+			lines = 0
+			for _, name := range rep.SinkNames() {
+				fmt.Fprintf(g.stderr, "\x1b[K%s\n", progressLine(name, rep.Sinks[name], rep.ElapsedS, epochs))
+				lines++
+			}
+			continue
+		}
+		for _, name := range rep.SinkNames() {
+			g.log.Info("progress", zap.String("sink", name), zap.Int64("samples", rep.Sinks[name].Samples),
+				zap.String("rate", fmt.Sprintf("%.0f/s", float64(rep.Sinks[name].Samples)/rep.ElapsedS)),
+				zap.Duration("elapsed", time.Duration(rep.ElapsedS*float64(time.Second)).Round(time.Second)))
+		}
+	}
+}
+
+func progressLine(name string, s engine.SinkReport, elapsed float64, epochs int) string {
+	rate := float64(s.Samples) / max(elapsed, 1e-9)
+	line := fmt.Sprintf("%-12s %10d samples %9.0f/s  %s", name, s.Samples, rate, fmtDur(elapsed))
+	if s.Batches > 0 {
+		line += fmt.Sprintf("  %d batches", s.Batches)
+	}
+	// The total is known once a whole epoch has passed through the sink.
+	if epochs > 0 && s.PerEpoch > 0 && rate > 0 {
+		left := float64(s.PerEpoch*int64(epochs)-s.Samples) / rate
+		line += fmt.Sprintf("  epoch %d/%d  ETA %s", min(int(s.Epochs)+1, epochs), epochs, fmtDur(max(left, 0)))
+	}
+	return line
+}
+
+func fmtDur(s float64) string {
+	d := time.Duration(s * float64(time.Second)).Round(time.Second)
+	return fmt.Sprintf("%d:%02d:%02d", int(d.Hours()), int(d.Minutes())%60, int(d.Seconds())%60)
+}
+
+func summary(g *globals, rep *engine.Report) {
+	var parts []string
+	for _, name := range rep.SinkNames() {
+		s := rep.Sinks[name]
+		p := fmt.Sprintf("%s: %d samples", name, s.Samples)
+		if s.Batches > 0 {
+			p += fmt.Sprintf(" in %d batches", s.Batches)
+		}
+		parts = append(parts, p)
+	}
+	for stage, n := range rep.Skipped {
+		parts = append(parts, fmt.Sprintf("skipped %d in %s", n, stage))
+	}
+	fmt.Fprintf(g.stderr, "done in %.2fs; %s; peak memory %d of %d bytes\n", rep.ElapsedS, strings.Join(parts, "; "), rep.PeakMemoryBytes, rep.MemoryBudgetBytes)
+}
+
+// writeReport writes the report aside and renames it, so a reader never
+// sees half a report.
+func writeReport(path string, rep *engine.Report) error {
+	dir := filepath.Dir(path)
+	f, err := os.CreateTemp(dir, "."+filepath.Base(path)+".tmp-*")
+	if err != nil {
+		return fmt.Errorf("report: %w", err)
+	}
+	defer os.Remove(f.Name())
+	if err := writeJSON(f, rep); err != nil {
+		f.Close()
+		return fmt.Errorf("report: %w", err)
+	}
+	if err := f.Close(); err != nil {
+		return fmt.Errorf("report: %w", err)
+	}
+	return os.Rename(f.Name(), path)
+}

@@ -1,0 +1,211 @@
+// Package cli implements the piperun command line: apply, validate, plan,
+// schema, inspect and version. It wires spec, plan, engine and stages
+// together and owns exit codes, logging and progress display.
+package cli
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"os/signal"
+	"runtime/debug"
+	"strings"
+	"syscall"
+
+	"github.com/spf13/cobra"
+	"go.uber.org/zap"
+	"go.uber.org/zap/zapcore"
+
+	"github.com/piperun/piperun/spec"
+	"github.com/piperun/piperun/stages"
+)
+
+// Exit codes, as DESIGN.md §3 fixes them.
+const (
+	ExitOK      = 0
+	ExitFailed  = 1
+	ExitUsage   = 2
+	ExitInvalid = 3
+)
+
+// exitError carries an exit code out of a command.
+type exitError struct {
+	code int
+	err  error
+}
+
+func (e *exitError) Error() string {
+	if e.err == nil {
+		return fmt.Sprintf("exit %d", e.code)
+	}
+	return e.err.Error()
+}
+
+func exit(code int, err error) error { return &exitError{code: code, err: err} }
+
+// Version is set at build time with -ldflags "-X github.com/piperun/piperun/cli.Version=...".
+var Version = ""
+
+func version() string {
+	if Version != "" {
+		return Version
+	}
+	if bi, ok := debug.ReadBuildInfo(); ok && bi.Main.Version != "" && bi.Main.Version != "(devel)" {
+		return bi.Main.Version
+	}
+	return "dev"
+}
+
+type globals struct {
+	logFormat string
+	logLevel  string
+	stdout    io.Writer
+	stderr    io.Writer
+	log       *zap.Logger
+	registry  *stages.Registry
+}
+
+// Main runs the CLI with args (without the program name) and returns the
+// process exit code.
+func Main(args []string, stdout, stderr io.Writer) int {
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	return Run(ctx, args, stdout, stderr)
+}
+
+// Run is Main with a caller-supplied context, for tests.
+func Run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
+	g := &globals{stdout: stdout, stderr: stderr, registry: stages.Default()}
+	root := &cobra.Command{
+		Use:   "piperun",
+		Short: "Run machine-learning input pipelines declared in YAML",
+		Long: "piperun runs ML input pipelines (list files → read TFRecords → parse → decode and augment →\n" +
+			"cache → shuffle → batch → prefetch) declared in a YAML spec, as a DAG of goroutine stages\n" +
+			"on every core, inside a hard memory budget.",
+		SilenceUsage:  true,
+		SilenceErrors: true,
+		PersistentPreRunE: func(cmd *cobra.Command, _ []string) error {
+			l, err := newLogger(g.logFormat, g.logLevel, stderr)
+			if err != nil {
+				return exit(ExitUsage, err)
+			}
+			g.log = l
+			return nil
+		},
+	}
+	root.SetOut(stdout)
+	root.SetErr(stderr)
+	root.PersistentFlags().StringVar(&g.logFormat, "log-format", "text", "log format: text or json")
+	root.PersistentFlags().StringVar(&g.logLevel, "log-level", "info", "log level: debug, info, warn or error")
+	root.SetFlagErrorFunc(func(c *cobra.Command, err error) error { return exit(ExitUsage, err) })
+	root.AddCommand(applyCmd(g), validateCmd(g), planCmd(g), schemaCmd(g), versionCmd(g))
+	root.SetArgs(args)
+	err := root.ExecuteContext(ctx)
+	if g.log != nil {
+		g.log.Sync()
+	}
+	if err == nil {
+		return ExitOK
+	}
+	var ee *exitError
+	if errors.As(err, &ee) {
+		if ee.err != nil {
+			fmt.Fprintln(stderr, "piperun:", ee.err)
+		}
+		return ee.code
+	}
+	// Cobra's own errors (unknown command, bad args) are usage errors.
+	fmt.Fprintln(stderr, "piperun:", err)
+	return ExitUsage
+}
+
+func newLogger(format, level string, w io.Writer) (*zap.Logger, error) {
+	var lvl zapcore.Level
+	if err := lvl.UnmarshalText([]byte(level)); err != nil {
+		return nil, fmt.Errorf("--log-level: %w", err)
+	}
+	ec := zap.NewProductionEncoderConfig()
+	ec.EncodeTime = zapcore.ISO8601TimeEncoder
+	var enc zapcore.Encoder
+	switch format {
+	case "json":
+		enc = zapcore.NewJSONEncoder(ec)
+	case "text":
+		ec.EncodeLevel = zapcore.CapitalLevelEncoder
+		ec.EncodeTime = zapcore.TimeEncoderOfLayout("15:04:05")
+		ec.CallerKey = ""
+		enc = zapcore.NewConsoleEncoder(ec)
+	default:
+		return nil, fmt.Errorf("--log-format must be text or json, got %q", format)
+	}
+	return zap.New(zapcore.NewCore(enc, zapcore.AddSync(w), lvl)), nil
+}
+
+func exactArgs(n int, what string) cobra.PositionalArgs {
+	return func(cmd *cobra.Command, args []string) error {
+		if len(args) != n {
+			return exit(ExitUsage, fmt.Errorf("%s: expected %s, got %d arguments (see --help)", cmd.Name(), what, len(args)))
+		}
+		return nil
+	}
+}
+
+// load reads and validates a spec, printing its diagnostics; it returns an
+// exit error with ExitInvalid when the spec has errors.
+func (g *globals) load(file string, set []string, environment bool) (*spec.Spec, error) {
+	sp, diags := spec.Load(file, spec.Options{Catalog: g.registry, Set: set, Environment: environment})
+	for _, d := range diags {
+		fmt.Fprintln(g.stderr, d.String())
+	}
+	if sp == nil || diags.HasErrors() {
+		n := len(diags.Errors())
+		return nil, exit(ExitInvalid, fmt.Errorf("%s: %d problem%s; run `piperun validate %s` for details", file, n, plural(n), file))
+	}
+	return sp, nil
+}
+
+func plural(n int) string {
+	if n == 1 {
+		return ""
+	}
+	return "s"
+}
+
+func writeJSON(w io.Writer, v any) error {
+	enc := json.NewEncoder(w)
+	enc.SetIndent("", "  ")
+	return enc.Encode(v)
+}
+
+func schemaCmd(g *globals) *cobra.Command {
+	return &cobra.Command{
+		Use:   "schema",
+		Short: "Print the JSON Schema of pipeline specs (the committed schema.json)",
+		Args:  exactArgs(0, "no arguments"),
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			b, err := spec.JSONSchema(g.registry)
+			if err != nil {
+				return exit(ExitFailed, err)
+			}
+			_, err = fmt.Fprintf(g.stdout, "%s\n", b)
+			return err
+		},
+	}
+}
+
+func versionCmd(g *globals) *cobra.Command {
+	return &cobra.Command{
+		Use:   "version",
+		Short: "Print the version",
+		Args:  exactArgs(0, "no arguments"),
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			fmt.Fprintf(g.stdout, "piperun %s\n", version())
+			return nil
+		},
+	}
+}
+
+func shortList(s []string) string { return strings.Join(s, ", ") }

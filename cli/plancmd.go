@@ -1,0 +1,47 @@
+package cli
+
+import (
+	"fmt"
+
+	"github.com/spf13/cobra"
+
+	"github.com/piperun/piperun/plan"
+)
+
+func planCmd(g *globals) *cobra.Command {
+	var format string
+	var set []string
+	cmd := &cobra.Command{
+		Use:   "plan FILE",
+		Short: "Show the compiled DAG: stages, parallelism, buffers and memory shares",
+		Args:  exactArgs(1, "one spec file"),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			if format != "text" && format != "dot" && format != "mermaid" {
+				return exit(ExitUsage, fmt.Errorf("--format must be text, dot or mermaid, got %q", format))
+			}
+			sp, err := g.load(args[0], set, false)
+			if err != nil {
+				return err
+			}
+			p, err := plan.Compile(sp, g.registry, plan.Options{})
+			if err != nil {
+				return exit(ExitInvalid, err)
+			}
+			switch format {
+			case "dot":
+				p.Dot(g.stdout)
+			case "mermaid":
+				p.Mermaid(g.stdout)
+			default:
+				p.Text(g.stdout)
+				for _, msg := range p.Fit() {
+					fmt.Fprintf(g.stdout, "warning: %s\n", msg)
+				}
+			}
+			return nil
+		},
+	}
+	cmd.Flags().StringVar(&format, "format", "text", "output format: text, dot or mermaid")
+	cmd.Flags().StringArrayVar(&set, "set", nil, "override a spec value, path=value (repeatable)")
+	return cmd
+}

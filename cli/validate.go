@@ -1,0 +1,102 @@
+package cli
+
+import (
+	"fmt"
+	"strings"
+
+	"github.com/spf13/cobra"
+
+	"github.com/piperun/piperun/plan"
+	"github.com/piperun/piperun/spec"
+)
+
+func validateCmd(g *globals) *cobra.Command {
+	var format string
+	var noEnv bool
+	var set []string
+	cmd := &cobra.Command{
+		Use:   "validate FILE...",
+		Short: "Check specs: schema, DAG, expression types, memory fit and (unless --no-environment) inputs and outputs",
+		Long: "validate checks each spec without running it and prints every problem as\n" +
+			"file:line:col: path: message. Exit 0 when clean, 1 when any spec has problems, 2 on usage errors.\n" +
+			"--no-environment skips checks that need the data and output directories (for CI machines).",
+		Args: func(cmd *cobra.Command, args []string) error {
+			if len(args) == 0 {
+				return exit(ExitUsage, fmt.Errorf("validate: expected at least one spec file"))
+			}
+			return nil
+		},
+		RunE: func(cmd *cobra.Command, args []string) error {
+			switch format {
+			case "text", "json", "github":
+			default:
+				return exit(ExitUsage, fmt.Errorf("--format must be text, json or github, got %q", format))
+			}
+			var all spec.Diagnostics
+			for _, f := range args {
+				all = append(all, validateFile(g, f, set, !noEnv)...)
+			}
+			switch format {
+			case "json":
+				out := all
+				if out == nil {
+					out = spec.Diagnostics{}
+				}
+				if err := writeJSON(g.stdout, out); err != nil {
+					return exit(ExitFailed, err)
+				}
+			case "github":
+				for _, d := range all {
+					level := "error"
+					if d.Severity == spec.SevWarning {
+						level = "warning"
+					}
+					msg := d.Message
+					if d.Path != "" {
+						msg = d.Path + ": " + msg
+					}
+					fmt.Fprintf(g.stdout, "::%s file=%s,line=%d,col=%d,title=piperun validate::%s\n", level, d.Pos.File, d.Pos.Line, d.Pos.Col, ghEscape(msg))
+				}
+			default:
+				for _, d := range all {
+					fmt.Fprintln(g.stdout, d.String())
+				}
+				n := len(all.Errors())
+				if n == 0 {
+					fmt.Fprintf(g.stderr, "%d spec%s valid\n", len(args), plural(len(args)))
+				} else {
+					fmt.Fprintf(g.stderr, "%d problem%s\n", n, plural(n))
+				}
+			}
+			if all.HasErrors() {
+				return exit(1, nil)
+			}
+			return nil
+		},
+	}
+	cmd.Flags().StringVar(&format, "format", "text", "output format: text, json or github (workflow annotations)")
+	cmd.Flags().BoolVar(&noEnv, "no-environment", false, "skip checks of input files and output directories")
+	cmd.Flags().StringArrayVar(&set, "set", nil, "override a spec value, path=value (repeatable)")
+	return cmd
+}
+
+// validateFile runs every check on one spec, including the memory fit that
+// needs a plan.
+func validateFile(g *globals, file string, set []string, environment bool) spec.Diagnostics {
+	sp, diags := spec.Load(file, spec.Options{Catalog: g.registry, Set: set, Environment: environment})
+	if sp == nil || diags.HasErrors() {
+		return diags
+	}
+	p, err := plan.Compile(sp, g.registry, plan.Options{})
+	if err != nil {
+		return append(diags, spec.Diagnostic{Pos: spec.Pos{File: file}, Message: err.Error(), Severity: spec.SevError})
+	}
+	for _, msg := range p.Fit() {
+		diags = append(diags, spec.Diagnostic{Pos: sp.PosOf("resources.memory"), Path: "resources.memory", Message: msg, Severity: spec.SevError})
+	}
+	return diags
+}
+
+func ghEscape(s string) string {
+	return strings.NewReplacer("%", "%25", "\r", "%0D", "\n", "%0A").Replace(s)
+}

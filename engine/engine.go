@@ -1,0 +1,506 @@
+// Package engine runs a compiled plan as a DAG of goroutines joined by
+// bounded channels, under one errgroup and one cancellation context.
+//
+// Stages are written as synchronous code (package stages); the engine owns
+// every goroutine, channel and select on ctx.Done(), the memory budget, the
+// ordering of parallel work, epochs, error handling (on_error) and the
+// commit or abort of sinks.
+package engine
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"runtime/debug"
+	"sort"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"go.uber.org/zap"
+	"golang.org/x/sync/errgroup"
+
+	"github.com/piperun/piperun/budget"
+	"github.com/piperun/piperun/expression"
+	"github.com/piperun/piperun/plan"
+	"github.com/piperun/piperun/sample"
+	"github.com/piperun/piperun/spec"
+	"github.com/piperun/piperun/stages"
+)
+
+// Options configure a run.
+type Options struct {
+	Registry *stages.Registry
+	Log      *zap.Logger
+}
+
+// StageError is a failure inside one stage, naming the sample when there
+// is one.
+type StageError struct {
+	Stage  string
+	Type   string
+	Sample string
+	Err    error
+}
+
+func (e *StageError) Error() string {
+	if e.Sample != "" {
+		return fmt.Sprintf("stage %q (%s): %s: %v", e.Stage, e.Type, e.Sample, e.Err)
+	}
+	return fmt.Sprintf("stage %q (%s): %v", e.Stage, e.Type, e.Err)
+}
+
+func (e *StageError) Unwrap() error { return e.Err }
+
+// Run is a pipeline in progress.
+type Run struct {
+	plan   *plan.Plan
+	opts   Options
+	log    *zap.Logger
+	budget *budget.Budget
+	start  time.Time
+	nodes  []*node
+
+	done   chan struct{}
+	report *Report
+	err    error
+}
+
+// node is the run-time state of one stage.
+type node struct {
+	pn      *plan.Node
+	st      *spec.Stage
+	impl    any
+	env     *stages.Env
+	ins     []*link
+	outs    []*link
+	in      atomic.Int64
+	out     atomic.Int64
+	batches atomic.Int64
+	// epochs and perEpoch let the CLI estimate time left once a sink has
+	// seen a whole epoch.
+	epochs   atomic.Int64
+	perEpoch atomic.Int64
+
+	mu         sync.Mutex
+	skipped    int64
+	skipCauses []string
+}
+
+const maxCauses = 10
+
+func (n *node) skip(s *sample.Sample, err error) {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	n.skipped++
+	if len(n.skipCauses) < maxCauses {
+		where := ""
+		if s != nil {
+			where = s.Describe() + ": "
+		}
+		n.skipCauses = append(n.skipCauses, where+err.Error())
+	}
+}
+
+func (n *node) fail(s *sample.Sample, err error) error {
+	var se *StageError
+	if errors.As(err, &se) || errors.Is(err, context.Canceled) || errors.Is(err, errDownstreamDone) {
+		return err
+	}
+	var tl *budget.TooLargeError
+	if errors.As(err, &tl) {
+		s = nil
+	}
+	e := &StageError{Stage: n.st.Name, Type: n.st.Type, Err: err}
+	if s != nil {
+		e.Sample = s.Describe()
+	}
+	return e
+}
+
+// handle applies on_error to a per-sample error: nil when it was skipped.
+func (n *node) handle(s *sample.Sample, err error) error {
+	if err == nil {
+		return nil
+	}
+	if n.st.Skip() && !isControl(err) {
+		n.skip(s, err)
+		return nil
+	}
+	return n.fail(s, err)
+}
+
+func isControl(err error) bool {
+	var tl *budget.TooLargeError
+	return errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded) ||
+		errors.Is(err, errDownstreamDone) || errors.As(err, &tl)
+}
+
+// Start builds every stage and starts the run. Build errors are returned
+// before any goroutine starts.
+func Start(ctx context.Context, p *plan.Plan, opts Options) (*Run, error) {
+	if opts.Registry == nil {
+		opts.Registry = stages.Default()
+	}
+	if opts.Log == nil {
+		opts.Log = zap.NewNop()
+	}
+	r := &Run{plan: p, opts: opts, log: opts.Log, budget: budget.New(p.Memory), done: make(chan struct{})}
+	byStage := map[*spec.Stage]*node{}
+	for _, pn := range p.Nodes {
+		t, ok := opts.Registry.Type(pn.Stage.Type)
+		if !ok {
+			return nil, fmt.Errorf("stage %q: unknown type %q", pn.Stage.Name, pn.Stage.Type)
+		}
+		n := &node{pn: pn, st: pn.Stage}
+		n.env = &stages.Env{
+			Spec: p.Spec, Stage: pn.Stage, Seed: p.Seed, Workers: pn.Parallelism,
+			Funcs: expression.Default(), Log: opts.Log.With(zap.String("stage", pn.Stage.Name)),
+			Release: func(s *sample.Sample) { r.budget.Release(s.Held); s.Held = 0 },
+		}
+		impl, err := t.Build(n.env, pn.Stage.Config)
+		if err != nil {
+			r.closeAll()
+			return nil, &StageError{Stage: pn.Stage.Name, Type: pn.Stage.Type, Err: err}
+		}
+		n.impl = impl
+		r.nodes = append(r.nodes, n)
+		byStage[pn.Stage] = n
+	}
+	for _, n := range r.nodes {
+		for _, in := range n.st.Inputs {
+			l := newLink(plan.QueueChunks + r.extraQueue(byStage[in]))
+			n.ins = append(n.ins, l)
+			byStage[in].outs = append(byStage[in].outs, l)
+		}
+	}
+	r.start = time.Now()
+	go r.run(ctx)
+	return r, nil
+}
+
+// extraQueue lets prefetch stages widen their output queue to their buffer.
+func (r *Run) extraQueue(n *node) int {
+	if n.st.Type == "prefetch" && n.pn.Buffer > 0 {
+		return (n.pn.Buffer + r.plan.ChunkSize - 1) / r.plan.ChunkSize
+	}
+	return 0
+}
+
+func (r *Run) closeAll() {
+	for _, n := range r.nodes {
+		if c, ok := n.impl.(stages.Closer); ok {
+			c.Close()
+		}
+	}
+}
+
+func (r *Run) run(parent context.Context) {
+	defer close(r.done)
+	g, ctx := errgroup.WithContext(parent)
+	for _, n := range r.nodes {
+		n := n
+		g.Go(func() (err error) {
+			defer func() {
+				if p := recover(); p != nil {
+					err = &StageError{Stage: n.st.Name, Type: n.st.Type, Err: fmt.Errorf("panic: %v\n%s", p, debug.Stack())}
+				}
+			}()
+			err = r.runNode(ctx, g, n)
+			if errors.Is(err, errDownstreamDone) {
+				return nil
+			}
+			return err
+		})
+	}
+	err := g.Wait()
+	if err == nil && parent.Err() != nil {
+		err = parent.Err()
+	}
+	// Sinks commit only when every stage finished cleanly; otherwise they
+	// abort, so outputs appear whole or not at all.
+	for _, n := range r.nodes {
+		sk, ok := n.impl.(stages.Sink)
+		if !ok {
+			continue
+		}
+		if err == nil {
+			if cerr := sk.Commit(); cerr != nil {
+				err = &StageError{Stage: n.st.Name, Type: n.st.Type, Err: fmt.Errorf("commit: %w", cerr)}
+			}
+		}
+	}
+	if err != nil {
+		for _, n := range r.nodes {
+			if sk, ok := n.impl.(stages.Sink); ok {
+				if aerr := sk.Abort(); aerr != nil {
+					r.log.Warn("abort sink", zap.String("stage", n.st.Name), zap.Error(aerr))
+				}
+			}
+		}
+	}
+	r.closeAll()
+	r.err = err
+	r.report = r.snapshot(err)
+}
+
+// Wait blocks until the run ends and returns its report.
+func (r *Run) Wait() (*Report, error) {
+	<-r.done
+	return r.report, r.err
+}
+
+// Done is closed when the run has ended.
+func (r *Run) Done() <-chan struct{} { return r.done }
+
+func (r *Run) runNode(ctx context.Context, g *errgroup.Group, n *node) error {
+	switch impl := n.impl.(type) {
+	case stages.Source:
+		return r.runSource(ctx, n, impl)
+	case stages.Sink:
+		return r.runSink(ctx, n, impl)
+	case stages.Joiner:
+		return r.runJoin(ctx, n, impl)
+	case stages.Expander:
+		return r.runExpand(ctx, g, n, impl)
+	case stages.Processor:
+		if n.pn.Parallelism > 1 {
+			return r.runParallel(ctx, g, n, impl)
+		}
+		return r.runProcess(ctx, n, impl)
+	}
+	return fmt.Errorf("stage %q: type %s built %T, which is no stage kind", n.st.Name, n.st.Type, n.impl)
+}
+
+func (r *Run) newOutlet(ctx context.Context, n *node) *outlet {
+	o := newOutlet(ctx, n.outs, r.plan.ChunkSize, r.budget)
+	o.onEmit = func(k int) { n.out.Add(int64(k)) }
+	return o
+}
+
+func (r *Run) newInlet(ctx context.Context, l *link, o *outlet) *inlet {
+	in := &inlet{ctx: ctx, l: l}
+	if o != nil {
+		in.idle = o.flush
+	}
+	return in
+}
+
+// finish closes a stage's output and lets its inputs go.
+func (r *Run) finish(o *outlet, ins ...*inlet) {
+	if o != nil {
+		o.close()
+	}
+	for _, in := range ins {
+		in.stop(r.budget)
+		// Drain until the producer closes, so nothing it sent after our
+		// stop stays reserved.
+		for c := range in.l.ch {
+			releaseAll(r.budget, c.samples)
+		}
+	}
+}
+
+func (r *Run) epochs() int {
+	if r.plan.Spec.Epochs == 0 {
+		return -1
+	}
+	return r.plan.Spec.Epochs
+}
+
+func (r *Run) runSource(ctx context.Context, n *node, src stages.Source) error {
+	o := r.newOutlet(ctx, n)
+	defer o.close()
+	for e := 0; r.epochs() < 0 || e < r.epochs(); e++ {
+		if err := src.Open(ctx, e); err != nil {
+			return n.fail(nil, err)
+		}
+		for {
+			s, err := src.Next(ctx)
+			if err == io.EOF {
+				break
+			}
+			if err != nil {
+				if herr := n.handle(s, err); herr != nil {
+					return herr
+				}
+				continue
+			}
+			if err := o.emit(s); err != nil {
+				return n.fail(s, err)
+			}
+		}
+		if err := o.endEpoch(e); err != nil {
+			return err
+		}
+	}
+	return o.flush()
+}
+
+// emitter wraps an outlet for a processor: it counts output and remembers
+// whether the input itself was passed on.
+type emitter struct {
+	o       *outlet
+	in      *sample.Sample
+	passed  bool
+	emitted int
+}
+
+func (e *emitter) emit(s *sample.Sample) error {
+	if s == e.in {
+		e.passed = true
+	}
+	e.emitted++
+	return e.o.emit(s)
+}
+
+func (r *Run) runProcess(ctx context.Context, n *node, p stages.Processor) error {
+	o := r.newOutlet(ctx, n)
+	in := r.newInlet(ctx, n.ins[0], o)
+	defer r.finish(o, in)
+	_, retains := p.(stages.Retainer)
+	em := &emitter{o: o}
+	for {
+		it, err := in.next()
+		if err != nil {
+			return err
+		}
+		switch {
+		case it.end:
+			return o.flush()
+		case it.eoe:
+			if ee, ok := p.(stages.EpochEnder); ok {
+				if err := ee.EndEpoch(ctx, it.epoch, o.emit); err != nil {
+					return n.fail(nil, err)
+				}
+			}
+			if err := o.endEpoch(it.epoch); err != nil {
+				return err
+			}
+		default:
+			n.in.Add(1)
+			em.in, em.passed, em.emitted = it.s, false, 0
+			err := p.Process(ctx, it.s, em.emit)
+			if !em.passed && !retains {
+				r.budget.Release(it.s.Held)
+				it.s.Held = 0
+			}
+			if err != nil {
+				if errors.Is(err, io.EOF) {
+					// The stage needs no more input (take).
+					return o.flush()
+				}
+				if herr := n.handle(it.s, err); herr != nil {
+					return herr
+				}
+			}
+		}
+	}
+}
+
+func (r *Run) runSink(ctx context.Context, n *node, sk stages.Sink) error {
+	in := r.newInlet(ctx, n.ins[0], nil)
+	defer r.finish(nil, in)
+	for {
+		it, err := in.next()
+		if err != nil {
+			return err
+		}
+		if it.end {
+			return nil
+		}
+		if it.eoe {
+			if n.epochs.Add(1) == 1 {
+				n.perEpoch.Store(n.out.Load())
+			}
+			if ee, ok := sk.(stages.EpochEnder); ok {
+				if err := ee.EndEpoch(ctx, it.epoch, nil); err != nil {
+					return n.fail(nil, err)
+				}
+			}
+			continue
+		}
+		n.in.Add(1)
+		if rows := it.s.BatchSize; rows > 0 {
+			n.batches.Add(1)
+			n.out.Add(int64(rows))
+		} else {
+			n.out.Add(1)
+		}
+		err = sk.Write(ctx, it.s)
+		r.budget.Release(it.s.Held)
+		it.s.Held = 0
+		if err != nil {
+			return n.fail(it.s, err)
+		}
+	}
+}
+
+// Report is what a run returns and `apply --report` writes.
+type Report struct {
+	OK                bool                     `json:"ok"`
+	ElapsedS          float64                  `json:"elapsed_s"`
+	Sinks             map[string]SinkReport    `json:"sinks"`
+	Skipped           map[string]int64         `json:"skipped"`
+	SkipCauses        map[string][]string      `json:"skip_causes,omitempty"`
+	PeakMemoryBytes   int64                    `json:"peak_memory_bytes"`
+	MemoryBudgetBytes int64                    `json:"memory_budget_bytes"`
+	Seed              uint64                   `json:"seed"`
+	Stages            map[string]StageReport   `json:"stages"`
+	Error             string                   `json:"error,omitempty"`
+	Extra             map[string]any           `json:"extra,omitempty"`
+	sinkOrder         []string
+}
+
+// SinkReport counts what one sink received.
+type SinkReport struct {
+	Samples int64 `json:"samples"`
+	Batches int64 `json:"batches"`
+	// Epochs is the number of complete epochs the sink has received.
+	Epochs int64 `json:"epochs"`
+	// PerEpoch is the samples of the first complete epoch, 0 before then.
+	PerEpoch int64 `json:"-"`
+}
+
+// StageReport counts one stage's traffic.
+type StageReport struct {
+	In  int64 `json:"in"`
+	Out int64 `json:"out"`
+}
+
+// SinkNames lists the sinks in spec order.
+func (rep *Report) SinkNames() []string { return rep.sinkOrder }
+
+// Progress returns a report of the run so far.
+func (r *Run) Progress() *Report { return r.snapshot(nil) }
+
+func (r *Run) snapshot(err error) *Report {
+	rep := &Report{
+		OK: err == nil, ElapsedS: time.Since(r.start).Seconds(),
+		Sinks: map[string]SinkReport{}, Skipped: map[string]int64{}, Stages: map[string]StageReport{},
+		PeakMemoryBytes: r.budget.Peak(), MemoryBudgetBytes: r.budget.Limit(), Seed: r.plan.Seed,
+	}
+	if err != nil {
+		rep.Error = err.Error()
+	}
+	for _, n := range r.nodes {
+		n.mu.Lock()
+		if n.skipped > 0 {
+			rep.Skipped[n.st.Name] = n.skipped
+			if rep.SkipCauses == nil {
+				rep.SkipCauses = map[string][]string{}
+			}
+			rep.SkipCauses[n.st.Name] = append([]string(nil), n.skipCauses...)
+		}
+		n.mu.Unlock()
+		if n.st.Role == spec.RoleSink {
+			rep.Sinks[n.st.Name] = SinkReport{Samples: n.out.Load(), Batches: n.batches.Load(), Epochs: n.epochs.Load(), PerEpoch: n.perEpoch.Load()}
+			rep.sinkOrder = append(rep.sinkOrder, n.st.Name)
+		} else {
+			rep.Stages[n.st.Name] = StageReport{In: n.in.Load(), Out: n.out.Load()}
+		}
+	}
+	sort.Strings(rep.sinkOrder)
+	return rep
+}

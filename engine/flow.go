@@ -1,0 +1,267 @@
+package engine
+
+import (
+	"context"
+	"errors"
+
+	"github.com/piperun/piperun/budget"
+	"github.com/piperun/piperun/sample"
+)
+
+// chunk is what travels on a channel between two stages: up to ChunkSize
+// samples, or an end-of-epoch marker. Sending samples in chunks amortizes
+// the channel and scheduler cost that would otherwise dominate cheap stages.
+type chunk struct {
+	samples []*sample.Sample
+	eoe     bool
+	epoch   int
+}
+
+// link is one edge of the DAG: the data channel and a stop channel the
+// consumer closes when it wants no more input (take reached its count).
+type link struct {
+	ch   chan *chunk
+	stop chan struct{}
+}
+
+func newLink(capacity int) *link {
+	return &link{ch: make(chan *chunk, capacity), stop: make(chan struct{})}
+}
+
+// errDownstreamDone tells a producer that no consumer wants more samples.
+var errDownstreamDone = errors.New("downstream done")
+
+// outlet is a stage's output: it batches samples into chunks, reserves
+// their memory and fans them out to every consumer.
+type outlet struct {
+	ctx     context.Context
+	links   []*link
+	dead    []bool
+	live    int
+	pending []*sample.Sample
+	size    int
+	budget  *budget.Budget
+	onEmit  func(n int)
+}
+
+func newOutlet(ctx context.Context, links []*link, size int, b *budget.Budget) *outlet {
+	return &outlet{ctx: ctx, links: links, dead: make([]bool, len(links)), live: len(links), size: size, budget: b}
+}
+
+// reserve makes s.Held match s.Size(), waiting for budget when it grows.
+// Pending samples are flushed before waiting, so the consumers can free
+// the memory we wait for.
+func (o *outlet) reserve(s *sample.Sample) error {
+	return reserve(o.ctx, o.budget, s, o.flush)
+}
+
+func reserve(ctx context.Context, b *budget.Budget, s *sample.Sample, beforeWait func() error) error {
+	n := s.Size()
+	d := n - s.Held
+	switch {
+	case d > 0:
+		if !b.TryAcquire(d) {
+			if beforeWait != nil {
+				if err := beforeWait(); err != nil {
+					return err
+				}
+			}
+			if err := b.Acquire(ctx, d); err != nil {
+				return err
+			}
+		}
+	case d < 0:
+		b.Release(-d)
+	}
+	s.Held = n
+	return nil
+}
+
+func (o *outlet) emit(s *sample.Sample) error {
+	if o.live == 0 {
+		return errDownstreamDone
+	}
+	if err := o.reserve(s); err != nil {
+		return err
+	}
+	o.pending = append(o.pending, s)
+	if len(o.pending) >= o.size {
+		return o.flush()
+	}
+	return nil
+}
+
+// flush sends the pending samples. A consumer that closed its stop channel
+// is dropped, and its share of the samples released.
+func (o *outlet) flush() error {
+	if len(o.pending) == 0 {
+		return nil
+	}
+	if o.onEmit != nil {
+		o.onEmit(len(o.pending))
+	}
+	batch := o.pending
+	o.pending = make([]*sample.Sample, 0, o.size)
+	return o.send(&chunk{samples: batch})
+}
+
+func (o *outlet) send(c *chunk) error {
+	first := true
+	for i, l := range o.links {
+		if o.dead[i] {
+			continue
+		}
+		out := c
+		if !first && !c.eoe {
+			// Each consumer owns its samples' field maps; values are shared,
+			// so clones cost a map each and are reserved in the budget.
+			out = &chunk{samples: make([]*sample.Sample, len(c.samples))}
+			for j, s := range c.samples {
+				cl := s.Clone()
+				if err := reserve(o.ctx, o.budget, cl, nil); err != nil {
+					return err
+				}
+				out.samples[j] = cl
+			}
+		}
+		select {
+		case l.ch <- out:
+			first = false
+		case <-l.stop:
+			o.dead[i] = true
+			o.live--
+			releaseAll(o.budget, out.samples)
+		case <-o.ctx.Done():
+			return o.ctx.Err()
+		}
+	}
+	if first && !c.eoe {
+		// Nobody took the original chunk.
+		releaseAll(o.budget, c.samples)
+	}
+	if o.live == 0 {
+		return errDownstreamDone
+	}
+	return nil
+}
+
+func (o *outlet) endEpoch(epoch int) error {
+	if err := o.flush(); err != nil {
+		return err
+	}
+	if o.live == 0 {
+		return errDownstreamDone
+	}
+	return o.send(&chunk{eoe: true, epoch: epoch})
+}
+
+func (o *outlet) close() {
+	for _, l := range o.links {
+		close(l.ch)
+	}
+}
+
+func releaseAll(b *budget.Budget, ss []*sample.Sample) {
+	for _, s := range ss {
+		b.Release(s.Held)
+		s.Held = 0
+	}
+}
+
+// inlet is one input of a stage.
+type inlet struct {
+	ctx  context.Context
+	l    *link
+	cur  []*sample.Sample
+	idle func() error
+	// closed is set once the producer has closed the channel.
+	closed bool
+	// stopped is set once this inlet told its producer to stop.
+	stopped bool
+}
+
+// item is what an inlet yields: a sample, an end-of-epoch marker, or the end.
+type item struct {
+	s     *sample.Sample
+	eoe   bool
+	epoch int
+	end   bool
+}
+
+// next returns the next item. Before blocking on an empty channel it calls
+// idle, which flushes the stage's own partial output so that a slow
+// producer never leaves finished samples waiting downstream.
+func (in *inlet) next() (item, error) {
+	for len(in.cur) == 0 {
+		if in.closed {
+			return item{end: true}, nil
+		}
+		var c *chunk
+		var ok bool
+		select {
+		case c, ok = <-in.l.ch:
+		default:
+			if in.idle != nil {
+				if err := in.idle(); err != nil {
+					return item{}, err
+				}
+			}
+			select {
+			case c, ok = <-in.l.ch:
+			case <-in.ctx.Done():
+				return item{}, in.ctx.Err()
+			}
+		}
+		if !ok {
+			in.closed = true
+			return item{end: true}, nil
+		}
+		if c.eoe {
+			return item{eoe: true, epoch: c.epoch}, nil
+		}
+		in.cur = c.samples
+	}
+	s := in.cur[0]
+	in.cur[0] = nil
+	in.cur = in.cur[1:]
+	return item{s: s}, nil
+}
+
+// nextChunk returns the rest of the current chunk, or the next one.
+func (in *inlet) nextChunk() ([]*sample.Sample, item, error) {
+	if len(in.cur) > 0 {
+		c := in.cur
+		in.cur = nil
+		return c, item{}, nil
+	}
+	it, err := in.next()
+	if err != nil || it.s == nil {
+		return nil, it, err
+	}
+	c := append([]*sample.Sample{it.s}, in.cur...)
+	in.cur = nil
+	return c, item{}, nil
+}
+
+// stop tells the producer this input wants nothing more, and releases what
+// is queued.
+func (in *inlet) stop(b *budget.Budget) {
+	if !in.stopped {
+		in.stopped = true
+		close(in.l.stop)
+	}
+	releaseAll(b, in.cur)
+	in.cur = nil
+	for {
+		select {
+		case c, ok := <-in.l.ch:
+			if !ok {
+				in.closed = true
+				return
+			}
+			releaseAll(b, c.samples)
+		default:
+			return
+		}
+	}
+}

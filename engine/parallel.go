@@ -1,0 +1,506 @@
+package engine
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"runtime/debug"
+	"sync"
+
+	"golang.org/x/sync/errgroup"
+
+	"github.com/piperun/piperun/sample"
+	"github.com/piperun/piperun/stages"
+)
+
+// job is a slice of one input chunk processed by one worker, or an
+// end-of-epoch marker that keeps its place in the order.
+type job struct {
+	in    []*sample.Sample
+	out   []*sample.Sample
+	err   error
+	eoe   bool
+	epoch int
+	done  chan struct{}
+}
+
+// jobSize splits chunks so that every worker gets work even when chunks
+// are short, without making jobs so small that their overhead shows.
+func jobSize(chunkSize, workers int) int {
+	return max(1, chunkSize/(2*workers))
+}
+
+// runParallel runs a concurrency-safe processor on n workers. With
+// deterministic output, a collector emits jobs in input order (a bounded
+// window of jobs in flight); otherwise in completion order.
+func (r *Run) runParallel(ctx context.Context, g *errgroup.Group, n *node, p stages.Processor) error {
+	workers := n.pn.Parallelism
+	o := r.newOutlet(ctx, n)
+	defer o.close()
+	lctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	det := r.plan.Spec.Deterministic
+	jobs := make(chan *job, workers)
+	results := make(chan *job, 2*workers)
+	var inflight sync.WaitGroup
+
+	for w := 0; w < workers; w++ {
+		g.Go(func() (err error) {
+			defer func() {
+				if rec := recover(); rec != nil {
+					err = &StageError{Stage: n.st.Name, Type: n.st.Type, Err: fmt.Errorf("panic: %v\n%s", rec, debug.Stack())}
+				}
+			}()
+			for j := range jobs {
+				r.work(lctx, n, p, j)
+				if !det {
+					select {
+					case results <- j:
+					case <-lctx.Done():
+					}
+					inflight.Done()
+				}
+				close(j.done)
+			}
+			return nil
+		})
+	}
+
+	// The dispatcher owns the inlet; it stops when the collector cancels.
+	g.Go(func() error {
+		in := r.newInlet(lctx, n.ins[0], nil)
+		defer func() {
+			close(jobs)
+			if det {
+				close(results)
+			} else {
+				inflight.Wait()
+				close(results)
+			}
+			r.finish(nil, in)
+		}()
+		size := jobSize(r.plan.ChunkSize, workers)
+		send := func(j *job) bool {
+			if det {
+				select {
+				case results <- j:
+				case <-lctx.Done():
+					return false
+				}
+			}
+			if j.eoe {
+				if !det {
+					inflight.Wait()
+					select {
+					case results <- j:
+					case <-lctx.Done():
+						return false
+					}
+				}
+				close(j.done)
+				return true
+			}
+			if !det {
+				inflight.Add(1)
+			}
+			select {
+			case jobs <- j:
+				return true
+			case <-lctx.Done():
+				if !det {
+					inflight.Done()
+				}
+				releaseAll(r.budget, j.in)
+				return false
+			}
+		}
+		for {
+			batch, it, err := in.nextChunk()
+			if err != nil || it.end {
+				return nil // the collector reports errors; a cancel is its doing
+			}
+			if it.eoe {
+				if !send(&job{eoe: true, epoch: it.epoch, done: make(chan struct{})}) {
+					return nil
+				}
+				continue
+			}
+			n.in.Add(int64(len(batch)))
+			for len(batch) > 0 {
+				k := min(size, len(batch))
+				if !send(&job{in: batch[:k:k], done: make(chan struct{})}) {
+					releaseAll(r.budget, batch[k:])
+					return nil
+				}
+				batch = batch[k:]
+			}
+		}
+	})
+
+	for {
+		var j *job
+		var ok bool
+		select {
+		case j, ok = <-results:
+		default:
+			if err := o.flush(); err != nil {
+				return err
+			}
+			select {
+			case j, ok = <-results:
+			case <-ctx.Done():
+				return ctx.Err()
+			}
+		}
+		if !ok {
+			if ctx.Err() != nil {
+				return ctx.Err()
+			}
+			return o.flush()
+		}
+		select {
+		case <-j.done:
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+		if j.err != nil {
+			return j.err
+		}
+		if j.eoe {
+			if err := o.endEpoch(j.epoch); err != nil {
+				return err
+			}
+			continue
+		}
+		for i, s := range j.out {
+			if err := o.emit(s); err != nil {
+				releaseAll(r.budget, j.out[i+1:])
+				return err
+			}
+		}
+	}
+}
+
+// work processes one job's samples, applying on_error to each.
+func (r *Run) work(ctx context.Context, n *node, p stages.Processor, j *job) {
+	var cur *sample.Sample
+	passed := false
+	emit := func(s *sample.Sample) error {
+		if s == cur {
+			passed = true
+		}
+		if err := reserve(ctx, r.budget, s, nil); err != nil {
+			return err
+		}
+		j.out = append(j.out, s)
+		return nil
+	}
+	for i, s := range j.in {
+		cur, passed = s, false
+		err := p.Process(ctx, s, emit)
+		if !passed {
+			r.budget.Release(s.Held)
+			s.Held = 0
+		}
+		if err := n.handle(s, err); err != nil {
+			j.err = err
+			releaseAll(r.budget, j.in[i+1:])
+			releaseAll(r.budget, j.out)
+			j.out = nil
+			return
+		}
+	}
+}
+
+// slot is one position of an interleave cycle.
+type slot struct {
+	stream stages.Stream
+	origin *sample.Sample
+	// items is fed by a read-ahead goroutine when the stage is parallel.
+	items  chan streamItem
+	cancel context.CancelFunc
+}
+
+type streamItem struct {
+	s   *sample.Sample
+	err error
+}
+
+// readAhead is how many samples each open stream reads ahead when parallel.
+const readAhead = 16
+
+// runExpand interleaves the streams an expander opens for its inputs, like
+// tf.data's interleave: cycleLength streams open at once, blockLength
+// samples from each in turn, an exhausted stream replaced by the next input
+// in its place. The order is fixed by the inputs, whatever the parallelism;
+// with parallelism > 1 each open stream is read ahead by its own goroutine.
+func (r *Run) runExpand(ctx context.Context, g *errgroup.Group, n *node, x stages.Expander) error {
+	o := r.newOutlet(ctx, n)
+	in := r.newInlet(ctx, n.ins[0], o)
+	defer r.finish(o, in)
+	cycle, block := x.Interleave()
+	cycle, block = max(1, cycle), max(1, block)
+	par := n.pn.Parallelism
+	slots := make([]*slot, cycle)
+	defer func() {
+		for _, sl := range slots {
+			r.closeSlot(sl)
+		}
+	}()
+
+	for {
+		epoch, ended := -1, false
+		var id int64
+		// open fills slot i with the next input's stream; false when the
+		// inputs for this epoch are exhausted.
+		open := func(i int) (bool, error) {
+			for epoch < 0 && !ended {
+				it, err := in.next()
+				if err != nil {
+					return false, err
+				}
+				switch {
+				case it.end:
+					ended = true
+				case it.eoe:
+					epoch = it.epoch
+				default:
+					n.in.Add(1)
+					st, err := x.Open(ctx, it.s)
+					if err != nil {
+						r.budget.Release(it.s.Held)
+						it.s.Held = 0
+						if herr := n.handle(it.s, err); herr != nil {
+							return false, herr
+						}
+						continue
+					}
+					sl := &slot{stream: st, origin: it.s}
+					if par > 1 {
+						r.startReadAhead(ctx, g, sl)
+					}
+					slots[i] = sl
+					return true, nil
+				}
+			}
+			return false, nil
+		}
+		for i := range slots {
+			if _, err := open(i); err != nil {
+				return err
+			}
+		}
+		for i := 0; ; i = (i + 1) % cycle {
+			if allNil(slots) {
+				break
+			}
+			sl := slots[i]
+			if sl == nil {
+				continue
+			}
+			for k := 0; k < block; k++ {
+				s, err := r.nextFromSlot(ctx, sl)
+				if err == nil {
+					s.ID, s.Epoch = id, sl.origin.Epoch
+					id++
+					if err := o.emit(s); err != nil {
+						return err
+					}
+					continue
+				}
+				if err != io.EOF {
+					if herr := n.handle(nil, err); herr != nil {
+						return herr
+					}
+					if stages.IsItemError(err) {
+						k--
+						continue // one bad item; the stream reads on
+					}
+				}
+				r.closeSlot(sl)
+				slots[i] = nil
+				if _, err := open(i); err != nil {
+					return err
+				}
+				break
+			}
+		}
+		// Read up to the epoch marker even if the cycle emptied early.
+		if _, err := open(0); err != nil {
+			return err
+		}
+		if slots[0] != nil {
+			return fmt.Errorf("internal: interleave reopened after its epoch")
+		}
+		if ended && epoch < 0 {
+			return o.flush()
+		}
+		if err := o.endEpoch(epoch); err != nil {
+			return err
+		}
+	}
+}
+
+func allNil(slots []*slot) bool {
+	for _, s := range slots {
+		if s != nil {
+			return false
+		}
+	}
+	return true
+}
+
+func (r *Run) startReadAhead(ctx context.Context, g *errgroup.Group, sl *slot) {
+	sctx, cancel := context.WithCancel(ctx)
+	sl.cancel = cancel
+	sl.items = make(chan streamItem, readAhead)
+	g.Go(func() error {
+		defer close(sl.items)
+		for {
+			s, err := sl.stream.Next()
+			if err == nil {
+				if rerr := reserve(sctx, r.budget, s, nil); rerr != nil {
+					return nil // cancelled: the consumer has gone
+				}
+			}
+			select {
+			case sl.items <- streamItem{s, err}:
+			case <-sctx.Done():
+				if s != nil {
+					r.budget.Release(s.Held)
+				}
+				return nil
+			}
+			if err != nil {
+				return nil
+			}
+		}
+	})
+}
+
+func (r *Run) nextFromSlot(ctx context.Context, sl *slot) (*sample.Sample, error) {
+	if sl.items == nil {
+		return sl.stream.Next()
+	}
+	select {
+	case it, ok := <-sl.items:
+		if !ok {
+			if err := ctx.Err(); err != nil {
+				return nil, err
+			}
+			return nil, io.EOF
+		}
+		return it.s, it.err
+	case <-ctx.Done():
+		return nil, ctx.Err()
+	}
+}
+
+func (r *Run) closeSlot(sl *slot) {
+	if sl == nil {
+		return
+	}
+	if sl.cancel != nil {
+		sl.cancel()
+		for it := range sl.items {
+			if it.s != nil {
+				r.budget.Release(it.s.Held)
+			}
+		}
+	}
+	sl.stream.Close()
+	if sl.origin != nil {
+		r.budget.Release(sl.origin.Held)
+		sl.origin.Held = 0
+		sl.origin = nil
+	}
+}
+
+// runJoin runs a joiner epoch by epoch. Samples it pulls and does not pass
+// on (zip merges them) are released once it emits or finishes.
+func (r *Run) runJoin(ctx context.Context, n *node, j stages.Joiner) error {
+	o := r.newOutlet(ctx, n)
+	ins := make([]*inlet, len(n.ins))
+	for i, l := range n.ins {
+		ins[i] = r.newInlet(ctx, l, o)
+	}
+	defer r.finish(o, ins...)
+	const (
+		active = iota
+		atEpochEnd
+		closed
+	)
+	for epoch := 0; ; epoch++ {
+		state := make([]int, len(ins))
+		var pulled []*sample.Sample
+		pull := func(i int) (*sample.Sample, error) {
+			if i < 0 || i >= len(ins) {
+				return nil, fmt.Errorf("internal: pull of input %d of %d", i, len(ins))
+			}
+			if state[i] != active {
+				return nil, io.EOF
+			}
+			it, err := ins[i].next()
+			switch {
+			case err != nil:
+				return nil, err
+			case it.end:
+				state[i] = closed
+				return nil, io.EOF
+			case it.eoe:
+				state[i] = atEpochEnd
+				return nil, io.EOF
+			}
+			n.in.Add(1)
+			pulled = append(pulled, it.s)
+			return it.s, nil
+		}
+		releasePulled := func(keep *sample.Sample) {
+			for _, s := range pulled {
+				if s != keep {
+					r.budget.Release(s.Held)
+					s.Held = 0
+				}
+			}
+			pulled = pulled[:0]
+		}
+		emit := func(s *sample.Sample) error {
+			err := o.emit(s)
+			releasePulled(s)
+			return err
+		}
+		err := j.JoinEpoch(ctx, epoch, len(ins), pull, emit)
+		releasePulled(nil)
+		if err != nil {
+			return n.fail(nil, err)
+		}
+		// Drop what the joiner left of this epoch (zip past the shortest
+		// input, mix with stop_on_empty), as tf.data does.
+		for i := range ins {
+			for state[i] == active {
+				s, err := pull(i)
+				if errors.Is(err, io.EOF) {
+					break
+				}
+				if err != nil {
+					return err
+				}
+				releasePulled(nil)
+				_ = s
+			}
+		}
+		allClosed := true
+		for _, st := range state {
+			if st != closed {
+				allClosed = false
+			}
+		}
+		if allClosed {
+			return o.flush()
+		}
+		if err := o.endEpoch(epoch); err != nil {
+			return err
+		}
+	}
+}

@@ -1,0 +1,256 @@
+package expression
+
+import (
+	"fmt"
+	"os"
+
+	"github.com/piperun/piperun/sample"
+	"github.com/piperun/piperun/tensor"
+)
+
+// The core functions: tensors and files. Image functions live in image.go.
+func init() {
+	r := defaultRegistry
+	r.Register(&Func{
+		Name: "shape", Signature: "shape(x)", Doc: "Dimensions of a tensor as a list of ints; [] for a scalar.",
+		MinArgs: 1, MaxArgs: 1,
+		Check: func(a []Arg) (sample.Type, error) { return sample.ListOf(sample.Any), nil },
+		Impl: func(_ *Call, a []any) (any, error) {
+			switch x := a[0].(type) {
+			case *tensor.Tensor:
+				out := make([]any, len(x.Shape))
+				for i, d := range x.Shape {
+					out[i] = d
+				}
+				return out, nil
+			case []byte, string, [][]byte, []string, []any:
+				return []any{lenOf(x)}, nil
+			}
+			return []any{}, nil
+		},
+	})
+	r.Register(&Func{
+		Name: "cast", Signature: "cast(x, dtype)", Doc: "Converts a tensor or number to dtype (uint8, int32, int64, float32, float64).",
+		MinArgs: 2, MaxArgs: 2,
+		Check: func(a []Arg) (sample.Type, error) {
+			dt, err := constDType(a[1])
+			if err != nil {
+				return sample.TAny, err
+			}
+			switch a[0].Type.Kind {
+			case sample.Tensor:
+				return sample.Type{Kind: sample.Tensor, DType: dt, Shape: a[0].Type.Shape}, nil
+			case sample.Int, sample.Float, sample.Bool, sample.Any:
+				if dt.IsFloat() {
+					return sample.TFloat, nil
+				}
+				return sample.TInt, nil
+			}
+			return sample.TAny, fmt.Errorf("argument 1 must be a tensor or a number, got %s", a[0].Type)
+		},
+		Impl: func(_ *Call, a []any) (any, error) {
+			name, _ := a[1].(string)
+			dt, err := tensor.ParseDType(name)
+			if err != nil {
+				return nil, err
+			}
+			switch x := a[0].(type) {
+			case *tensor.Tensor:
+				return x.Cast(dt), nil
+			}
+			f, ok := toFloat(a[0])
+			if !ok {
+				return nil, fmt.Errorf("cast: argument 1 must be a tensor or a number, got %T", a[0])
+			}
+			if dt.IsFloat() {
+				return f, nil
+			}
+			t := tensor.New(dt, 1)
+			t.Set(0, f)
+			return int64(t.At(0)), nil
+		},
+	})
+	r.Register(&Func{
+		Name: "one_hot", Signature: "one_hot(i, n)", Doc: "A float32 vector of length n with 1 at index i.",
+		MinArgs: 2, MaxArgs: 2,
+		Check: func(a []Arg) (sample.Type, error) {
+			if err := wantKind(a, 0, sample.Int); err != nil {
+				return sample.TAny, err
+			}
+			n, ok := constInt(a[1])
+			if !ok {
+				if err := wantKind(a, 1, sample.Int); err != nil {
+					return sample.TAny, err
+				}
+				return sample.TensorOf(tensor.Float32, -1), nil
+			}
+			if n < 1 {
+				return sample.TAny, fmt.Errorf("n must be at least 1, got %d", n)
+			}
+			return sample.TensorOf(tensor.Float32, n), nil
+		},
+		Impl: func(_ *Call, a []any) (any, error) {
+			i, ok1 := toInt(a[0])
+			n, ok2 := toInt(a[1])
+			if !ok1 || !ok2 {
+				return nil, fmt.Errorf("one_hot: arguments must be integers, got %T and %T", a[0], a[1])
+			}
+			if n < 1 || i < 0 || i >= n {
+				return nil, fmt.Errorf("one_hot: index %d out of range [0, %d)", i, n)
+			}
+			t := tensor.New(tensor.Float32, int(n))
+			t.Float32()[i] = 1
+			return t, nil
+		},
+	})
+	r.Register(&Func{
+		Name: "read_file", Signature: "read_file(path)", Doc: "The contents of a file as bytes.",
+		MinArgs: 1, MaxArgs: 1,
+		Check: func(a []Arg) (sample.Type, error) {
+			return sample.TBytes, wantKind(a, 0, sample.String)
+		},
+		Impl: func(_ *Call, a []any) (any, error) {
+			p, ok := a[0].(string)
+			if !ok {
+				return nil, fmt.Errorf("read_file: path must be a string, got %T", a[0])
+			}
+			return os.ReadFile(p)
+		},
+	})
+	r.Register(&Func{
+		Name: "__at", Signature: "x[i]", MinArgs: 2, MaxArgs: 2,
+		Check: func(a []Arg) (sample.Type, error) {
+			t := a[0].Type
+			if len(t.Shape) > 1 {
+				return sample.TensorOf(t.DType, t.Shape[1:]...), nil
+			}
+			if t.DType.IsFloat() {
+				return sample.TFloat, nil
+			}
+			if t.Shape == nil {
+				return sample.TAny, nil
+			}
+			return sample.TInt, nil
+		},
+		Impl: func(_ *Call, a []any) (any, error) {
+			t := a[0].(*tensor.Tensor)
+			i, _ := toInt(a[1])
+			if len(t.Shape) == 0 {
+				return nil, fmt.Errorf("cannot index a scalar tensor")
+			}
+			n := int64(t.Shape[0])
+			if i < 0 {
+				i += n
+			}
+			if i < 0 || i >= n {
+				return nil, fmt.Errorf("index %d out of range for %s", i, t)
+			}
+			if len(t.Shape) == 1 {
+				v := t.At(int(i))
+				if t.DType.IsFloat() {
+					return v, nil
+				}
+				return int64(v), nil
+			}
+			row := len(t.Data) / t.Shape[0]
+			return tensor.FromBytes(t.DType, t.Shape[1:], append([]byte(nil), t.Data[int(i)*row:(int(i)+1)*row]...))
+		},
+	})
+	r.Register(&Func{
+		Name: "__len", Signature: "len(x)", MinArgs: 1, MaxArgs: 1,
+		Check: func(a []Arg) (sample.Type, error) { return sample.TInt, nil },
+		Impl: func(_ *Call, a []any) (any, error) {
+			t := a[0].(*tensor.Tensor)
+			if len(t.Shape) == 0 {
+				return 1, nil
+			}
+			return t.Shape[0], nil
+		},
+	})
+}
+
+func lenOf(v any) int {
+	switch x := v.(type) {
+	case []byte:
+		return len(x)
+	case string:
+		return len(x)
+	case [][]byte:
+		return len(x)
+	case []string:
+		return len(x)
+	case []any:
+		return len(x)
+	}
+	return 0
+}
+
+// WantKind checks that argument i has kind k (or an unknown type).
+func wantKind(a []Arg, i int, k sample.Kind) error {
+	got := a[i].Type.Kind
+	if got == k || got == sample.Any {
+		return nil
+	}
+	if k == sample.Float && got == sample.Int {
+		return nil
+	}
+	return fmt.Errorf("argument %d must be %s, got %s", i+1, k, a[i].Type)
+}
+
+func constInt(a Arg) (int, bool) {
+	if !a.IsConst {
+		return 0, false
+	}
+	switch v := a.Const.(type) {
+	case int:
+		return v, true
+	case int64:
+		return int(v), true
+	}
+	return 0, false
+}
+
+func constDType(a Arg) (tensor.DType, error) {
+	s, ok := a.Const.(string)
+	if !a.IsConst || !ok {
+		return tensor.Invalid, fmt.Errorf("dtype must be a string literal such as \"float32\"")
+	}
+	return tensor.ParseDType(s)
+}
+
+func toInt(v any) (int64, bool) {
+	switch x := v.(type) {
+	case int:
+		return int64(x), true
+	case int64:
+		return x, true
+	case int32:
+		return int64(x), true
+	case float64:
+		if x == float64(int64(x)) {
+			return int64(x), true
+		}
+	}
+	return 0, false
+}
+
+func toFloat(v any) (float64, bool) {
+	switch x := v.(type) {
+	case int:
+		return float64(x), true
+	case int64:
+		return float64(x), true
+	case int32:
+		return float64(x), true
+	case float64:
+		return x, true
+	case float32:
+		return float64(x), true
+	case bool:
+		if x {
+			return 1, true
+		}
+		return 0, true
+	}
+	return 0, false
+}

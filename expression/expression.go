@@ -1,0 +1,538 @@
+// Package expression compiles the per-sample expressions of map, filter and
+// other stages with expr-lang/expr, and holds the function registry they
+// call.
+//
+// An expression is compiled once, at validate time, against the schema of
+// the fields that reach its stage; the resulting Program is shared by every
+// worker. Besides expr's own type checker, Compile infers the piperun type
+// of the result (a tensor's dtype and shape included) by asking each
+// registered function what it returns for its argument types, so that
+// validate knows e.g. that `decode_image(x, 3) | resize(224, 224)` is a
+// uint8[224 224 3] tensor.
+package expression
+
+import (
+	"errors"
+	"fmt"
+	"hash/fnv"
+	"math/rand/v2"
+	"reflect"
+	"sort"
+	"strings"
+
+	"github.com/expr-lang/expr/ast"
+	"github.com/expr-lang/expr/builtin"
+	"github.com/expr-lang/expr/checker"
+	"github.com/expr-lang/expr/compiler"
+	"github.com/expr-lang/expr/conf"
+	"github.com/expr-lang/expr/file"
+	"github.com/expr-lang/expr/optimizer"
+	"github.com/expr-lang/expr/vm"
+
+	"github.com/piperun/piperun/sample"
+	"github.com/piperun/piperun/tensor"
+)
+
+// CtxVar is the hidden variable through which random functions receive the
+// identity of the sample they run on. Run sets it; specs cannot name it.
+const CtxVar = "__piperun"
+
+// RunCtx identifies one evaluation, so that random functions draw from a
+// generator seeded by (seed, epoch, sample id, stage, call site).
+type RunCtx struct {
+	Seed  uint64
+	Epoch int
+	ID    int64
+	Stage uint64
+}
+
+// StageHash turns a stage name into the stage component of RunCtx.
+func StageHash(name string) uint64 {
+	h := fnv.New64a()
+	h.Write([]byte(name))
+	return h.Sum64()
+}
+
+// Arg is one argument of a call as the type checker sees it.
+type Arg struct {
+	Type sample.Type
+	// Const holds the argument's value when it is a literal (int, float64,
+	// string, bool or []any of those); IsConst says whether it is.
+	Const   any
+	IsConst bool
+}
+
+// Call is passed to a function implementation.
+type Call struct {
+	// Rand is a generator unique to (seed, epoch, sample, stage, call site);
+	// it is set only for functions marked Random.
+	Rand *rand.Rand
+}
+
+// Func is a function callable from expressions.
+type Func struct {
+	Name string
+	// Signature documents the arguments, e.g. "resize(img, h, w[, method])".
+	Signature string
+	Doc       string
+	MinArgs   int
+	MaxArgs   int // -1 for no limit
+	Random    bool
+	// Check returns the result type for the given arguments, or an error
+	// that names the bad argument.
+	Check func(args []Arg) (sample.Type, error)
+	// Impl runs the function.
+	Impl func(c *Call, args []any) (any, error)
+}
+
+// Registry holds the functions expressions may call.
+type Registry struct {
+	funcs map[string]*Func
+	// fusions rewrite call chains into cheaper single calls (e.g. a decode
+	// followed by a crop into a decode of the crop window).
+	fusions []Fusion
+}
+
+// Fusion rewrites outer(inner(args...), more...) into Into(args..., more...)
+// when outer is named Outer and inner is named Inner.
+type Fusion struct {
+	Outer, Inner, Into string
+}
+
+// NewRegistry returns an empty registry.
+func NewRegistry() *Registry { return &Registry{funcs: map[string]*Func{}} }
+
+// Register adds a function; it panics on a duplicate name, which is a
+// programming error.
+func (r *Registry) Register(f *Func) {
+	if _, dup := r.funcs[f.Name]; dup {
+		panic("expression: duplicate function " + f.Name)
+	}
+	r.funcs[f.Name] = f
+}
+
+// AddFusion registers a call-chain rewrite.
+func (r *Registry) AddFusion(f Fusion) { r.fusions = append(r.fusions, f) }
+
+// Lookup returns a function by name.
+func (r *Registry) Lookup(name string) (*Func, bool) {
+	f, ok := r.funcs[name]
+	return f, ok
+}
+
+// Names lists the registered functions in order.
+func (r *Registry) Names() []string {
+	out := make([]string, 0, len(r.funcs))
+	for n := range r.funcs {
+		if !strings.HasPrefix(n, "__") {
+			out = append(out, n)
+		}
+	}
+	sort.Strings(out)
+	return out
+}
+
+var defaultRegistry = NewRegistry()
+
+// Default returns the registry with every built-in function.
+func Default() *Registry { return defaultRegistry }
+
+// Program is a compiled expression.
+type Program struct {
+	Source string
+	// Type is the inferred type of the result.
+	Type    sample.Type
+	program *vm.Program
+}
+
+// Error is a compile error with its place inside the expression.
+type Error struct {
+	Line, Column int // 1-based, within the expression source; 0 if unknown
+	Msg          string
+}
+
+func (e *Error) Error() string {
+	if e.Line > 0 {
+		return fmt.Sprintf("%s (line %d, column %d of the expression)", e.Msg, e.Line, e.Column)
+	}
+	return e.Msg
+}
+
+// zeroValue returns a value whose Go type represents t to expr's checker.
+func zeroValue(t sample.Type) any {
+	switch t.Kind {
+	case sample.Int:
+		return int64(0)
+	case sample.Float:
+		return float64(0)
+	case sample.Bool:
+		return false
+	case sample.String:
+		return ""
+	case sample.Bytes:
+		return []byte(nil)
+	case sample.Tensor:
+		return (*tensor.Tensor)(nil)
+	case sample.List:
+		switch t.Elem {
+		case sample.Bytes:
+			return [][]byte(nil)
+		case sample.String:
+			return []string(nil)
+		}
+		return []any(nil)
+	}
+	return nil
+}
+
+// Compile compiles src against the fields of in. want, when not Any,
+// is the kind the result must have (Bool for filters).
+func (r *Registry) Compile(src string, in sample.Schema, want sample.Kind) (*Program, error) {
+	env := map[string]any{CtxVar: (*RunCtx)(nil)}
+	for _, f := range in.Fields {
+		env[f.Name] = zeroValue(f.Type)
+	}
+	cfg := conf.CreateNew()
+	cfg.WithEnv(env)
+	cfg.Strict = !in.Open
+	names := make([]string, 0, len(r.funcs))
+	for n := range r.funcs {
+		names = append(names, n)
+	}
+	sort.Strings(names)
+	for _, n := range names {
+		f := r.funcs[n]
+		impl := f.Impl
+		var fn func(args ...any) (any, error)
+		if f.Random {
+			fn = func(args ...any) (any, error) {
+				k := len(args) - 2
+				rc, _ := args[k].(*RunCtx)
+				site, _ := args[k+1].(int)
+				return impl(&Call{Rand: seeded(rc, site)}, args[:k])
+			}
+		} else {
+			fn = func(args ...any) (any, error) { return impl(nil, args) }
+		}
+		cfg.Functions[n] = &builtin.Function{Name: n, Func: fn}
+	}
+	p := &patcher{reg: r}
+	cfg.Visitors = append(cfg.Visitors, p)
+	cfg.Check()
+
+	tree, err := checker.ParseCheck(src, cfg)
+	if err != nil {
+		return nil, toError(err)
+	}
+	inf := &inferrer{reg: r, schema: in}
+	t := inf.infer(tree.Node)
+	if inf.err != nil {
+		return nil, inf.err
+	}
+	if want != sample.Any && t.Kind != want && t.Kind != sample.Any {
+		return nil, &Error{Msg: fmt.Sprintf("expression must give %s, but gives %s", want, t)}
+	}
+	if err := optimizer.Optimize(&tree.Node, cfg); err != nil {
+		return nil, toError(err)
+	}
+	prog, err := compiler.Compile(tree, cfg)
+	if err != nil {
+		return nil, toError(err)
+	}
+	return &Program{Source: src, Type: t, program: prog}, nil
+}
+
+func toError(err error) error {
+	var fe *file.Error
+	if errors.As(err, &fe) {
+		return &Error{Line: fe.Line, Column: fe.Column + 1, Msg: fe.Message}
+	}
+	return &Error{Msg: err.Error()}
+}
+
+// VM is per-worker evaluation state; it is not safe for concurrent use.
+type VM struct{ vm vm.VM }
+
+// Run evaluates the program on env, which holds the sample's fields and,
+// for random functions, CtxVar. A nil vm allocates one per call.
+func (p *Program) Run(m *VM, env map[string]any) (any, error) {
+	if m == nil {
+		return vm.Run(p.program, env)
+	}
+	return m.vm.Run(p.program, env)
+}
+
+// seeded derives the generator of one call site from the run context.
+func seeded(rc *RunCtx, site int) *rand.Rand {
+	var s RunCtx
+	if rc != nil {
+		s = *rc
+	}
+	a := mix(s.Seed ^ mix(uint64(s.Epoch)+0x9e3779b97f4a7c15))
+	a = mix(a ^ uint64(s.ID))
+	b := mix(s.Stage ^ mix(uint64(site)+0x632be59bd9b4e019))
+	return rand.New(rand.NewPCG(a, b))
+}
+
+// mix is SplitMix64's finalizer: a cheap bijection that spreads bits.
+func mix(z uint64) uint64 {
+	z += 0x9e3779b97f4a7c15
+	z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9
+	z = (z ^ (z >> 27)) * 0x94d049bb133111eb
+	return z ^ (z >> 31)
+}
+
+// patcher rewrites the checked tree: fuses call chains, routes tensor
+// indexing and len to tensor-aware functions, and appends the run context
+// and a call-site number to every random call.
+type patcher struct {
+	reg   *Registry
+	sites int
+}
+
+var tensorPtr = reflect.TypeOf((*tensor.Tensor)(nil))
+
+func (p *patcher) Visit(node *ast.Node) {
+	switch n := (*node).(type) {
+	case *ast.CallNode:
+		id, ok := n.Callee.(*ast.IdentifierNode)
+		if !ok {
+			return
+		}
+		for _, fu := range p.reg.fusions {
+			if id.Value != fu.Outer || len(n.Arguments) == 0 {
+				continue
+			}
+			inner, ok := n.Arguments[0].(*ast.CallNode)
+			if !ok {
+				continue
+			}
+			iid, ok := inner.Callee.(*ast.IdentifierNode)
+			if !ok || iid.Value != fu.Inner {
+				continue
+			}
+			if f, ok := p.reg.funcs[fu.Inner]; ok && f.Random {
+				continue // already patched: fusing would misplace its context
+			}
+			args := append(append([]ast.Node{}, inner.Arguments...), n.Arguments[1:]...)
+			id.Value = fu.Into
+			n.Arguments = args
+			break
+		}
+		f, ok := p.reg.funcs[id.Value]
+		if !ok || !f.Random {
+			return
+		}
+		if len(n.Arguments) > 0 {
+			if last, ok := n.Arguments[len(n.Arguments)-1].(*ast.IdentifierNode); ok && last.Value == CtxVar {
+				return
+			}
+			if len(n.Arguments) > 1 {
+				if prev, ok := n.Arguments[len(n.Arguments)-2].(*ast.IdentifierNode); ok && prev.Value == CtxVar {
+					return
+				}
+			}
+		}
+		p.sites++
+		n.Arguments = append(n.Arguments, &ast.IdentifierNode{Value: CtxVar}, &ast.IntegerNode{Value: p.sites})
+	case *ast.MemberNode:
+		if n.Node.Type() == tensorPtr && n.Property.Type() != nil && n.Property.Type().Kind() == reflect.Int {
+			ast.Patch(node, &ast.CallNode{Callee: &ast.IdentifierNode{Value: "__at"}, Arguments: []ast.Node{n.Node, n.Property}})
+		}
+	case *ast.BuiltinNode:
+		if n.Name == "len" && len(n.Arguments) == 1 && n.Arguments[0].Type() == tensorPtr {
+			ast.Patch(node, &ast.CallNode{Callee: &ast.IdentifierNode{Value: "__len"}, Arguments: n.Arguments})
+		}
+	}
+}
+
+// inferrer computes piperun types over a checked tree.
+type inferrer struct {
+	reg    *Registry
+	schema sample.Schema
+	err    error
+}
+
+func (in *inferrer) fail(n ast.Node, format string, args ...any) sample.Type {
+	if in.err == nil {
+		e := &Error{Msg: fmt.Sprintf(format, args...)}
+		if loc := n.Location(); loc.From >= 0 {
+			e.Column = loc.From + 1
+			e.Line = 1
+		}
+		in.err = e
+	}
+	return sample.TAny
+}
+
+func constOf(n ast.Node) (any, bool) {
+	switch x := n.(type) {
+	case *ast.IntegerNode:
+		return x.Value, true
+	case *ast.FloatNode:
+		return x.Value, true
+	case *ast.StringNode:
+		return x.Value, true
+	case *ast.BoolNode:
+		return x.Value, true
+	case *ast.UnaryNode:
+		if x.Operator == "-" {
+			switch v := x.Node.(type) {
+			case *ast.IntegerNode:
+				return -v.Value, true
+			case *ast.FloatNode:
+				return -v.Value, true
+			}
+		}
+	case *ast.ArrayNode:
+		out := make([]any, len(x.Nodes))
+		for i, e := range x.Nodes {
+			c, ok := constOf(e)
+			if !ok {
+				return nil, false
+			}
+			out[i] = c
+		}
+		return out, true
+	case *ast.ConstantNode:
+		return x.Value, true
+	}
+	return nil, false
+}
+
+func (in *inferrer) infer(n ast.Node) sample.Type {
+	switch x := n.(type) {
+	case *ast.IdentifierNode:
+		if t, ok := in.schema.Lookup(x.Value); ok {
+			return t
+		}
+	case *ast.MemberNode:
+		if id, ok := x.Node.(*ast.IdentifierNode); ok && id.Value == "$env" {
+			if s, ok := x.Property.(*ast.StringNode); ok {
+				if t, ok := in.schema.Lookup(s.Value); ok {
+					return t
+				}
+				return in.fail(n, "unknown field %q (fields here: %s)", s.Value, strings.Join(in.schema.Names(), ", "))
+			}
+		}
+		in.infer(x.Node)
+	case *ast.CallNode:
+		id, ok := x.Callee.(*ast.IdentifierNode)
+		if !ok {
+			break
+		}
+		f, ok := in.reg.funcs[id.Value]
+		if !ok {
+			break
+		}
+		argNodes := x.Arguments
+		if f.Random && len(argNodes) >= 2 {
+			argNodes = argNodes[:len(argNodes)-2]
+		}
+		name := strings.TrimPrefix(f.Name, "__")
+		if len(argNodes) < f.MinArgs || (f.MaxArgs >= 0 && len(argNodes) > f.MaxArgs) {
+			return in.fail(n, "%s: wrong number of arguments: got %d, want %s", f.Signature, len(argNodes), arity(f))
+		}
+		args := make([]Arg, len(argNodes))
+		for i, a := range argNodes {
+			args[i].Type = in.infer(a)
+			args[i].Const, args[i].IsConst = constOf(a)
+		}
+		if in.err != nil {
+			return sample.TAny
+		}
+		if f.Check == nil {
+			return sample.TAny
+		}
+		t, err := f.Check(args)
+		if err != nil {
+			return in.fail(n, "%s: %v", name, err)
+		}
+		return t
+	case *ast.BinaryNode:
+		l, r := in.infer(x.Left), in.infer(x.Right)
+		if l.Kind == sample.Tensor || r.Kind == sample.Tensor {
+			return in.fail(n, "operator %s is not defined on tensors (got %s and %s); use tensor functions", x.Operator, l, r)
+		}
+		if l.Kind == sample.Bytes || r.Kind == sample.Bytes {
+			if x.Operator != "==" && x.Operator != "!=" {
+				return in.fail(n, "operator %s is not defined on bytes", x.Operator)
+			}
+		}
+	case *ast.UnaryNode:
+		in.infer(x.Node)
+	case *ast.ConditionalNode:
+		in.infer(x.Cond)
+		a, b := in.infer(x.Exp1), in.infer(x.Exp2)
+		if a.Kind == b.Kind && a.Kind == sample.Tensor && a.DType == b.DType {
+			return sample.TensorOf(a.DType, mergeShapes(a.Shape, b.Shape)...)
+		}
+	case *ast.BuiltinNode:
+		for _, a := range x.Arguments {
+			in.infer(a)
+		}
+	case *ast.ArrayNode:
+		for _, a := range x.Nodes {
+			in.infer(a)
+		}
+	}
+	return fromReflect(n.Type())
+}
+
+func mergeShapes(a, b []int) []int {
+	if len(a) != len(b) {
+		return nil
+	}
+	out := make([]int, len(a))
+	for i := range a {
+		out[i] = a[i]
+		if a[i] != b[i] {
+			out[i] = -1
+		}
+	}
+	return out
+}
+
+func arity(f *Func) string {
+	switch {
+	case f.MaxArgs < 0:
+		return fmt.Sprintf("at least %d", f.MinArgs)
+	case f.MinArgs == f.MaxArgs:
+		return fmt.Sprint(f.MinArgs)
+	}
+	return fmt.Sprintf("%d to %d", f.MinArgs, f.MaxArgs)
+}
+
+// fromReflect maps expr's Go types to piperun types.
+func fromReflect(t reflect.Type) sample.Type {
+	if t == nil {
+		return sample.TAny
+	}
+	if t == tensorPtr {
+		return sample.Type{Kind: sample.Tensor}
+	}
+	switch t.Kind() {
+	case reflect.Int, reflect.Int8, reflect.Int16, reflect.Int32, reflect.Int64,
+		reflect.Uint, reflect.Uint8, reflect.Uint16, reflect.Uint32, reflect.Uint64:
+		return sample.TInt
+	case reflect.Float32, reflect.Float64:
+		return sample.TFloat
+	case reflect.Bool:
+		return sample.TBool
+	case reflect.String:
+		return sample.TString
+	case reflect.Slice:
+		switch t.Elem().Kind() {
+		case reflect.Uint8:
+			return sample.TBytes
+		case reflect.String:
+			return sample.ListOf(sample.String)
+		case reflect.Slice:
+			if t.Elem().Elem().Kind() == reflect.Uint8 {
+				return sample.ListOf(sample.Bytes)
+			}
+		}
+		return sample.ListOf(sample.Any)
+	}
+	return sample.TAny
+}

@@ -1,0 +1,6 @@
+//go:build !linux
+
+package plan
+
+// physicalMemory returns 0 where RAM cannot be read without cgo.
+func physicalMemory() int64 { return 0 }

@@ -1,0 +1,276 @@
+// Package plan turns a validated spec into the numbers the engine runs
+// with: each stage's parallelism, queue and buffer sizes, its estimated
+// sample size and its share of the memory budget. It starts nothing.
+package plan
+
+import (
+	"crypto/rand"
+	"encoding/binary"
+	"fmt"
+	"io"
+	"runtime"
+	"sort"
+	"strings"
+
+	"github.com/piperun/piperun/sample"
+	"github.com/piperun/piperun/spec"
+)
+
+// Bufferer is implemented by stage configs that hold samples themselves
+// (shuffle, batch, prefetch): BufferSamples is how many input samples they
+// may hold at once, given the number of cores.
+type Bufferer interface {
+	BufferSamples(workers int) int
+}
+
+// Options tune compilation.
+type Options struct {
+	// Workers overrides the core count; 0 means runtime.NumCPU().
+	Workers int
+	// Memory is the budget when the spec does not set one; 0 means a quarter
+	// of physical memory.
+	Memory int64
+	// ChunkSize is how many samples travel between stages in one message.
+	ChunkSize int
+}
+
+// DefaultChunkSize amortizes channel operations over several samples while
+// keeping latency low: stages flush partial chunks whenever their input
+// would block.
+const DefaultChunkSize = 64
+
+// QueueChunks is each inter-stage channel's capacity in chunks.
+const QueueChunks = 2
+
+// Plan is a compiled pipeline.
+type Plan struct {
+	Spec *spec.Spec
+	// Seed is the resolved seed; SeedRandom says it was drawn at random.
+	Seed       uint64
+	SeedRandom bool
+	Memory     int64
+	Workers    int
+	ChunkSize  int
+	Nodes      []*Node
+}
+
+// Node is one stage as planned.
+type Node struct {
+	Stage       *spec.Stage
+	Parallelism int
+	// Buffer is the number of samples the stage itself may hold.
+	Buffer int
+	// SampleBytes estimates one output sample; -1 when unknown without data.
+	SampleBytes int64
+	// Share is the bytes the stage's buffer and output queue may hold,
+	// when SampleBytes is known.
+	Share int64
+}
+
+// Node returns the node of a stage by name.
+func (p *Plan) Node(name string) *Node {
+	for _, n := range p.Nodes {
+		if n.Stage.Name == name {
+			return n
+		}
+	}
+	return nil
+}
+
+// Compile plans a spec that validated without errors.
+func Compile(sp *spec.Spec, cat spec.Catalog, opts Options) (*Plan, error) {
+	p := &Plan{Spec: sp, Workers: opts.Workers, ChunkSize: opts.ChunkSize}
+	if p.Workers <= 0 {
+		p.Workers = runtime.NumCPU()
+	}
+	if sp.Resources.Workers.N > 0 {
+		p.Workers = sp.Resources.Workers.N
+	}
+	if p.ChunkSize <= 0 {
+		p.ChunkSize = DefaultChunkSize
+	}
+	p.Memory = int64(sp.Resources.Memory)
+	if p.Memory == 0 {
+		p.Memory = opts.Memory
+	}
+	if p.Memory == 0 {
+		p.Memory = DefaultMemory()
+	}
+	if sp.Seed != nil {
+		p.Seed = uint64(*sp.Seed)
+	} else {
+		var b [8]byte
+		if _, err := io.ReadFull(rand.Reader, b[:]); err != nil {
+			return nil, fmt.Errorf("draw a random seed: %w", err)
+		}
+		p.Seed = binary.LittleEndian.Uint64(b[:]) >> 1
+		p.SeedRandom = true
+	}
+	for _, st := range sp.Order {
+		t, ok := cat.Lookup(st.Type)
+		if !ok {
+			return nil, fmt.Errorf("stage %q: unknown type %q", st.Name, st.Type)
+		}
+		n := &Node{Stage: st, Parallelism: 1, SampleBytes: st.Schema.EstimateBytes()}
+		if t.Parallel {
+			n.Parallelism = st.Parallelism.Resolve(p.Workers)
+		}
+		if b, ok := st.Config.(Bufferer); ok {
+			n.Buffer = b.BufferSamples(p.Workers)
+		}
+		if n.SampleBytes >= 0 && st.Role != spec.RoleSink {
+			held := int64(n.Buffer + QueueChunks*p.ChunkSize*len(st.Outputs))
+			n.Share = held * n.SampleBytes
+		}
+		p.Nodes = append(p.Nodes, n)
+	}
+	return p, nil
+}
+
+// DefaultMemory is the budget of a spec that sets none: a quarter of
+// physical memory, or 1 GiB where that cannot be read.
+func DefaultMemory() int64 {
+	if total := physicalMemory(); total > 0 {
+		return total / 4
+	}
+	return 1 << 30
+}
+
+// Fit returns a problem for each way the planned buffers cannot fit in the
+// memory budget, with the numbers.
+func (p *Plan) Fit() []string {
+	var total int64
+	var parts []string
+	var out []string
+	for _, n := range p.Nodes {
+		if n.Share <= 0 {
+			continue
+		}
+		total += n.Share
+		parts = append(parts, fmt.Sprintf("%s %s", n.Stage.Name, spec.ByteSize(n.Share)))
+		if n.Buffer > 0 && int64(n.Buffer)*n.SampleBytes > p.Memory {
+			out = append(out, fmt.Sprintf("stage %q buffers %d samples of about %s each = %s, more than resources.memory (%s)",
+				n.Stage.Name, n.Buffer, spec.ByteSize(n.SampleBytes), spec.ByteSize(int64(n.Buffer)*n.SampleBytes), spec.ByteSize(p.Memory)))
+		}
+	}
+	if len(out) == 0 && total > p.Memory {
+		out = append(out, fmt.Sprintf("buffers need about %s (%s) but resources.memory is %s",
+			spec.ByteSize(total), strings.Join(parts, ", "), spec.ByteSize(p.Memory)))
+	}
+	return out
+}
+
+// Text writes the plan as a table.
+func (p *Plan) Text(w io.Writer) {
+	seed := fmt.Sprint(p.Seed)
+	if p.SeedRandom {
+		seed += " (random)"
+	}
+	epochs := fmt.Sprint(p.Spec.Epochs)
+	if p.Spec.Epochs == 0 {
+		epochs = "until stopped"
+	}
+	fmt.Fprintf(w, "pipeline %s: %d stages, seed %s, epochs %s, deterministic %v, memory %s, workers %d\n",
+		p.Spec.Name, len(p.Nodes), seed, epochs, p.Spec.Deterministic, spec.ByteSize(p.Memory), p.Workers)
+	fmt.Fprintf(w, "%-16s %-15s %-16s %4s %8s %10s %10s  %s\n", "STAGE", "TYPE", "INPUTS", "PAR", "BUFFER", "SAMPLE", "SHARE", "OUTPUT")
+	for _, n := range p.Nodes {
+		ins := make([]string, len(n.Stage.Inputs))
+		for i, in := range n.Stage.Inputs {
+			ins[i] = in.Name
+		}
+		in := strings.Join(ins, ",")
+		if in == "" {
+			in = "-"
+		}
+		sz, share := "?", "-"
+		if n.SampleBytes >= 0 {
+			sz = spec.ByteSize(n.SampleBytes).String()
+		}
+		if n.Share > 0 {
+			share = spec.ByteSize(n.Share).String()
+		}
+		out := n.Stage.Schema.String()
+		if n.Stage.Role == spec.RoleSink {
+			out, sz = "-", "-"
+		}
+		fmt.Fprintf(w, "%-16s %-15s %-16s %4d %8d %10s %10s  %s\n", n.Stage.Name, n.Stage.Type, in, n.Parallelism, n.Buffer, sz, share, out)
+	}
+}
+
+func ident(s string) string {
+	var b strings.Builder
+	for _, r := range s {
+		if r == '_' || r >= '0' && r <= '9' || r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z' {
+			b.WriteRune(r)
+		} else {
+			b.WriteByte('_')
+		}
+	}
+	return "s_" + b.String()
+}
+
+func (p *Plan) edges() [][2]*Node {
+	byStage := map[*spec.Stage]*Node{}
+	for _, n := range p.Nodes {
+		byStage[n.Stage] = n
+	}
+	var out [][2]*Node
+	for _, n := range p.Nodes {
+		for _, in := range n.Stage.Inputs {
+			out = append(out, [2]*Node{byStage[in], n})
+		}
+	}
+	sort.SliceStable(out, func(i, j int) bool { return out[i][1].Stage.Index < out[j][1].Stage.Index })
+	return out
+}
+
+func (n *Node) label() string {
+	l := fmt.Sprintf("%s\\n%s", n.Stage.Name, n.Stage.Type)
+	if n.Parallelism > 1 {
+		l += fmt.Sprintf(" ×%d", n.Parallelism)
+	}
+	if n.Buffer > 0 {
+		l += fmt.Sprintf("\\nbuffer %d", n.Buffer)
+	}
+	return l
+}
+
+// Dot writes the DAG in Graphviz's dot language.
+func (p *Plan) Dot(w io.Writer) {
+	fmt.Fprintf(w, "digraph %q {\n  rankdir=TB;\n  node [shape=box, fontname=\"monospace\"];\n", p.Spec.Name)
+	for _, n := range p.Nodes {
+		shape := ""
+		switch n.Stage.Role {
+		case spec.RoleSource:
+			shape = ", shape=invhouse"
+		case spec.RoleSink:
+			shape = ", shape=house"
+		}
+		fmt.Fprintf(w, "  %s [label=\"%s\"%s];\n", ident(n.Stage.Name), n.label(), shape)
+	}
+	for _, e := range p.edges() {
+		fmt.Fprintf(w, "  %s -> %s;\n", ident(e[0].Stage.Name), ident(e[1].Stage.Name))
+	}
+	fmt.Fprintln(w, "}")
+}
+
+// Mermaid writes the DAG as a Mermaid flowchart.
+func (p *Plan) Mermaid(w io.Writer) {
+	fmt.Fprintln(w, "flowchart TD")
+	for _, n := range p.Nodes {
+		l := strings.ReplaceAll(n.label(), "\\n", "<br/>")
+		fmt.Fprintf(w, "  %s[\"%s\"]\n", ident(n.Stage.Name), l)
+	}
+	for _, e := range p.edges() {
+		fmt.Fprintf(w, "  %s --> %s\n", ident(e[0].Stage.Name), ident(e[1].Stage.Name))
+	}
+}
+
+// SchemaOf is a helper for tests and the CLI: the output schema of a stage.
+func (p *Plan) SchemaOf(name string) (sample.Schema, bool) {
+	n := p.Node(name)
+	if n == nil {
+		return sample.Schema{}, false
+	}
+	return n.Stage.Schema, true
+}

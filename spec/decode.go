@@ -1,0 +1,299 @@
+package spec
+
+import (
+	"fmt"
+	"reflect"
+	"regexp"
+	"sort"
+	"strings"
+
+	"go.yaml.in/yaml/v3"
+)
+
+// NodeUnmarshaler is implemented by config types that read themselves from a
+// YAML node, such as "N|auto" values or byte sizes. The returned error is
+// reported at the node's position.
+type NodeUnmarshaler interface {
+	UnmarshalNode(n *yaml.Node) error
+}
+
+// orderedMap is implemented by Map[T]; the decoder fills it key by key so
+// that order and per-key positions survive.
+type orderedMap interface {
+	valueType() reflect.Type
+	appendEntry(key string, pos Pos, v reflect.Value)
+}
+
+// decoder decodes YAML nodes into Go values by reflection. It exists because
+// yaml.v3's KnownFields check is lost as soon as any custom unmarshaler is
+// involved, and because every diagnostic must carry file:line:col.
+type decoder struct {
+	r   *reporter
+	pos map[string]Pos
+}
+
+var identRe = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_-]*$`)
+
+// joinPath appends a mapping key to a diagnostic path.
+func joinPath(path, key string) string {
+	if !identRe.MatchString(key) {
+		return fmt.Sprintf("%s[%q]", path, key)
+	}
+	if path == "" {
+		return key
+	}
+	return path + "." + key
+}
+
+func (d *decoder) errorf(n *yaml.Node, path, format string, args ...any) {
+	d.r.add(SevError, n.Line, n.Column, path, format, args...)
+}
+
+func (d *decoder) record(n *yaml.Node, path string) {
+	if d.pos != nil {
+		d.pos[path] = Pos{File: d.r.file, Line: n.Line, Col: n.Column}
+	}
+}
+
+var (
+	nodeUnmarshalerType = reflect.TypeOf((*NodeUnmarshaler)(nil)).Elem()
+	orderedMapType      = reflect.TypeOf((*orderedMap)(nil)).Elem()
+)
+
+// decode fills v (addressable) from n, reporting problems under path.
+func (d *decoder) decode(n *yaml.Node, v reflect.Value, path string) {
+	for n.Kind == yaml.AliasNode && n.Alias != nil {
+		n = n.Alias
+	}
+	d.record(n, path)
+	if v.CanAddr() && v.Addr().Type().Implements(nodeUnmarshalerType) {
+		if err := v.Addr().Interface().(NodeUnmarshaler).UnmarshalNode(n); err != nil {
+			d.errorf(n, path, "%v", err)
+		}
+		return
+	}
+	if v.CanAddr() && v.Addr().Type().Implements(orderedMapType) {
+		d.decodeOrderedMap(n, v.Addr().Interface().(orderedMap), path)
+		return
+	}
+	switch v.Kind() {
+	case reflect.Pointer:
+		if isNull(n) {
+			v.Set(reflect.Zero(v.Type()))
+			return
+		}
+		if v.IsNil() {
+			v.Set(reflect.New(v.Type().Elem()))
+		}
+		d.decode(n, v.Elem(), path)
+	case reflect.Struct:
+		d.decodeStruct(n, v, path)
+	case reflect.Slice:
+		if n.Kind != yaml.SequenceNode {
+			d.errorf(n, path, "expected a list, got %s", describe(n))
+			return
+		}
+		s := reflect.MakeSlice(v.Type(), len(n.Content), len(n.Content))
+		for i, c := range n.Content {
+			d.decode(c, s.Index(i), fmt.Sprintf("%s[%d]", path, i))
+		}
+		v.Set(s)
+	case reflect.Interface:
+		var x any
+		if err := n.Decode(&x); err != nil {
+			d.errorf(n, path, "%v", err)
+			return
+		}
+		if x != nil {
+			v.Set(reflect.ValueOf(x))
+		}
+	case reflect.String, reflect.Bool, reflect.Int, reflect.Int64, reflect.Float64, reflect.Uint64:
+		if n.Kind != yaml.ScalarNode {
+			d.errorf(n, path, "expected %s, got %s", kindWord(v.Kind()), describe(n))
+			return
+		}
+		if v.Kind() == reflect.String {
+			if n.ShortTag() == "!!null" {
+				d.errorf(n, path, "expected string, got null")
+				return
+			}
+			v.SetString(n.Value)
+			return
+		}
+		p := reflect.New(v.Type())
+		if err := n.Decode(p.Interface()); err != nil {
+			d.errorf(n, path, "expected %s, got %s", kindWord(v.Kind()), describe(n))
+			return
+		}
+		v.Set(p.Elem())
+	default:
+		d.errorf(n, path, "internal: cannot decode into %s", v.Type())
+	}
+}
+
+func (d *decoder) decodeOrderedMap(n *yaml.Node, m orderedMap, path string) {
+	if n.Kind != yaml.MappingNode {
+		d.errorf(n, path, "expected a mapping, got %s", describe(n))
+		return
+	}
+	seen := map[string]bool{}
+	for i := 0; i+1 < len(n.Content); i += 2 {
+		k, val := n.Content[i], n.Content[i+1]
+		p := joinPath(path, k.Value)
+		if seen[k.Value] {
+			d.errorf(k, p, "duplicate key %q", k.Value)
+			continue
+		}
+		seen[k.Value] = true
+		x := reflect.New(m.valueType()).Elem()
+		d.decode(val, x, p)
+		m.appendEntry(k.Value, Pos{File: d.r.file, Line: val.Line, Col: val.Column}, x)
+	}
+}
+
+// structFields maps YAML keys to field indexes, following inline structs.
+func structFields(t reflect.Type) (map[string][]int, []string) {
+	fields := map[string][]int{}
+	var names []string
+	var walk func(t reflect.Type, prefix []int)
+	walk = func(t reflect.Type, prefix []int) {
+		for i := 0; i < t.NumField(); i++ {
+			f := t.Field(i)
+			tag := f.Tag.Get("yaml")
+			if tag == "-" || !f.IsExported() {
+				continue
+			}
+			name, opts, _ := strings.Cut(tag, ",")
+			idx := append(append([]int(nil), prefix...), i)
+			if strings.Contains(opts, "inline") {
+				walk(f.Type, idx)
+				continue
+			}
+			if name == "" {
+				name = strings.ToLower(f.Name)
+			}
+			fields[name] = idx
+			names = append(names, name)
+		}
+	}
+	walk(t, nil)
+	sort.Strings(names)
+	return fields, names
+}
+
+func requiredFields(t reflect.Type) []string {
+	var out []string
+	for i := 0; i < t.NumField(); i++ {
+		f := t.Field(i)
+		name, opts, _ := strings.Cut(f.Tag.Get("yaml"), ",")
+		if strings.Contains(opts, "inline") {
+			out = append(out, requiredFields(f.Type)...)
+			continue
+		}
+		for _, o := range strings.Split(f.Tag.Get("jsonschema"), ",") {
+			if o == "required" {
+				out = append(out, name)
+			}
+		}
+	}
+	return out
+}
+
+func (d *decoder) decodeStruct(n *yaml.Node, v reflect.Value, path string) {
+	if n.Kind != yaml.MappingNode {
+		d.errorf(n, path, "expected a mapping, got %s", describe(n))
+		return
+	}
+	fields, names := structFields(v.Type())
+	seen := map[string]bool{}
+	for i := 0; i+1 < len(n.Content); i += 2 {
+		k, val := n.Content[i], n.Content[i+1]
+		p := joinPath(path, k.Value)
+		idx, ok := fields[k.Value]
+		if !ok {
+			d.errorf(k, p, "unknown field %q%s", k.Value, suggest(k.Value, names))
+			continue
+		}
+		if seen[k.Value] {
+			d.errorf(k, p, "duplicate key %q", k.Value)
+			continue
+		}
+		seen[k.Value] = true
+		d.decode(val, v.FieldByIndex(idx), p)
+	}
+	for _, r := range requiredFields(v.Type()) {
+		if !seen[r] {
+			d.errorf(n, path, "missing required field %q", r)
+		}
+	}
+}
+
+func isNull(n *yaml.Node) bool { return n.Kind == yaml.ScalarNode && n.ShortTag() == "!!null" }
+
+func describe(n *yaml.Node) string {
+	switch n.Kind {
+	case yaml.MappingNode:
+		return "a mapping"
+	case yaml.SequenceNode:
+		return "a list"
+	case yaml.ScalarNode:
+		switch n.ShortTag() {
+		case "!!null":
+			return "null"
+		case "!!str":
+			return fmt.Sprintf("string %q", n.Value)
+		}
+		return fmt.Sprintf("%q", n.Value)
+	}
+	return "unexpected node"
+}
+
+func kindWord(k reflect.Kind) string {
+	switch k {
+	case reflect.Bool:
+		return "true or false"
+	case reflect.Int, reflect.Int64, reflect.Uint64:
+		return "an integer"
+	case reflect.Float64:
+		return "a number"
+	}
+	return "a string"
+}
+
+// suggest returns ` (did you mean "x"?)` for the closest known name, or the
+// list of known names when none is close.
+func suggest(got string, names []string) string {
+	best, bestD := "", 3
+	for _, n := range names {
+		if dist := editDistance(got, n); dist < bestD {
+			best, bestD = n, dist
+		}
+	}
+	if best != "" {
+		return fmt.Sprintf(" (did you mean %q?)", best)
+	}
+	if len(names) > 0 && len(names) <= 12 {
+		return fmt.Sprintf(" (known: %s)", strings.Join(names, ", "))
+	}
+	return ""
+}
+
+func editDistance(a, b string) int {
+	prev := make([]int, len(b)+1)
+	cur := make([]int, len(b)+1)
+	for j := range prev {
+		prev[j] = j
+	}
+	for i := 1; i <= len(a); i++ {
+		cur[0] = i
+		for j := 1; j <= len(b); j++ {
+			c := 1
+			if a[i-1] == b[j-1] {
+				c = 0
+			}
+			cur[j] = min(prev[j]+1, cur[j-1]+1, prev[j-1]+c)
+		}
+		prev, cur = cur, prev
+	}
+	return prev[len(b)]
+}

@@ -1,0 +1,120 @@
+package spec
+
+import (
+	"fmt"
+	"sort"
+	"strings"
+)
+
+// Pos is a position in a spec file. Line and Col start at 1; zero means
+// unknown.
+type Pos struct {
+	File string `json:"file"`
+	Line int    `json:"line"`
+	Col  int    `json:"column"`
+}
+
+// String formats the position as file:line:col.
+func (p Pos) String() string {
+	if p.Line == 0 {
+		return p.File
+	}
+	return fmt.Sprintf("%s:%d:%d", p.File, p.Line, p.Col)
+}
+
+// Severity tells whether a diagnostic fails validation.
+type Severity string
+
+// The severities. Warnings are printed but do not fail validation.
+const (
+	SevError   Severity = "error"
+	SevWarning Severity = "warning"
+)
+
+// Diagnostic is one problem found in a spec, with where it is.
+type Diagnostic struct {
+	Pos      Pos      `json:"pos"`
+	Path     string   `json:"path"`
+	Message  string   `json:"message"`
+	Severity Severity `json:"severity"`
+}
+
+// String formats the diagnostic as file:line:col: path: message.
+func (d Diagnostic) String() string {
+	var b strings.Builder
+	b.WriteString(d.Pos.String())
+	b.WriteString(": ")
+	if d.Severity == SevWarning {
+		b.WriteString("warning: ")
+	}
+	if d.Path != "" {
+		b.WriteString(d.Path)
+		b.WriteString(": ")
+	}
+	b.WriteString(d.Message)
+	return b.String()
+}
+
+// Diagnostics is a list of problems. As an error it reports them all, one
+// per line.
+type Diagnostics []Diagnostic
+
+// Error joins the diagnostics, one per line.
+func (ds Diagnostics) Error() string {
+	lines := make([]string, len(ds))
+	for i, d := range ds {
+		lines[i] = d.String()
+	}
+	return strings.Join(lines, "\n")
+}
+
+// HasErrors reports whether any diagnostic is an error rather than a warning.
+func (ds Diagnostics) HasErrors() bool {
+	for _, d := range ds {
+		if d.Severity != SevWarning {
+			return true
+		}
+	}
+	return false
+}
+
+// Errors returns only the error diagnostics.
+func (ds Diagnostics) Errors() Diagnostics {
+	var out Diagnostics
+	for _, d := range ds {
+		if d.Severity != SevWarning {
+			out = append(out, d)
+		}
+	}
+	return out
+}
+
+// Sort orders diagnostics by file, line and column, keeping the order of
+// diagnostics at the same place.
+func (ds Diagnostics) Sort() {
+	sort.SliceStable(ds, func(i, j int) bool {
+		a, b := ds[i].Pos, ds[j].Pos
+		if a.File != b.File {
+			return a.File < b.File
+		}
+		if a.Line != b.Line {
+			return a.Line < b.Line
+		}
+		return a.Col < b.Col
+	})
+}
+
+// reporter collects diagnostics for one file.
+type reporter struct {
+	file  string
+	diags Diagnostics
+}
+
+func (r *reporter) add(sev Severity, line, col int, path, format string, args ...any) {
+	r.diags = append(r.diags, Diagnostic{
+		Pos:      Pos{File: r.file, Line: line, Col: col},
+		Path:     path,
+		Message:  fmt.Sprintf(format, args...),
+		Severity: sev,
+	})
+}

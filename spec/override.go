@@ -1,0 +1,165 @@
+package spec
+
+import (
+	"errors"
+	"fmt"
+	"reflect"
+	"sort"
+	"strconv"
+	"strings"
+
+	"go.yaml.in/yaml/v3"
+)
+
+func reflect_(p any) reflect.Value { return reflect.ValueOf(p).Elem() }
+
+func sortedStrings(s []string) []string {
+	sort.Strings(s)
+	return s
+}
+
+// interpolate replaces ${VAR} and ${VAR:-default} in string values (never
+// in keys). "$${" stands for a literal "${". Plain scalars are re-resolved
+// afterwards, so `parallelism: ${PAR:-4}` is an integer.
+func interpolate(n *yaml.Node, path string, lookup func(string) (string, bool), r *reporter) {
+	switch n.Kind {
+	case yaml.DocumentNode, yaml.SequenceNode:
+		for i, c := range n.Content {
+			interpolate(c, fmt.Sprintf("%s[%d]", path, i), lookup, r)
+		}
+	case yaml.MappingNode:
+		for i := 0; i+1 < len(n.Content); i += 2 {
+			interpolate(n.Content[i+1], joinPath(path, n.Content[i].Value), lookup, r)
+		}
+	case yaml.ScalarNode:
+		if !strings.Contains(n.Value, "${") {
+			return
+		}
+		out, err := Expand(n.Value, lookup)
+		if err != nil {
+			r.add(SevError, n.Line, n.Column, path, "%v", err)
+			return
+		}
+		n.Value = out
+		if n.Style == 0 {
+			n.Tag = ""
+		}
+	}
+}
+
+// Expand substitutes ${VAR} and ${VAR:-default} in s.
+func Expand(s string, lookup func(string) (string, bool)) (string, error) {
+	var b strings.Builder
+	for {
+		i := strings.Index(s, "${")
+		if i < 0 {
+			b.WriteString(s)
+			return b.String(), nil
+		}
+		if i > 0 && s[i-1] == '$' {
+			b.WriteString(s[:i-1])
+			b.WriteString("${")
+			s = s[i+2:]
+			continue
+		}
+		b.WriteString(s[:i])
+		end := strings.IndexByte(s[i:], '}')
+		if end < 0 {
+			return "", fmt.Errorf("unterminated ${ in %q", s)
+		}
+		ref := s[i+2 : i+end]
+		name, def, hasDef := strings.Cut(ref, ":-")
+		if name == "" {
+			return "", fmt.Errorf("empty variable name in ${%s}", ref)
+		}
+		v, ok := lookup(name)
+		switch {
+		case ok && (v != "" || !hasDef):
+			b.WriteString(v)
+		case hasDef:
+			b.WriteString(def)
+		default:
+			return "", fmt.Errorf("environment variable %s is not set (write ${%s:-default} to give a default)", name, name)
+		}
+		s = s[i+end+1:]
+	}
+}
+
+// ApplySet applies one override, "a.b=v", to a document's mapping node. The
+// path names keys separated by dots; under "stages" a segment is a stage
+// name or an index ("stages.decode.parallelism=4", "stages.3.parallelism=4").
+// The value is read as YAML, so "4" is an integer and "[a, b]" a list.
+func ApplySet(doc *yaml.Node, set string) error {
+	key, val, ok := strings.Cut(set, "=")
+	if !ok || key == "" {
+		return errors.New("expected path=value")
+	}
+	var v yaml.Node
+	if err := yaml.Unmarshal([]byte(val), &v); err != nil {
+		return fmt.Errorf("value: %w", err)
+	}
+	value := &yaml.Node{Kind: yaml.ScalarNode, Tag: "!!null", Value: ""}
+	if len(v.Content) > 0 {
+		value = v.Content[0]
+	}
+	segs := strings.Split(key, ".")
+	n := doc
+	for i, seg := range segs {
+		last := i == len(segs)-1
+		switch n.Kind {
+		case yaml.MappingNode:
+			found := false
+			for j := 0; j+1 < len(n.Content); j += 2 {
+				if n.Content[j].Value == seg {
+					if last {
+						n.Content[j+1] = value
+					}
+					n = n.Content[j+1]
+					found = true
+					break
+				}
+			}
+			if !found {
+				if last {
+					n.Content = append(n.Content, &yaml.Node{Kind: yaml.ScalarNode, Value: seg}, value)
+					return nil
+				}
+				child := &yaml.Node{Kind: yaml.MappingNode}
+				n.Content = append(n.Content, &yaml.Node{Kind: yaml.ScalarNode, Value: seg}, child)
+				n = child
+			}
+		case yaml.SequenceNode:
+			idx := -1
+			if k, err := strconv.Atoi(seg); err == nil {
+				idx = k
+			} else {
+				for j, c := range n.Content {
+					if c.Kind == yaml.MappingNode && mappingValue(c, "name") == seg {
+						idx = j
+						break
+					}
+				}
+			}
+			if idx < 0 || idx >= len(n.Content) {
+				return fmt.Errorf("no element %q in %s", seg, strings.Join(segs[:i], "."))
+			}
+			if last {
+				n.Content[idx] = value
+				return nil
+			}
+			n = n.Content[idx]
+		default:
+			return fmt.Errorf("%s is not a mapping or list", strings.Join(segs[:i], "."))
+		}
+	}
+	return nil
+}
+
+func mappingValue(n *yaml.Node, key string) string {
+	for j := 0; j+1 < len(n.Content); j += 2 {
+		if n.Content[j].Value == key {
+			return n.Content[j+1].Value
+		}
+	}
+	return ""
+}

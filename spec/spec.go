@@ -1,0 +1,561 @@
+// Package spec parses, defaults and validates piperun pipeline specs.
+//
+// It reads YAML into nodes so that every diagnostic carries file:line:col,
+// collects every problem rather than stopping at the first, and type-checks
+// the pipeline by propagating field types through the DAG. It knows nothing
+// of goroutines, caches or GPUs: it learns about stage types through the
+// Catalog interface, which the stage registry implements.
+package spec
+
+import (
+	"fmt"
+	"os"
+	"path/filepath"
+	"regexp"
+	"strings"
+
+	"go.yaml.in/yaml/v3"
+
+	"github.com/piperun/piperun/sample"
+)
+
+// Version is the only spec format version this runner reads.
+const Version = 1
+
+// Role says where a stage type sits in the DAG.
+type Role int
+
+// The stage roles.
+const (
+	RoleSource    Role = iota // no input
+	RoleTransform             // one input, one output stream
+	RoleJoin                  // several inputs, one output stream
+	RoleSink                  // one input, no output stream
+)
+
+// String names the role.
+func (r Role) String() string {
+	return [...]string{"source", "transform", "join", "sink"}[r]
+}
+
+// StageType describes one stage type to the validator.
+type StageType struct {
+	Name string
+	Role Role
+	// Doc is a one-line description, used in the JSON Schema.
+	Doc string
+	// NewConfig returns a pointer to a config struct holding the defaults.
+	NewConfig func() any
+	// OnError and Parallel say whether the type takes on_error and parallelism.
+	OnError  bool
+	Parallel bool
+}
+
+// Catalog looks up stage types. The stage registry implements it.
+type Catalog interface {
+	Lookup(name string) (*StageType, bool)
+	Names() []string
+}
+
+// Checker is implemented by stage configs. Check validates the config
+// against the schemas of the stage's inputs (c.Inputs) and returns the
+// schema of what the stage emits. Problems are reported through c.
+type Checker interface {
+	Check(c *CheckContext) sample.Schema
+}
+
+// Resources bounds what a pipeline may use.
+type Resources struct {
+	Memory  ByteSize `yaml:"memory" jsonschema_description:"Hard budget for bytes held by samples anywhere in the pipeline, e.g. 2GiB. Default: a quarter of physical memory."`
+	Workers Auto     `yaml:"workers" jsonschema_description:"CPU worker budget shared by all stages; auto = number of cores."`
+}
+
+// Spec is a parsed and validated pipeline.
+type Spec struct {
+	// File is the spec's path as given; Dir is the absolute directory that
+	// relative paths in the spec resolve against.
+	File string
+	Dir  string
+
+	Version       int
+	Name          string
+	Seed          *int64
+	Epochs        int
+	Deterministic bool
+	Resources     Resources
+
+	Stages []*Stage
+	// Order lists the stages so that every stage follows its inputs.
+	Order []*Stage
+
+	pos map[string]Pos
+}
+
+// Stage is one stage of a spec.
+type Stage struct {
+	Index       int
+	Name        string
+	Type        string
+	Role        Role
+	InputNames  []string
+	OnError     string
+	Parallelism Auto
+	// Config is the type-specific config, a pointer returned by the type's
+	// NewConfig and filled from the spec.
+	Config any
+	// Path is the stage's diagnostic path, e.g. "stages[3]".
+	Path string
+	Pos  Pos
+
+	// Inputs and Outputs link the DAG after validation.
+	Inputs  []*Stage
+	Outputs []*Stage
+	// InSchemas are the schemas of the inputs; Schema is what the stage emits.
+	InSchemas []sample.Schema
+	Schema    sample.Schema
+	Valid     bool
+}
+
+// Skip reports whether bad samples are skipped rather than failing the run.
+func (s *Stage) Skip() bool { return s.OnError == "skip" }
+
+// PosOf returns the position recorded for a path such as
+// "stages[3].set.label", falling back to its nearest recorded parent.
+func (sp *Spec) PosOf(path string) Pos {
+	for p := path; p != ""; {
+		if pos, ok := sp.pos[p]; ok {
+			return pos
+		}
+		i := strings.LastIndexAny(p, ".[")
+		if i <= 0 {
+			break
+		}
+		p = p[:i]
+	}
+	return Pos{File: sp.File}
+}
+
+// Resolve makes a path from the spec absolute, relative to the spec's
+// directory.
+func (sp *Spec) Resolve(p string) string {
+	if p == "" || filepath.IsAbs(p) {
+		return p
+	}
+	return filepath.Join(sp.Dir, p)
+}
+
+// Stage returns the stage with the given name.
+func (sp *Spec) Stage(name string) *Stage {
+	for _, s := range sp.Stages {
+		if s.Name == name {
+			return s
+		}
+	}
+	return nil
+}
+
+// Options control loading.
+type Options struct {
+	Catalog Catalog
+	// Set holds command-line overrides, "a.b=v" (see ApplySet).
+	Set []string
+	// LookupEnv resolves ${VAR} references; nil means os.LookupEnv.
+	LookupEnv func(string) (string, bool)
+	// Environment enables checks that touch the machine: input patterns
+	// match files, output directories are writable.
+	Environment bool
+}
+
+// Load reads and validates the spec at path. The returned spec is nil only
+// when the file cannot be parsed at all; otherwise it is returned with every
+// diagnostic found, and is runnable when diags.HasErrors() is false.
+func Load(path string, opts Options) (*Spec, Diagnostics) {
+	data, err := os.ReadFile(path)
+	if err != nil {
+		return nil, Diagnostics{{Pos: Pos{File: path}, Message: fmt.Sprintf("cannot read spec: %v", err), Severity: SevError}}
+	}
+	return Parse(path, data, opts)
+}
+
+var (
+	nameRe      = regexp.MustCompile(`^[a-z0-9][a-z0-9_-]*$`)
+	stageNameRe = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9_-]*$`)
+	yamlLineRe  = regexp.MustCompile(`^yaml: line (\d+): (.*)$`)
+)
+
+// document is the top level of a spec file.
+type document struct {
+	Version       int       `yaml:"version" jsonschema:"required" jsonschema_description:"Spec format version; must be 1."`
+	Name          string    `yaml:"name" jsonschema:"required" jsonschema_description:"Pipeline name, [a-z0-9][a-z0-9_-]*."`
+	Seed          *int64    `yaml:"seed" jsonschema_description:"Seed for every random choice; absent = random, printed at start."`
+	Epochs        *int      `yaml:"epochs" jsonschema_description:"Passes over the sources; 0 = until stopped. Default 1."`
+	Deterministic *bool     `yaml:"deterministic" jsonschema_description:"Output order independent of parallelism. Default true."`
+	Resources     Resources `yaml:"resources"`
+	Stages        []rawNode `yaml:"stages" jsonschema:"required"`
+}
+
+// rawNode keeps a node for decoding once its type is known.
+type rawNode struct{ node *yaml.Node }
+
+func (r *rawNode) UnmarshalNode(n *yaml.Node) error { r.node = n; return nil }
+
+// common holds the keys every stage takes.
+type common struct {
+	Name        string     `yaml:"name" jsonschema:"required" jsonschema_description:"Stage name, unique in the spec."`
+	Type        string     `yaml:"type" jsonschema:"required" jsonschema_description:"Stage type."`
+	Input       string     `yaml:"input" jsonschema_description:"Upstream stage; default: the stage listed before."`
+	Inputs      StringList `yaml:"inputs" jsonschema_description:"Upstream stages, for stages that take several."`
+	OnError     string     `yaml:"on_error" jsonschema:"enum=fail,enum=skip" jsonschema_description:"fail (default) stops the run on a bad sample; skip skips and counts it."`
+	Parallelism Auto       `yaml:"parallelism" jsonschema_description:"Workers for this stage, or auto."`
+}
+
+var commonKeys = map[string]bool{"name": true, "type": true, "input": true, "inputs": true, "on_error": true, "parallelism": true}
+
+// Parse validates a spec held in memory; file names it in diagnostics and
+// its directory anchors relative paths.
+func Parse(file string, data []byte, opts Options) (*Spec, Diagnostics) {
+	r := &reporter{file: file}
+	var root yaml.Node
+	if err := yaml.Unmarshal(data, &root); err != nil {
+		line := 0
+		msg := err.Error()
+		if m := yamlLineRe.FindStringSubmatch(msg); m != nil {
+			fmt.Sscan(m[1], &line)
+			msg = m[2]
+		}
+		r.add(SevError, line, 1, "", "invalid YAML: %s", strings.TrimPrefix(msg, "yaml: "))
+		return nil, r.diags
+	}
+	if len(root.Content) == 0 {
+		r.add(SevError, 1, 1, "", "empty spec")
+		return nil, r.diags
+	}
+	doc := root.Content[0]
+	lookup := opts.LookupEnv
+	if lookup == nil {
+		lookup = os.LookupEnv
+	}
+	interpolate(doc, "", lookup, r)
+	for _, s := range opts.Set {
+		if err := ApplySet(doc, s); err != nil {
+			r.add(SevError, 0, 0, "", "--set %s: %v", s, err)
+		}
+	}
+
+	dir, err := filepath.Abs(filepath.Dir(file))
+	if err != nil {
+		dir = filepath.Dir(file)
+	}
+	sp := &Spec{File: file, Dir: dir, pos: map[string]Pos{}, Epochs: 1, Deterministic: true}
+	d := &decoder{r: r, pos: sp.pos}
+	var top document
+	d.decode(doc, reflect_(&top), "")
+	if doc.Kind != yaml.MappingNode {
+		return nil, r.diags
+	}
+	sp.Version, sp.Name, sp.Seed, sp.Resources = top.Version, top.Name, top.Seed, top.Resources
+	if top.Epochs != nil {
+		sp.Epochs = *top.Epochs
+	}
+	if top.Deterministic != nil {
+		sp.Deterministic = *top.Deterministic
+	}
+	at := func(path string) (int, int) { p := sp.PosOf(path); return p.Line, p.Col }
+	if _, ok := sp.pos["version"]; ok && sp.Version != Version {
+		l, c := at("version")
+		r.add(SevError, l, c, "version", "unsupported spec version %d (this runner reads version %d)", sp.Version, Version)
+	}
+	if _, ok := sp.pos["name"]; ok && !nameRe.MatchString(sp.Name) {
+		l, c := at("name")
+		r.add(SevError, l, c, "name", "invalid name %q: use lowercase letters, digits, '_' and '-', starting with a letter or digit", sp.Name)
+	}
+	if sp.Epochs < 0 {
+		l, c := at("epochs")
+		r.add(SevError, l, c, "epochs", "must be 0 (until stopped) or more, got %d", sp.Epochs)
+	}
+	if _, ok := sp.pos["stages"]; ok && len(top.Stages) == 0 {
+		l, c := at("stages")
+		r.add(SevError, l, c, "stages", "a pipeline needs at least one stage")
+	}
+	for i, raw := range top.Stages {
+		if st := decodeStage(d, sp, opts.Catalog, i, raw.node); st != nil {
+			sp.Stages = append(sp.Stages, st)
+		}
+	}
+	link(sp, r)
+	check(sp, r, opts)
+	r.diags.Sort()
+	return sp, r.diags
+}
+
+func decodeStage(d *decoder, sp *Spec, cat Catalog, i int, n *yaml.Node) *Stage {
+	path := fmt.Sprintf("stages[%d]", i)
+	if n.Kind != yaml.MappingNode {
+		d.errorf(n, path, "expected a stage mapping, got %s", describe(n))
+		return nil
+	}
+	st := &Stage{Index: i, Path: path, Pos: Pos{File: sp.File, Line: n.Line, Col: n.Column}}
+	// Split the stage's keys: the common ones, then the type's own.
+	commonNode := &yaml.Node{Kind: yaml.MappingNode, Line: n.Line, Column: n.Column}
+	rest := &yaml.Node{Kind: yaml.MappingNode, Line: n.Line, Column: n.Column}
+	for j := 0; j+1 < len(n.Content); j += 2 {
+		if commonKeys[n.Content[j].Value] {
+			commonNode.Content = append(commonNode.Content, n.Content[j], n.Content[j+1])
+		} else {
+			rest.Content = append(rest.Content, n.Content[j], n.Content[j+1])
+		}
+	}
+	var c common
+	d.decode(commonNode, reflect_(&c), path)
+	st.Name, st.Type, st.OnError, st.Parallelism = c.Name, c.Type, c.OnError, c.Parallelism
+	if c.Name != "" && !stageNameRe.MatchString(c.Name) {
+		l, col := posLC(sp, path+".name")
+		d.r.add(SevError, l, col, path+".name", "invalid stage name %q: use letters, digits, '_' and '-'", c.Name)
+	}
+	if c.Input != "" && len(c.Inputs) > 0 {
+		l, col := posLC(sp, path+".inputs")
+		d.r.add(SevError, l, col, path+".inputs", "set input or inputs, not both")
+	}
+	if c.Input != "" {
+		st.InputNames = []string{c.Input}
+	} else {
+		st.InputNames = c.Inputs
+	}
+	switch c.OnError {
+	case "", "fail":
+		st.OnError = "fail"
+	case "skip":
+	default:
+		l, col := posLC(sp, path+".on_error")
+		d.r.add(SevError, l, col, path+".on_error", "must be fail or skip, got %q", c.OnError)
+	}
+	if c.Type == "" {
+		return st
+	}
+	if cat == nil {
+		d.r.add(SevError, n.Line, n.Column, path, "internal: no stage catalog")
+		return nil
+	}
+	t, ok := cat.Lookup(c.Type)
+	if !ok {
+		l, col := posLC(sp, path+".type")
+		d.r.add(SevError, l, col, path+".type", "unknown stage type %q%s", c.Type, suggest(c.Type, cat.Names()))
+		return st
+	}
+	st.Role = t.Role
+	for j := 0; j+1 < len(commonNode.Content); j += 2 {
+		k := commonNode.Content[j]
+		bad := (k.Value == "on_error" && !t.OnError) || (k.Value == "parallelism" && !t.Parallel) ||
+			((k.Value == "input" || k.Value == "inputs") && t.Role == RoleSource)
+		if bad {
+			d.r.add(SevError, k.Line, k.Column, path+"."+k.Value, "stage type %s does not take %s", t.Name, k.Value)
+		}
+	}
+	cfg := t.NewConfig()
+	d.decode(rest, reflect_(cfg), path)
+	st.Config = cfg
+	return st
+}
+
+func posLC(sp *Spec, path string) (int, int) {
+	p := sp.PosOf(path)
+	return p.Line, p.Col
+}
+
+// link resolves inputs, checks names and roles, and orders the DAG.
+func link(sp *Spec, r *reporter) {
+	byName := map[string]*Stage{}
+	for _, st := range sp.Stages {
+		if st.Name == "" {
+			continue
+		}
+		if prev, dup := byName[st.Name]; dup {
+			l, c := posLC(sp, st.Path+".name")
+			r.add(SevError, l, c, st.Path+".name", "duplicate stage name %q (first used by %s)", st.Name, prev.Path)
+			continue
+		}
+		byName[st.Name] = st
+	}
+	for i, st := range sp.Stages {
+		if st.Type == "" || st.Config == nil {
+			continue
+		}
+		if st.Role != RoleSource && len(st.InputNames) == 0 {
+			if i == 0 {
+				r.add(SevError, st.Pos.Line, st.Pos.Col, st.Path, "stage %q has no input: it is the first stage, so set input or use a source type", st.Name)
+				continue
+			}
+			prev := sp.Stages[i-1]
+			if prev.Role == RoleSink {
+				r.add(SevError, st.Pos.Line, st.Pos.Col, st.Path, "stage %q has no input: the stage before it, %q, is a sink; set input", st.Name, prev.Name)
+				continue
+			}
+			st.InputNames = []string{prev.Name}
+		}
+		if st.Role == RoleJoin && len(st.InputNames) < 2 {
+			l, c := posLC(sp, st.Path+".inputs")
+			r.add(SevError, l, c, st.Path+".inputs", "%s joins streams: list at least two inputs", st.Type)
+		}
+		if st.Role != RoleJoin && len(st.InputNames) > 1 {
+			l, c := posLC(sp, st.Path+".inputs")
+			r.add(SevError, l, c, st.Path+".inputs", "%s takes one input, got %d", st.Type, len(st.InputNames))
+		}
+		for j, name := range st.InputNames {
+			in, ok := byName[name]
+			field := st.Path + ".input"
+			if len(st.InputNames) > 1 || sp.pos[st.Path+".inputs"] != (Pos{}) {
+				field = fmt.Sprintf("%s.inputs[%d]", st.Path, j)
+			}
+			l, c := posLC(sp, field)
+			switch {
+			case !ok:
+				names := make([]string, 0, len(byName))
+				for n := range byName {
+					names = append(names, n)
+				}
+				r.add(SevError, l, c, field, "unknown input %q%s", name, suggest(name, sortedStrings(names)))
+			case in == st:
+				r.add(SevError, l, c, field, "stage %q reads its own output", st.Name)
+			case in.Role == RoleSink:
+				r.add(SevError, l, c, field, "input %q is a sink and has no output", name)
+			default:
+				st.Inputs = append(st.Inputs, in)
+				in.Outputs = append(in.Outputs, st)
+			}
+		}
+	}
+	// Kahn's algorithm; what is left over sits on a cycle.
+	indeg := map[*Stage]int{}
+	for _, st := range sp.Stages {
+		indeg[st] = len(st.Inputs)
+	}
+	var queue []*Stage
+	for _, st := range sp.Stages {
+		if indeg[st] == 0 {
+			queue = append(queue, st)
+		}
+	}
+	for len(queue) > 0 {
+		st := queue[0]
+		queue = queue[1:]
+		sp.Order = append(sp.Order, st)
+		for _, o := range st.Outputs {
+			if indeg[o]--; indeg[o] == 0 {
+				queue = append(queue, o)
+			}
+		}
+	}
+	if len(sp.Order) < len(sp.Stages) {
+		for _, st := range sp.Stages {
+			if indeg[st] > 0 {
+				l, c := posLC(sp, st.Path+".input")
+				if _, ok := sp.pos[st.Path+".inputs"]; ok {
+					l, c = posLC(sp, st.Path+".inputs")
+				}
+				r.add(SevError, l, c, st.Path, "stage %q is part of a cycle", st.Name)
+			}
+		}
+	}
+	hasSink := false
+	for _, st := range sp.Stages {
+		if st.Role == RoleSink && st.Config != nil {
+			hasSink = true
+		}
+		if st.Role != RoleSink && st.Config != nil && len(st.Outputs) == 0 && st.Name != "" {
+			r.add(SevWarning, st.Pos.Line, st.Pos.Col, st.Path, "output of stage %q is not read by any stage", st.Name)
+		}
+	}
+	if len(sp.Stages) > 0 && !hasSink {
+		r.add(SevError, sp.Stages[0].Pos.Line, sp.Stages[0].Pos.Col, "stages", "the pipeline has no sink: add write_tfrecord, write_jsonl, serve or discard")
+	}
+}
+
+// check propagates schemas in topological order, letting each config
+// validate itself against what reaches it.
+func check(sp *Spec, r *reporter, opts Options) {
+	for _, st := range sp.Order {
+		if st.Config == nil {
+			st.Schema = sample.Schema{Open: true}
+			continue
+		}
+		st.InSchemas = make([]sample.Schema, len(st.Inputs))
+		for i, in := range st.Inputs {
+			st.InSchemas[i] = in.Schema
+		}
+		before := len(r.diags.Errors())
+		c := &CheckContext{Spec: sp, Stage: st, Inputs: st.InSchemas, Environment: opts.Environment, r: r}
+		if ck, ok := st.Config.(Checker); ok {
+			st.Schema = ck.Check(c)
+		} else if len(st.InSchemas) > 0 {
+			st.Schema = st.InSchemas[0]
+		}
+		st.Valid = len(r.diags.Errors()) == before
+		if !st.Valid {
+			// Downstream stages see an open schema so one mistake does not
+			// cascade into a diagnostic for every later field reference.
+			st.Schema.Open = true
+		}
+	}
+}
+
+// CheckContext is what a stage config sees while it is validated.
+type CheckContext struct {
+	Spec   *Spec
+	Stage  *Stage
+	Inputs []sample.Schema
+	// Environment is true when checks may touch the machine.
+	Environment bool
+	r           *reporter
+}
+
+// Input returns the schema of the stage's first input (empty for sources).
+func (c *CheckContext) Input() sample.Schema {
+	if len(c.Inputs) == 0 {
+		return sample.Schema{}
+	}
+	return c.Inputs[0]
+}
+
+// FieldPath returns the diagnostic path of a field of the stage's config.
+func (c *CheckContext) FieldPath(field string) string {
+	if field == "" {
+		return c.Stage.Path
+	}
+	if strings.HasPrefix(field, "[") {
+		return c.Stage.Path + field
+	}
+	return c.Stage.Path + "." + field
+}
+
+// Errorf reports a problem with a field of the stage's config ("" for the
+// stage itself), at that field's position.
+func (c *CheckContext) Errorf(field, format string, args ...any) {
+	p := c.FieldPath(field)
+	pos := c.Spec.PosOf(p)
+	c.r.add(SevError, pos.Line, pos.Col, p, format, args...)
+}
+
+// Warnf reports a warning at a field's position.
+func (c *CheckContext) Warnf(field, format string, args ...any) {
+	p := c.FieldPath(field)
+	pos := c.Spec.PosOf(p)
+	c.r.add(SevWarning, pos.Line, pos.Col, p, format, args...)
+}
+
+// ErrorAt reports a problem at an explicit position, for diagnostics inside
+// a value such as an expression.
+func (c *CheckContext) ErrorAt(pos Pos, field, format string, args ...any) {
+	c.r.add(SevError, pos.Line, pos.Col, c.FieldPath(field), format, args...)
+}
+
+// Has reports whether the spec sets a field of the stage's config.
+func (c *CheckContext) Has(field string) bool {
+	_, ok := c.Spec.pos[c.FieldPath(field)]
+	return ok
+}
+
+// Pos returns the position of a field of the stage's config.
+func (c *CheckContext) Pos(field string) Pos { return c.Spec.PosOf(c.FieldPath(field)) }
+
+// Resolve makes a spec-relative path absolute.
+func (c *CheckContext) Resolve(p string) string { return c.Spec.Resolve(p) }

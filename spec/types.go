@@ -1,0 +1,211 @@
+package spec
+
+import (
+	"errors"
+	"fmt"
+	"math"
+	"reflect"
+	"strconv"
+	"strings"
+
+	"github.com/invopop/jsonschema"
+	"go.yaml.in/yaml/v3"
+)
+
+// Auto is a count that may be written "auto", meaning the runner chooses.
+type Auto struct {
+	N    int
+	Auto bool
+}
+
+// UnmarshalNode reads "auto" or a positive integer.
+func (a *Auto) UnmarshalNode(n *yaml.Node) error {
+	if n.Kind == yaml.ScalarNode && n.Value == "auto" {
+		*a = Auto{Auto: true}
+		return nil
+	}
+	var v int
+	if n.Kind != yaml.ScalarNode || n.ShortTag() != "!!int" || n.Decode(&v) != nil {
+		return fmt.Errorf("expected a positive integer or \"auto\", got %s", describe(n))
+	}
+	if v < 1 {
+		return fmt.Errorf("must be at least 1 or \"auto\", got %d", v)
+	}
+	*a = Auto{N: v}
+	return nil
+}
+
+// Resolve returns N, or def when the value is auto or unset.
+func (a Auto) Resolve(def int) int {
+	if a.Auto || a.N == 0 {
+		return def
+	}
+	return a.N
+}
+
+// String writes the value as a spec would.
+func (a Auto) String() string {
+	if a.Auto || a.N == 0 {
+		return "auto"
+	}
+	return strconv.Itoa(a.N)
+}
+
+// JSONSchema describes "auto" or a positive integer.
+func (Auto) JSONSchema() *jsonschema.Schema {
+	return &jsonschema.Schema{OneOf: []*jsonschema.Schema{
+		{Type: "integer", Minimum: "1"},
+		{Type: "string", Enum: []any{"auto"}},
+	}}
+}
+
+// ByteSize is a number of bytes written as an integer or with a unit
+// ("512MiB", "2GiB", "1.5GB").
+type ByteSize int64
+
+var byteUnits = []struct {
+	suffix string
+	mult   float64
+}{
+	{"KiB", 1 << 10}, {"MiB", 1 << 20}, {"GiB", 1 << 30}, {"TiB", 1 << 40},
+	{"KB", 1e3}, {"MB", 1e6}, {"GB", 1e9}, {"TB", 1e12},
+	{"K", 1 << 10}, {"M", 1 << 20}, {"G", 1 << 30}, {"T", 1 << 40},
+	{"B", 1},
+}
+
+// ParseByteSize parses a byte size such as "2GiB".
+func ParseByteSize(s string) (ByteSize, error) {
+	t := strings.TrimSpace(s)
+	mult := 1.0
+	for _, u := range byteUnits {
+		if strings.HasSuffix(t, u.suffix) {
+			mult = u.mult
+			t = strings.TrimSpace(strings.TrimSuffix(t, u.suffix))
+			break
+		}
+	}
+	f, err := strconv.ParseFloat(t, 64)
+	if err != nil || f < 0 || math.IsInf(f, 0) || math.IsNaN(f) {
+		return 0, fmt.Errorf("invalid byte size %q (want e.g. 512MiB, 2GiB, 1000000)", s)
+	}
+	v := f * mult
+	if v > math.MaxInt64/2 {
+		return 0, fmt.Errorf("byte size %q is too large", s)
+	}
+	return ByteSize(v), nil
+}
+
+// UnmarshalNode reads a byte size.
+func (b *ByteSize) UnmarshalNode(n *yaml.Node) error {
+	if n.Kind != yaml.ScalarNode {
+		return fmt.Errorf("expected a byte size such as 2GiB, got %s", describe(n))
+	}
+	v, err := ParseByteSize(n.Value)
+	if err != nil {
+		return err
+	}
+	*b = v
+	return nil
+}
+
+// String formats the size with the largest binary unit that keeps it short.
+func (b ByteSize) String() string {
+	v := float64(b)
+	for _, u := range []struct {
+		s string
+		m float64
+	}{{"TiB", 1 << 40}, {"GiB", 1 << 30}, {"MiB", 1 << 20}, {"KiB", 1 << 10}} {
+		if v >= u.m {
+			return strconv.FormatFloat(math.Round(v/u.m*100)/100, 'f', -1, 64) + u.s
+		}
+	}
+	return fmt.Sprintf("%dB", int64(b))
+}
+
+// JSONSchema describes a byte size.
+func (ByteSize) JSONSchema() *jsonschema.Schema {
+	return &jsonschema.Schema{OneOf: []*jsonschema.Schema{
+		{Type: "integer", Minimum: "0"},
+		{Type: "string", Pattern: `^[0-9.]+\s*(B|K|M|G|T|KB|MB|GB|TB|KiB|MiB|GiB|TiB)?$`},
+	}}
+}
+
+// Map is a YAML mapping that keeps its key order and each key's position,
+// for fields such as map's `set:` that are evaluated in order.
+type Map[T any] struct {
+	Entries []Entry[T]
+}
+
+// Entry is one key of a Map.
+type Entry[T any] struct {
+	Key   string
+	Value T
+	Pos   Pos
+}
+
+func (m *Map[T]) valueType() reflect.Type { return reflect.TypeOf((*T)(nil)).Elem() }
+
+func (m *Map[T]) appendEntry(key string, pos Pos, v reflect.Value) {
+	m.Entries = append(m.Entries, Entry[T]{Key: key, Value: v.Interface().(T), Pos: pos})
+}
+
+// Len returns the number of entries.
+func (m Map[T]) Len() int { return len(m.Entries) }
+
+// Get returns the value for key.
+func (m Map[T]) Get(key string) (T, bool) {
+	for _, e := range m.Entries {
+		if e.Key == key {
+			return e.Value, true
+		}
+	}
+	var zero T
+	return zero, false
+}
+
+// JSONSchema describes an object whose values all have T's schema.
+func (Map[T]) JSONSchema() *jsonschema.Schema {
+	r := &jsonschema.Reflector{FieldNameTag: "yaml", DoNotReference: true, RequiredFromJSONSchemaTags: true, Mapper: schemaMapper}
+	var zero T
+	inner := r.Reflect(zero)
+	inner.Version = ""
+	inner.ID = ""
+	return &jsonschema.Schema{Type: "object", AdditionalProperties: inner}
+}
+
+// StringList is one string or a list of strings.
+type StringList []string
+
+// UnmarshalNode reads a string or a list of strings.
+func (s *StringList) UnmarshalNode(n *yaml.Node) error {
+	switch n.Kind {
+	case yaml.ScalarNode:
+		if n.ShortTag() == "!!null" {
+			return errors.New("expected a string or a list of strings, got null")
+		}
+		*s = StringList{n.Value}
+		return nil
+	case yaml.SequenceNode:
+		out := make(StringList, 0, len(n.Content))
+		for _, c := range n.Content {
+			if c.Kind != yaml.ScalarNode {
+				return fmt.Errorf("expected a list of strings, found %s at line %d", describe(c), c.Line)
+			}
+			out = append(out, c.Value)
+		}
+		*s = out
+		return nil
+	}
+	return fmt.Errorf("expected a string or a list of strings, got %s", describe(n))
+}
+
+// JSONSchema describes a string or a list of strings.
+func (StringList) JSONSchema() *jsonschema.Schema {
+	return &jsonschema.Schema{OneOf: []*jsonschema.Schema{
+		{Type: "string"},
+		{Type: "array", Items: &jsonschema.Schema{Type: "string"}},
+	}}
+}
+
+// schemaMapper is a hook for types whose schema cannot be reflected.
+func schemaMapper(t reflect.Type) *jsonschema.Schema { return nil }

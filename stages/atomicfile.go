@@ -1,0 +1,88 @@
+package stages
+
+import (
+	"bufio"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+)
+
+// atomicFile is written beside its final path under a hidden temporary
+// name and renamed into place only on commit, so readers never see a
+// partial output, whatever happens to the run.
+type atomicFile struct {
+	final string
+	tmp   *os.File
+	w     *bufio.Writer
+}
+
+func createAtomic(path string) (*atomicFile, error) {
+	dir := filepath.Dir(path)
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return nil, fmt.Errorf("create output directory: %w", err)
+	}
+	f, err := os.CreateTemp(dir, "."+filepath.Base(path)+".tmp-*")
+	if err != nil {
+		return nil, fmt.Errorf("create output: %w", err)
+	}
+	return &atomicFile{final: path, tmp: f, w: bufio.NewWriterSize(f, 1<<20)}, nil
+}
+
+func (a *atomicFile) Write(p []byte) (int, error) { return a.w.Write(p) }
+
+// commit flushes, syncs and renames the file into place.
+func (a *atomicFile) commit() error {
+	if a.tmp == nil {
+		return nil
+	}
+	err := a.w.Flush()
+	if err == nil {
+		err = a.tmp.Sync()
+	}
+	if cerr := a.tmp.Close(); err == nil {
+		err = cerr
+	}
+	if err == nil {
+		err = os.Rename(a.tmp.Name(), a.final)
+	}
+	if err != nil {
+		os.Remove(a.tmp.Name())
+	}
+	a.tmp = nil
+	return err
+}
+
+// abort removes the temporary file.
+func (a *atomicFile) abort() error {
+	if a.tmp == nil {
+		return nil
+	}
+	err := errors.Join(a.tmp.Close(), os.Remove(a.tmp.Name()))
+	a.tmp = nil
+	return err
+}
+
+// checkWritable reports whether files can be created in path's directory,
+// creating nothing but a probe that it removes.
+func checkWritable(path string) error {
+	dir := filepath.Dir(path)
+	for d := dir; ; d = filepath.Dir(d) {
+		st, err := os.Stat(d)
+		if err == nil {
+			if !st.IsDir() {
+				return fmt.Errorf("%s is not a directory", d)
+			}
+			f, err := os.CreateTemp(d, ".piperun-probe-*")
+			if err != nil {
+				return fmt.Errorf("output directory %s is not writable: %w", d, err)
+			}
+			f.Close()
+			os.Remove(f.Name())
+			return nil
+		}
+		if !os.IsNotExist(err) || filepath.Dir(d) == d {
+			return fmt.Errorf("output directory %s: %w", dir, err)
+		}
+	}
+}

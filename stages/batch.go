@@ -1,0 +1,331 @@
+package stages
+
+import (
+	"context"
+	"fmt"
+
+	"github.com/piperun/piperun/sample"
+	"github.com/piperun/piperun/spec"
+	"github.com/piperun/piperun/tensor"
+)
+
+// BatchConfig configures the batch stage.
+type BatchConfig struct {
+	Size          int               `yaml:"size" jsonschema:"required" jsonschema_description:"Samples per batch."`
+	DropRemainder bool              `yaml:"drop_remainder" jsonschema_description:"Drop the last, smaller batch of each epoch."`
+	Pad           spec.Map[float64] `yaml:"pad" jsonschema_description:"field: value; pads variable-length tensors of the field to the longest in the batch."`
+}
+
+// BufferSamples implements plan.Bufferer.
+func (c *BatchConfig) BufferSamples(int) int { return c.Size }
+
+func init() {
+	register(&Type{
+		StageType: spec.StageType{Name: "batch", Role: spec.RoleTransform, Doc: "Stacks size samples into one, each field gaining a leading batch dimension.",
+			NewConfig: func() any { return &BatchConfig{} }},
+		Build: func(env *Env, cfg any) (any, error) {
+			c := cfg.(*BatchConfig)
+			b := &batchStage{env: env, cfg: c, pad: map[string]float64{}}
+			for _, e := range c.Pad.Entries {
+				b.pad[e.Key] = e.Value
+			}
+			return b, nil
+		},
+	})
+}
+
+// Check implements spec.Checker.
+func (c *BatchConfig) Check(cc *spec.CheckContext) sample.Schema {
+	if c.Size < 1 {
+		cc.Errorf("size", "must be at least 1, got %d", c.Size)
+	}
+	in := cc.Input()
+	b := -1
+	if c.DropRemainder {
+		b = c.Size
+	}
+	for _, e := range c.Pad.Entries {
+		t, ok := in.Lookup(e.Key)
+		switch {
+		case !ok:
+			cc.Errorf("pad."+e.Key, "unknown field %q (fields here: %v)", e.Key, in.Names())
+		case t.Kind != sample.Tensor && t.Kind != sample.Any:
+			cc.Errorf("pad."+e.Key, "pad applies to tensor fields; %q is %s", e.Key, t)
+		}
+	}
+	out := sample.Schema{Open: in.Open}
+	for _, f := range in.Fields {
+		var t sample.Type
+		switch f.Type.Kind {
+		case sample.Int:
+			t = sample.TensorOf(tensor.Int64, b)
+		case sample.Float:
+			t = sample.TensorOf(tensor.Float64, b)
+		case sample.Bool:
+			t = sample.TensorOf(tensor.Uint8, b)
+		case sample.String:
+			t = sample.ListOf(sample.String)
+		case sample.Bytes:
+			t = sample.ListOf(sample.Bytes)
+		case sample.Tensor:
+			if f.Type.Shape == nil {
+				t = sample.Type{Kind: sample.Tensor, DType: f.Type.DType}
+			} else {
+				t = sample.TensorOf(f.Type.DType, append([]int{b}, f.Type.Shape...)...)
+			}
+			if _, padded := c.Pad.Get(f.Name); !padded && !f.Type.KnownShape() {
+				cc.Warnf("", "field %q is %s; if its shape varies between samples, batching fails: add pad: {%s: 0} or resize first", f.Name, f.Type, f.Name)
+			}
+		default:
+			t = sample.ListOf(sample.Any)
+		}
+		out.Fields = append(out.Fields, sample.Field{Name: f.Name, Type: t})
+	}
+	return out
+}
+
+type batchStage struct {
+	env   *Env
+	cfg   *BatchConfig
+	pad   map[string]float64
+	buf   []*sample.Sample
+	index int64
+}
+
+func (b *batchStage) Retains() {}
+
+func (b *batchStage) Process(_ context.Context, in *sample.Sample, emit Emit) error {
+	b.buf = append(b.buf, in)
+	if len(b.buf) < b.cfg.Size {
+		return nil
+	}
+	return b.flush(emit)
+}
+
+func (b *batchStage) EndEpoch(_ context.Context, _ int, emit Emit) error {
+	if len(b.buf) > 0 && b.cfg.DropRemainder {
+		for _, s := range b.buf {
+			b.env.Release(s)
+		}
+		b.buf = b.buf[:0]
+	}
+	var err error
+	if len(b.buf) > 0 {
+		err = b.flush(emit)
+	}
+	b.index = 0
+	return err
+}
+
+func (b *batchStage) flush(emit Emit) error {
+	first := b.buf[0]
+	out := &sample.Sample{ID: b.index, Epoch: first.Epoch, BatchSize: len(b.buf), Fields: make(map[string]any, len(first.Fields))}
+	if len(b.buf) == 1 {
+		out.Origin = first.Describe()
+	} else {
+		out.Origin = fmt.Sprintf("batch %d (epoch %d) of %s … %s", b.index, first.Epoch, first.Describe(), b.buf[len(b.buf)-1].Describe())
+	}
+	b.index++
+	for k := range first.Fields {
+		v, err := Stack(b.buf, k, b.pad)
+		if err != nil {
+			for _, s := range b.buf {
+				b.env.Release(s)
+			}
+			b.buf = b.buf[:0]
+			return fmt.Errorf("%s: %w", out.Origin, err)
+		}
+		out.Fields[k] = v
+	}
+	// Free the inputs before the batch reserves its own memory, so a
+	// full budget cannot stall on memory this stage is about to give up.
+	for i, s := range b.buf {
+		b.env.Release(s)
+		b.buf[i] = nil
+	}
+	b.buf = b.buf[:0]
+	return emit(out)
+}
+
+// Stack combines field k of every sample into one value with a leading
+// batch dimension. Fields named in pad are padded to the largest shape.
+func Stack(ss []*sample.Sample, k string, pad map[string]float64) (any, error) {
+	n := len(ss)
+	get := func(i int) (any, error) {
+		v, ok := ss[i].Fields[k]
+		if !ok {
+			return nil, fmt.Errorf("field %q is missing from %s", k, ss[i].Describe())
+		}
+		return v, nil
+	}
+	v0, err := get(0)
+	if err != nil {
+		return nil, err
+	}
+	switch v0.(type) {
+	case int64, float64, bool:
+		dt := map[string]tensor.DType{"int64": tensor.Int64, "float64": tensor.Float64, "bool": tensor.Uint8}[fmt.Sprintf("%T", v0)]
+		t := tensor.New(dt, n)
+		for i := range ss {
+			v, err := get(i)
+			if err != nil {
+				return nil, err
+			}
+			switch x := v.(type) {
+			case int64:
+				if dt != tensor.Int64 {
+					return nil, mixed(k, v0, v)
+				}
+				t.Int64()[i] = x
+			case float64:
+				if dt != tensor.Float64 {
+					return nil, mixed(k, v0, v)
+				}
+				t.Float64()[i] = x
+			case bool:
+				if dt != tensor.Uint8 {
+					return nil, mixed(k, v0, v)
+				}
+				if x {
+					t.Data[i] = 1
+				}
+			default:
+				return nil, mixed(k, v0, v)
+			}
+		}
+		return t, nil
+	case string:
+		out := make([]string, n)
+		for i := range ss {
+			v, err := get(i)
+			if err != nil {
+				return nil, err
+			}
+			s, ok := v.(string)
+			if !ok {
+				return nil, mixed(k, v0, v)
+			}
+			out[i] = s
+		}
+		return out, nil
+	case []byte:
+		out := make([][]byte, n)
+		for i := range ss {
+			v, err := get(i)
+			if err != nil {
+				return nil, err
+			}
+			b, ok := v.([]byte)
+			if !ok {
+				return nil, mixed(k, v0, v)
+			}
+			out[i] = b
+		}
+		return out, nil
+	case *tensor.Tensor:
+		ts := make([]*tensor.Tensor, n)
+		for i := range ss {
+			v, err := get(i)
+			if err != nil {
+				return nil, err
+			}
+			t, ok := v.(*tensor.Tensor)
+			if !ok {
+				return nil, mixed(k, v0, v)
+			}
+			ts[i] = t
+		}
+		pv, padded := pad[k]
+		return stackTensors(k, ts, padded, pv, ss)
+	}
+	out := make([]any, n)
+	for i := range ss {
+		v, err := get(i)
+		if err != nil {
+			return nil, err
+		}
+		out[i] = v
+	}
+	return out, nil
+}
+
+func mixed(k string, a, b any) error {
+	return fmt.Errorf("field %q mixes %T and %T within one batch", k, a, b)
+}
+
+func stackTensors(k string, ts []*tensor.Tensor, padded bool, padValue float64, ss []*sample.Sample) (*tensor.Tensor, error) {
+	t0 := ts[0]
+	shape := append([]int(nil), t0.Shape...)
+	same := true
+	for i, t := range ts[1:] {
+		if t.DType != t0.DType {
+			return nil, fmt.Errorf("field %q: %s is %s but %s is %s", k, ss[0].Describe(), t0, ss[i+1].Describe(), t)
+		}
+		if len(t.Shape) != len(shape) {
+			return nil, fmt.Errorf("field %q: rank differs within a batch: %s is %s, %s is %s", k, ss[0].Describe(), t0, ss[i+1].Describe(), t)
+		}
+		for d := range shape {
+			if t.Shape[d] != t0.Shape[d] {
+				same = false
+			}
+			shape[d] = max(shape[d], t.Shape[d])
+		}
+	}
+	if !same && !padded {
+		for i, t := range ts[1:] {
+			if !tensor.Equal(&tensor.Tensor{DType: t.DType, Shape: t.Shape}, &tensor.Tensor{DType: t0.DType, Shape: t0.Shape}) {
+				return nil, fmt.Errorf("field %q: shapes differ within a batch (%s is %s, %s is %s); resize first or add pad: {%s: 0}",
+					k, ss[0].Describe(), t0, ss[i+1].Describe(), t, k)
+			}
+		}
+	}
+	out := tensor.New(t0.DType, append([]int{len(ts)}, shape...)...)
+	rowBytes := len(out.Data) / len(ts)
+	for i, t := range ts {
+		dst := out.Data[i*rowBytes : (i+1)*rowBytes]
+		if same {
+			copy(dst, t.Data)
+			continue
+		}
+		row := &tensor.Tensor{DType: t0.DType, Shape: shape, Data: dst}
+		if padValue != 0 {
+			for j := 0; j < row.Len(); j++ {
+				row.Set(j, padValue)
+			}
+		}
+		copyPadded(row, t)
+	}
+	return out, nil
+}
+
+// copyPadded copies src into the leading corner of dst (same rank, each
+// dimension of dst at least as large).
+func copyPadded(dst, src *tensor.Tensor) {
+	es := src.DType.Size()
+	if len(src.Shape) == 0 {
+		copy(dst.Data, src.Data)
+		return
+	}
+	// Copy the innermost rows one at a time.
+	inner := src.Shape[len(src.Shape)-1] * es
+	rows := src.Len() / max(1, src.Shape[len(src.Shape)-1])
+	idx := make([]int, len(src.Shape)-1)
+	for r := 0; r < rows; r++ {
+		so, do := 0, 0
+		sstride, dstride := inner, dst.Shape[len(dst.Shape)-1]*es
+		for d := len(idx) - 1; d >= 0; d-- {
+			so += idx[d] * sstride
+			do += idx[d] * dstride
+			sstride *= src.Shape[d]
+			dstride *= dst.Shape[d]
+		}
+		copy(dst.Data[do:do+inner], src.Data[so:so+inner])
+		for d := len(idx) - 1; d >= 0; d-- {
+			idx[d]++
+			if idx[d] < src.Shape[d] {
+				break
+			}
+			idx[d] = 0
+		}
+	}
+}

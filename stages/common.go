@@ -1,0 +1,37 @@
+package stages
+
+import (
+	"math/rand/v2"
+
+	"github.com/piperun/piperun/expression"
+	"github.com/piperun/piperun/sample"
+	"github.com/piperun/piperun/spec"
+)
+
+// register adds a built-in stage type to Default.
+func register(t *Type) {
+	builtins = append(builtins, func(r *Registry) { r.Register(t) })
+}
+
+// stageRand returns the generator a stage uses for one epoch, derived from
+// the pipeline seed, the stage name and the epoch, so that runs with the
+// same seed repeat exactly and every epoch draws differently.
+func stageRand(seed uint64, stage string, epoch int) *rand.Rand {
+	h := expression.StageHash(stage)
+	return rand.New(rand.NewPCG(seed^h, uint64(epoch)*0x9e3779b97f4a7c15+h))
+}
+
+// compile compiles one expression field of a stage config, reporting a
+// failure at the field's position.
+func compile(c *spec.CheckContext, field, src string, in sample.Schema, want sample.Kind) *expression.Program {
+	if src == "" {
+		c.Errorf(field, "empty expression")
+		return nil
+	}
+	p, err := expression.Default().Compile(src, in, want)
+	if err != nil {
+		c.Errorf(field, "%v", err)
+		return nil
+	}
+	return p
+}

@@ -1,0 +1,28 @@
+package stages
+
+import (
+	"context"
+
+	"github.com/piperun/piperun/sample"
+	"github.com/piperun/piperun/spec"
+)
+
+// DiscardConfig configures the discard sink, which takes no options.
+type DiscardConfig struct{}
+
+// Check implements spec.Checker.
+func (c *DiscardConfig) Check(cc *spec.CheckContext) sample.Schema { return sample.Schema{} }
+
+func init() {
+	register(&Type{
+		StageType: spec.StageType{Name: "discard", Role: spec.RoleSink, Doc: "Consumes and counts samples; for benchmarks.",
+			NewConfig: func() any { return &DiscardConfig{} }},
+		Build: func(env *Env, cfg any) (any, error) { return discardSink{}, nil },
+	})
+}
+
+type discardSink struct{}
+
+func (discardSink) Write(context.Context, *sample.Sample) error { return nil }
+func (discardSink) Commit() error                               { return nil }
+func (discardSink) Abort() error                                { return nil }

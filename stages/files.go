@@ -1,0 +1,358 @@
+package stages
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"sort"
+	"strconv"
+	"strings"
+
+	"github.com/invopop/jsonschema"
+	"go.yaml.in/yaml/v3"
+
+	"github.com/piperun/piperun/sample"
+	"github.com/piperun/piperun/spec"
+)
+
+// FilesConfig configures the files source.
+type FilesConfig struct {
+	Pattern  string          `yaml:"pattern" jsonschema_description:"Glob of input files, relative to the spec's directory; ** matches any number of directories."`
+	Patterns spec.StringList `yaml:"patterns" jsonschema_description:"Several globs; their matches are merged and de-duplicated."`
+	Shuffle  bool            `yaml:"shuffle" jsonschema_description:"Reshuffle the file order every epoch, from the seed."`
+	Shard    Shard           `yaml:"shard" jsonschema_description:"auto (read the launcher's rank and world size) or {index, count}."`
+	Labels   string          `yaml:"labels" jsonschema:"enum=from_dir" jsonschema_description:"from_dir adds label (index of the parent folder among sorted folder names) and class_name."`
+}
+
+// Shard selects this process's share of the files: file i (in sorted order)
+// belongs to shard i mod count.
+type Shard struct {
+	Auto         bool
+	Index, Count int
+}
+
+// UnmarshalNode reads "auto" or {index, count}.
+func (s *Shard) UnmarshalNode(n *yaml.Node) error {
+	if n.Kind == yaml.ScalarNode && n.Value == "auto" {
+		*s = Shard{Auto: true}
+		return nil
+	}
+	if n.Kind != yaml.MappingNode {
+		return fmt.Errorf("expected auto or {index: I, count: N}")
+	}
+	var v struct{ Index, Count *int }
+	for i := 0; i+1 < len(n.Content); i += 2 {
+		var x int
+		if err := n.Content[i+1].Decode(&x); err != nil {
+			return fmt.Errorf("shard.%s: expected an integer", n.Content[i].Value)
+		}
+		switch n.Content[i].Value {
+		case "index":
+			v.Index = &x
+		case "count":
+			v.Count = &x
+		default:
+			return fmt.Errorf("unknown field %q in shard (want index and count)", n.Content[i].Value)
+		}
+	}
+	if v.Index == nil || v.Count == nil {
+		return fmt.Errorf("shard needs both index and count")
+	}
+	if *v.Count < 1 || *v.Index < 0 || *v.Index >= *v.Count {
+		return fmt.Errorf("shard index %d out of range for count %d", *v.Index, *v.Count)
+	}
+	*s = Shard{Index: *v.Index, Count: *v.Count}
+	return nil
+}
+
+// JSONSchema describes "auto" or {index, count}.
+func (Shard) JSONSchema() *jsonschema.Schema {
+	props := jsonschema.NewProperties()
+	props.Set("index", &jsonschema.Schema{Type: "integer", Minimum: "0"})
+	props.Set("count", &jsonschema.Schema{Type: "integer", Minimum: "1"})
+	return &jsonschema.Schema{OneOf: []*jsonschema.Schema{
+		{Type: "string", Enum: []any{"auto"}},
+		{Type: "object", Properties: props, Required: []string{"index", "count"}, AdditionalProperties: jsonschema.FalseSchema},
+	}}
+}
+
+// ShardFromEnv reads the rank and world size that common launchers set:
+// torchrun (RANK, WORLD_SIZE), Slurm (SLURM_PROCID, SLURM_NTASKS), a
+// Kubernetes Indexed Job (JOB_COMPLETION_INDEX with PIPERUN_SHARD_COUNT,
+// since Kubernetes does not export the completion count), or piperun's own
+// PIPERUN_SHARD_INDEX and PIPERUN_SHARD_COUNT. None set means one shard.
+func ShardFromEnv(lookup func(string) (string, bool)) (index, count int, err error) {
+	pairs := [][2]string{
+		{"PIPERUN_SHARD_INDEX", "PIPERUN_SHARD_COUNT"},
+		{"RANK", "WORLD_SIZE"},
+		{"SLURM_PROCID", "SLURM_NTASKS"},
+		{"JOB_COMPLETION_INDEX", "PIPERUN_SHARD_COUNT"},
+	}
+	for _, p := range pairs {
+		is, ok1 := lookup(p[0])
+		cs, ok2 := lookup(p[1])
+		if !ok1 && !ok2 {
+			continue
+		}
+		if !ok1 || !ok2 {
+			return 0, 0, fmt.Errorf("shard: auto: %s and %s must be set together", p[0], p[1])
+		}
+		i, err1 := strconv.Atoi(is)
+		c, err2 := strconv.Atoi(cs)
+		if err1 != nil || err2 != nil || c < 1 || i < 0 || i >= c {
+			return 0, 0, fmt.Errorf("shard: auto: bad %s=%q, %s=%q", p[0], is, p[1], cs)
+		}
+		return i, c, nil
+	}
+	return 0, 1, nil
+}
+
+func init() {
+	register(&Type{
+		StageType: spec.StageType{Name: "files", Role: spec.RoleSource, Doc: "Lists files matching globs as {path}; shuffle, shard, labels from folders.",
+			NewConfig: func() any { return &FilesConfig{} }},
+		Build: buildFiles,
+	})
+}
+
+func (c *FilesConfig) patterns() []string {
+	var out []string
+	if c.Pattern != "" {
+		out = append(out, c.Pattern)
+	}
+	return append(out, c.Patterns...)
+}
+
+// Check implements spec.Checker.
+func (c *FilesConfig) Check(cc *spec.CheckContext) sample.Schema {
+	pats := c.patterns()
+	if len(pats) == 0 {
+		cc.Errorf("", "set pattern or patterns")
+	}
+	for i, p := range pats {
+		field := "pattern"
+		if c.Pattern == "" || i > 0 {
+			field = fmt.Sprintf("patterns[%d]", i-boolInt(c.Pattern != ""))
+			if len(c.Patterns) == 1 && !cc.Has(field) {
+				field = "patterns"
+			}
+		}
+		if err := checkGlob(p); err != nil {
+			cc.Errorf(field, "%v", err)
+			continue
+		}
+		if cc.Environment {
+			m, err := Glob(cc.Resolve(p))
+			if err != nil {
+				cc.Errorf(field, "%v", err)
+			} else if len(m) == 0 {
+				cc.Errorf(field, "pattern %q matches no file (resolved to %s)", p, cc.Resolve(p))
+			}
+		}
+	}
+	if c.Shard.Auto && cc.Environment {
+		if _, _, err := ShardFromEnv(os.LookupEnv); err != nil {
+			cc.Errorf("shard", "%v", err)
+		}
+	}
+	fields := []sample.Field{{Name: "path", Type: sample.TString}}
+	if c.Labels == "from_dir" {
+		fields = append(fields, sample.Field{Name: "label", Type: sample.TInt}, sample.Field{Name: "class_name", Type: sample.TString})
+	} else if c.Labels != "" {
+		cc.Errorf("labels", "unknown labels mode %q (want from_dir)", c.Labels)
+	}
+	return sample.Schema{Fields: fields}
+}
+
+func boolInt(b bool) int {
+	if b {
+		return 1
+	}
+	return 0
+}
+
+type filesSource struct {
+	env     *Env
+	cfg     *FilesConfig
+	files   []string
+	labels  map[string]int
+	classes []string
+	order   []string
+	i       int
+	epoch   int
+}
+
+func buildFiles(env *Env, cfg any) (any, error) {
+	c := cfg.(*FilesConfig)
+	seen := map[string]bool{}
+	var all []string
+	for _, p := range c.patterns() {
+		m, err := Glob(env.Resolve(p))
+		if err != nil {
+			return nil, err
+		}
+		if len(m) == 0 {
+			return nil, fmt.Errorf("pattern %q matches no file (resolved to %s)", p, env.Resolve(p))
+		}
+		for _, f := range m {
+			if !seen[f] {
+				seen[f] = true
+				all = append(all, f)
+			}
+		}
+	}
+	sort.Strings(all)
+	fs := &filesSource{env: env, cfg: c}
+	if c.Labels == "from_dir" {
+		// Classes come from every matched file, before sharding, so that all
+		// shards agree on the label of a folder.
+		fs.labels = map[string]int{}
+		for _, f := range all {
+			fs.labels[filepath.Base(filepath.Dir(f))] = 0
+		}
+		for k := range fs.labels {
+			fs.classes = append(fs.classes, k)
+		}
+		sort.Strings(fs.classes)
+		for i, k := range fs.classes {
+			fs.labels[k] = i
+		}
+	}
+	index, count := c.Shard.Index, c.Shard.Count
+	if c.Shard.Auto {
+		var err error
+		if index, count, err = ShardFromEnv(os.LookupEnv); err != nil {
+			return nil, err
+		}
+	}
+	if count <= 1 {
+		fs.files = all
+	} else {
+		for i, f := range all {
+			if i%count == index {
+				fs.files = append(fs.files, f)
+			}
+		}
+	}
+	return fs, nil
+}
+
+func (f *filesSource) Open(_ context.Context, epoch int) error {
+	f.order = append(f.order[:0], f.files...)
+	if f.cfg.Shuffle {
+		r := stageRand(f.env.Seed, f.env.Stage.Name, epoch)
+		r.Shuffle(len(f.order), func(i, j int) { f.order[i], f.order[j] = f.order[j], f.order[i] })
+	}
+	f.i, f.epoch = 0, epoch
+	return nil
+}
+
+func (f *filesSource) Next(context.Context) (*sample.Sample, error) {
+	if f.i >= len(f.order) {
+		return nil, io.EOF
+	}
+	p := f.order[f.i]
+	s := &sample.Sample{ID: int64(f.i), Epoch: f.epoch, Origin: p, Fields: map[string]any{"path": p}}
+	if f.labels != nil {
+		cls := filepath.Base(filepath.Dir(p))
+		s.Fields["label"] = int64(f.labels[cls])
+		s.Fields["class_name"] = cls
+	}
+	f.i++
+	return s, nil
+}
+
+func checkGlob(p string) error {
+	for _, seg := range strings.Split(filepath.ToSlash(p), "/") {
+		if seg == "**" {
+			continue
+		}
+		if _, err := filepath.Match(seg, ""); err != nil {
+			return fmt.Errorf("bad pattern %q: %w", p, err)
+		}
+	}
+	return nil
+}
+
+// Glob returns the files matching pattern, where a "**" segment matches
+// any number of directories. Directories themselves are not returned.
+func Glob(pattern string) ([]string, error) {
+	if err := checkGlob(pattern); err != nil {
+		return nil, err
+	}
+	if !strings.Contains(pattern, "**") {
+		m, err := filepath.Glob(pattern)
+		if err != nil {
+			return nil, err
+		}
+		return regularFiles(m), nil
+	}
+	// Walk from the longest prefix without wildcards.
+	segs := strings.Split(filepath.ToSlash(pattern), "/")
+	root := []string{}
+	for _, s := range segs {
+		if strings.ContainsAny(s, "*?[") {
+			break
+		}
+		root = append(root, s)
+	}
+	base := strings.Join(root, "/")
+	if base == "" {
+		base = "."
+		if strings.HasPrefix(pattern, "/") {
+			base = "/"
+		}
+	}
+	rest := segs[len(root):]
+	var out []string
+	err := filepath.WalkDir(filepath.FromSlash(base), func(p string, d fs.DirEntry, err error) error {
+		if err != nil {
+			if p == filepath.FromSlash(base) && os.IsNotExist(err) {
+				return filepath.SkipAll
+			}
+			return err
+		}
+		if d.IsDir() {
+			return nil
+		}
+		rel, _ := filepath.Rel(filepath.FromSlash(base), p)
+		if matchSegs(rest, strings.Split(filepath.ToSlash(rel), "/")) {
+			out = append(out, p)
+		}
+		return nil
+	})
+	sort.Strings(out)
+	return out, err
+}
+
+func regularFiles(m []string) []string {
+	out := m[:0]
+	for _, p := range m {
+		if st, err := os.Stat(p); err == nil && st.Mode().IsRegular() {
+			out = append(out, p)
+		}
+	}
+	return out
+}
+
+func matchSegs(pat, name []string) bool {
+	if len(pat) == 0 {
+		return len(name) == 0
+	}
+	if pat[0] == "**" {
+		for i := 0; i <= len(name); i++ {
+			if matchSegs(pat[1:], name[i:]) {
+				return true
+			}
+		}
+		return false
+	}
+	if len(name) == 0 {
+		return false
+	}
+	ok, _ := filepath.Match(pat[0], name[0])
+	return ok && matchSegs(pat[1:], name[1:])
+}

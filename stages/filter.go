@@ -1,0 +1,66 @@
+package stages
+
+import (
+	"context"
+	"fmt"
+	"sync"
+
+	"github.com/piperun/piperun/expression"
+	"github.com/piperun/piperun/sample"
+	"github.com/piperun/piperun/spec"
+)
+
+// FilterConfig configures the filter stage.
+type FilterConfig struct {
+	Where string `yaml:"where" jsonschema:"required" jsonschema_description:"Boolean expression; samples for which it is false are dropped."`
+
+	program *expression.Program
+}
+
+func init() {
+	register(&Type{
+		StageType: spec.StageType{Name: "filter", Role: spec.RoleTransform, Doc: "Keeps the samples for which an expression is true.",
+			NewConfig: func() any { return &FilterConfig{} }, OnError: true, Parallel: true},
+		Build: func(env *Env, cfg any) (any, error) {
+			c := cfg.(*FilterConfig)
+			if c.program == nil {
+				return nil, fmt.Errorf("internal: filter config was not checked")
+			}
+			f := &filterStage{p: c.program, seed: env.Seed, stage: expression.StageHash(env.Stage.Name)}
+			f.vms.New = func() any { return new(expression.VM) }
+			return f, nil
+		},
+	})
+}
+
+// Check implements spec.Checker.
+func (c *FilterConfig) Check(cc *spec.CheckContext) sample.Schema {
+	c.program = compile(cc, "where", c.Where, cc.Input(), sample.Bool)
+	return cc.Input()
+}
+
+type filterStage struct {
+	p     *expression.Program
+	seed  uint64
+	stage uint64
+	vms   sync.Pool
+}
+
+func (f *filterStage) Process(_ context.Context, s *sample.Sample, emit Emit) error {
+	vm := f.vms.Get().(*expression.VM)
+	defer f.vms.Put(vm)
+	s.Fields[expression.CtxVar] = &expression.RunCtx{Seed: f.seed, Epoch: s.Epoch, ID: s.ID, Stage: f.stage}
+	v, err := f.p.Run(vm, s.Fields)
+	delete(s.Fields, expression.CtxVar)
+	if err != nil {
+		return fmt.Errorf("where: %w", err)
+	}
+	keep, ok := v.(bool)
+	if !ok {
+		return fmt.Errorf("where: expression gave %T, not a bool", v)
+	}
+	if keep {
+		return emit(s)
+	}
+	return nil
+}

@@ -1,0 +1,168 @@
+package stages
+
+import (
+	"context"
+	"fmt"
+	"sync"
+
+	"github.com/piperun/piperun/expression"
+	"github.com/piperun/piperun/sample"
+	"github.com/piperun/piperun/spec"
+)
+
+// MapConfig configures the map stage.
+type MapConfig struct {
+	Set  spec.Map[string] `yaml:"set" jsonschema_description:"field: expression, evaluated in order; later expressions see earlier results."`
+	Keep []string         `yaml:"keep" jsonschema_description:"Keep only these fields."`
+	Drop []string         `yaml:"drop" jsonschema_description:"Remove these fields."`
+
+	programs []*expression.Program
+}
+
+func init() {
+	register(&Type{
+		StageType: spec.StageType{Name: "map", Role: spec.RoleTransform, Doc: "Sets fields from expressions, then keeps or drops fields; parallel and order-preserving.",
+			NewConfig: func() any { return &MapConfig{} }, OnError: true, Parallel: true},
+		Build: buildMap,
+	})
+}
+
+// Check implements spec.Checker: each expression is compiled against the
+// fields that reach it, including those set before it.
+func (c *MapConfig) Check(cc *spec.CheckContext) sample.Schema {
+	s := cc.Input()
+	c.programs = c.programs[:0]
+	if c.Set.Len() == 0 && len(c.Keep) == 0 && len(c.Drop) == 0 {
+		cc.Errorf("", "map needs set, keep or drop")
+	}
+	for _, e := range c.Set.Entries {
+		field := "set." + e.Key
+		if !identLike(e.Key) {
+			field = fmt.Sprintf("set[%q]", e.Key)
+		}
+		p := compile(cc, field, e.Value, s, sample.Any)
+		c.programs = append(c.programs, p)
+		if p != nil {
+			s = s.With(e.Key, p.Type)
+		} else {
+			s = s.With(e.Key, sample.TAny)
+		}
+	}
+	if len(c.Keep) > 0 && len(c.Drop) > 0 {
+		cc.Errorf("drop", "set keep or drop, not both")
+	}
+	for i, k := range c.Keep {
+		if _, ok := s.Lookup(k); !ok {
+			cc.Errorf(fmt.Sprintf("keep[%d]", i), "unknown field %q (fields here: %v)", k, s.Names())
+		}
+	}
+	for i, k := range c.Drop {
+		if _, ok := s.Lookup(k); !ok {
+			cc.Errorf(fmt.Sprintf("drop[%d]", i), "unknown field %q (fields here: %v)", k, s.Names())
+		}
+	}
+	if len(c.Keep) > 0 {
+		out := sample.Schema{}
+		for _, k := range c.Keep {
+			t, _ := s.Lookup(k)
+			out.Fields = append(out.Fields, sample.Field{Name: k, Type: t})
+		}
+		return out
+	}
+	if len(c.Drop) > 0 {
+		out := sample.Schema{Open: s.Open}
+		for _, f := range s.Fields {
+			if !contains(c.Drop, f.Name) {
+				out.Fields = append(out.Fields, f)
+			}
+		}
+		return out
+	}
+	return s
+}
+
+func identLike(s string) bool {
+	for i, r := range s {
+		if !(r == '_' || r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z' || i > 0 && r >= '0' && r <= '9') {
+			return false
+		}
+	}
+	return s != ""
+}
+
+func contains(list []string, s string) bool {
+	for _, x := range list {
+		if x == s {
+			return true
+		}
+	}
+	return false
+}
+
+type mapStage struct {
+	cfg   *MapConfig
+	keys  []string
+	ctx   expression.RunCtx
+	keep  map[string]bool
+	vms   sync.Pool
+	seed  uint64
+	stage uint64
+}
+
+func buildMap(env *Env, cfg any) (any, error) {
+	c := cfg.(*MapConfig)
+	if len(c.programs) != c.Set.Len() {
+		return nil, fmt.Errorf("internal: map config was not checked")
+	}
+	m := &mapStage{cfg: c, seed: env.Seed, stage: expression.StageHash(env.Stage.Name)}
+	for _, e := range c.Set.Entries {
+		m.keys = append(m.keys, e.Key)
+	}
+	if len(c.Keep) > 0 {
+		m.keep = map[string]bool{}
+		for _, k := range c.Keep {
+			m.keep[k] = true
+		}
+	}
+	m.vms.New = func() any { return new(expression.VM) }
+	return m, nil
+}
+
+func (m *mapStage) Process(_ context.Context, s *sample.Sample, emit Emit) error {
+	if err := applyExprs(m.cfg.programs, m.keys, s, m.seed, m.stage, &m.vms); err != nil {
+		return err
+	}
+	if m.keep != nil {
+		for k := range s.Fields {
+			if !m.keep[k] {
+				delete(s.Fields, k)
+			}
+		}
+	}
+	for _, k := range m.cfg.Drop {
+		delete(s.Fields, k)
+	}
+	return emit(s)
+}
+
+// applyExprs evaluates programs in order, storing each result in s under
+// the matching key.
+func applyExprs(progs []*expression.Program, keys []string, s *sample.Sample, seed, stage uint64, vms *sync.Pool) error {
+	vm := vms.Get().(*expression.VM)
+	defer vms.Put(vm)
+	rc := &expression.RunCtx{Seed: seed, Epoch: s.Epoch, ID: s.ID, Stage: stage}
+	s.Fields[expression.CtxVar] = rc
+	defer delete(s.Fields, expression.CtxVar)
+	for i, p := range progs {
+		v, err := p.Run(vm, s.Fields)
+		if err != nil {
+			return fmt.Errorf("set %s: %w", keys[i], err)
+		}
+		v, err = sample.Normalize(v)
+		if err != nil {
+			return fmt.Errorf("set %s: %w", keys[i], err)
+		}
+		s.Fields[keys[i]] = v
+	}
+	return nil
+}

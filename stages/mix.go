@@ -1,0 +1,128 @@
+package stages
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+
+	"github.com/piperun/piperun/sample"
+	"github.com/piperun/piperun/spec"
+)
+
+// MixConfig configures the mix stage (tf.data's sample_from_datasets).
+type MixConfig struct {
+	Weights     []float64 `yaml:"weights" jsonschema_description:"Relative chance of drawing from each input; default equal."`
+	StopOnEmpty bool      `yaml:"stop_on_empty" jsonschema_description:"End the epoch when any input runs out, rather than drawing from the rest."`
+}
+
+func init() {
+	register(&Type{
+		StageType: spec.StageType{Name: "mix", Role: spec.RoleJoin, Doc: "Draws each sample from a randomly chosen input, by weight.",
+			NewConfig: func() any { return &MixConfig{} }},
+		Build: func(env *Env, cfg any) (any, error) {
+			c := cfg.(*MixConfig)
+			w := c.Weights
+			if len(w) == 0 {
+				w = make([]float64, len(env.Stage.Inputs))
+				for i := range w {
+					w[i] = 1
+				}
+			}
+			return &mixStage{env: env, weights: w, stopOnEmpty: c.StopOnEmpty}, nil
+		},
+	})
+}
+
+// Check implements spec.Checker: inputs must agree on their fields.
+func (c *MixConfig) Check(cc *spec.CheckContext) sample.Schema {
+	if len(c.Weights) > 0 && len(c.Weights) != len(cc.Inputs) {
+		cc.Errorf("weights", "has %d weights for %d inputs", len(c.Weights), len(cc.Inputs))
+	}
+	sum := 0.0
+	for i, w := range c.Weights {
+		if w < 0 {
+			cc.Errorf(fmt.Sprintf("weights[%d]", i), "must not be negative, got %v", w)
+		}
+		sum += w
+	}
+	if len(c.Weights) > 0 && sum <= 0 {
+		cc.Errorf("weights", "must not all be zero")
+	}
+	return sameSchema(cc)
+}
+
+// sameSchema checks that all inputs carry the same fields and returns them.
+func sameSchema(cc *spec.CheckContext) sample.Schema {
+	if len(cc.Inputs) == 0 {
+		return sample.Schema{Open: true}
+	}
+	first := cc.Inputs[0]
+	for i, s := range cc.Inputs[1:] {
+		if s.Open || first.Open {
+			continue
+		}
+		if fmt.Sprint(sortedFields(s)) != fmt.Sprint(sortedFields(first)) {
+			cc.Errorf("inputs", "inputs carry different fields: %s gives %s, %s gives %s",
+				cc.Stage.InputNames[0], first, cc.Stage.InputNames[i+1], s)
+		}
+	}
+	return first
+}
+
+func sortedFields(s sample.Schema) []string {
+	out := make([]string, len(s.Fields))
+	for i, f := range s.Fields {
+		out[i] = f.Name + ":" + f.Type.String()
+	}
+	sortStrings(out)
+	return out
+}
+
+type mixStage struct {
+	env         *Env
+	weights     []float64
+	stopOnEmpty bool
+}
+
+func (m *mixStage) JoinEpoch(_ context.Context, epoch, _ int, pull Pull, emit Emit) error {
+	rng := stageRand(m.env.Seed, m.env.Stage.Name, epoch)
+	w := append([]float64(nil), m.weights...)
+	var id int64
+	for {
+		total := 0.0
+		for _, x := range w {
+			total += x
+		}
+		if total <= 0 {
+			return nil
+		}
+		r := rng.Float64() * total
+		i := 0
+		for ; i < len(w)-1; i++ {
+			if r < w[i] {
+				break
+			}
+			r -= w[i]
+		}
+		for w[i] == 0 { // floating-point edge: land on a live input
+			i = (i + 1) % len(w)
+		}
+		s, err := pull(i)
+		if errors.Is(err, io.EOF) {
+			if m.stopOnEmpty {
+				return nil
+			}
+			w[i] = 0
+			continue
+		}
+		if err != nil {
+			return err
+		}
+		s.ID = id
+		id++
+		if err := emit(s); err != nil {
+			return err
+		}
+	}
+}

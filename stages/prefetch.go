@@ -1,0 +1,30 @@
+package stages
+
+import (
+	"context"
+
+	"github.com/piperun/piperun/sample"
+	"github.com/piperun/piperun/spec"
+)
+
+// PrefetchConfig configures the prefetch stage.
+type PrefetchConfig struct {
+	Buffer spec.Auto `yaml:"buffer" jsonschema_description:"Samples (batches, after batch) kept ready ahead of the consumer; auto = 2 per core."`
+}
+
+// BufferSamples implements plan.Bufferer.
+func (c *PrefetchConfig) BufferSamples(workers int) int { return c.Buffer.Resolve(2 * workers) }
+
+func init() {
+	register(&Type{
+		StageType: spec.StageType{Name: "prefetch", Role: spec.RoleTransform, Doc: "Keeps buffer samples ready ahead of the consumer, decoupling producer and consumer.",
+			NewConfig: func() any { return &PrefetchConfig{} }},
+		Build: func(env *Env, cfg any) (any, error) { return prefetchStage{}, nil },
+	})
+}
+
+// prefetchStage only forwards: the engine gives its output queue the
+// configured depth, and its own goroutine decouples the two sides.
+type prefetchStage struct{}
+
+func (prefetchStage) Process(_ context.Context, s *sample.Sample, emit Emit) error { return emit(s) }

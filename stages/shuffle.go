@@ -1,0 +1,85 @@
+package stages
+
+import (
+	"context"
+	"math/rand/v2"
+
+	"github.com/piperun/piperun/sample"
+	"github.com/piperun/piperun/spec"
+)
+
+// ShuffleConfig configures the shuffle stage.
+type ShuffleConfig struct {
+	Buffer             int   `yaml:"buffer" jsonschema:"required" jsonschema_description:"Samples held and drawn from at random; the whole epoch for a perfect shuffle."`
+	ReshuffleEachEpoch *bool `yaml:"reshuffle_each_epoch" jsonschema_description:"Draw a different order every epoch (default true)."`
+}
+
+// BufferSamples implements plan.Bufferer.
+func (c *ShuffleConfig) BufferSamples(int) int { return c.Buffer }
+
+// Check implements spec.Checker.
+func (c *ShuffleConfig) Check(cc *spec.CheckContext) sample.Schema {
+	if c.Buffer < 1 {
+		cc.Errorf("buffer", "must be at least 1, got %d", c.Buffer)
+	}
+	return cc.Input()
+}
+
+func init() {
+	register(&Type{
+		StageType: spec.StageType{Name: "shuffle", Role: spec.RoleTransform, Doc: "Shuffles through a buffer of samples, seeded, reshuffled each epoch.",
+			NewConfig: func() any { return &ShuffleConfig{} }},
+		Build: func(env *Env, cfg any) (any, error) {
+			c := cfg.(*ShuffleConfig)
+			s := &shuffleStage{env: env, size: c.Buffer, reshuffle: c.ReshuffleEachEpoch == nil || *c.ReshuffleEachEpoch}
+			s.rng = s.rngFor(0)
+			return s, nil
+		},
+	})
+}
+
+// shuffleStage is tf.data's shuffle: fill a buffer, then for every new
+// sample emit a random one from the buffer and put the new one in its place.
+type shuffleStage struct {
+	env       *Env
+	size      int
+	reshuffle bool
+	buf       []*sample.Sample
+	rng       *rand.Rand
+}
+
+func (s *shuffleStage) Retains() {}
+
+func (s *shuffleStage) rngFor(epoch int) *rand.Rand {
+	if !s.reshuffle {
+		epoch = 0
+	}
+	return stageRand(s.env.Seed, s.env.Stage.Name, epoch)
+}
+
+func (s *shuffleStage) Process(_ context.Context, in *sample.Sample, emit Emit) error {
+	if len(s.buf) < s.size {
+		s.buf = append(s.buf, in)
+		return nil
+	}
+	j := s.rng.IntN(len(s.buf))
+	out := s.buf[j]
+	s.buf[j] = in
+	return emit(out)
+}
+
+func (s *shuffleStage) EndEpoch(_ context.Context, epoch int, emit Emit) error {
+	for len(s.buf) > 0 {
+		j := s.rng.IntN(len(s.buf))
+		out := s.buf[j]
+		last := len(s.buf) - 1
+		s.buf[j] = s.buf[last]
+		s.buf[last] = nil
+		s.buf = s.buf[:last]
+		if err := emit(out); err != nil {
+			return err
+		}
+	}
+	s.rng = s.rngFor(epoch + 1)
+	return nil
+}

@@ -1,0 +1,187 @@
+// Package stages holds one file per stage type and the registry that maps
+// type names to them.
+//
+// Stage authors write synchronous code against the small interfaces below;
+// the engine owns every goroutine, channel and cancellation. A stage type
+// provides a config struct (decoded and validated by package spec through
+// the registry, which implements spec.Catalog) and a Build function that
+// turns a validated config into one of Source, Processor, Expander, Joiner
+// or Sink.
+package stages
+
+import (
+	"context"
+	"errors"
+	"sort"
+
+	"go.uber.org/zap"
+
+	"github.com/piperun/piperun/expression"
+	"github.com/piperun/piperun/sample"
+	"github.com/piperun/piperun/spec"
+)
+
+// Emit passes a sample downstream. It blocks while the pipeline is full and
+// returns an error when the run is stopping; stages return that error.
+type Emit func(*sample.Sample) error
+
+// Source produces samples. The engine calls Open at the start of every
+// epoch, then Next until it returns io.EOF.
+type Source interface {
+	Open(ctx context.Context, epoch int) error
+	Next(ctx context.Context) (*sample.Sample, error)
+}
+
+// Processor turns one input sample into zero or more output samples. If the
+// type's spec.StageType is Parallel, Process must be safe for concurrent
+// use; otherwise the engine calls it from one goroutine.
+type Processor interface {
+	Process(ctx context.Context, in *sample.Sample, emit Emit) error
+}
+
+// EpochEnder is implemented by processors and sinks that hold samples across
+// calls (shuffle, batch): EndEpoch flushes them when an epoch's input ends.
+type EpochEnder interface {
+	EndEpoch(ctx context.Context, epoch int, emit Emit) error
+}
+
+// Stream is a sequence of samples opened from one input sample, such as the
+// records of one file. Next returns io.EOF at the end.
+type Stream interface {
+	Next() (*sample.Sample, error)
+	Close() error
+}
+
+// Expander opens a stream per input sample (a file path to its records).
+// The engine interleaves the streams (cycle_length, block_length) and reads
+// them ahead in parallel; Open may be called concurrently.
+type Expander interface {
+	Open(ctx context.Context, in *sample.Sample) (Stream, error)
+	Interleave() (cycleLength, blockLength int)
+}
+
+// Pull receives the next sample of input i; io.EOF marks the end of that
+// input's epoch.
+type Pull func(i int) (*sample.Sample, error)
+
+// Joiner merges several inputs (mix, concat, zip). JoinEpoch runs once per
+// epoch and returns when its output for that epoch is complete; inputs it
+// did not drain are drained by the engine.
+type Joiner interface {
+	JoinEpoch(ctx context.Context, epoch, inputs int, pull Pull, emit Emit) error
+}
+
+// Sink consumes samples. Commit is called once after the last epoch and
+// must make outputs appear whole (e.g. rename temporary files); Abort is
+// called instead when the run fails or is interrupted, and must leave no
+// partial output.
+type Sink interface {
+	Write(ctx context.Context, s *sample.Sample) error
+	Commit() error
+	Abort() error
+}
+
+// Closer is implemented by stages holding resources released at the end.
+type Closer interface {
+	Close() error
+}
+
+// Env is what a stage's Build receives.
+type Env struct {
+	Spec  *spec.Spec
+	Stage *spec.Stage
+	// Seed is the pipeline's resolved seed.
+	Seed uint64
+	// Workers is the resolved parallelism of this stage.
+	Workers int
+	Funcs   *expression.Registry
+	Log     *zap.Logger
+	// Release returns a retained sample's bytes to the memory budget. Stages
+	// that implement Retainer call it for samples they drop.
+	Release func(*sample.Sample)
+}
+
+// Retainer is implemented by processors that keep input samples after
+// Process returns (shuffle, batch). The engine then leaves the samples'
+// memory reserved until the stage emits them or calls Env.Release.
+type Retainer interface {
+	Retains()
+}
+
+// Resolve makes a spec-relative path absolute.
+func (e *Env) Resolve(p string) string { return e.Spec.Resolve(p) }
+
+// Type is one registered stage type.
+type Type struct {
+	spec.StageType
+	// Build creates the runtime stage from a validated config.
+	Build func(env *Env, cfg any) (any, error)
+}
+
+// Registry maps stage type names to types. It implements spec.Catalog.
+type Registry struct {
+	types map[string]*Type
+}
+
+// NewRegistry returns an empty registry.
+func NewRegistry() *Registry { return &Registry{types: map[string]*Type{}} }
+
+// Register adds a type; a duplicate name panics, being a programming error.
+func (r *Registry) Register(t *Type) {
+	if _, dup := r.types[t.Name]; dup {
+		panic("stages: duplicate stage type " + t.Name)
+	}
+	r.types[t.Name] = t
+}
+
+// Lookup implements spec.Catalog.
+func (r *Registry) Lookup(name string) (*spec.StageType, bool) {
+	t, ok := r.types[name]
+	if !ok {
+		return nil, false
+	}
+	return &t.StageType, true
+}
+
+// Type returns a registered type with its Build function.
+func (r *Registry) Type(name string) (*Type, bool) {
+	t, ok := r.types[name]
+	return t, ok
+}
+
+// Names implements spec.Catalog.
+func (r *Registry) Names() []string {
+	out := make([]string, 0, len(r.types))
+	for n := range r.types {
+		out = append(out, n)
+	}
+	sort.Strings(out)
+	return out
+}
+
+// builtins registers into the default registry; each stage file adds itself.
+var builtins []func(r *Registry)
+
+// Default returns a registry holding every built-in stage type.
+func Default() *Registry {
+	r := NewRegistry()
+	for _, add := range builtins {
+		add(r)
+	}
+	return r
+}
+
+// ItemError marks a stream error that spoils one item only (a bad JSON
+// line), so the stream can go on after it is skipped. Any other stream
+// error ends the stream (a corrupt TFRecord frame makes the rest of the
+// file unreadable).
+type ItemError struct{ Err error }
+
+func (e *ItemError) Error() string { return e.Err.Error() }
+func (e *ItemError) Unwrap() error { return e.Err }
+
+// IsItemError reports whether err spoils a single stream item.
+func IsItemError(err error) bool {
+	var ie *ItemError
+	return errors.As(err, &ie)
+}

@@ -1,0 +1,63 @@
+package stages
+
+import (
+	"context"
+	"io"
+
+	"github.com/piperun/piperun/sample"
+	"github.com/piperun/piperun/spec"
+)
+
+// CountConfig configures take and skip.
+type CountConfig struct {
+	Count int64 `yaml:"count" jsonschema:"required" jsonschema_description:"Number of samples per epoch."`
+}
+
+// Check implements spec.Checker.
+func (c *CountConfig) Check(cc *spec.CheckContext) sample.Schema {
+	if c.Count < 0 {
+		cc.Errorf("count", "must be 0 or more, got %d", c.Count)
+	}
+	return cc.Input()
+}
+
+func init() {
+	register(&Type{
+		StageType: spec.StageType{Name: "take", Role: spec.RoleTransform, Doc: "Passes the first count samples of each epoch (of the whole stream when epochs is 0).",
+			NewConfig: func() any { return &CountConfig{} }},
+		Build: func(env *Env, cfg any) (any, error) {
+			return &takeStage{n: cfg.(*CountConfig).Count, last: env.Spec.Epochs}, nil
+		},
+	})
+}
+
+type takeStage struct {
+	n, seen int64
+	// last is the spec's epoch count: with one epoch, or endless epochs,
+	// reaching the count ends the stream and stops the work upstream.
+	last int
+}
+
+func (t *takeStage) Process(_ context.Context, s *sample.Sample, emit Emit) error {
+	if t.seen >= t.n {
+		if t.last <= 1 {
+			return io.EOF
+		}
+		return nil
+	}
+	t.seen++
+	if err := emit(s); err != nil {
+		return err
+	}
+	if t.seen >= t.n && t.last <= 1 {
+		return io.EOF
+	}
+	return nil
+}
+
+func (t *takeStage) EndEpoch(context.Context, int, Emit) error {
+	if t.last != 0 {
+		t.seen = 0
+	}
+	return nil
+}

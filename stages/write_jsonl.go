@@ -1,0 +1,167 @@
+package stages
+
+import (
+	"context"
+	"encoding/base64"
+	"encoding/json"
+	"fmt"
+	"math"
+	"strconv"
+
+	"github.com/piperun/piperun/sample"
+	"github.com/piperun/piperun/spec"
+	"github.com/piperun/piperun/tensor"
+)
+
+// WriteJSONLConfig configures the write_jsonl sink.
+type WriteJSONLConfig struct {
+	Path string `yaml:"path" jsonschema:"required" jsonschema_description:"Output file, relative to the spec's directory; written aside and renamed when the run succeeds."`
+}
+
+func init() {
+	register(&Type{
+		StageType: spec.StageType{Name: "write_jsonl", Role: spec.RoleSink, Doc: "Writes one JSON object per sample; bytes as base64, tensors as nested lists.",
+			NewConfig: func() any { return &WriteJSONLConfig{} }},
+		Build: func(env *Env, cfg any) (any, error) {
+			f, err := createAtomic(env.Resolve(cfg.(*WriteJSONLConfig).Path))
+			if err != nil {
+				return nil, err
+			}
+			return &jsonlSink{f: f}, nil
+		},
+	})
+}
+
+// Check implements spec.Checker.
+func (c *WriteJSONLConfig) Check(cc *spec.CheckContext) sample.Schema {
+	if c.Path == "" {
+		cc.Errorf("path", "must not be empty")
+	} else if cc.Environment {
+		if err := checkWritable(cc.Resolve(c.Path)); err != nil {
+			cc.Errorf("path", "%v", err)
+		}
+	}
+	return sample.Schema{}
+}
+
+type jsonlSink struct {
+	f   *atomicFile
+	buf []byte
+}
+
+func (j *jsonlSink) Write(_ context.Context, s *sample.Sample) error {
+	b, err := AppendJSON(j.buf[:0], s.Fields)
+	if err != nil {
+		return err
+	}
+	j.buf = append(b, '\n')
+	_, err = j.f.Write(j.buf)
+	return err
+}
+
+func (j *jsonlSink) Commit() error { return j.f.commit() }
+func (j *jsonlSink) Abort() error  { return j.f.abort() }
+
+// AppendJSON appends fields as one JSON object with sorted keys: bytes as
+// base64 strings, tensors as nested lists. Non-finite floats are an error,
+// since JSON cannot hold them.
+func AppendJSON(b []byte, fields map[string]any) ([]byte, error) {
+	b = append(b, '{')
+	for i, k := range sample.SortedKeys(fields) {
+		if i > 0 {
+			b = append(b, ',')
+		}
+		b = strconv.AppendQuote(b, k)
+		b = append(b, ':')
+		var err error
+		if b, err = appendValue(b, fields[k]); err != nil {
+			return nil, fmt.Errorf("field %q: %w", k, err)
+		}
+	}
+	return append(b, '}'), nil
+}
+
+func appendFloat(b []byte, f float64, bits int) ([]byte, error) {
+	if math.IsNaN(f) || math.IsInf(f, 0) {
+		return nil, fmt.Errorf("%v cannot be written as JSON", f)
+	}
+	return strconv.AppendFloat(b, f, 'g', -1, bits), nil
+}
+
+func appendValue(b []byte, v any) ([]byte, error) {
+	switch x := v.(type) {
+	case nil:
+		return append(b, "null"...), nil
+	case int64:
+		return strconv.AppendInt(b, x, 10), nil
+	case int:
+		return strconv.AppendInt(b, int64(x), 10), nil
+	case float64:
+		return appendFloat(b, x, 64)
+	case bool:
+		return strconv.AppendBool(b, x), nil
+	case string:
+		q, _ := json.Marshal(x)
+		return append(b, q...), nil
+	case []byte:
+		b = append(b, '"')
+		b = base64.StdEncoding.AppendEncode(b, x)
+		return append(b, '"'), nil
+	case [][]byte:
+		l := make([]any, len(x))
+		for i, e := range x {
+			l[i] = e
+		}
+		return appendValue(b, l)
+	case []string:
+		l := make([]any, len(x))
+		for i, e := range x {
+			l[i] = e
+		}
+		return appendValue(b, l)
+	case []any:
+		b = append(b, '[')
+		for i, e := range x {
+			if i > 0 {
+				b = append(b, ',')
+			}
+			var err error
+			if b, err = appendValue(b, e); err != nil {
+				return nil, err
+			}
+		}
+		return append(b, ']'), nil
+	case *tensor.Tensor:
+		return appendTensor(b, x, 0, 0)
+	}
+	return nil, fmt.Errorf("cannot write %T as JSON", v)
+}
+
+// appendTensor writes dimension d of t starting at flat element off.
+func appendTensor(b []byte, t *tensor.Tensor, d, off int) ([]byte, error) {
+	if d == len(t.Shape) {
+		f := t.At(off)
+		switch t.DType {
+		case tensor.Float32:
+			return appendFloat(b, f, 32)
+		case tensor.Float64:
+			return appendFloat(b, f, 64)
+		}
+		return strconv.AppendInt(b, int64(f), 10), nil
+	}
+	stride := 1
+	for _, s := range t.Shape[d+1:] {
+		stride *= s
+	}
+	b = append(b, '[')
+	for i := 0; i < t.Shape[d]; i++ {
+		if i > 0 {
+			b = append(b, ',')
+		}
+		var err error
+		if b, err = appendTensor(b, t, d+1, off+i*stride); err != nil {
+			return nil, err
+		}
+	}
+	return append(b, ']'), nil
+}
