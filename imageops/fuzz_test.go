@@ -1,0 +1,60 @@
+package imageops
+
+import (
+	"errors"
+	"os"
+	"path/filepath"
+	"testing"
+)
+
+// FuzzDecode feeds mutated images to both decoders: they must return an
+// image or an error, never panic or hang, and never exceed MaxPixels.
+func FuzzDecode(f *testing.F) {
+	// Small real files as seeds; the fuzzer runs without them too.
+	base := filepath.Join("..", "..", "shared", "data")
+	for _, p := range []string{
+		"jpeg-edge/go-image-testdata/video-001.q50.420.jpeg",
+		"jpeg-edge/go-image-testdata/video-001.q50.444.progressive.jpeg",
+		"jpeg-edge/go-image-testdata/video-001.q50.422.jpeg",
+		"jpeg-edge/go-image-testdata/video-001.restart2.jpeg",
+		"jpeg-edge/go-image-testdata/video-005.gray.jpeg",
+		"jpeg-edge/go-image-testdata/video-001.rgb.jpeg",
+		"jpeg-edge/libjpeg-turbo/testimgari.jpg",
+		"png-edge/pngsuite/basn0g01.png",
+		"png-edge/pngsuite/basn3p08-trns.png",
+		"png-edge/pngsuite/basn6a16.png",
+		"png-edge/gray-gradient.interlaced.png",
+		"png-edge/invalid-trunc.png",
+	} {
+		if b, err := os.ReadFile(filepath.Join(base, p)); err == nil {
+			f.Add(b, uint8(0))
+		}
+	}
+	f.Add([]byte{0xff, 0xd8, 0xff, 0xd9}, uint8(3))
+	f.Add(pngMagic, uint8(1))
+	const limit = 1 << 16
+	f.Fuzz(func(t *testing.T, data []byte, ch uint8) {
+		channels := []int{0, 1, 3, 4}[ch%4]
+		opts := DecodeOptions{MaxPixels: limit, Lenient: ch&4 != 0}
+		if ch&8 != 0 {
+			opts.ScaleHint = Size{16, 16}
+		}
+		for _, fn := range []decodeFunc{Decode, DecodePureGo} {
+			img, err := fn(data, channels, opts)
+			if err != nil {
+				if img != nil {
+					t.Fatal("image returned with an error")
+				}
+				if !errors.Is(err, ErrFormat) && !errors.Is(err, ErrTooLarge) && !errors.Is(err, ErrUnsupported) &&
+					!errors.Is(err, ErrCorrupt) && !errors.Is(err, ErrTruncated) {
+					t.Fatalf("error %v wraps no sentinel", err)
+				}
+				continue
+			}
+			h, w, c := img.Shape[0], img.Shape[1], img.Shape[2]
+			if int64(h)*int64(w) > limit || len(img.Data) != h*w*c || (channels != 0 && c != channels) {
+				t.Fatalf("decoded %v (%d bytes) with limit %d, channels %d", img.Shape, len(img.Data), limit, channels)
+			}
+		}
+	})
+}

@@ -1,0 +1,292 @@
+package imageops
+
+import (
+	"errors"
+	"fmt"
+	"math"
+	"math/rand"
+	"testing"
+
+	"github.com/piperun/piperun/tensor"
+)
+
+// ramp builds an h×w×c uint8 image whose value encodes its position.
+func ramp(h, w, c int) *tensor.Tensor {
+	t := tensor.New(tensor.Uint8, h, w, c)
+	for i := range t.Data {
+		t.Data[i] = uint8(i * 7)
+	}
+	return t
+}
+
+func TestResizeProperties(t *testing.T) {
+	for _, method := range []string{Bilinear, Nearest, Area, Bicubic, ""} {
+		for _, c := range []int{1, 2, 3, 4} {
+			// A constant image stays constant at any size, uint8 and float.
+			img := tensor.New(tensor.Uint8, 37, 53, c)
+			for i := range img.Data {
+				img.Data[i] = 200
+			}
+			f, _ := ToFloat(img)
+			for _, sz := range [][2]int{{224, 224}, {7, 5}, {37, 20}, {100, 53}, {1, 1}} {
+				out, err := Resize(img, sz[0], sz[1], method)
+				if err != nil {
+					t.Fatal(err)
+				}
+				if fmt.Sprint(out.Shape) != fmt.Sprint([]int{sz[0], sz[1], c}) {
+					t.Fatalf("%s: shape %v", method, out.Shape)
+				}
+				for _, v := range out.Data {
+					if v != 200 {
+						t.Fatalf("%s c=%d %v: constant 200 became %d", method, c, sz, v)
+					}
+				}
+				fo, err := Resize(f, sz[0], sz[1], method)
+				if err != nil {
+					t.Fatal(err)
+				}
+				for _, v := range fo.Float32() {
+					if math.Abs(float64(v)-200.0/255) > 1e-5 {
+						t.Fatalf("%s c=%d %v float: constant became %v", method, c, sz, v)
+					}
+				}
+			}
+		}
+	}
+	// float32 and uint8 resizes agree to rounding.
+	img := ramp(61, 47, 3)
+	u, _ := Resize(img, 20, 31, Bilinear)
+	f, _ := ToFloat(img)
+	fr, _ := Resize(f, 20, 31, Bilinear)
+	for i, v := range fr.Float32() {
+		if d := math.Abs(float64(v)*255 - float64(u.Data[i])); d > 1.0001 {
+			t.Fatalf("float and uint8 resize differ by %.2f at %d", d, i)
+		}
+	}
+	// Same size copies; errors are named.
+	same, _ := Resize(img, 61, 47, Bicubic)
+	if !tensor.Equal(same, img) {
+		t.Error("resize to the same size changed the image")
+	}
+	if _, err := Resize(img, 0, 5, ""); !errors.Is(err, ErrArgument) {
+		t.Errorf("zero size: %v", err)
+	}
+	if _, err := Resize(img, 5, 5, "lanczos"); !errors.Is(err, ErrArgument) {
+		t.Errorf("unknown method: %v", err)
+	}
+	if _, err := Resize(tensor.New(tensor.Int64, 2, 2, 1), 5, 5, ""); !errors.Is(err, ErrArgument) {
+		t.Errorf("int64 image: %v", err)
+	}
+}
+
+func TestCrops(t *testing.T) {
+	img := ramp(10, 8, 3)
+	c, err := Crop(img, 2, 3, 4, 5)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for y := 0; y < 4; y++ {
+		for x := 0; x < 5; x++ {
+			for ch := 0; ch < 3; ch++ {
+				if c.Data[(y*5+x)*3+ch] != img.Data[((y+2)*8+x+3)*3+ch] {
+					t.Fatalf("crop pixel %d,%d wrong", y, x)
+				}
+			}
+		}
+	}
+	cc, _ := CenterCrop(img, 4, 4)
+	want, _ := Crop(img, 3, 2, 4, 4)
+	if !tensor.Equal(cc, want) {
+		t.Error("center crop is not at (3, 2)")
+	}
+	for _, bad := range [][4]int{{-1, 0, 2, 2}, {0, 0, 11, 2}, {0, 7, 2, 2}, {0, 0, 0, 2}} {
+		if _, err := Crop(img, bad[0], bad[1], bad[2], bad[3]); !errors.Is(err, ErrArgument) {
+			t.Errorf("crop %v: %v, want ErrArgument", bad, err)
+		}
+	}
+	if _, err := CenterCrop(img, 11, 2); !errors.Is(err, ErrArgument) {
+		t.Errorf("oversized center crop: %v", err)
+	}
+	rng := rand.New(rand.NewSource(1))
+	seen := map[[2]int]bool{}
+	for i := 0; i < 500; i++ {
+		r, err := RandomCrop(img, 8, 6, rng)
+		if err != nil {
+			t.Fatal(err)
+		}
+		// Recover the offset from the first pixel's value.
+		for y := 0; y <= 2; y++ {
+			for x := 0; x <= 2; x++ {
+				if s, _ := Crop(img, y, x, 8, 6); tensor.Equal(s, r) {
+					seen[[2]int{y, x}] = true
+				}
+			}
+		}
+	}
+	if len(seen) != 9 {
+		t.Errorf("random crop reached %d of 9 offsets", len(seen))
+	}
+	if _, err := RandomCrop(img, 11, 2, rng); !errors.Is(err, ErrArgument) {
+		t.Errorf("oversized random crop: %v", err)
+	}
+}
+
+// fixedRNG replays values, to steer RandomResizedCropWindow.
+type fixedRNG struct {
+	v []float64
+	i int
+}
+
+func (f *fixedRNG) Float64() float64 { v := f.v[f.i%len(f.v)]; f.i++; return v }
+
+func TestRandomResizedCropWindow(t *testing.T) {
+	rng := rand.New(rand.NewSource(7))
+	var areaSum float64
+	const n = 20000
+	for i := 0; i < n; i++ {
+		r := RandomResizedCropWindow(375, 500, 0, 0, rng)
+		if r.H <= 0 || r.W <= 0 || r.Y < 0 || r.X < 0 || r.Y+r.H > 375 || r.X+r.W > 500 {
+			t.Fatalf("window %+v outside 375x500", r)
+		}
+		ratio := float64(r.W) / float64(r.H)
+		area := float64(r.W*r.H) / (375 * 500)
+		// Rounding w and h to integers bends the bounds slightly.
+		if ratio < 0.75*0.97 || ratio > 4.0/3*1.03 || area < 0.08*0.95 || area > 1.0001 {
+			t.Fatalf("window %+v: ratio %.3f area %.3f out of range", r, ratio, area)
+		}
+		areaSum += area
+	}
+	// Accepted areas are uniform in [0.08, 1] cut by the image bounds;
+	// torchvision's sampler measures a mean near 0.4 on a 4:3 image.
+	if m := areaSum / n; m < 0.35 || m > 0.5 {
+		t.Errorf("mean area fraction %.3f, want about 0.4", m)
+	}
+	// Exactly torchvision's arithmetic: scale 0.5 → target 93750, ratio
+	// e^0 = 1 → w = h = round(306.19) = 306; offsets floor(u * (n+1)).
+	r := RandomResizedCropWindow(375, 500, 0, 0, &fixedRNG{v: []float64{(0.5 - 0.08) / 0.92, 0.5, 0.25, 0.5}})
+	if want := (Rect{Y: 17, X: 97, H: 306, W: 306}); r != want {
+		t.Errorf("window %+v, want %+v", r, want)
+	}
+	// Every attempt too big (scale 1, extreme ratio) falls back to the
+	// central crop clamped to the allowed ratio.
+	r = RandomResizedCropWindow(100, 1000, 1, 1, &fixedRNG{v: []float64{0.999}})
+	if want := (Rect{Y: 0, X: 433, H: 100, W: 133}); r != want {
+		t.Errorf("fallback window %+v, want %+v", r, want)
+	}
+	img := ramp(375, 500, 3)
+	out, err := RandomResizedCrop(img, 224, 224, 0, 0, rng)
+	if err != nil || fmt.Sprint(out.Shape) != "[224 224 3]" {
+		t.Fatalf("RandomResizedCrop: %v %v", out, err)
+	}
+}
+
+func TestFlipToFloatNormalizeTranspose(t *testing.T) {
+	img := ramp(3, 4, 3)
+	f, _ := FlipLeftRight(img)
+	for y := 0; y < 3; y++ {
+		for x := 0; x < 4; x++ {
+			for c := 0; c < 3; c++ {
+				if f.Data[(y*4+x)*3+c] != img.Data[(y*4+3-x)*3+c] {
+					t.Fatal("flip wrong")
+				}
+			}
+		}
+	}
+	ff, _ := FlipLeftRight(f)
+	if !tensor.Equal(ff, img) {
+		t.Error("flip twice is not the identity")
+	}
+	fl, _ := ToFloat(img)
+	f2, _ := FlipLeftRight(fl)
+	f3, _ := ToFloat(f)
+	if !tensor.Equal(f2, f3) {
+		t.Error("float flip differs from uint8 flip")
+	}
+	for i, v := range fl.Float32() {
+		if v != float32(img.Data[i])/255 {
+			t.Fatal("to_float is not x/255")
+		}
+	}
+	n, err := Normalize(fl, []float32{0.485, 0.456, 0.406}, []float32{0.229, 0.224, 0.225})
+	if err != nil {
+		t.Fatal(err)
+	}
+	mean := []float32{0.485, 0.456, 0.406}
+	std := []float32{0.229, 0.224, 0.225}
+	for i, v := range n.Float32() {
+		want := (fl.Float32()[i] - mean[i%3]) / std[i%3]
+		if math.Abs(float64(v-want)) > 1e-5 {
+			t.Fatalf("normalize %d: %v want %v", i, v, want)
+		}
+	}
+	s, _ := Normalize(fl, []float32{0.5}, []float32{0.5})
+	if v := s.Float32()[5]; math.Abs(float64(v-(fl.Float32()[5]-0.5)/0.5)) > 1e-6 {
+		t.Errorf("scalar normalize: %v", v)
+	}
+	if _, err := Normalize(img, []float32{0}, []float32{1}); !errors.Is(err, ErrArgument) {
+		t.Errorf("normalize uint8: %v", err)
+	}
+	if _, err := Normalize(fl, []float32{0, 0}, []float32{1}); !errors.Is(err, ErrArgument) {
+		t.Errorf("normalize 2 means for 3 channels: %v", err)
+	}
+	for _, x := range []*tensor.Tensor{img, fl} {
+		chw, err := Transpose(x, []int{2, 0, 1})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if fmt.Sprint(chw.Shape) != "[3 3 4]" {
+			t.Fatalf("chw shape %v", chw.Shape)
+		}
+		es := x.DType.Size()
+		for c := 0; c < 3; c++ {
+			for i := 0; i < 12; i++ {
+				if string(chw.Data[(c*12+i)*es:(c*12+i+1)*es]) != string(x.Data[(i*3+c)*es:(i*3+c+1)*es]) {
+					t.Fatalf("%s: chw[%d][%d] wrong", x.DType, c, i)
+				}
+			}
+		}
+		back, _ := Transpose(chw, []int{1, 2, 0})
+		if !tensor.Equal(back, x) {
+			t.Errorf("%s: HWC→CHW→HWC is not the identity", x.DType)
+		}
+		// The general path agrees with the fast one.
+		wch, _ := Transpose(x, []int{1, 2, 0})
+		wch2, _ := Transpose(wch, []int{2, 0, 1})
+		if !tensor.Equal(wch2, x) {
+			t.Errorf("%s: general transpose round trip failed", x.DType)
+		}
+	}
+	if _, err := Transpose(img, []int{0, 0, 1}); !errors.Is(err, ErrArgument) {
+		t.Errorf("bad perm: %v", err)
+	}
+	c, _ := Cast(fl, tensor.Uint8)
+	if c.DType != tensor.Uint8 || c.Data[3] != 0 {
+		t.Errorf("cast to uint8: %v %v", c, c.Data[:4])
+	}
+}
+
+func TestPool(t *testing.T) {
+	var p Pool
+	b := p.Get(5000)
+	if len(b) != 5000 || cap(b) != 8192 {
+		t.Fatalf("Get(5000): len %d cap %d", len(b), cap(b))
+	}
+	p.Put(b)
+	p.Put(make([]byte, 5000)) // not from the pool: ignored
+	if b := p.Get(0); b != nil {
+		t.Error("Get(0) is not nil")
+	}
+	_, photos := photos(t)
+	// Steady state: the full-size frame and the intermediate come from the
+	// pool, so one decode+resize allocates little beyond its result.
+	DecodeResize(photos[0], 3, 224, 224, Bilinear, DecodeOptions{})
+	allocs := testing.AllocsPerRun(20, func() {
+		if _, err := DecodeResize(photos[0], 3, 224, 224, Bilinear, DecodeOptions{}); err != nil {
+			t.Fatal(err)
+		}
+	})
+	t.Logf("DecodeResize: %.0f allocations per image", allocs)
+	if allocs > 40 {
+		t.Errorf("DecodeResize: %.0f allocations per image, want <= 40", allocs)
+	}
+}
