@@ -439,17 +439,17 @@ func (r *Run) runSink(ctx context.Context, n *node, sk stages.Sink) error {
 
 // Report is what a run returns and `apply --report` writes.
 type Report struct {
-	OK                bool                     `json:"ok"`
-	ElapsedS          float64                  `json:"elapsed_s"`
-	Sinks             map[string]SinkReport    `json:"sinks"`
-	Skipped           map[string]int64         `json:"skipped"`
-	SkipCauses        map[string][]string      `json:"skip_causes,omitempty"`
-	PeakMemoryBytes   int64                    `json:"peak_memory_bytes"`
-	MemoryBudgetBytes int64                    `json:"memory_budget_bytes"`
-	Seed              uint64                   `json:"seed"`
-	Stages            map[string]StageReport   `json:"stages"`
-	Error             string                   `json:"error,omitempty"`
-	Extra             map[string]any           `json:"extra,omitempty"`
+	OK                bool                   `json:"ok"`
+	ElapsedS          float64                `json:"elapsed_s"`
+	Sinks             map[string]SinkReport  `json:"sinks"`
+	Skipped           map[string]int64       `json:"skipped"`
+	SkipCauses        map[string][]string    `json:"skip_causes,omitempty"`
+	PeakMemoryBytes   int64                  `json:"peak_memory_bytes"`
+	MemoryBudgetBytes int64                  `json:"memory_budget_bytes"`
+	Seed              uint64                 `json:"seed"`
+	Stages            map[string]StageReport `json:"stages"`
+	Error             string                 `json:"error,omitempty"`
+	Extra             map[string]any         `json:"extra,omitempty"`
 	sinkOrder         []string
 }
 

@@ -222,7 +222,7 @@ func (r *Registry) Compile(src string, in sample.Schema, want sample.Kind) (*Pro
 
 	tree, err := checker.ParseCheck(src, cfg)
 	if err != nil {
-		return nil, toError(err)
+		return nil, r.explain(toError(err), src, in)
 	}
 	inf := &inferrer{reg: r, schema: in}
 	t := inf.infer(tree.Node)
@@ -240,6 +240,30 @@ func (r *Registry) Compile(src string, in sample.Schema, want sample.Kind) (*Pro
 		return nil, toError(err)
 	}
 	return &Program{Source: src, Type: t, program: prog}, nil
+}
+
+// explain rewrites expr's "unknown name" into what the user got wrong: a
+// field that does not reach this stage, or a function that does not exist.
+func (r *Registry) explain(err error, src string, in sample.Schema) error {
+	e, ok := err.(*Error)
+	if !ok || !strings.HasPrefix(e.Msg, "unknown name ") {
+		return err
+	}
+	name := strings.TrimPrefix(e.Msg, "unknown name ")
+	if e.Column > 0 && e.Line == 1 {
+		rest := strings.TrimLeft(src[min(len(src), e.Column-1+len(name)):], " ")
+		if strings.HasPrefix(src[e.Column-1:], name) && strings.HasPrefix(rest, "(") {
+			e.Msg = fmt.Sprintf("unknown function %s (functions: %s)", name, strings.Join(r.Names(), ", "))
+			return e
+		}
+	}
+	names := in.Names()
+	if len(names) == 0 {
+		e.Msg = fmt.Sprintf("unknown field %q: no fields reach this stage", name)
+	} else {
+		e.Msg = fmt.Sprintf("unknown field %q (fields here: %s)", name, strings.Join(names, ", "))
+	}
+	return e
 }
 
 func toError(err error) error {

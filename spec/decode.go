@@ -30,6 +30,9 @@ type orderedMap interface {
 type decoder struct {
 	r   *reporter
 	pos map[string]Pos
+	// extra names are offered as suggestions for unknown keys at the top of
+	// a stage, where common keys the type does not take may be meant.
+	extra []string
 }
 
 var identRe = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_-]*$`)
@@ -211,7 +214,7 @@ func (d *decoder) decodeStruct(n *yaml.Node, v reflect.Value, path string) {
 		p := joinPath(path, k.Value)
 		idx, ok := fields[k.Value]
 		if !ok {
-			d.errorf(k, p, "unknown field %q%s", k.Value, suggest(k.Value, names))
+			d.errorf(k, p, "unknown field %q%s", k.Value, suggest(k.Value, append(names, d.extra...)))
 			continue
 		}
 		if seen[k.Value] {

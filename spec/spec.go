@@ -352,7 +352,9 @@ func decodeStage(d *decoder, sp *Spec, cat Catalog, i int, n *yaml.Node) *Stage 
 		}
 	}
 	cfg := t.NewConfig()
+	d.extra = []string{"input", "inputs", "on_error", "parallelism"}
 	d.decode(rest, reflect_(cfg), path)
+	d.extra = nil
 	st.Config = cfg
 	return st
 }
@@ -475,6 +477,12 @@ func link(sp *Spec, r *reporter) {
 func check(sp *Spec, r *reporter, opts Options) {
 	for _, st := range sp.Order {
 		if st.Config == nil {
+			st.Schema = sample.Schema{Open: true}
+			continue
+		}
+		if len(st.Inputs) != len(st.InputNames) {
+			// An input did not resolve; checking against a guess would only
+			// add noise to the diagnostic already given.
 			st.Schema = sample.Schema{Open: true}
 			continue
 		}

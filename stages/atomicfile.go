@@ -38,6 +38,10 @@ func (a *atomicFile) commit() error {
 	}
 	err := a.w.Flush()
 	if err == nil {
+		// CreateTemp makes 0600 files; outputs are ordinary data files.
+		err = a.tmp.Chmod(0o644)
+	}
+	if err == nil {
 		err = a.tmp.Sync()
 	}
 	if cerr := a.tmp.Close(); err == nil {

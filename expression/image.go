@@ -1,0 +1,508 @@
+package expression
+
+import (
+	"fmt"
+
+	"github.com/piperun/piperun/imageops"
+	"github.com/piperun/piperun/sample"
+	"github.com/piperun/piperun/tensor"
+)
+
+// The image functions (DESIGN.md §2). Images are HWC tensors: uint8 after
+// decode_image, float32 after to_float or normalize.
+func init() {
+	r := defaultRegistry
+	r.Register(&Func{
+		Name: "decode_image", Signature: "decode_image(bytes, channels[, max_pixels])",
+		Doc:     "Decodes JPEG or PNG to uint8 [H, W, C], upright after EXIF orientation; channels 0 (as stored), 1, 3 or 4.",
+		MinArgs: 2, MaxArgs: 3,
+		Check: func(a []Arg) (sample.Type, error) {
+			if err := wantKind(a, 0, sample.Bytes); err != nil {
+				return sample.TAny, err
+			}
+			c, err := channelsArg(a[1])
+			if err != nil {
+				return sample.TAny, err
+			}
+			if len(a) > 2 {
+				if err := wantKind(a, 2, sample.Int); err != nil {
+					return sample.TAny, err
+				}
+			}
+			return sample.TensorOf(tensor.Uint8, -1, -1, c), nil
+		},
+		Impl: func(_ *Call, a []any) (any, error) {
+			data, c, opts, err := decodeArgs(a)
+			if err != nil {
+				return nil, err
+			}
+			return imageops.Decode(data, c, opts)
+		},
+	})
+	r.Register(&Func{
+		Name: "resize", Signature: "resize(img, h, w[, method])",
+		Doc:     "Resamples to h×w; method bilinear (default), nearest, area or bicubic; antialiased when shrinking.",
+		MinArgs: 3, MaxArgs: 4,
+		Check: func(a []Arg) (sample.Type, error) {
+			img, err := imageArg(a, 0)
+			if err != nil {
+				return sample.TAny, err
+			}
+			if img.DType != tensor.Uint8 && img.DType != tensor.Float32 && img.DType != tensor.Invalid {
+				return sample.TAny, fmt.Errorf("argument 1 must be a uint8 or float32 image, got %s", img)
+			}
+			return sizedLike(img, a, 1, methodArg(a, 3))
+		},
+		Impl: func(_ *Call, a []any) (any, error) {
+			img, h, w, err := imgHW(a)
+			if err != nil {
+				return nil, err
+			}
+			return imageops.Resize(img, h, w, optString(a, 3))
+		},
+	})
+	r.Register(&Func{
+		Name: "__decode_resize", Signature: "resize(decode_image(bytes, channels), h, w[, method])",
+		MinArgs: 4, MaxArgs: 5,
+		Check: func(a []Arg) (sample.Type, error) {
+			c, err := channelsArg(a[1])
+			if err != nil {
+				return sample.TAny, err
+			}
+			return sizedLike(sample.TensorOf(tensor.Uint8, -1, -1, c), a, 2, methodArg(a, 4))
+		},
+		Impl: func(_ *Call, a []any) (any, error) {
+			data, c, opts, err := decodeArgs(a[:2])
+			if err != nil {
+				return nil, err
+			}
+			h, w, err := hw(a, 2)
+			if err != nil {
+				return nil, err
+			}
+			opts.ScaleHint = imageops.Size{H: h, W: w}
+			return imageops.DecodeResize(data, c, h, w, optString(a, 4), opts)
+		},
+	})
+	r.Register(&Func{
+		Name: "center_crop", Signature: "center_crop(img, h, w)", Doc: "The central h×w window.",
+		MinArgs: 3, MaxArgs: 3,
+		Check: func(a []Arg) (sample.Type, error) {
+			img, err := imageArg(a, 0)
+			if err != nil {
+				return sample.TAny, err
+			}
+			return sizedLike(img, a, 1, nil)
+		},
+		Impl: func(_ *Call, a []any) (any, error) {
+			img, h, w, err := imgHW(a)
+			if err != nil {
+				return nil, err
+			}
+			return imageops.CenterCrop(img, h, w)
+		},
+	})
+	r.Register(&Func{
+		Name: "random_crop", Signature: "random_crop(img, h, w)", Doc: "A random h×w window.",
+		MinArgs: 3, MaxArgs: 3, Random: true,
+		Check: func(a []Arg) (sample.Type, error) {
+			img, err := imageArg(a, 0)
+			if err != nil {
+				return sample.TAny, err
+			}
+			return sizedLike(img, a, 1, nil)
+		},
+		Impl: func(c *Call, a []any) (any, error) {
+			img, h, w, err := imgHW(a)
+			if err != nil {
+				return nil, err
+			}
+			return imageops.RandomCrop(img, h, w, c.Rand)
+		},
+	})
+	rrcCheck := func(first int) func(a []Arg) (sample.Type, error) {
+		return func(a []Arg) (sample.Type, error) {
+			var img sample.Type
+			if first == 0 {
+				var err error
+				if img, err = imageArg(a, 0); err != nil {
+					return sample.TAny, err
+				}
+			} else {
+				c, err := channelsArg(a[1])
+				if err != nil {
+					return sample.TAny, err
+				}
+				img = sample.TensorOf(tensor.Uint8, -1, -1, c)
+			}
+			for i := first + 3; i < len(a); i++ {
+				if err := wantKind(a, i, sample.Float); err != nil {
+					return sample.TAny, err
+				}
+			}
+			if lo, hi, ok := scaleConsts(a, first+3); ok && (lo <= 0 || hi > 1 || lo > hi) {
+				return sample.TAny, fmt.Errorf("scale range [%v, %v] must satisfy 0 < min_scale <= max_scale <= 1", lo, hi)
+			}
+			return sizedLike(img, a, first+1, nil)
+		}
+	}
+	r.Register(&Func{
+		Name: "random_resized_crop", Signature: "random_resized_crop(img, h, w[, min_scale, max_scale])",
+		Doc:     "Inception-style crop: a random window of 8–100% of the area (or the given scale range) and aspect ratio 3/4–4/3, resized to h×w.",
+		MinArgs: 3, MaxArgs: 5, Random: true,
+		Check: rrcCheck(0),
+		Impl: func(c *Call, a []any) (any, error) {
+			img, h, w, err := imgHW(a)
+			if err != nil {
+				return nil, err
+			}
+			lo, hi, err := scales(a, 3)
+			if err != nil {
+				return nil, err
+			}
+			return imageops.RandomResizedCrop(img, h, w, lo, hi, c.Rand)
+		},
+	})
+	r.Register(&Func{
+		Name: "__decode_rrc", Signature: "random_resized_crop(decode_image(bytes, channels), h, w[, min_scale, max_scale])",
+		MinArgs: 4, MaxArgs: 6, Random: true,
+		Check: rrcCheck(1),
+		Impl: func(c *Call, a []any) (any, error) {
+			data, ch, opts, err := decodeArgs(a[:2])
+			if err != nil {
+				return nil, err
+			}
+			h, w, err := hw(a, 2)
+			if err != nil {
+				return nil, err
+			}
+			lo, hi, err := scales(a, 4)
+			if err != nil {
+				return nil, err
+			}
+			opts.ScaleHint = imageops.Size{H: h, W: w}
+			return imageops.DecodeRandomResizedCrop(data, ch, h, w, lo, hi, c.Rand, opts)
+		},
+	})
+	r.AddFusion(Fusion{Outer: "resize", Inner: "decode_image", Into: "__decode_resize"})
+	r.AddFusion(Fusion{Outer: "random_resized_crop", Inner: "decode_image", Into: "__decode_rrc"})
+	r.Register(&Func{
+		Name: "flip_left_right", Signature: "flip_left_right(img, p)", Doc: "Mirrors the image with probability p.",
+		MinArgs: 2, MaxArgs: 2, Random: true,
+		Check: func(a []Arg) (sample.Type, error) {
+			img, err := imageArg(a, 0)
+			if err != nil {
+				return sample.TAny, err
+			}
+			if err := wantKind(a, 1, sample.Float); err != nil {
+				return sample.TAny, err
+			}
+			if p, ok := constFloat(a[1]); ok && (p < 0 || p > 1) {
+				return sample.TAny, fmt.Errorf("probability %v is outside [0, 1]", p)
+			}
+			return img, nil
+		},
+		Impl: func(c *Call, a []any) (any, error) {
+			img, ok := a[0].(*tensor.Tensor)
+			if !ok {
+				return nil, fmt.Errorf("argument 1 must be an image tensor, got %T", a[0])
+			}
+			p, ok := toFloat(a[1])
+			if !ok {
+				return nil, fmt.Errorf("argument 2 must be a probability, got %T", a[1])
+			}
+			if c.Rand.Float64() < p {
+				return imageops.FlipLeftRight(img)
+			}
+			return img, nil
+		},
+	})
+	r.Register(&Func{
+		Name: "to_float", Signature: "to_float(img)", Doc: "uint8 → float32 in [0, 1].",
+		MinArgs: 1, MaxArgs: 1,
+		Check: func(a []Arg) (sample.Type, error) {
+			if a[0].Type.Kind != sample.Tensor && a[0].Type.Kind != sample.Any {
+				return sample.TAny, fmt.Errorf("argument 1 must be a tensor, got %s", a[0].Type)
+			}
+			return sample.Type{Kind: sample.Tensor, DType: tensor.Float32, Shape: a[0].Type.Shape}, nil
+		},
+		Impl: func(_ *Call, a []any) (any, error) {
+			img, ok := a[0].(*tensor.Tensor)
+			if !ok {
+				return nil, fmt.Errorf("argument 1 must be a tensor, got %T", a[0])
+			}
+			return imageops.ToFloat(img)
+		},
+	})
+	r.Register(&Func{
+		Name: "normalize", Signature: "normalize(img, mean, std)", Doc: "(img - mean) / std as float32; mean and std are numbers or per-channel lists.",
+		MinArgs: 3, MaxArgs: 3,
+		Check: func(a []Arg) (sample.Type, error) {
+			img, err := imageArg(a, 0)
+			if err != nil {
+				return sample.TAny, err
+			}
+			for i := 1; i < 3; i++ {
+				if v, ok := floatList(a[i].Const); a[i].IsConst && !ok {
+					return sample.TAny, fmt.Errorf("argument %d must be a number or a list of numbers", i+1)
+				} else if ok && i == 2 {
+					for _, s := range v {
+						if s == 0 {
+							return sample.TAny, fmt.Errorf("std must not be 0")
+						}
+					}
+				}
+			}
+			return sample.Type{Kind: sample.Tensor, DType: tensor.Float32, Shape: img.Shape}, nil
+		},
+		Impl: func(_ *Call, a []any) (any, error) {
+			img, ok := a[0].(*tensor.Tensor)
+			if !ok {
+				return nil, fmt.Errorf("argument 1 must be an image tensor, got %T", a[0])
+			}
+			mean, ok1 := floatList(a[1])
+			std, ok2 := floatList(a[2])
+			if !ok1 || !ok2 {
+				return nil, fmt.Errorf("mean and std must be numbers or lists of numbers")
+			}
+			return imageops.Normalize(img, mean, std)
+		},
+	})
+	r.Register(&Func{
+		Name: "transpose", Signature: "transpose(img, perm)", Doc: "Permutes dimensions, e.g. [2, 0, 1] for HWC → CHW.",
+		MinArgs: 2, MaxArgs: 2,
+		Check: func(a []Arg) (sample.Type, error) {
+			t := a[0].Type
+			if t.Kind != sample.Tensor && t.Kind != sample.Any {
+				return sample.TAny, fmt.Errorf("argument 1 must be a tensor, got %s", t)
+			}
+			perm, ok := intList(a[1].Const)
+			if !a[1].IsConst || !ok {
+				return sample.TAny, fmt.Errorf("perm must be a literal list of dimension indexes, e.g. [2, 0, 1]")
+			}
+			if t.Shape == nil {
+				return sample.Type{Kind: sample.Tensor, DType: t.DType}, nil
+			}
+			if len(perm) != len(t.Shape) {
+				return sample.TAny, fmt.Errorf("perm %v has %d entries for a rank-%d tensor", perm, len(perm), len(t.Shape))
+			}
+			out := make([]int, len(perm))
+			seen := map[int]bool{}
+			for i, p := range perm {
+				if p < 0 || p >= len(perm) || seen[p] {
+					return sample.TAny, fmt.Errorf("perm %v is not a permutation of 0..%d", perm, len(perm)-1)
+				}
+				seen[p] = true
+				out[i] = t.Shape[p]
+			}
+			return sample.TensorOf(t.DType, out...), nil
+		},
+		Impl: func(_ *Call, a []any) (any, error) {
+			img, ok := a[0].(*tensor.Tensor)
+			if !ok {
+				return nil, fmt.Errorf("argument 1 must be a tensor, got %T", a[0])
+			}
+			perm, ok := intList(a[1])
+			if !ok {
+				return nil, fmt.Errorf("perm must be a list of integers")
+			}
+			return imageops.Transpose(img, perm)
+		},
+	})
+}
+
+func channelsArg(a Arg) (int, error) {
+	if a.Type.Kind != sample.Int && a.Type.Kind != sample.Any {
+		return 0, fmt.Errorf("channels must be an integer, got %s", a.Type)
+	}
+	c, ok := constInt(a)
+	if !ok {
+		return -1, nil
+	}
+	switch c {
+	case 0:
+		return -1, nil
+	case 1, 3, 4:
+		return c, nil
+	}
+	return 0, fmt.Errorf("channels must be 0 (as stored), 1, 3 or 4, got %d", c)
+}
+
+func imageArg(a []Arg, i int) (sample.Type, error) {
+	t := a[i].Type
+	if t.Kind == sample.Any {
+		return sample.Type{Kind: sample.Tensor}, nil
+	}
+	if t.Kind != sample.Tensor {
+		return sample.TAny, fmt.Errorf("argument %d must be an image tensor, got %s", i+1, t)
+	}
+	if t.Shape != nil && len(t.Shape) != 3 {
+		return sample.TAny, fmt.Errorf("argument %d must be an HWC image (rank 3), got %s", i+1, t)
+	}
+	return t, nil
+}
+
+func methodArg(a []Arg, i int) error {
+	if i >= len(a) {
+		return nil
+	}
+	if err := wantKind(a, i, sample.String); err != nil {
+		return err
+	}
+	if s, ok := a[i].Const.(string); ok {
+		switch s {
+		case "bilinear", "nearest", "area", "bicubic":
+		default:
+			return fmt.Errorf("unknown method %q (want bilinear, nearest, area or bicubic)", s)
+		}
+	}
+	return nil
+}
+
+// sizedLike is img with its height and width replaced by the constant
+// arguments at i and i+1 (or unknown when they are not constants).
+func sizedLike(img sample.Type, a []Arg, i int, extra error) (sample.Type, error) {
+	if extra != nil {
+		return sample.TAny, extra
+	}
+	dims := [2]int{-1, -1}
+	for k := 0; k < 2; k++ {
+		if err := wantKind(a, i+k, sample.Int); err != nil {
+			return sample.TAny, err
+		}
+		if v, ok := constInt(a[i+k]); ok {
+			if v < 1 {
+				return sample.TAny, fmt.Errorf("size must be positive, got %d", v)
+			}
+			dims[k] = v
+		}
+	}
+	c := -1
+	if len(img.Shape) == 3 {
+		c = img.Shape[2]
+	}
+	return sample.TensorOf(img.DType, dims[0], dims[1], c), nil
+}
+
+func decodeArgs(a []any) ([]byte, int, imageops.DecodeOptions, error) {
+	var opts imageops.DecodeOptions
+	data, ok := a[0].([]byte)
+	if !ok {
+		return nil, 0, opts, fmt.Errorf("decode_image: argument 1 must be bytes, got %T", a[0])
+	}
+	c, ok := toInt(a[1])
+	if !ok {
+		return nil, 0, opts, fmt.Errorf("decode_image: channels must be an integer, got %T", a[1])
+	}
+	if len(a) > 2 {
+		mp, ok := toInt(a[2])
+		if !ok {
+			return nil, 0, opts, fmt.Errorf("decode_image: max_pixels must be an integer, got %T", a[2])
+		}
+		opts.MaxPixels = mp
+	}
+	return data, int(c), opts, nil
+}
+
+func hw(a []any, i int) (int, int, error) {
+	h, ok1 := toInt(a[i])
+	w, ok2 := toInt(a[i+1])
+	if !ok1 || !ok2 {
+		return 0, 0, fmt.Errorf("height and width must be integers, got %T and %T", a[i], a[i+1])
+	}
+	return int(h), int(w), nil
+}
+
+func imgHW(a []any) (*tensor.Tensor, int, int, error) {
+	img, ok := a[0].(*tensor.Tensor)
+	if !ok {
+		return nil, 0, 0, fmt.Errorf("argument 1 must be an image tensor, got %T", a[0])
+	}
+	h, w, err := hw(a, 1)
+	return img, h, w, err
+}
+
+func optString(a []any, i int) string {
+	if i < len(a) {
+		s, _ := a[i].(string)
+		return s
+	}
+	return ""
+}
+
+func scales(a []any, i int) (float64, float64, error) {
+	lo, hi := imageops.DefaultMinScale, imageops.DefaultMaxScale
+	var ok bool
+	if i < len(a) {
+		if lo, ok = toFloat(a[i]); !ok {
+			return 0, 0, fmt.Errorf("min_scale must be a number, got %T", a[i])
+		}
+	}
+	if i+1 < len(a) {
+		if hi, ok = toFloat(a[i+1]); !ok {
+			return 0, 0, fmt.Errorf("max_scale must be a number, got %T", a[i+1])
+		}
+	}
+	return lo, hi, nil
+}
+
+func scaleConsts(a []Arg, i int) (float64, float64, bool) {
+	lo, hi := imageops.DefaultMinScale, imageops.DefaultMaxScale
+	if i < len(a) {
+		v, ok := constFloat(a[i])
+		if !ok {
+			return 0, 0, false
+		}
+		lo = v
+	}
+	if i+1 < len(a) {
+		v, ok := constFloat(a[i+1])
+		if !ok {
+			return 0, 0, false
+		}
+		hi = v
+	}
+	return lo, hi, true
+}
+
+func constFloat(a Arg) (float64, bool) {
+	if !a.IsConst {
+		return 0, false
+	}
+	return toFloat(a.Const)
+}
+
+func floatList(v any) ([]float32, bool) {
+	if f, ok := toFloat(v); ok {
+		return []float32{float32(f)}, true
+	}
+	l, ok := v.([]any)
+	if !ok || len(l) == 0 {
+		return nil, false
+	}
+	out := make([]float32, len(l))
+	for i, e := range l {
+		f, ok := toFloat(e)
+		if !ok {
+			return nil, false
+		}
+		out[i] = float32(f)
+	}
+	return out, true
+}
+
+func intList(v any) ([]int, bool) {
+	l, ok := v.([]any)
+	if !ok {
+		return nil, false
+	}
+	out := make([]int, len(l))
+	for i, e := range l {
+		n, ok := toInt(e)
+		if !ok {
+			return nil, false
+		}
+		out[i] = int(n)
+	}
+	return out, true
+}

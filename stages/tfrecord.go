@@ -1,0 +1,96 @@
+package stages
+
+import (
+	"context"
+	"fmt"
+	"io"
+
+	"github.com/piperun/piperun/sample"
+	"github.com/piperun/piperun/spec"
+	"github.com/piperun/piperun/tfrecord"
+)
+
+// TFRecordConfig configures the tfrecord reader.
+type TFRecordConfig struct {
+	Field       string    `yaml:"field" jsonschema_description:"Input field holding the file path (default path)."`
+	Compression string    `yaml:"compression" jsonschema:"enum=auto,enum=none,enum=gzip,enum=zlib" jsonschema_description:"auto (from magic bytes and extension), none, gzip or zlib."`
+	CycleLength spec.Auto `yaml:"cycle_length" jsonschema_description:"Files read at once, interleaved; auto = number of cores."`
+	BlockLength int       `yaml:"block_length" jsonschema_description:"Consecutive records taken from one file before moving to the next (default 1)."`
+}
+
+func init() {
+	register(&Type{
+		StageType: spec.StageType{Name: "tfrecord", Role: spec.RoleTransform, Doc: "Reads TFRecord files into {record} bytes: framing and masked CRC-32C checked, compression, interleave.",
+			NewConfig: func() any { return &TFRecordConfig{Field: "path", Compression: "auto", BlockLength: 1} }, OnError: true, Parallel: true},
+		Build: func(env *Env, cfg any) (any, error) {
+			c := cfg.(*TFRecordConfig)
+			comp, auto, err := tfrecord.ParseCompression(c.Compression)
+			if err != nil {
+				return nil, err
+			}
+			return &tfrecordStage{cfg: c, comp: comp, auto: auto, cycle: c.CycleLength.Resolve(env.Workers)}, nil
+		},
+	})
+}
+
+// Check implements spec.Checker.
+func (c *TFRecordConfig) Check(cc *spec.CheckContext) sample.Schema {
+	checkPathField(cc, c.Field)
+	if _, _, err := tfrecord.ParseCompression(c.Compression); err != nil {
+		cc.Errorf("compression", "%v", err)
+	}
+	if c.BlockLength < 1 {
+		cc.Errorf("block_length", "must be at least 1, got %d", c.BlockLength)
+	}
+	return sample.Schema{Fields: []sample.Field{{Name: "record", Type: sample.TBytes}}}
+}
+
+// checkPathField checks that the input carries a string field naming files.
+func checkPathField(cc *spec.CheckContext, field string) {
+	t, ok := cc.Input().Lookup(field)
+	switch {
+	case !ok:
+		cc.Errorf("field", "input has no field %q to read paths from (fields here: %v)", field, cc.Input().Names())
+	case t.Kind != sample.String && t.Kind != sample.Any:
+		cc.Errorf("field", "field %q is %s; it must be a string path", field, t)
+	}
+}
+
+type tfrecordStage struct {
+	cfg   *TFRecordConfig
+	comp  tfrecord.Compression
+	auto  bool
+	cycle int
+}
+
+func (t *tfrecordStage) Interleave() (int, int) { return t.cycle, t.cfg.BlockLength }
+
+func (t *tfrecordStage) Open(_ context.Context, in *sample.Sample) (Stream, error) {
+	path, ok := in.Fields[t.cfg.Field].(string)
+	if !ok {
+		return nil, fmt.Errorf("field %q is %T, not a path", t.cfg.Field, in.Fields[t.cfg.Field])
+	}
+	r, c, err := tfrecord.Open(path, t.comp, t.auto)
+	if err != nil {
+		return nil, err
+	}
+	return &recordStream{r: r, c: c, path: path, epoch: in.Epoch}, nil
+}
+
+type recordStream struct {
+	r     *tfrecord.Reader
+	c     io.Closer
+	path  string
+	epoch int
+}
+
+func (s *recordStream) Next() (*sample.Sample, error) {
+	i := s.r.Index()
+	rec, err := s.r.Next()
+	if err != nil {
+		return nil, err
+	}
+	return &sample.Sample{Epoch: s.epoch, Origin: fmt.Sprintf("%s record %d", s.path, i), Fields: map[string]any{"record": rec}}, nil
+}
+
+func (s *recordStream) Close() error { return s.c.Close() }
