@@ -449,7 +449,7 @@ func link(sp *Spec, r *reporter) {
 	}
 	if len(sp.Order) < len(sp.Stages) {
 		for _, st := range sp.Stages {
-			if indeg[st] > 0 {
+			if indeg[st] > 0 && reaches(st, st, map[*Stage]bool{}) {
 				l, c := posLC(sp, st.Path+".input")
 				if _, ok := sp.pos[st.Path+".inputs"]; ok {
 					l, c = posLC(sp, st.Path+".inputs")
@@ -470,6 +470,22 @@ func link(sp *Spec, r *reporter) {
 	if len(sp.Stages) > 0 && !hasSink {
 		r.add(SevError, sp.Stages[0].Pos.Line, sp.Stages[0].Pos.Col, "stages", "the pipeline has no sink: add write_tfrecord, write_jsonl, serve or discard")
 	}
+}
+
+// reaches reports whether to can be reached from from's outputs.
+func reaches(from, to *Stage, seen map[*Stage]bool) bool {
+	for _, o := range from.Outputs {
+		if o == to {
+			return true
+		}
+		if !seen[o] {
+			seen[o] = true
+			if reaches(o, to, seen) {
+				return true
+			}
+		}
+	}
+	return false
 }
 
 // check propagates schemas in topological order, letting each config

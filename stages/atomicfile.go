@@ -79,6 +79,10 @@ func checkWritable(path string) error {
 			}
 			f, err := os.CreateTemp(d, ".piperun-probe-*")
 			if err != nil {
+				var pe *os.PathError
+				if errors.As(err, &pe) {
+					err = pe.Err // the probe's random name means nothing to the user
+				}
 				return fmt.Errorf("output directory %s is not writable: %w", d, err)
 			}
 			f.Close()

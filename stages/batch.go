@@ -76,6 +76,8 @@ func (c *BatchConfig) Check(cc *spec.CheckContext) sample.Schema {
 			if _, padded := c.Pad.Get(f.Name); !padded && !f.Type.KnownShape() {
 				cc.Warnf("", "field %q is %s; if its shape varies between samples, batching fails: add pad: {%s: 0} or resize first", f.Name, f.Type, f.Name)
 			}
+		case sample.Any:
+			t = sample.TAny
 		default:
 			t = sample.ListOf(sample.Any)
 		}

@@ -1,0 +1,199 @@
+package spec_test
+
+import (
+	"flag"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"go.yaml.in/yaml/v3"
+
+	"github.com/piperun/piperun/spec"
+	"github.com/piperun/piperun/stages"
+)
+
+var update = flag.Bool("update", false, "rewrite golden files")
+
+// noEnv resolves no environment variable, so tests do not depend on the
+// machine's environment.
+func noEnv(string) (string, bool) { return "", false }
+
+func diagText(ds spec.Diagnostics) string {
+	var b strings.Builder
+	for _, d := range ds {
+		b.WriteString(d.String())
+		b.WriteByte('\n')
+	}
+	return b.String()
+}
+
+// TestInvalidGolden checks that every problem in each invalid spec is
+// reported, with its file:line:col and path, against testdata/invalid/*.golden.
+func TestInvalidGolden(t *testing.T) {
+	files, _ := filepath.Glob("testdata/invalid/*.yaml")
+	if len(files) == 0 {
+		t.Fatal("no test specs")
+	}
+	for _, f := range files {
+		t.Run(filepath.Base(f), func(t *testing.T) {
+			_, diags := spec.Load(f, spec.Options{Catalog: stages.Default(), LookupEnv: noEnv, Environment: true})
+			if !diags.HasErrors() {
+				t.Fatalf("no errors for %s", f)
+			}
+			// Resolved paths are absolute; the checkout's location must not
+			// leak into the golden files.
+			abs, _ := filepath.Abs(".")
+			got := strings.ReplaceAll(diagText(diags), abs, "$PKG")
+			golden := strings.TrimSuffix(f, ".yaml") + ".golden"
+			if *update {
+				if err := os.WriteFile(golden, []byte(got), 0o644); err != nil {
+					t.Fatal(err)
+				}
+			}
+			want, err := os.ReadFile(golden)
+			if err != nil {
+				t.Fatalf("%v (run go test ./spec -update)", err)
+			}
+			if got != string(want) {
+				t.Errorf("diagnostics differ from %s:\n--- got\n%s--- want\n%s", golden, got, want)
+			}
+		})
+	}
+}
+
+func TestInterpolationAndDefaults(t *testing.T) {
+	env := map[string]string{"COUNT": "25"}
+	lookup := func(k string) (string, bool) { v, ok := env[k]; return v, ok }
+	sp, diags := spec.Load("testdata/valid/interp.yaml", spec.Options{Catalog: stages.Default(), LookupEnv: lookup})
+	if diags.HasErrors() {
+		t.Fatalf("unexpected problems:\n%v", diags)
+	}
+	if *sp.Seed != 7 {
+		t.Errorf("seed = %d, want default 7", *sp.Seed)
+	}
+	if got := sp.Stage("src").Config.(*stages.RangeConfig).Count; got != 25 {
+		t.Errorf("count = %d, want 25 from $COUNT", got)
+	}
+	m := sp.Stage("m")
+	if m.Parallelism.N != 2 {
+		t.Errorf("parallelism = %v, want 2", m.Parallelism)
+	}
+	if got, _ := m.Config.(*stages.MapConfig).Set.Get("price"); got != `"${not_a_var}"` {
+		t.Errorf("escaped $${ gave %q", got)
+	}
+	if sp.Epochs != 1 || !sp.Deterministic {
+		t.Errorf("defaults: epochs %d deterministic %v, want 1 true", sp.Epochs, sp.Deterministic)
+	}
+	if m.OnError != "fail" {
+		t.Errorf("on_error default = %q", m.OnError)
+	}
+	if got := sp.Stage("out").Inputs[0].Name; got != "m" {
+		t.Errorf("default input of out = %q, want m", got)
+	}
+	if got := m.Schema.String(); got != "{index: int64, label: int64, price: string}" {
+		t.Errorf("schema of m = %s", got)
+	}
+}
+
+func TestSetOverrides(t *testing.T) {
+	tests := []struct {
+		set  []string
+		want func(*spec.Spec) bool
+		desc string
+	}{
+		{[]string{"seed=99"}, func(s *spec.Spec) bool { return *s.Seed == 99 }, "seed 99"},
+		{[]string{"stages.src.count=3"}, func(s *spec.Spec) bool { return s.Stage("src").Config.(*stages.RangeConfig).Count == 3 }, "count by name"},
+		{[]string{"stages.1.parallelism=4"}, func(s *spec.Spec) bool { return s.Stage("m").Parallelism.N == 4 }, "parallelism by index"},
+		{[]string{"resources.memory=1GiB"}, func(s *spec.Spec) bool { return s.Resources.Memory == 1<<30 }, "new nested key"},
+		{[]string{"epochs=3", "deterministic=false"}, func(s *spec.Spec) bool { return s.Epochs == 3 && !s.Deterministic }, "two overrides"},
+	}
+	for _, tc := range tests {
+		sp, diags := spec.Load("testdata/valid/interp.yaml", spec.Options{Catalog: stages.Default(), LookupEnv: noEnv, Set: tc.set})
+		if diags.HasErrors() {
+			t.Errorf("%s: %v", tc.desc, diags)
+			continue
+		}
+		if !tc.want(sp) {
+			t.Errorf("%s: override %v not applied", tc.desc, tc.set)
+		}
+	}
+	_, diags := spec.Load("testdata/valid/interp.yaml", spec.Options{Catalog: stages.Default(), LookupEnv: noEnv, Set: []string{"stages.nope.count=1"}})
+	if got := diagText(diags); !strings.Contains(got, `--set stages.nope.count=1: no element "nope" in stages`) {
+		t.Errorf("bad override: %s", got)
+	}
+}
+
+func TestExpand(t *testing.T) {
+	env := map[string]string{"A": "x", "EMPTY": ""}
+	lookup := func(k string) (string, bool) { v, ok := env[k]; return v, ok }
+	tests := []struct{ in, want, err string }{
+		{"plain", "plain", ""},
+		{"${A}/b", "x/b", ""},
+		{"${B:-def}", "def", ""},
+		{"${EMPTY:-def}", "def", ""},
+		{"${EMPTY}", "", ""},
+		{"$${A}", "${A}", ""},
+		{"${A}${A}", "xx", ""},
+		{"${B}", "", "environment variable B is not set (write ${B:-default} to give a default)"},
+		{"${A", "", `unterminated ${ in "${A"`},
+		{"${}", "", "empty variable name in ${}"},
+	}
+	for _, tc := range tests {
+		got, err := spec.Expand(tc.in, lookup)
+		if tc.err != "" {
+			if err == nil || err.Error() != tc.err {
+				t.Errorf("Expand(%q) error = %v, want %q", tc.in, err, tc.err)
+			}
+			continue
+		}
+		if err != nil || got != tc.want {
+			t.Errorf("Expand(%q) = %q, %v; want %q", tc.in, got, err, tc.want)
+		}
+	}
+}
+
+func TestByteSize(t *testing.T) {
+	tests := []struct {
+		in   string
+		want spec.ByteSize
+		err  bool
+	}{
+		{"512MiB", 512 << 20, false}, {"2GiB", 2 << 30, false}, {"1.5GB", 1500000000, false},
+		{"1000", 1000, false}, {"64 KiB", 64 << 10, false}, {"1G", 1 << 30, false},
+		{"lots", 0, true}, {"-1MiB", 0, true}, {"", 0, true},
+	}
+	for _, tc := range tests {
+		got, err := spec.ParseByteSize(tc.in)
+		if (err != nil) != tc.err || got != tc.want {
+			t.Errorf("ParseByteSize(%q) = %d, %v; want %d, error %v", tc.in, got, err, tc.want, tc.err)
+		}
+	}
+	if s := spec.ByteSize(3 << 29).String(); s != "1.5GiB" {
+		t.Errorf("String = %s", s)
+	}
+}
+
+func TestApplySetOnNode(t *testing.T) {
+	var n yaml.Node
+	if err := yaml.Unmarshal([]byte("a: {b: 1}\nl: [x, y]\n"), &n); err != nil {
+		t.Fatal(err)
+	}
+	doc := n.Content[0]
+	for _, s := range []string{"a.b=2", "a.c=[1, 2]", "l.1=z"} {
+		if err := spec.ApplySet(doc, s); err != nil {
+			t.Fatalf("%s: %v", s, err)
+		}
+	}
+	out, _ := yaml.Marshal(doc)
+	want := "a: {b: 2, c: [1, 2]}\nl: [x, z]\n"
+	if string(out) != want {
+		t.Errorf("got\n%s\nwant\n%s", out, want)
+	}
+	if err := spec.ApplySet(doc, "novalue"); err == nil {
+		t.Error("missing = accepted")
+	}
+	if err := spec.ApplySet(doc, "a.b.c=1"); err == nil {
+		t.Error("path through a scalar accepted")
+	}
+}
