@@ -1,0 +1,374 @@
+package cli_test
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"flag"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/santhosh-tekuri/jsonschema/v6"
+	"go.yaml.in/yaml/v3"
+
+	"github.com/piperun/piperun/cli"
+)
+
+var update = flag.Bool("update", false, "rewrite golden files under testdata/")
+
+// binary is the real piperun executable, built once in TestMain for the
+// process-level tests (signals).
+var binary string
+
+func TestMain(m *testing.M) {
+	flag.Parse()
+	os.Exit(runMain(m))
+}
+
+func runMain(m *testing.M) int {
+	dir, err := os.MkdirTemp("", "piperun-cli-test-")
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		return 1
+	}
+	defer os.RemoveAll(dir)
+	binary = filepath.Join(dir, "piperun")
+	cmd := exec.Command("go", "build", "-o", binary, "github.com/piperun/piperun/cmd/piperun")
+	cmd.Stdout, cmd.Stderr = os.Stderr, os.Stderr
+	if err := cmd.Run(); err != nil {
+		fmt.Fprintln(os.Stderr, "building piperun:", err)
+		return 1
+	}
+	return m.Run()
+}
+
+// result is one in-process run of the CLI.
+type result struct {
+	code           int
+	stdout, stderr string
+}
+
+func run(t *testing.T, args ...string) result {
+	t.Helper()
+	var out, errb bytes.Buffer
+	code := cli.Run(context.Background(), args, &out, &errb)
+	return result{code: code, stdout: out.String(), stderr: errb.String()}
+}
+
+func (r result) String() string {
+	return fmt.Sprintf("exit %d\n--- stdout\n%s--- stderr\n%s", r.code, r.stdout, r.stderr)
+}
+
+// sharedData returns the sibling shared/data directory of real test files,
+// skipping the test when it is absent.
+func sharedData(t testing.TB) string {
+	t.Helper()
+	dir := os.Getenv("PIPERUN_SHARED_DATA")
+	if dir == "" {
+		dir = filepath.Join("..", "..", "shared", "data")
+	}
+	if _, err := os.Stat(filepath.Join(dir, "tfrecord", "EXPECTED")); err != nil {
+		t.Skipf("shared test data not found at %s (set PIPERUN_SHARED_DATA to its path): %v", dir, err)
+	}
+	return dir
+}
+
+// writeSpec writes a spec into dir and returns its path.
+func writeSpec(t *testing.T, dir, name, body string) string {
+	t.Helper()
+	p := filepath.Join(dir, name)
+	if err := os.WriteFile(p, []byte(body), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	return p
+}
+
+// golden compares got with testdata/name, rewriting it under -update.
+func golden(t *testing.T, name, got string) {
+	t.Helper()
+	p := filepath.Join("testdata", name)
+	if *update {
+		if err := os.WriteFile(p, []byte(got), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	want, err := os.ReadFile(p)
+	if err != nil {
+		t.Fatalf("%v (run go test ./cli -update to create it)", err)
+	}
+	if got != string(want) {
+		t.Errorf("output differs from %s (go test ./cli -update rewrites it)\n--- got\n%s\n--- want\n%s", p, got, want)
+	}
+}
+
+const okSpec = `version: 1
+name: ok
+seed: 1
+resources: {memory: 16MiB}
+stages:
+  - {name: src, type: range, count: 5}
+  - {name: out, type: discard}
+`
+
+// invalidSpec has an unknown stage type and a map expression on a missing
+// field.
+const invalidSpec = `version: 1
+name: bad
+stages:
+  - {name: src, type: range, count: 5}
+  - {name: m, type: map, set: {y: 'nosuch + 1'}}
+  - {name: out, type: discard}
+`
+
+func TestExitCodes(t *testing.T) {
+	dir := t.TempDir()
+	ok := writeSpec(t, dir, "ok.yaml", okSpec)
+	bad := writeSpec(t, dir, "bad.yaml", invalidSpec)
+	for _, tc := range []struct {
+		name string
+		args []string
+		want int
+	}{
+		{"apply ok", []string{"apply", ok}, 0},
+		{"apply invalid spec", []string{"apply", bad}, 3},
+		{"apply missing file", []string{"apply", filepath.Join(dir, "nope.yaml")}, 3},
+		{"apply unknown flag", []string{"apply", "--nosuch", ok}, 2},
+		{"apply no args", []string{"apply"}, 2},
+		{"apply two args", []string{"apply", ok, ok}, 2},
+		{"apply bad progress", []string{"apply", "--progress", "sometimes", ok}, 2},
+		{"validate clean", []string{"validate", ok}, 0},
+		{"validate problems", []string{"validate", bad}, 1},
+		{"validate clean and problems", []string{"validate", ok, bad}, 1},
+		{"validate no args", []string{"validate"}, 2},
+		{"validate bad format", []string{"validate", "--format", "xml", ok}, 2},
+		{"validate unknown flag", []string{"validate", "--nosuch", ok}, 2},
+		{"plan ok", []string{"plan", ok}, 0},
+		{"plan dot", []string{"plan", "--format", "dot", ok}, 0},
+		{"plan mermaid", []string{"plan", "--format", "mermaid", ok}, 0},
+		{"plan invalid", []string{"plan", bad}, 3},
+		{"plan no args", []string{"plan"}, 2},
+		{"plan bad format", []string{"plan", "--format", "png", ok}, 2},
+		{"schema", []string{"schema"}, 0},
+		{"schema extra arg", []string{"schema", "x"}, 2},
+		{"unknown command", []string{"frobnicate"}, 2},
+		{"bad log format", []string{"--log-format", "xml", "schema"}, 2},
+		{"version", []string{"version"}, 0},
+		{"inspect no args", []string{"inspect"}, 2},
+		{"inspect bad format", []string{"inspect", "--format", "yaml", ok}, 2},
+		{"inspect missing file", []string{"inspect", filepath.Join(dir, "nope.tfrecord")}, 1},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			r := run(t, tc.args...)
+			if r.code != tc.want {
+				t.Errorf("piperun %s: exit %d, want %d\n%s", strings.Join(tc.args, " "), r.code, tc.want, r)
+			}
+			if tc.want != 0 && r.stderr == "" && r.stdout == "" {
+				t.Errorf("piperun %s: exit %d with no message", strings.Join(tc.args, " "), r.code)
+			}
+		})
+	}
+}
+
+// diagnostic is the JSON form of spec.Diagnostic that validate --format
+// json prints: {"pos": {"file", "line", "column"}, "path", "message",
+// "severity"}. Unknown keys fail the decode, so a renamed key is caught.
+type diagnostic struct {
+	Pos struct {
+		File   string `json:"file"`
+		Line   int    `json:"line"`
+		Column int    `json:"column"`
+	} `json:"pos"`
+	Path     string `json:"path"`
+	Message  string `json:"message"`
+	Severity string `json:"severity"`
+}
+
+func decodeDiagnostics(t *testing.T, s string) []diagnostic {
+	t.Helper()
+	dec := json.NewDecoder(strings.NewReader(s))
+	dec.DisallowUnknownFields()
+	var got []diagnostic
+	if err := dec.Decode(&got); err != nil {
+		t.Fatalf("stdout is not a JSON array of diagnostics: %v\n%s", err, s)
+	}
+	return got
+}
+
+func TestValidateBudget(t *testing.T) {
+	// The batch stage holds 256 images of 224×224×3 float32 (588KiB each),
+	// 147MiB in all, against a 64MiB budget; resources.memory's value sits at
+	// line 4, column 11.
+	const file = "testdata/budget.yaml"
+	// plan.Fit counts the batch stage's SampleBytes (its output: a whole
+	// batch of 147MiB) once per buffered input sample, so the message says
+	// "256 samples of about 147MiB each = 36.75GiB" where the truth is 256
+	// samples of 588KiB = 147MiB. The rejection is right, the numbers are
+	// not; this expectation pins today's text (reported, not fixed here).
+	const msg = `stage "batch" buffers 256 samples of about 147MiB each = 36.75GiB, more than resources.memory (64MiB)`
+
+	t.Run("text", func(t *testing.T) {
+		r := run(t, "validate", file)
+		want := file + ":4:11: resources.memory: " + msg + "\n"
+		if r.code != 1 || r.stdout != want || r.stderr != "1 problem\n" {
+			t.Errorf("got %s\nwant exit 1, stdout %q, stderr %q", r, want, "1 problem\n")
+		}
+	})
+	t.Run("json", func(t *testing.T) {
+		r := run(t, "validate", "--format", "json", file)
+		if r.code != 1 {
+			t.Fatalf("exit %d, want 1\n%s", r.code, r)
+		}
+		got := decodeDiagnostics(t, r.stdout)
+		want := diagnostic{Path: "resources.memory", Message: msg, Severity: "error"}
+		want.Pos.File, want.Pos.Line, want.Pos.Column = file, 4, 11
+		if len(got) != 1 || got[0] != want {
+			t.Errorf("got  %+v\nwant [%+v]", got, want)
+		}
+	})
+	t.Run("github", func(t *testing.T) {
+		r := run(t, "validate", "--format", "github", file)
+		want := "::error file=" + file + ",line=4,col=11,title=piperun validate::resources.memory: " + msg + "\n"
+		if r.code != 1 || r.stdout != want {
+			t.Errorf("got %s\nwant exit 1, stdout %q", r, want)
+		}
+	})
+	t.Run("apply refuses", func(t *testing.T) {
+		r := run(t, "apply", file)
+		if r.code != 3 || !strings.Contains(r.stderr, file+":4:11: resources.memory: "+msg) {
+			t.Errorf("got %s\nwant exit 3 naming %s:4:11", r, file)
+		}
+	})
+}
+
+func TestValidateJSONClean(t *testing.T) {
+	ok := writeSpec(t, t.TempDir(), "ok.yaml", okSpec)
+	r := run(t, "validate", "--format", "json", ok)
+	if r.code != 0 || strings.TrimSpace(r.stdout) != "[]" {
+		t.Errorf("got %s\nwant exit 0 and []", r)
+	}
+}
+
+func TestValidateNoEnvironment(t *testing.T) {
+	dir := t.TempDir()
+	p := writeSpec(t, dir, "missing.yaml", `version: 1
+name: missing
+stages:
+  - {name: files, type: files, pattern: "nothing-here/*.tfrecord"}
+  - {name: records, type: tfrecord}
+  - {name: out, type: discard}
+`)
+	r := run(t, "validate", "--no-environment", p)
+	if r.code != 0 || r.stdout != "" {
+		t.Errorf("--no-environment: got %s\nwant exit 0 and no diagnostics", r)
+	}
+	r = run(t, "validate", "--format", "json", p)
+	if r.code != 1 {
+		t.Fatalf("with environment: got %s\nwant exit 1", r)
+	}
+	got := decodeDiagnostics(t, r.stdout)
+	want := diagnostic{Path: "stages[0].pattern", Severity: "error",
+		Message: `pattern "nothing-here/*.tfrecord" matches no file (resolved to ` + filepath.Join(dir, "nothing-here/*.tfrecord") + `)`}
+	want.Pos.File, want.Pos.Line, want.Pos.Column = p, 4, 41
+	if len(got) != 1 || got[0] != want {
+		t.Errorf("with environment: got %+v\nwant [%+v]", got, want)
+	}
+}
+
+func TestSchemaIsCommitted(t *testing.T) {
+	r := run(t, "schema")
+	if r.code != 0 {
+		t.Fatalf("schema: %s", r)
+	}
+	committed, err := os.ReadFile(filepath.Join("..", "schema.json"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if r.stdout != string(committed) {
+		t.Errorf("schema.json is stale: run go run ./cmd/piperun schema > schema.json")
+	}
+}
+
+func examplePipelines(t *testing.T) []string {
+	t.Helper()
+	files, err := filepath.Glob(filepath.Join("..", "examples", "pipelines", "*.yaml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(files) == 0 {
+		t.Fatal("no examples/pipelines/*.yaml")
+	}
+	return files
+}
+
+func TestExamplesValidate(t *testing.T) {
+	for _, f := range examplePipelines(t) {
+		t.Run(filepath.Base(f), func(t *testing.T) {
+			r := run(t, "validate", f)
+			if r.code != 0 || r.stdout != "" {
+				t.Errorf("validate %s: %s", f, r)
+			}
+		})
+	}
+}
+
+func TestExamplesMatchSchema(t *testing.T) {
+	c := jsonschema.NewCompiler()
+	const url = "file:///piperun/schema.json"
+	b, err := os.ReadFile(filepath.Join("..", "schema.json"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	doc, err := jsonschema.UnmarshalJSON(bytes.NewReader(b))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := c.AddResource(url, doc); err != nil {
+		t.Fatal(err)
+	}
+	sch, err := c.Compile(url)
+	if err != nil {
+		t.Fatalf("compile schema.json: %v", err)
+	}
+	for _, f := range examplePipelines(t) {
+		t.Run(filepath.Base(f), func(t *testing.T) {
+			v := yamlAsJSON(t, f)
+			if err := sch.Validate(v); err != nil {
+				t.Errorf("%s does not match schema.json: %v", f, err)
+			}
+		})
+	}
+	// The schema must be able to reject: a spec without stages and with an
+	// unknown stage type fails.
+	bad := writeSpec(t, t.TempDir(), "bad.yaml", "version: 1\nname: bad\nstages:\n  - {name: x, type: nosuch}\n")
+	if err := sch.Validate(yamlAsJSON(t, bad)); err == nil {
+		t.Error("schema.json accepts a stage of type nosuch")
+	}
+}
+
+// yamlAsJSON reads a YAML file into the generic JSON value the validator
+// takes (through encoding/json, so numbers are json.Number like the
+// validator's own loader makes them).
+func yamlAsJSON(t *testing.T, path string) any {
+	t.Helper()
+	b, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var m map[string]any
+	if err := yaml.Unmarshal(b, &m); err != nil {
+		t.Fatal(err)
+	}
+	j, err := json.Marshal(m)
+	if err != nil {
+		t.Fatal(err)
+	}
+	v, err := jsonschema.UnmarshalJSON(bytes.NewReader(j))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return v
+}

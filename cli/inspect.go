@@ -1,0 +1,250 @@
+package cli
+
+import (
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"sort"
+	"strconv"
+	"strings"
+	"unicode"
+	"unicode/utf8"
+
+	"github.com/spf13/cobra"
+
+	"github.com/piperun/piperun/example"
+	"github.com/piperun/piperun/imageops"
+	"github.com/piperun/piperun/tfrecord"
+)
+
+// Limits of what inspect prints for one feature.
+const (
+	inspectMaxValues = 8  // list values shown before "…"
+	inspectMaxText   = 64 // bytes of a text value shown before it is cut
+	inspectHexBytes  = 16 // bytes of a binary value shown as hex
+)
+
+func inspectCmd(g *globals) *cobra.Command {
+	var records int
+	var format string
+	cmd := &cobra.Command{
+		Use:   "inspect FILE.tfrecord",
+		Short: "Count a TFRecord file's records and show the decoded features of the first ones",
+		Long: "inspect reads the whole file, checking every record's framing and CRCs, and prints the\n" +
+			"record count, the compression detected and the tf.train.Example features of the first\n" +
+			"--records records. Exit 0 on success, 1 on a corrupt or unreadable file, 2 on usage errors.",
+		Args: exactArgs(1, "one TFRecord file"),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			if format != "text" && format != "json" {
+				return exit(ExitUsage, fmt.Errorf("--format must be text or json, got %q", format))
+			}
+			if records < 0 {
+				return exit(ExitUsage, fmt.Errorf("--records must be at least 0, got %d", records))
+			}
+			rep, err := inspectFile(args[0], records)
+			if err != nil {
+				return exit(ExitFailed, err)
+			}
+			if format == "json" {
+				if err := writeJSON(g.stdout, rep); err != nil {
+					return exit(ExitFailed, err)
+				}
+				return nil
+			}
+			rep.text(g.stdout)
+			return nil
+		},
+	}
+	cmd.Flags().IntVar(&records, "records", 3, "number of records whose features are shown")
+	cmd.Flags().StringVar(&format, "format", "text", "output format: text or json")
+	return cmd
+}
+
+// inspectReport is what inspect prints; its JSON form is the --format json
+// output.
+type inspectReport struct {
+	File        string          `json:"file"`
+	Compression string          `json:"compression"`
+	Records     int             `json:"records"`
+	Shown       []inspectRecord `json:"shown"`
+}
+
+type inspectRecord struct {
+	Index int `json:"index"`
+	Bytes int `json:"bytes"`
+	// NotExample says why the record is not a tf.train.Example; empty when
+	// it is one.
+	NotExample string           `json:"not_example,omitempty"`
+	Features   []inspectFeature `json:"features,omitempty"`
+}
+
+type inspectFeature struct {
+	Key    string   `json:"key"`
+	Kind   string   `json:"kind"`
+	Length int      `json:"length"`
+	Values []string `json:"values"`
+	// Truncated is set when only the first values are listed.
+	Truncated bool `json:"truncated,omitempty"`
+}
+
+func compressionName(c tfrecord.Compression) string {
+	switch c {
+	case tfrecord.Gzip:
+		return "gzip"
+	case tfrecord.Zlib:
+		return "zlib"
+	}
+	return "none"
+}
+
+// inspectFile reads every record of path, checking the framing, and
+// describes the first n.
+func inspectFile(path string, n int) (*inspectReport, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	head := make([]byte, 16)
+	k, err := io.ReadFull(f, head)
+	if err != nil && !errors.Is(err, io.ErrUnexpectedEOF) && !errors.Is(err, io.EOF) {
+		return nil, fmt.Errorf("%s: %w", path, err)
+	}
+	comp := tfrecord.Detect(path, head[:k])
+	if _, err := f.Seek(0, io.SeekStart); err != nil {
+		return nil, fmt.Errorf("%s: %w", path, err)
+	}
+	r, err := tfrecord.NewReader(f, comp, path)
+	if err != nil {
+		return nil, err
+	}
+	rep := &inspectReport{File: path, Compression: compressionName(comp), Shown: []inspectRecord{}}
+	for {
+		rec, err := r.Next()
+		if err == io.EOF {
+			break
+		}
+		if err != nil {
+			var ce *tfrecord.CorruptError
+			if errors.As(err, &ce) {
+				return nil, err
+			}
+			return nil, fmt.Errorf("%s: record %d at byte offset %d: %w", path, r.Index(), r.Offset(), err)
+		}
+		if rep.Records < n {
+			rep.Shown = append(rep.Shown, describeRecord(rep.Records, rec))
+		}
+		rep.Records++
+	}
+	return rep, nil
+}
+
+func describeRecord(i int, rec []byte) inspectRecord {
+	out := inspectRecord{Index: i, Bytes: len(rec)}
+	ex, err := example.Unmarshal(rec)
+	if err != nil {
+		out.NotExample = err.Error()
+		return out
+	}
+	keys := make([]string, 0, len(ex.Features))
+	for k := range ex.Features {
+		// Another message can parse as an Example by accident (an
+		// ExampleListWithContext puts whole Examples where keys go); real
+		// feature keys are text.
+		if !utf8.ValidString(k) || strings.IndexFunc(k, unicode.IsControl) >= 0 {
+			out.NotExample = fmt.Sprintf("feature key %s is not text", quotePreview([]byte(k)))
+			return out
+		}
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	for _, k := range keys {
+		out.Features = append(out.Features, describeFeature(k, ex.Features[k]))
+	}
+	return out
+}
+
+func describeFeature(key string, f *example.Feature) inspectFeature {
+	out := inspectFeature{Key: key, Length: f.Len(), Values: []string{}}
+	switch f.Kind {
+	case example.KindInt64:
+		out.Kind = "int64"
+		for _, v := range f.Ints[:min(len(f.Ints), inspectMaxValues)] {
+			out.Values = append(out.Values, strconv.FormatInt(v, 10))
+		}
+	case example.KindFloat:
+		out.Kind = "float"
+		for _, v := range f.Floats[:min(len(f.Floats), inspectMaxValues)] {
+			out.Values = append(out.Values, strconv.FormatFloat(float64(v), 'g', -1, 32))
+		}
+	case example.KindBytes:
+		out.Kind = "bytes"
+		for _, v := range f.Bytes[:min(len(f.Bytes), inspectMaxValues)] {
+			out.Values = append(out.Values, bytesPreview(v))
+		}
+	default:
+		// A Feature with no kind set: TFX writes one for a missing value.
+		out.Kind = "none"
+	}
+	out.Truncated = out.Length > len(out.Values)
+	return out
+}
+
+// bytesPreview shows a bytes value: an image by its format and size, text
+// quoted, anything else as a short hex prefix, each long one with its total
+// length.
+func bytesPreview(b []byte) string {
+	if cfg, err := imageops.DecodeConfig(b); err == nil {
+		return fmt.Sprintf("%s %d×%d (%d bytes)", strings.ToUpper(cfg.Format), cfg.Width, cfg.Height, len(b))
+	}
+	if utf8.Valid(b) && !strings.ContainsFunc(string(b), func(r rune) bool { return unicode.IsControl(r) && r != '\n' && r != '\t' }) {
+		if len(b) <= inspectMaxText {
+			return strconv.Quote(string(b))
+		}
+		return quotePreview(b)
+	}
+	if len(b) <= inspectHexBytes {
+		return "0x" + hex.EncodeToString(b)
+	}
+	return fmt.Sprintf("0x%s… (%d bytes)", hex.EncodeToString(b[:inspectHexBytes]), len(b))
+}
+
+// quotePreview quotes the start of b, cut at a rune boundary, with the total
+// length when it is cut.
+func quotePreview(b []byte) string {
+	if len(b) <= inspectMaxText {
+		return strconv.Quote(string(b))
+	}
+	cut := inspectMaxText
+	for cut > 0 && !utf8.RuneStart(b[cut]) {
+		cut--
+	}
+	return fmt.Sprintf("%s… (%d bytes)", strconv.Quote(string(b[:cut])), len(b))
+}
+
+func (rep *inspectReport) text(w io.Writer) {
+	fmt.Fprintf(w, "file: %s\ncompression: %s\nrecords: %d\n", rep.File, rep.Compression, rep.Records)
+	for _, r := range rep.Shown {
+		if r.NotExample != "" {
+			fmt.Fprintf(w, "record %d: not a tf.train.Example (%s); %d bytes\n", r.Index, r.NotExample, r.Bytes)
+			continue
+		}
+		fmt.Fprintf(w, "record %d: %d bytes, %d feature%s\n", r.Index, r.Bytes, len(r.Features), plural(len(r.Features)))
+		width := 0
+		for _, f := range r.Features {
+			width = max(width, len(f.Key))
+		}
+		for _, f := range r.Features {
+			vals := strings.Join(f.Values, ", ")
+			if f.Truncated {
+				vals += ", …"
+			}
+			if f.Kind == "none" {
+				vals = "(no kind set)"
+			}
+			fmt.Fprintf(w, "  %-*s  %-5s [%d]  %s\n", width, f.Key, f.Kind, f.Length, vals)
+		}
+	}
+}

@@ -1,0 +1,212 @@
+package cli_test
+
+import (
+	"bytes"
+	"encoding/json"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/piperun/piperun/example"
+	"github.com/piperun/piperun/tfrecord"
+)
+
+// expectedRecords reads num_records from shared/data's EXPECTED file for a
+// TFRecord file given relative to shared/data/tfrecord.
+func expectedRecords(t *testing.T, data, rel string) int {
+	t.Helper()
+	b, err := os.ReadFile(filepath.Join(data, "tfrecord", "EXPECTED", strings.ReplaceAll(rel, "/", "__")+".json"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var exp struct {
+		NumRecords *int `json:"num_records"`
+	}
+	if err := json.Unmarshal(b, &exp); err != nil {
+		t.Fatal(err)
+	}
+	if exp.NumRecords == nil {
+		t.Fatalf("EXPECTED for %s has no num_records", rel)
+	}
+	return *exp.NumRecords
+}
+
+func TestInspectCounts(t *testing.T) {
+	data := sharedData(t)
+	for _, tc := range []struct {
+		file        string
+		records     int // from EXPECTED, cross-checked here
+		compression string
+	}{
+		{"raccoon/test.record", 40, "none"},
+		{"tfx/penguin_Split-train_data_tfrecord-00000-of-00001.gz", 234, "gzip"},
+		{"tfevents/events.out.tfevents.1646034751.eval", 7, "none"},
+		{"ranking/train_elwc.tfrecord", 10, "none"},
+		{"deeplab/pascal_voc_seg_val-00000-of-00001.tfrecord", 3, "none"},
+		{"tfx/csv_example_gen_Split-eval_data_tfrecord-00000-of-00012.gz", 424, "gzip"},
+	} {
+		t.Run(tc.file, func(t *testing.T) {
+			if n := expectedRecords(t, data, tc.file); n != tc.records {
+				t.Fatalf("EXPECTED says %d records, the table %d", n, tc.records)
+			}
+			path := filepath.Join(data, "tfrecord", tc.file)
+			r := run(t, "inspect", "--format", "json", "--records", "1", path)
+			if r.code != 0 {
+				t.Fatalf("inspect: %s", r)
+			}
+			var rep struct {
+				File        string `json:"file"`
+				Compression string `json:"compression"`
+				Records     int    `json:"records"`
+				Shown       []struct {
+					Index int `json:"index"`
+				} `json:"shown"`
+			}
+			if err := json.Unmarshal([]byte(r.stdout), &rep); err != nil {
+				t.Fatalf("%v\n%s", err, r.stdout)
+			}
+			if rep.File != path || rep.Records != tc.records || rep.Compression != tc.compression || len(rep.Shown) != 1 || rep.Shown[0].Index != 0 {
+				t.Errorf("got %+v, want %d records, compression %s, record 0 shown", rep, tc.records, tc.compression)
+			}
+		})
+	}
+}
+
+func TestInspectPenguinGolden(t *testing.T) {
+	data := sharedData(t)
+	path := filepath.Join(data, "tfrecord", "tfx", "penguin_Split-train_data_tfrecord-00000-of-00001.gz")
+	r := run(t, "inspect", "--records", "2", path)
+	if r.code != 0 || r.stderr != "" {
+		t.Fatalf("inspect: %s", r)
+	}
+	// The path depends on where shared/data lives; the golden file says FILE.
+	golden(t, "inspect_penguin.txt", strings.Replace(r.stdout, path, "FILE", 1))
+}
+
+func TestInspectNotExamples(t *testing.T) {
+	data := sharedData(t)
+	for _, tc := range []struct {
+		file string
+		want []string
+	}{
+		// tfevents: an Event's field 1 is wall_time, a double.
+		{"tfevents/events.out.tfevents.1646034751.eval", []string{
+			"records: 7\n",
+			"record 0: not a tf.train.Example (example: features: wrong wire type 1 for field 1); 24 bytes\n",
+			"record 1: not a tf.train.Example (example: features: wrong wire type 1 for field 1); 608695 bytes\n",
+		}},
+		// ELWC: whole Examples sit where an Example's feature keys would.
+		{"ranking/train_elwc.tfrecord", []string{
+			"records: 10\n",
+			"record 0: not a tf.train.Example (feature key \"\\n\\x0fdocument_tokens",
+		}},
+	} {
+		t.Run(tc.file, func(t *testing.T) {
+			r := run(t, "inspect", "--records", "2", filepath.Join(data, "tfrecord", tc.file))
+			if r.code != 0 {
+				t.Fatalf("inspect: %s", r)
+			}
+			for _, w := range tc.want {
+				if !strings.Contains(r.stdout, w) {
+					t.Errorf("output lacks %q:\n%s", w, r.stdout)
+				}
+			}
+		})
+	}
+}
+
+func TestInspectPreviews(t *testing.T) {
+	data := sharedData(t)
+	r := run(t, "inspect", "--records", "1", filepath.Join(data, "tfrecord", "deeplab", "pascal_voc_seg_val-00000-of-00001.tfrecord"))
+	if r.code != 0 {
+		t.Fatalf("inspect: %s", r)
+	}
+	for _, w := range []string{
+		"records: 3\n",
+		"record 0: 402447 bytes, 8 features\n",
+		"  image/encoded                     bytes [1]  JPEG 500×366 (218323 bytes)\n",
+		"  image/segmentation/class/encoded  bytes [1]  PNG 500×366 (183862 bytes)\n",
+		"  image/filename                    bytes [1]  \"2007_000033\"\n",
+	} {
+		if !strings.Contains(r.stdout, w) {
+			t.Errorf("output lacks %q:\n%s", w, r.stdout)
+		}
+	}
+	if strings.Contains(r.stdout, "record 1:") {
+		t.Errorf("--records 1 showed record 1:\n%s", r.stdout)
+	}
+
+	// Long lists stop after 8 values; long binary shows a hex prefix and its
+	// length; long text is cut with its length.
+	var buf bytes.Buffer
+	w := tfrecord.NewWriter(&buf, tfrecord.None)
+	long := strings.Repeat("abcdefghij", 10)
+	bin := make([]byte, 40)
+	for i := range bin {
+		bin[i] = byte(i)
+	}
+	rec := example.Marshal(&example.Example{Features: map[string]*example.Feature{
+		"ints": {Kind: example.KindInt64, Ints: []int64{1, 2, 3, 4, 5, 6, 7, 8, 9, 10}},
+		"bin":  {Kind: example.KindBytes, Bytes: [][]byte{bin}},
+		"text": {Kind: example.KindBytes, Bytes: [][]byte{[]byte(long)}},
+	}})
+	if err := w.Write(rec); err != nil {
+		t.Fatal(err)
+	}
+	if err := w.Close(); err != nil {
+		t.Fatal(err)
+	}
+	path := filepath.Join(t.TempDir(), "x.tfrecord")
+	if err := os.WriteFile(path, buf.Bytes(), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	r = run(t, "inspect", path)
+	want := "file: " + path + "\ncompression: none\nrecords: 1\nrecord 0: " + itoa(len(rec)) + " bytes, 3 features\n" +
+		"  bin   bytes [1]  0x000102030405060708090a0b0c0d0e0f… (40 bytes)\n" +
+		"  ints  int64 [10]  1, 2, 3, 4, 5, 6, 7, 8, …\n" +
+		"  text  bytes [1]  \"" + long[:64] + "\"… (100 bytes)\n"
+	if r.code != 0 || r.stdout != want {
+		t.Errorf("got %s\nwant stdout\n%s", r, want)
+	}
+}
+
+func TestInspectCorrupt(t *testing.T) {
+	data := sharedData(t)
+	path := filepath.Join(data, "tfrecord", "corrupted", "snapshot_serengeti_sequence_examples.record")
+	r := run(t, "inspect", path)
+	if r.code != 1 || r.stdout != "" {
+		t.Fatalf("got %s\nwant exit 1 and no output", r)
+	}
+	for _, w := range []string{path, "record 0", "byte offset 0", "truncated"} {
+		if !strings.Contains(r.stderr, w) {
+			t.Errorf("error lacks %q: %s", w, r.stderr)
+		}
+	}
+
+	// A flipped data byte in record 2 of 3: the CRC check names record 2 at
+	// its exact offset even though only the count was asked for.
+	var buf bytes.Buffer
+	w := tfrecord.NewWriter(&buf, tfrecord.None)
+	for _, s := range []string{"foo", "bar", "bazz"} {
+		if err := w.Write([]byte(s)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	w.Close()
+	b := buf.Bytes()
+	b[2*(8+4+3+4)+12] ^= 0x01 // first data byte of record 2, at offset 38
+	bad := filepath.Join(t.TempDir(), "bad.tfrecord")
+	if err := os.WriteFile(bad, b, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	r = run(t, "inspect", "--records", "0", bad)
+	if r.code != 1 || !strings.Contains(r.stderr, bad+": record 2 at byte offset 38: ") {
+		t.Errorf("got %s\nwant exit 1 naming %s record 2 at byte offset 38", r, bad)
+	}
+}
+
+func itoa(n int) string {
+	b, _ := json.Marshal(n)
+	return string(b)
+}
