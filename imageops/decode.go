@@ -104,7 +104,7 @@ func DecodeConfig(data []byte) (Config, error) {
 // Errors wrap ErrFormat, ErrTooLarge, ErrUnsupported (12-bit, arithmetic,
 // lossless JPEG), ErrCorrupt or ErrTruncated, and name the reason.
 func Decode(data []byte, channels int, opts DecodeOptions) (*tensor.Tensor, error) {
-	return decode(data, channels, &opts, defaultJPEG, makeBytes)
+	return decode(data, channels, &opts, backend{defaultJPEG, windowJPEG}, makeBytes)
 }
 
 // DecodePureGo is Decode with Go's image/jpeg instead of libjpeg-turbo. It
@@ -112,7 +112,7 @@ func Decode(data []byte, channels int, opts DecodeOptions) (*tensor.Tensor, erro
 // benchmarks can compare the two decoders in one binary. It ignores
 // ScaleHint.
 func DecodePureGo(data []byte, channels int, opts DecodeOptions) (*tensor.Tensor, error) {
-	return decode(data, channels, &opts, goJPEG, makeBytes)
+	return decode(data, channels, &opts, backend{full: goJPEG}, makeBytes)
 }
 
 func makeBytes(n int) []byte { return make([]byte, n) }
@@ -122,8 +122,18 @@ func makeBytes(n int) []byte { return make([]byte, n) }
 // cannot scale ignores denom; it reports the size it produced.
 type jpegDecoder func(data []byte, info *jpegInfo, ch, denom int, alloc func(int) []byte, lenient bool) (pix []byte, h, w int, err error)
 
-func decode(data []byte, channels int, opts *DecodeOptions, jd jpegDecoder, alloc func(int) []byte) (*tensor.Tensor, error) {
-	t, err := decodeInner(data, channels, opts, jd, alloc)
+// windowDecoder decodes only window r (in scaled stored coordinates) of a
+// JPEG scaled by 1/denom; nil where the backend cannot.
+type windowDecoder func(data []byte, info *jpegInfo, ch, denom int, r Rect, alloc func(int) []byte, lenient bool) ([]byte, error)
+
+// backend is a pair of JPEG decoders.
+type backend struct {
+	full   jpegDecoder
+	window windowDecoder
+}
+
+func decode(data []byte, channels int, opts *DecodeOptions, be backend, alloc func(int) []byte) (*tensor.Tensor, error) {
+	t, err := decodeInner(data, channels, opts, be, alloc)
 	if err != nil {
 		return nil, fmt.Errorf("imageops: decode: %w", err)
 	}
@@ -152,13 +162,13 @@ func checkWindow(r *Rect, h, w int) error {
 	return nil
 }
 
-func decodeInner(data []byte, channels int, opts *DecodeOptions, jd jpegDecoder, alloc func(int) []byte) (*tensor.Tensor, error) {
+func decodeInner(data []byte, channels int, opts *DecodeOptions, be backend, alloc func(int) []byte) (*tensor.Tensor, error) {
 	if err := checkChannels(channels); err != nil {
 		return nil, err
 	}
 	switch {
 	case bytes.HasPrefix(data, jpegMagic):
-		return decodeJPEG(data, channels, opts, jd, alloc)
+		return decodeJPEG(data, channels, opts, be.full, be.window, alloc)
 	case bytes.HasPrefix(data, pngMagic):
 		return decodePNG(data, channels, opts, alloc)
 	}
@@ -179,7 +189,7 @@ func pickDenom(rh, rw int, hint Size) int {
 	return 1
 }
 
-func decodeJPEG(data []byte, channels int, opts *DecodeOptions, jd jpegDecoder, alloc func(int) []byte) (*tensor.Tensor, error) {
+func decodeJPEG(data []byte, channels int, opts *DecodeOptions, jd jpegDecoder, wd windowDecoder, alloc func(int) []byte) (*tensor.Tensor, error) {
 	info, err := scanJPEG(data)
 	if err != nil {
 		return nil, err
@@ -206,6 +216,15 @@ func decodeJPEG(data []byte, channels int, opts *DecodeOptions, jd jpegDecoder, 
 		region = *opts.Crop
 	}
 	denom := pickDenom(region.H, region.W, opts.ScaleHint)
+	if opts.Crop != nil && info.orientation == 1 && info.components != 4 && wd != nil {
+		sh, sw := (info.height+denom-1)/denom, (info.width+denom-1)/denom
+		r := scaleRect(region, denom, sh, sw)
+		pix, err := wd(data, &info, ch, denom, r, alloc, opts.Lenient)
+		if err != nil {
+			return nil, err
+		}
+		return &tensor.Tensor{DType: tensor.Uint8, Shape: []int{r.H, r.W, ch}, Data: pix}, nil
+	}
 	final := info.orientation == 1 && opts.Crop == nil
 	a := alloc
 	if !final {
@@ -314,3 +333,4 @@ func isUnsupported(err error) bool {
 	var pu png.UnsupportedError
 	return errors.As(err, &pu)
 }
+

@@ -12,7 +12,7 @@ import (
 // domain first (much faster for large photos; the result differs from a
 // full-resolution decode by a level or two, as with PIL's draft mode).
 func DecodeResize(data []byte, channels, h, w int, method string, opts DecodeOptions) (*tensor.Tensor, error) {
-	img, err := decode(data, channels, &opts, defaultJPEG, defaultPool.Get)
+	img, err := decode(data, channels, &opts, backend{defaultJPEG, windowJPEG}, defaultPool.Get)
 	if err != nil {
 		return nil, err
 	}

@@ -3,6 +3,7 @@ package imageops
 import (
 	"fmt"
 	"math"
+	"unsafe"
 
 	"github.com/piperun/piperun/tensor"
 )
@@ -236,20 +237,7 @@ func hpass8(src []byte, h, iw, c int, dst []byte, ow int, cf *coeffs) {
 		drow := dst[y*ow*c : (y+1)*ow*c]
 		switch c {
 		case 3:
-			for x := 0; x < ow; x++ {
-				s, n := int(cf.start[x]), int(cf.count[x])
-				ws := cf.wi[x*cf.stride : x*cf.stride+n]
-				p := srow[s*3 : (s+n)*3]
-				r, g, b := int32(half), int32(half), int32(half)
-				for k, w := range ws {
-					q := p[3*k : 3*k+3 : 3*k+3]
-					r += int32(q[0]) * w
-					g += int32(q[1]) * w
-					b += int32(q[2]) * w
-				}
-				d := drow[3*x : 3*x+3 : 3*x+3]
-				d[0], d[1], d[2] = clamp8(r), clamp8(g), clamp8(b)
-			}
+			hrow3(srow, drow, ow, cf)
 		case 1:
 			for x := 0; x < ow; x++ {
 				s, n := int(cf.start[x]), int(cf.count[x])
@@ -378,5 +366,35 @@ func vpassF(src []float32, row int, dst []float32, oh int, cf *coeffs) {
 				d[i] += v * w
 			}
 		}
+	}
+}
+
+// hrow3 is the hot loop of a 3-channel resize. It indexes through unsafe
+// pointers: makeCoeffs guarantees start+count <= the row width and count <=
+// stride, and bounds checks here cost a third of the resize.
+func hrow3(srow, drow []byte, ow int, cf *coeffs) {
+	if len(drow) < 3*ow || len(cf.start) < ow || len(cf.wi) < ow*cf.stride {
+		panic("imageops: hrow3 buffers too short")
+	}
+	sp := unsafe.Pointer(unsafe.SliceData(srow))
+	dp := unsafe.Pointer(unsafe.SliceData(drow))
+	wp := unsafe.Pointer(unsafe.SliceData(cf.wi))
+	for x := 0; x < ow; x++ {
+		s, n := int(cf.start[x]), int(cf.count[x])
+		if (s+n)*3 > len(srow) {
+			panic("imageops: resize taps outside the row")
+		}
+		p := unsafe.Add(sp, 3*s)
+		w := unsafe.Add(wp, 4*x*cf.stride)
+		r, g, b := int32(half), int32(half), int32(half)
+		for k := 0; k < n; k++ {
+			wk := *(*int32)(unsafe.Add(w, 4*k))
+			q := (*[3]uint8)(unsafe.Add(p, 3*k))
+			r += int32(q[0]) * wk
+			g += int32(q[1]) * wk
+			b += int32(q[2]) * wk
+		}
+		d := (*[3]uint8)(unsafe.Add(dp, 3*x))
+		d[0], d[1], d[2] = clamp8(r), clamp8(g), clamp8(b)
 	}
 }
