@@ -1,0 +1,241 @@
+package cli_test
+
+import (
+	"bytes"
+	"encoding/json"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"sort"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+)
+
+const smallSpec = `version: 1
+name: small
+seed: 7
+resources:
+  memory: 16MiB
+stages:
+  - {name: src, type: range, count: 10}
+  - name: sq
+    type: map
+    set:
+      sq: 'index * index'
+      even: 'index % 2 == 0'
+  - {name: batch, type: batch, size: 4}
+  - {name: out, type: write_jsonl, path: out/small.jsonl}
+`
+
+func TestApplyReport(t *testing.T) {
+	dir := t.TempDir()
+	p := writeSpec(t, dir, "small.yaml", smallSpec)
+	reportPath := filepath.Join(dir, "report.json")
+	r := run(t, "apply", "--report", reportPath, p)
+	if r.code != 0 {
+		t.Fatalf("apply: %s", r)
+	}
+	b, err := os.ReadFile(reportPath)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var rep map[string]json.RawMessage
+	if err := json.Unmarshal(b, &rep); err != nil {
+		t.Fatalf("%v\n%s", err, b)
+	}
+	// DESIGN.md §3 requires these keys; the engine adds seed and stages, and
+	// skip_causes, error and extra when they have content. Anything else is
+	// a rename or an undocumented addition.
+	var keys []string
+	for k := range rep {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	if got, want := strings.Join(keys, ","), "elapsed_s,memory_budget_bytes,ok,peak_memory_bytes,seed,sinks,skipped,stages"; got != want {
+		t.Errorf("report keys %s, want %s", got, want)
+	}
+	var got struct {
+		OK      bool    `json:"ok"`
+		Elapsed float64 `json:"elapsed_s"`
+		Sinks   map[string]map[string]int64
+		Skipped map[string]int64 `json:"skipped"`
+		Peak    int64            `json:"peak_memory_bytes"`
+		Budget  int64            `json:"memory_budget_bytes"`
+		Seed    uint64           `json:"seed"`
+		Stages  map[string]map[string]int64
+		Error   string `json:"error"`
+	}
+	if err := json.Unmarshal(b, &got); err != nil {
+		t.Fatal(err)
+	}
+	if !got.OK || got.Error != "" {
+		t.Errorf("ok %v, error %q; want ok true and no error", got.OK, got.Error)
+	}
+	if got.Elapsed <= 0 {
+		t.Errorf("elapsed_s %v, want > 0", got.Elapsed)
+	}
+	if len(got.Sinks) != 1 || got.Sinks["out"]["samples"] != 10 || got.Sinks["out"]["batches"] != 3 {
+		t.Errorf("sinks %v, want out: 10 samples in 3 batches", got.Sinks)
+	}
+	if got.Skipped == nil || len(got.Skipped) != 0 {
+		t.Errorf("skipped %v, want {}", got.Skipped)
+	}
+	if got.Budget != 16<<20 {
+		t.Errorf("memory_budget_bytes %d, want %d", got.Budget, 16<<20)
+	}
+	if got.Peak <= 0 || got.Peak > got.Budget {
+		t.Errorf("peak_memory_bytes %d, want in (0, %d]", got.Peak, got.Budget)
+	}
+	if got.Seed != 7 {
+		t.Errorf("seed %d, want 7", got.Seed)
+	}
+	wantStages := map[string]map[string]int64{"src": {"in": 0, "out": 10}, "sq": {"in": 10, "out": 10}, "batch": {"in": 10, "out": 3}}
+	for name, w := range wantStages {
+		if g := got.Stages[name]; g["in"] != w["in"] || g["out"] != w["out"] || len(g) != 2 {
+			t.Errorf("stages.%s = %v, want %v", name, g, w)
+		}
+	}
+	out, err := os.ReadFile(filepath.Join(dir, "out", "small.jsonl"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	golden(t, "apply_small.jsonl", string(out))
+	// Only the committed output and the report: no temporary files left.
+	assertFiles(t, filepath.Join(dir, "out"), "small.jsonl")
+	if !strings.Contains(r.stderr, "done in ") || !strings.Contains(r.stderr, "out: 10 samples in 3 batches") {
+		t.Errorf("summary missing from stderr:\n%s", r.stderr)
+	}
+}
+
+func TestApplyFailureReport(t *testing.T) {
+	// A run that fails writes a report with ok false and the error, and
+	// commits no output. 10/(index-5) is +Inf for sample 5, which JSON
+	// cannot hold, so the sink fails on it.
+	dir := t.TempDir()
+	p := writeSpec(t, dir, "fail.yaml", `version: 1
+name: fail
+resources: {memory: 16MiB}
+stages:
+  - {name: src, type: range, count: 10}
+  - {name: m, type: map, set: {y: '10 / (index - 5)'}}
+  - {name: out, type: write_jsonl, path: out/fail.jsonl}
+`)
+	reportPath := filepath.Join(dir, "report.json")
+	r := run(t, "apply", "--report", reportPath, p)
+	if r.code != 1 {
+		t.Fatalf("apply: %s\nwant exit 1", r)
+	}
+	b, err := os.ReadFile(reportPath)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var got struct {
+		OK    *bool  `json:"ok"`
+		Error string `json:"error"`
+	}
+	if err := json.Unmarshal(b, &got); err != nil {
+		t.Fatal(err)
+	}
+	const want = `stage "out" (write_jsonl): sample 5 (epoch 0): field "y": +Inf cannot be written as JSON`
+	if got.OK == nil || *got.OK || got.Error != want {
+		t.Errorf("report %s: want ok false and error %q", b, want)
+	}
+	if !strings.Contains(r.stderr, "piperun: "+want+"\n") {
+		t.Errorf("stderr lacks the error:\n%s", r.stderr)
+	}
+	assertFiles(t, filepath.Join(dir, "out"))
+}
+
+// assertFiles checks that dir holds exactly the named files (a missing dir
+// holds none).
+func assertFiles(t *testing.T, dir string, want ...string) {
+	t.Helper()
+	ents, err := os.ReadDir(dir)
+	if err != nil && !os.IsNotExist(err) {
+		t.Fatal(err)
+	}
+	var got []string
+	for _, e := range ents {
+		got = append(got, e.Name())
+	}
+	if strings.Join(got, ",") != strings.Join(want, ",") {
+		t.Errorf("%s holds %v, want %v", dir, got, want)
+	}
+}
+
+const slowSpec = `version: 1
+name: slow
+seed: 1
+resources:
+  memory: 16MiB
+stages:
+  - {name: src, type: range, count: 1000000000}
+  - name: twice
+    type: map
+    set:
+      twice: 'index * 2'
+  - {name: out, type: write_tfrecord, path: out/slow.tfrecord}
+`
+
+func TestApplySignals(t *testing.T) {
+	for _, sig := range []syscall.Signal{syscall.SIGINT, syscall.SIGTERM} {
+		t.Run(sig.String(), func(t *testing.T) {
+			dir := t.TempDir()
+			p := writeSpec(t, dir, "slow.yaml", slowSpec)
+			outDir := filepath.Join(dir, "out")
+			var stdout, stderr bytes.Buffer
+			cmd := exec.Command(binary, "apply", "--progress", "never", p)
+			cmd.Stdout, cmd.Stderr = &stdout, &stderr
+			if err := cmd.Start(); err != nil {
+				t.Fatal(err)
+			}
+			exited := make(chan error, 1)
+			go func() { exited <- cmd.Wait() }()
+			defer func() {
+				if cmd.ProcessState == nil {
+					cmd.Process.Kill()
+					<-exited
+				}
+			}()
+
+			// Wait until the sink has its temporary file, so the signal
+			// lands mid-write.
+			deadline := time.Now().Add(30 * time.Second)
+			for {
+				tmps, _ := filepath.Glob(filepath.Join(outDir, ".slow.tfrecord.tmp-*"))
+				if len(tmps) > 0 {
+					break
+				}
+				select {
+				case err := <-exited:
+					t.Fatalf("piperun exited before it was signalled: %v\n%s", err, stderr.String())
+				default:
+				}
+				if time.Now().After(deadline) {
+					t.Fatalf("no temporary output in %s after 30s\n%s", outDir, stderr.String())
+				}
+				time.Sleep(10 * time.Millisecond)
+			}
+			if err := cmd.Process.Signal(sig); err != nil {
+				t.Fatal(err)
+			}
+			select {
+			case <-exited:
+			case <-time.After(5 * time.Second):
+				t.Fatalf("piperun did not exit within 5s of %v\n%s", sig, stderr.String())
+			}
+			if code := cmd.ProcessState.ExitCode(); code != 1 {
+				t.Errorf("exit code %d, want 1\n%s", code, stderr.String())
+			}
+			if !strings.Contains(stderr.String(), "piperun: interrupted after ") || !strings.Contains(stderr.String(), "no output was committed") {
+				t.Errorf("stderr does not say it was interrupted:\n%s", stderr.String())
+			}
+			if _, err := os.Stat(filepath.Join(outDir, "slow.tfrecord")); !os.IsNotExist(err) {
+				t.Errorf("output file exists after %v: %v", sig, err)
+			}
+			assertFiles(t, outDir)
+		})
+	}
+}
