@@ -333,4 +333,3 @@ func isUnsupported(err error) bool {
 	var pu png.UnsupportedError
 	return errors.As(err, &pu)
 }
-

@@ -17,4 +17,3 @@ func bytesAsI32(b []byte) []int32 {
 	}
 	return unsafe.Slice((*int32)(unsafe.Pointer(&b[0])), len(b)/4)
 }
-
