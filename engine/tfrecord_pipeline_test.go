@@ -1,0 +1,657 @@
+package engine_test
+
+// Pipeline tests for TFRecords on real data: files → tfrecord →
+// parse_example → write_tfrecord through spec.Parse, plan.Compile and
+// engine.Start, checked against shared/data's EXPECTED facts and read back
+// with the tfrecord and example packages (and the stock protobuf library).
+
+import (
+	"bytes"
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"fmt"
+	"io"
+	"math"
+	"os"
+	"path/filepath"
+	"reflect"
+	"sort"
+	"strings"
+	"testing"
+
+	"google.golang.org/protobuf/proto"
+	"google.golang.org/protobuf/reflect/protodesc"
+	"google.golang.org/protobuf/reflect/protoreflect"
+	"google.golang.org/protobuf/types/descriptorpb"
+	"google.golang.org/protobuf/types/dynamicpb"
+
+	"github.com/piperun/piperun/engine"
+	"github.com/piperun/piperun/example"
+	"github.com/piperun/piperun/plan"
+	"github.com/piperun/piperun/spec"
+	"github.com/piperun/piperun/stages"
+	"github.com/piperun/piperun/tfrecord"
+)
+
+// tfrSharedData returns shared/data, skipping the test when it is absent.
+func tfrSharedData(t testing.TB) string {
+	t.Helper()
+	dir := os.Getenv("PIPERUN_SHARED_DATA")
+	if dir == "" {
+		dir = filepath.Join("..", "..", "shared", "data")
+	}
+	if _, err := os.Stat(filepath.Join(dir, "tfrecord", "EXPECTED")); err != nil {
+		t.Skipf("shared test data not found at %s (set PIPERUN_SHARED_DATA to its path): %v", dir, err)
+	}
+	abs, err := filepath.Abs(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return abs
+}
+
+// tfrRun parses, plans and runs a spec written as if it lived in dir.
+func tfrRun(t testing.TB, dir, src string, set ...string) (*engine.Report, error) {
+	t.Helper()
+	reg := stages.Default()
+	sp, diags := spec.Parse(filepath.Join(dir, "spec.yaml"), []byte(src), spec.Options{Catalog: reg, Set: set})
+	if diags.HasErrors() {
+		t.Fatalf("spec problems:\n%v\n%s", diags, src)
+	}
+	p, err := plan.Compile(sp, reg, plan.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	run, err := engine.Start(context.Background(), p, engine.Options{Registry: reg})
+	if err != nil {
+		return nil, err
+	}
+	return run.Wait()
+}
+
+// tfrReadAll reads every record of a TFRecord file, detecting compression.
+func tfrReadAll(t testing.TB, path string) [][]byte {
+	t.Helper()
+	r, c, err := tfrecord.Open(path, tfrecord.None, true)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	var out [][]byte
+	for {
+		rec, err := r.Next()
+		if err == io.EOF {
+			return out
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+		out = append(out, rec)
+	}
+}
+
+func tfrExamples(t testing.TB, path string) []*example.Example {
+	t.Helper()
+	var out []*example.Example
+	for i, rec := range tfrReadAll(t, path) {
+		ex, err := example.Unmarshal(rec)
+		if err != nil {
+			t.Fatalf("%s record %d: %v", path, i, err)
+		}
+		out = append(out, ex)
+	}
+	return out
+}
+
+// expected is the part of a shared/data EXPECTED file these tests use.
+type expected struct {
+	NumRecords int `json:"num_records"`
+	Features   map[string]struct {
+		Kinds map[string]int `json:"kinds"`
+	} `json:"features"`
+	Record0 map[string]struct {
+		Kind  string            `json:"kind"`
+		Value []json.RawMessage `json:"value"`
+	} `json:"record0"`
+	Histograms map[string]map[string]int `json:"value_histograms"`
+}
+
+func readExpected(t testing.TB, data, rel string) *expected {
+	t.Helper()
+	b, err := os.ReadFile(filepath.Join(data, "tfrecord", "EXPECTED", strings.ReplaceAll(rel, "/", "__")+".json"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var e expected
+	if err := json.Unmarshal(b, &e); err != nil {
+		t.Fatal(err)
+	}
+	return &e
+}
+
+// allFeatures is a parse_example features block listing every key of an
+// EXPECTED schema as a variable-length list (which parse_example defaults
+// to empty when a record leaves the key without a kind).
+func (e *expected) allFeatures() string {
+	keys := make([]string, 0, len(e.Features))
+	for k := range e.Features {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	var b strings.Builder
+	for _, k := range keys {
+		dtype := ""
+		for kind := range e.Features[k].Kinds {
+			switch kind {
+			case "bytes_list":
+				dtype = "bytes"
+			case "float_list":
+				dtype = "float32"
+			case "int64_list":
+				dtype = "int64"
+			}
+		}
+		if dtype == "" {
+			continue // never set in any record: nothing to parse
+		}
+		fmt.Fprintf(&b, "      %q: {dtype: %s, shape: [-1]}\n", k, dtype)
+	}
+	return b.String()
+}
+
+// checkRecord0 compares an Example with EXPECTED's decoded record 0: ints
+// and floats exactly (floats as float32), text bytes exactly, and large
+// bytes by length and sha256.
+func checkRecord0(t *testing.T, e *expected, ex *example.Example) {
+	t.Helper()
+	for key, want := range e.Record0 {
+		f := ex.Features[key]
+		if want.Kind == "no_kind_set" {
+			if f != nil && f.Len() != 0 {
+				t.Errorf("%s: got %d values, want none", key, f.Len())
+			}
+			continue
+		}
+		if f == nil {
+			t.Errorf("%s: missing", key)
+			continue
+		}
+		if f.Len() != len(want.Value) {
+			t.Errorf("%s: %d values, want %d", key, f.Len(), len(want.Value))
+			continue
+		}
+		for i, raw := range want.Value {
+			switch want.Kind {
+			case "int64_list":
+				var v int64
+				json.Unmarshal(raw, &v)
+				if f.Kind != example.KindInt64 || f.Ints[i] != v {
+					t.Errorf("%s[%d]: got %v %v, want int64 %d", key, i, f.Kind, f.Ints, v)
+				}
+			case "float_list":
+				var v float64
+				json.Unmarshal(raw, &v)
+				if f.Kind != example.KindFloat || f.Floats[i] != float32(v) {
+					t.Errorf("%s[%d]: got %v %v, want float %v", key, i, f.Kind, f.Floats, float32(v))
+				}
+			case "bytes_list":
+				if f.Kind != example.KindBytes {
+					t.Errorf("%s: kind %v, want bytes", key, f.Kind)
+					continue
+				}
+				var s string
+				if json.Unmarshal(raw, &s) == nil {
+					if string(f.Bytes[i]) != s {
+						t.Errorf("%s[%d]: got %q, want %q", key, i, f.Bytes[i], s)
+					}
+					continue
+				}
+				var big struct {
+					Len    int    `json:"len"`
+					SHA256 string `json:"sha256"`
+				}
+				if err := json.Unmarshal(raw, &big); err != nil {
+					t.Fatal(err)
+				}
+				sum := sha256.Sum256(f.Bytes[i])
+				if len(f.Bytes[i]) != big.Len || hex.EncodeToString(sum[:]) != big.SHA256 {
+					t.Errorf("%s[%d]: %d bytes sha256 %x, want %d bytes sha256 %s", key, i, len(f.Bytes[i]), sum, big.Len, big.SHA256)
+				}
+			default:
+				t.Fatalf("%s: unknown kind %s in EXPECTED", key, want.Kind)
+			}
+		}
+	}
+}
+
+func TestTFRecordParseSharedData(t *testing.T) {
+	data := tfrSharedData(t)
+	for _, tc := range []struct {
+		file    string
+		records int
+	}{
+		{"raccoon/test.record", 40},
+		{"deeplab/pascal_voc_seg_val-00000-of-00001.tfrecord", 3},
+		{"tfx/penguin_Split-train_data_tfrecord-00000-of-00001.gz", 234},
+		{"tfx/csv_example_gen_Split-eval_data_tfrecord-00000-of-00012.gz", 424},
+	} {
+		t.Run(tc.file, func(t *testing.T) {
+			e := readExpected(t, data, tc.file)
+			if e.NumRecords != tc.records {
+				t.Fatalf("EXPECTED says %d records, the table %d", e.NumRecords, tc.records)
+			}
+			dir := t.TempDir()
+			out := filepath.Join(dir, "out.tfrecord")
+			rep, err := tfrRun(t, dir, fmt.Sprintf(`version: 1
+name: parse
+resources: {memory: 64MiB}
+stages:
+  - {name: files, type: files, pattern: %q}
+  - {name: records, type: tfrecord, compression: auto}
+  - name: examples
+    type: parse_example
+    features:
+%s  - {name: out, type: write_tfrecord, path: %q}
+`, filepath.Join(data, "tfrecord", tc.file), e.allFeatures(), out))
+			if err != nil {
+				t.Fatal(err)
+			}
+			if got := rep.Sinks["out"].Samples; got != int64(tc.records) {
+				t.Errorf("out: %d samples, want %d", got, tc.records)
+			}
+			if got := rep.Stages["records"].Out; got != int64(tc.records) {
+				t.Errorf("records: %d out, want %d", got, tc.records)
+			}
+			exs := tfrExamples(t, out)
+			if len(exs) != tc.records {
+				t.Fatalf("%d records written, want %d", len(exs), tc.records)
+			}
+			checkRecord0(t, e, exs[0])
+			// Every histogram EXPECTED keeps for an int64 or text key holds
+			// over all records.
+			for key, want := range e.Histograms {
+				got := map[string]int{}
+				for _, ex := range exs {
+					f := ex.Features[key]
+					if f == nil {
+						continue
+					}
+					for _, v := range f.Ints {
+						got[fmt.Sprint(v)]++
+					}
+					for _, v := range f.Bytes {
+						got[string(v)]++
+					}
+				}
+				if !reflect.DeepEqual(got, want) {
+					t.Errorf("histogram of %s: got %v, want %v", key, got, want)
+				}
+			}
+		})
+	}
+}
+
+func TestPenguinSpeciesHistogram(t *testing.T) {
+	data := tfrSharedData(t)
+	dir := t.TempDir()
+	out := filepath.Join(dir, "species.tfrecord")
+	_, err := tfrRun(t, dir, fmt.Sprintf(`version: 1
+name: penguin
+stages:
+  - {name: files, type: files, pattern: %q}
+  - {name: records, type: tfrecord}
+  - {name: examples, type: parse_example, features: {species: {dtype: int64}}}
+  - {name: out, type: write_tfrecord, path: %q}
+`, filepath.Join(data, "tfrecord", "tfx", "penguin_Split-train_data_tfrecord-00000-of-00001.gz"), out))
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := map[int64]int{}
+	for _, ex := range tfrExamples(t, out) {
+		got[ex.Features["species"].Ints[0]]++
+	}
+	if want := map[int64]int{0: 99, 1: 46, 2: 89}; !reflect.DeepEqual(got, want) {
+		t.Errorf("species histogram %v, want %v", got, want)
+	}
+}
+
+func TestTFRecordCorruptSharedData(t *testing.T) {
+	data := tfrSharedData(t)
+	file := filepath.Join(data, "tfrecord", "corrupted", "snapshot_serengeti_sequence_examples.record")
+	body := func(onError string) string {
+		return fmt.Sprintf(`version: 1
+name: corrupt
+stages:
+  - {name: files, type: files, pattern: %q}
+  - {name: records, type: tfrecord, on_error: %s}
+  - {name: out, type: discard}
+`, file, onError)
+	}
+	t.Run("fail", func(t *testing.T) {
+		rep, err := tfrRun(t, t.TempDir(), body("fail"))
+		if err == nil {
+			t.Fatal("run succeeded on a truncated file")
+		}
+		for _, w := range []string{`stage "records" (tfrecord)`, file, "record 0", "byte offset 0", "truncated"} {
+			if !strings.Contains(err.Error(), w) {
+				t.Errorf("error lacks %q: %v", w, err)
+			}
+		}
+		if rep == nil || rep.OK || rep.Sinks["out"].Samples != 0 {
+			t.Errorf("report %+v: want ok false and no samples", rep)
+		}
+	})
+	t.Run("skip", func(t *testing.T) {
+		rep, err := tfrRun(t, t.TempDir(), body("skip"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !rep.OK || rep.Skipped["records"] != 1 || len(rep.Skipped) != 1 || rep.Sinks["out"].Samples != 0 {
+			t.Errorf("ok %v, skipped %v, samples %d; want ok, {records: 1}, 0", rep.OK, rep.Skipped, rep.Sinks["out"].Samples)
+		}
+		causes := rep.SkipCauses["records"]
+		if len(causes) != 1 || !strings.Contains(causes[0], file) || !strings.Contains(causes[0], "record 0 at byte offset 0") {
+			t.Errorf("skip causes %q: want one naming %s record 0 at byte offset 0", causes, file)
+		}
+	})
+}
+
+func TestTFRecordFlippedByte(t *testing.T) {
+	// Five records "rec-0".."rec-4", 21 bytes framed each: record 3's header
+	// is at 63 and its data at 75. A flipped data byte fails its data CRC.
+	dir := t.TempDir()
+	in := filepath.Join(dir, "in.tfrecord")
+	var buf bytes.Buffer
+	w := tfrecord.NewWriter(&buf, tfrecord.None)
+	for i := range 5 {
+		if err := w.Write([]byte(fmt.Sprintf("rec-%d", i))); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := w.Close(); err != nil {
+		t.Fatal(err)
+	}
+	b := buf.Bytes()
+	if len(b) != 5*21 || string(b[75:80]) != "rec-3" {
+		t.Fatalf("unexpected framing: %d bytes, %q at 75", len(b), b[75:80])
+	}
+	b[77] ^= 0x20
+	if err := os.WriteFile(in, b, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	body := func(onError, out string) string {
+		return fmt.Sprintf(`version: 1
+name: flipped
+stages:
+  - {name: files, type: files, pattern: %q}
+  - {name: records, type: tfrecord, on_error: %s}
+  - {name: out, type: write_tfrecord, path: %q}
+`, in, onError, out)
+	}
+	t.Run("fail", func(t *testing.T) {
+		out := filepath.Join(t.TempDir(), "out.tfrecord")
+		_, err := tfrRun(t, dir, body("fail", out))
+		if err == nil {
+			t.Fatal("run succeeded over a flipped byte")
+		}
+		want := fmt.Sprintf("tfrecord: %s: record 3 at byte offset 63: ", in)
+		if !strings.Contains(err.Error(), want) || !strings.Contains(err.Error(), `stage "records"`) {
+			t.Errorf("error %q lacks %q and the stage", err, want)
+		}
+		if _, serr := os.Stat(out); !os.IsNotExist(serr) {
+			t.Errorf("failed run left %s: %v", out, serr)
+		}
+	})
+	t.Run("skip", func(t *testing.T) {
+		out := filepath.Join(t.TempDir(), "out.tfrecord")
+		rep, err := tfrRun(t, dir, body("skip", out))
+		if err != nil {
+			t.Fatal(err)
+		}
+		var got []string
+		for _, ex := range tfrExamples(t, out) {
+			got = append(got, string(ex.Features["record"].Bytes[0]))
+		}
+		if want := []string{"rec-0", "rec-1", "rec-2"}; !reflect.DeepEqual(got, want) {
+			t.Errorf("records %q, want %q", got, want)
+		}
+		if rep.Skipped["records"] != 1 || len(rep.Skipped) != 1 {
+			t.Errorf("skipped %v, want {records: 1}", rep.Skipped)
+		}
+		if c := rep.SkipCauses["records"]; len(c) != 1 || !strings.Contains(c[0], "record 3 at byte offset 63") {
+			t.Errorf("skip causes %q", c)
+		}
+	})
+}
+
+// raccoonAll lists every raccoon feature, each as a list so any count
+// round-trips.
+const raccoonAll = `      image/encoded: {dtype: bytes, shape: [-1]}
+      image/filename: {dtype: bytes, shape: [-1]}
+      image/format: {dtype: bytes, shape: [-1]}
+      image/source_id: {dtype: bytes, shape: [-1]}
+      image/height: {dtype: int64, shape: [-1]}
+      image/width: {dtype: int64, shape: [-1]}
+      image/object/bbox/xmin: {dtype: float32, shape: [-1]}
+      image/object/bbox/xmax: {dtype: float32, shape: [-1]}
+      image/object/bbox/ymin: {dtype: float32, shape: [-1]}
+      image/object/bbox/ymax: {dtype: float32, shape: [-1]}
+      image/object/class/text: {dtype: bytes, shape: [-1]}
+      image/object/class/label: {dtype: int64, shape: [-1]}
+`
+
+func TestWriteTFRecordRoundTrip(t *testing.T) {
+	data := tfrSharedData(t)
+	src := filepath.Join(data, "tfrecord", "raccoon", "test.record")
+	input := tfrExamples(t, src)
+	md := tfrExampleDescriptor(t)
+	for _, comp := range []string{"none", "gzip"} {
+		t.Run(comp, func(t *testing.T) {
+			dir := t.TempDir()
+			_, err := tfrRun(t, dir, fmt.Sprintf(`version: 1
+name: roundtrip
+resources: {memory: 64MiB}
+stages:
+  - {name: files, type: files, pattern: %q}
+  - {name: records, type: tfrecord}
+  - name: examples
+    type: parse_example
+    features:
+%s  - {name: out, type: write_tfrecord, path: "out/raccoon-{shard}-of-{shards}.tfrecord", shards: 2, compression: %s}
+`, src, raccoonAll, comp))
+			if err != nil {
+				t.Fatal(err)
+			}
+			var got []*example.Example
+			for shard := range 2 {
+				path := filepath.Join(dir, "out", fmt.Sprintf("raccoon-%05d-of-00002.tfrecord", shard))
+				head := make([]byte, 2)
+				f, err := os.Open(path)
+				if err != nil {
+					t.Fatal(err)
+				}
+				io.ReadFull(f, head)
+				f.Close()
+				if gz := head[0] == 0x1f && head[1] == 0x8b; gz != (comp == "gzip") {
+					t.Errorf("%s: gzip magic %v, compression %s", path, gz, comp)
+				}
+				for i, rec := range tfrReadAll(t, path) {
+					ex, err := example.Unmarshal(rec)
+					if err != nil {
+						t.Fatal(err)
+					}
+					// Sample i goes to shard i mod 2.
+					idx := 2*i + shard
+					for len(got) <= idx {
+						got = append(got, nil)
+					}
+					got[idx] = ex
+					// The stock protobuf library reads what piperun wrote.
+					m := dynamicpb.NewMessage(md)
+					if err := proto.Unmarshal(rec, m); err != nil {
+						t.Fatalf("%s record %d: stock protobuf: %v", path, i, err)
+					}
+					if n := m.Get(md.Fields().ByName("features")).Message().Get(md.Fields().ByName("features").Message().Fields().ByName("feature")).Map().Len(); n != 12 {
+						t.Errorf("%s record %d: stock protobuf sees %d features, want 12", path, i, n)
+					}
+				}
+			}
+			if len(got) != len(input) {
+				t.Fatalf("%d examples written, want %d", len(got), len(input))
+			}
+			for i := range input {
+				if got[i] == nil || !sameExample(got[i], input[i]) {
+					t.Errorf("example %d differs after the round trip", i)
+				}
+			}
+		})
+	}
+}
+
+// sameExample compares features by key, kind and values.
+func sameExample(a, b *example.Example) bool {
+	if len(a.Features) != len(b.Features) {
+		return false
+	}
+	for k, fa := range a.Features {
+		fb := b.Features[k]
+		if fb == nil || fa.Kind != fb.Kind || fa.Len() != fb.Len() {
+			return false
+		}
+		for i := range fa.Len() {
+			switch fa.Kind {
+			case example.KindInt64:
+				if fa.Ints[i] != fb.Ints[i] {
+					return false
+				}
+			case example.KindFloat:
+				if math.Float32bits(fa.Floats[i]) != math.Float32bits(fb.Floats[i]) {
+					return false
+				}
+			case example.KindBytes:
+				if !bytes.Equal(fa.Bytes[i], fb.Bytes[i]) {
+					return false
+				}
+			}
+		}
+	}
+	return true
+}
+
+func TestTFRecordFramingMatchesBeam(t *testing.T) {
+	// tf.python_io.TFRecordWriter's bytes for ["foo", "bar"], from Beam's
+	// tfrecordio_test.py (shared/data/README.md). write_tfrecord frames
+	// whole tf.train.Examples, so it cannot emit the raw payloads "foo" and
+	// "bar"; this checks the writer the sink uses, tfrecord.Writer, and
+	// then that the sink's file frames its Examples the same way.
+	want, _ := hex.DecodeString("0300000000000000b099490e666f6f618abefe" + "0300000000000000b099490e6261724600e5c8")
+	var buf bytes.Buffer
+	w := tfrecord.NewWriter(&buf, tfrecord.None)
+	for _, s := range []string{"foo", "bar"} {
+		if err := w.Write([]byte(s)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := w.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if !bytes.Equal(buf.Bytes(), want) {
+		t.Errorf("framing of [foo bar]:\n got %x\nwant %x", buf.Bytes(), want)
+	}
+
+	// Through the pipeline: a file of "foo" and "bar" read as {record} and
+	// written back gives two Examples {record: bytes}, framed exactly like
+	// tfrecord.Writer frames those payloads.
+	dir := t.TempDir()
+	in := filepath.Join(dir, "beam.tfrecord")
+	if err := os.WriteFile(in, want, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	out := filepath.Join(dir, "out.tfrecord")
+	if _, err := tfrRun(t, dir, fmt.Sprintf(`version: 1
+name: beam
+stages:
+  - {name: files, type: files, pattern: %q}
+  - {name: records, type: tfrecord}
+  - {name: out, type: write_tfrecord, path: %q}
+`, in, out)); err != nil {
+		t.Fatal(err)
+	}
+	got, err := os.ReadFile(out)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var exp bytes.Buffer
+	ew := tfrecord.NewWriter(&exp, tfrecord.None)
+	for _, s := range []string{"foo", "bar"} {
+		ew.Write(example.Marshal(&example.Example{Features: map[string]*example.Feature{
+			"record": {Kind: example.KindBytes, Bytes: [][]byte{[]byte(s)}},
+		}}))
+	}
+	ew.Close()
+	if !bytes.Equal(got, exp.Bytes()) {
+		t.Errorf("write_tfrecord output:\n got %x\nwant %x", got, exp.Bytes())
+	}
+}
+
+// tfrExampleDescriptor builds tensorflow.Example's descriptor, so the stock
+// protobuf library can check what piperun writes (the approach of
+// example/proto_test.go).
+func tfrExampleDescriptor(t testing.TB) protoreflect.MessageDescriptor {
+	t.Helper()
+	s := proto.String
+	repeated := descriptorpb.FieldDescriptorProto_LABEL_REPEATED.Enum()
+	optional := descriptorpb.FieldDescriptorProto_LABEL_OPTIONAL.Enum()
+	list := func(name string, typ descriptorpb.FieldDescriptorProto_Type) *descriptorpb.DescriptorProto {
+		return &descriptorpb.DescriptorProto{Name: s(name), Field: []*descriptorpb.FieldDescriptorProto{
+			{Name: s("value"), Number: proto.Int32(1), Label: repeated, Type: typ.Enum()},
+		}}
+	}
+	msgField := func(name string, num int32, typ string, label *descriptorpb.FieldDescriptorProto_Label, oneof *int32) *descriptorpb.FieldDescriptorProto {
+		return &descriptorpb.FieldDescriptorProto{Name: s(name), Number: proto.Int32(num), Label: label,
+			Type: descriptorpb.FieldDescriptorProto_TYPE_MESSAGE.Enum(), TypeName: s(typ), OneofIndex: oneof}
+	}
+	zero := proto.Int32(0)
+	fdp := &descriptorpb.FileDescriptorProto{
+		Name:    s("piperun_engine_test_example.proto"),
+		Package: s("tensorflow"),
+		Syntax:  s("proto3"),
+		MessageType: []*descriptorpb.DescriptorProto{
+			list("BytesList", descriptorpb.FieldDescriptorProto_TYPE_BYTES),
+			list("FloatList", descriptorpb.FieldDescriptorProto_TYPE_FLOAT),
+			list("Int64List", descriptorpb.FieldDescriptorProto_TYPE_INT64),
+			{
+				Name: s("Feature"),
+				Field: []*descriptorpb.FieldDescriptorProto{
+					msgField("bytes_list", 1, ".tensorflow.BytesList", optional, zero),
+					msgField("float_list", 2, ".tensorflow.FloatList", optional, zero),
+					msgField("int64_list", 3, ".tensorflow.Int64List", optional, zero),
+				},
+				OneofDecl: []*descriptorpb.OneofDescriptorProto{{Name: s("kind")}},
+			},
+			{
+				Name:  s("Features"),
+				Field: []*descriptorpb.FieldDescriptorProto{msgField("feature", 1, ".tensorflow.Features.FeatureEntry", repeated, nil)},
+				NestedType: []*descriptorpb.DescriptorProto{{
+					Name: s("FeatureEntry"),
+					Field: []*descriptorpb.FieldDescriptorProto{
+						{Name: s("key"), Number: proto.Int32(1), Label: optional, Type: descriptorpb.FieldDescriptorProto_TYPE_STRING.Enum()},
+						msgField("value", 2, ".tensorflow.Feature", optional, nil),
+					},
+					Options: &descriptorpb.MessageOptions{MapEntry: proto.Bool(true)},
+				}},
+			},
+			{
+				Name:  s("Example"),
+				Field: []*descriptorpb.FieldDescriptorProto{msgField("features", 1, ".tensorflow.Features", optional, nil)},
+			},
+		},
+	}
+	fd, err := protodesc.NewFile(fdp, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return fd.Messages().ByName("Example")
+}
