@@ -655,3 +655,142 @@ func tfrExampleDescriptor(t testing.TB) protoreflect.MessageDescriptor {
 	}
 	return fd.Messages().ByName("Example")
 }
+
+// shapesPattern is the quickstart dataset's training shards, absolute.
+func shapesPattern(t testing.TB) string {
+	t.Helper()
+	p, err := filepath.Abs(filepath.Join("..", "examples", "data", "shapes", "train-*.tfrecord"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if m, _ := filepath.Glob(p); len(m) != 4 {
+		t.Fatalf("%s matches %d files, want 4 (go run ./examples/gen makes them)", p, len(m))
+	}
+	return p
+}
+
+func TestQuickstartDeterministicAcrossParallelism(t *testing.T) {
+	pattern := shapesPattern(t)
+	const body = `version: 1
+name: determinism
+seed: 42
+epochs: 1
+resources: {memory: 256MiB}
+stages:
+  - {name: files, type: files, pattern: %q, shuffle: true}
+  - {name: records, type: tfrecord, cycle_length: 4, parallelism: 1}
+  - name: examples
+    type: parse_example
+    parallelism: 1
+    features:
+      image/encoded: {dtype: bytes}
+      image/class/label: {dtype: int64, default: -1}
+  - name: augment
+    type: map
+    parallelism: 1
+    set:
+      image: 'decode_image($env["image/encoded"], 3) | random_resized_crop(40, 40, 0.3, 1.0) | flip_left_right(0.5) | to_float()'
+      label: '$env["image/class/label"]'
+    keep: [image, label]
+  - {name: shuffle, type: shuffle, buffer: 300}
+  - {name: batch, type: batch, size: 16}
+  - {name: out, type: write_tfrecord, path: %q}
+`
+	outputs := map[int][]byte{}
+	for _, par := range []int{1, 8} {
+		dir := t.TempDir()
+		out := filepath.Join(dir, "out.tfrecord")
+		p := fmt.Sprint(par)
+		rep, err := tfrRun(t, dir, fmt.Sprintf(body, pattern, out),
+			"stages.records.parallelism="+p, "stages.examples.parallelism="+p, "stages.augment.parallelism="+p)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if s := rep.Sinks["out"]; s.Samples != 1000 || s.Batches != 63 {
+			t.Fatalf("parallelism %d: %d samples in %d batches, want 1000 in 63", par, s.Samples, s.Batches)
+		}
+		b, err := os.ReadFile(out)
+		if err != nil {
+			t.Fatal(err)
+		}
+		outputs[par] = b
+	}
+	if !bytes.Equal(outputs[1], outputs[8]) {
+		t.Errorf("output at parallelism 1 (%d bytes, sha256 %x) differs from parallelism 8 (%d bytes, sha256 %x)",
+			len(outputs[1]), sha256.Sum256(outputs[1]), len(outputs[8]), sha256.Sum256(outputs[8]))
+	}
+}
+
+func TestShuffleEpochsVisitEverySampleOnce(t *testing.T) {
+	pattern := shapesPattern(t)
+	// Samples are identified by their JPEG bytes and label; check first that
+	// these identify every input record uniquely.
+	files, _ := filepath.Glob(pattern)
+	input := map[string]int{}
+	for _, f := range files {
+		for _, ex := range tfrExamples(t, f) {
+			input[sampleKey(ex)]++
+		}
+	}
+	if len(input) != 1000 {
+		t.Fatalf("%d distinct (image, label) pairs in the input, want 1000", len(input))
+	}
+	dir := t.TempDir()
+	out := filepath.Join(dir, "out.tfrecord")
+	rep, err := tfrRun(t, dir, fmt.Sprintf(`version: 1
+name: epochs
+seed: 42
+epochs: 2
+stages:
+  - {name: files, type: files, pattern: %q, shuffle: true}
+  - {name: records, type: tfrecord, cycle_length: 4}
+  - name: examples
+    type: parse_example
+    features:
+      image/encoded: {dtype: bytes}
+      image/class/label: {dtype: int64}
+  - {name: shuffle, type: shuffle, buffer: 300}
+  - {name: out, type: write_tfrecord, path: %q}
+`, pattern, out))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if s := rep.Sinks["out"]; s.Samples != 2000 || s.Epochs != 2 {
+		t.Fatalf("%d samples over %d epochs, want 2000 over 2", s.Samples, s.Epochs)
+	}
+	exs := tfrExamples(t, out)
+	if len(exs) != 2000 {
+		t.Fatalf("%d records written, want 2000", len(exs))
+	}
+	var orders [2][]string
+	for e := range 2 {
+		seen := map[string]int{}
+		for _, ex := range exs[e*1000 : (e+1)*1000] {
+			k := sampleKey(ex)
+			seen[k]++
+			orders[e] = append(orders[e], k)
+		}
+		if !reflect.DeepEqual(seen, input) {
+			missing, twice := 0, 0
+			for k := range input {
+				switch seen[k] {
+				case 0:
+					missing++
+				case 1:
+				default:
+					twice++
+				}
+			}
+			t.Errorf("epoch %d: %d samples missing, %d seen more than once, %d distinct", e, missing, twice, len(seen))
+		}
+	}
+	if reflect.DeepEqual(orders[0], orders[1]) {
+		t.Error("both epochs came out in the same order")
+	}
+}
+
+// sampleKey identifies a shapes sample by its label and its JPEG's sha256.
+func sampleKey(ex *example.Example) string {
+	sum := sha256.Sum256(ex.Features["image/encoded"].Bytes[0])
+	return fmt.Sprintf("%d/%x", ex.Features["image/class/label"].Ints[0], sum[:8])
+}
