@@ -290,3 +290,21 @@ func TestPool(t *testing.T) {
 		t.Errorf("DecodeResize: %.0f allocations per image, want <= 40", allocs)
 	}
 }
+
+// TestResizeExtremeShrink exercises the fallback from the packed pass when
+// 13-bit weights cannot sum exactly (thousands of taps per output).
+func TestResizeExtremeShrink(t *testing.T) {
+	img := tensor.New(tensor.Uint8, 2, 9000, 3)
+	for i := range img.Data {
+		img.Data[i] = uint8(100 + i%3)
+	}
+	for _, m := range []string{Bilinear, Area} {
+		out, err := Resize(img, 1, 1, m)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if fmt.Sprint(out.Data) != "[100 101 102]" {
+			t.Errorf("%s: %v, want [100 101 102]", m, out.Data)
+		}
+	}
+}

@@ -72,3 +72,9 @@ func (p *Pool) getI32(n int) ([]int32, []byte) {
 	b := p.Get(4 * n)
 	return bytesAsI32(b), b
 }
+
+// getU64 is getF32 for uint64 scratch.
+func (p *Pool) getU64(n int) ([]uint64, []byte) {
+	b := p.Get(8 * n)
+	return bytesAsU64(b), b
+}

@@ -61,6 +61,10 @@ type coeffs struct {
 	stride       int
 	wi           []int32   // fixed-point weights for uint8
 	wf           []float32 // weights for float32
+	end          int       // max(start[i] + count[i]): the inputs read
+	// w13 are 13-bit weights for the packed three-channel pass, set only
+	// when no weight is negative (bilinear, area), which that pass needs.
+	w13 []uint64
 }
 
 // makeCoeffs computes antialiased resampling weights the way PIL's
@@ -79,6 +83,7 @@ func makeCoeffs(in, out int, f filter, fixed bool) *coeffs {
 	} else {
 		c.wf = make([]float32, out*stride)
 	}
+	nonneg := fixed
 	for i := 0; i < out; i++ {
 		center := (float64(i) + 0.5) * scale
 		lo := max(int(center-support+0.5), 0)
@@ -91,6 +96,7 @@ func makeCoeffs(in, out int, f filter, fixed bool) *coeffs {
 			sum += w
 		}
 		c.start[i], c.count[i] = int32(lo), int32(n)
+		c.end = max(c.end, lo+n)
 		for k := 0; k < n; k++ {
 			w := wf[k]
 			if sum != 0 {
@@ -100,9 +106,34 @@ func makeCoeffs(in, out int, f filter, fixed bool) *coeffs {
 				// Round half away from zero, as PIL does, so weights of a
 				// symmetric filter stay symmetric.
 				c.wi[i*stride+k] = int32(math.Round(w * (1 << precisionBits)))
+				nonneg = nonneg && w >= 0
 			} else {
 				c.wf[i*stride+k] = float32(w)
 			}
+		}
+	}
+	if nonneg {
+		// Re-round to 13 bits so each output's weights sum to exactly 2^13
+		// (the largest absorbs the rounding), keeping flat areas exact.
+		c.w13 = make([]uint64, out*stride)
+		for i := 0; i < out; i++ {
+			var sum int64
+			big := i * stride
+			for k := i * stride; k < i*stride+int(c.count[i]); k++ {
+				c.w13[k] = uint64(math.Round(float64(c.wi[k]) / (1 << (precisionBits - swarBits))))
+				sum += int64(c.w13[k])
+				if c.w13[k] > c.w13[big] {
+					big = k
+				}
+			}
+			adj := int64(c.w13[big]) + 1<<swarBits - sum
+			if adj < 0 {
+				// Thousands of tiny taps (an extreme shrink): rounding
+				// cannot be absorbed, so use the 22-bit path.
+				c.w13 = nil
+				break
+			}
+			c.w13[big] = uint64(adj)
 		}
 	}
 	return c
@@ -232,7 +263,22 @@ const half = 1 << (precisionBits - 1)
 // hpass8 resamples each row of a uint8 image along x. The channel counts
 // that matter (3, 1, 4) get loops with their accumulators in registers.
 func hpass8(src []byte, h, iw, c int, dst []byte, ow int, cf *coeffs) {
-	for y := 0; y < h; y++ {
+	y0 := 0
+	if c == 3 && cf.w13 != nil {
+		exp, buf := defaultPool.getU64(iw)
+		for y := 0; y < h; y++ {
+			hrow3packed(src[y*iw*3:(y+1)*iw*3], dst[y*ow*3:(y+1)*ow*3], exp[:iw], ow, cf)
+		}
+		defaultPool.Put(buf)
+		return
+	}
+	if c == 3 {
+		// Two rows per sweep share each weight load and loop step.
+		for ; y0+1 < h; y0 += 2 {
+			hrow3x2(src[y0*iw*3:(y0+2)*iw*3], iw*3, dst[y0*ow*3:(y0+2)*ow*3], ow*3, ow, cf)
+		}
+	}
+	for y := y0; y < h; y++ {
 		srow := src[y*iw*c : (y+1)*iw*c]
 		drow := dst[y*ow*c : (y+1)*ow*c]
 		switch c {
@@ -295,18 +341,31 @@ func vpass8(src []byte, row int, dst []byte, oh int, cf *coeffs) {
 		for i, v := range r0 {
 			acc[i] = half + int32(v)*w0
 		}
-		for k := 1; k < n; k++ {
-			rk := src[(s+k)*row : (s+k+1)*row]
-			rk = rk[:len(acc)]
-			w := ws[k]
-			for i, v := range rk {
-				acc[i] += int32(v) * w
+		k := 1
+		for ; k+1 < n; k += 2 {
+			// Two input rows per sweep halve the accumulator traffic.
+			ra := src[(s+k)*row : (s+k+1)*row]
+			rb := src[(s+k+1)*row : (s+k+2)*row]
+			ra, rb = ra[:len(acc)], rb[:len(acc)]
+			wa, wb := ws[k], ws[k+1]
+			for i := range acc {
+				acc[i] += int32(ra[i])*wa + int32(rb[i])*wb
 			}
 		}
 		d := dst[y*row : (y+1)*row]
 		d = d[:len(acc)]
-		for i, v := range acc {
-			d[i] = clamp8(v)
+		if k < n {
+			// Fold the last tap into the final pass.
+			rk := src[(s+k)*row : (s+k+1)*row]
+			rk = rk[:len(acc)]
+			w := ws[k]
+			for i, v := range acc {
+				d[i] = clamp8(v + int32(rk[i])*w)
+			}
+		} else {
+			for i, v := range acc {
+				d[i] = clamp8(v)
+			}
 		}
 	}
 	defaultPool.Put(accBuf)
@@ -373,7 +432,7 @@ func vpassF(src []float32, row int, dst []float32, oh int, cf *coeffs) {
 // pointers: makeCoeffs guarantees start+count <= the row width and count <=
 // stride, and bounds checks here cost a third of the resize.
 func hrow3(srow, drow []byte, ow int, cf *coeffs) {
-	if len(drow) < 3*ow || len(cf.start) < ow || len(cf.wi) < ow*cf.stride {
+	if len(drow) < 3*ow || len(cf.start) < ow || len(cf.wi) < ow*cf.stride || 3*cf.end > len(srow) {
 		panic("imageops: hrow3 buffers too short")
 	}
 	sp := unsafe.Pointer(unsafe.SliceData(srow))
@@ -381,9 +440,6 @@ func hrow3(srow, drow []byte, ow int, cf *coeffs) {
 	wp := unsafe.Pointer(unsafe.SliceData(cf.wi))
 	for x := 0; x < ow; x++ {
 		s, n := int(cf.start[x]), int(cf.count[x])
-		if (s+n)*3 > len(srow) {
-			panic("imageops: resize taps outside the row")
-		}
 		p := unsafe.Add(sp, 3*s)
 		w := unsafe.Add(wp, 4*x*cf.stride)
 		r, g, b := int32(half), int32(half), int32(half)
@@ -396,5 +452,75 @@ func hrow3(srow, drow []byte, ow int, cf *coeffs) {
 		}
 		d := (*[3]uint8)(unsafe.Add(dp, 3*x))
 		d[0], d[1], d[2] = clamp8(r), clamp8(g), clamp8(b)
+	}
+}
+
+// hrow3x2 is hrow3 for two adjacent rows: src holds both input rows
+// (stride sstride) and dst both output rows (stride dstride).
+func hrow3x2(src []byte, sstride int, dst []byte, dstride, ow int, cf *coeffs) {
+	if len(dst) < dstride+3*ow || len(cf.start) < ow || len(cf.wi) < ow*cf.stride || sstride+3*cf.end > len(src) {
+		panic("imageops: hrow3x2 buffers too short")
+	}
+	sp := unsafe.Pointer(unsafe.SliceData(src))
+	dp := unsafe.Pointer(unsafe.SliceData(dst))
+	wp := unsafe.Pointer(unsafe.SliceData(cf.wi))
+	for x := 0; x < ow; x++ {
+		s, n := int(cf.start[x]), int(cf.count[x])
+		p := unsafe.Add(sp, 3*s)
+		w := unsafe.Add(wp, 4*x*cf.stride)
+		r0, g0, b0 := int32(half), int32(half), int32(half)
+		r1, g1, b1 := int32(half), int32(half), int32(half)
+		for k := 0; k < n; k++ {
+			wk := *(*int32)(unsafe.Add(w, 4*k))
+			q := (*[3]uint8)(unsafe.Add(p, 3*k))
+			q1 := (*[3]uint8)(unsafe.Add(p, 3*k+sstride))
+			r0 += int32(q[0]) * wk
+			g0 += int32(q[1]) * wk
+			b0 += int32(q[2]) * wk
+			r1 += int32(q1[0]) * wk
+			g1 += int32(q1[1]) * wk
+			b1 += int32(q1[2]) * wk
+		}
+		d := (*[3]uint8)(unsafe.Add(dp, 3*x))
+		d[0], d[1], d[2] = clamp8(r0), clamp8(g0), clamp8(b0)
+		d1 := (*[3]uint8)(unsafe.Add(dp, 3*x+dstride))
+		d1[0], d1[1], d1[2] = clamp8(r1), clamp8(g1), clamp8(b1)
+	}
+}
+
+// swarBits is the weight precision of the packed pass: 21-bit lanes hold
+// 255 × 2^13 plus rounding without carrying into the next lane.
+const swarBits = 13
+
+// hrow3packed resamples one RGB row with the three channels packed in
+// 21-bit lanes of a uint64, so each tap costs one multiply-add instead of
+// three. Weights must be non-negative (a negative one would borrow across
+// lanes); their 13-bit precision moves an output by at most a level from
+// the 22-bit path, and rarely.
+func hrow3packed(srow, drow []byte, exp []uint64, ow int, cf *coeffs) {
+	for i := range exp {
+		q := srow[3*i : 3*i+3 : 3*i+3]
+		exp[i] = uint64(q[0]) | uint64(q[1])<<21 | uint64(q[2])<<42
+	}
+	if len(drow) < 3*ow || len(cf.start) < ow || len(cf.w13) < ow*cf.stride || cf.end > len(exp) {
+		panic("imageops: hrow3packed buffers too short")
+	}
+	ep := unsafe.Pointer(unsafe.SliceData(exp))
+	wp := unsafe.Pointer(unsafe.SliceData(cf.w13))
+	const round = 1<<(swarBits-1) | 1<<(swarBits-1+21) | 1<<(swarBits-1+42)
+	for x := 0; x < ow; x++ {
+		s, n := int(cf.start[x]), int(cf.count[x])
+		e := unsafe.Add(ep, 8*s)
+		w := unsafe.Add(wp, 8*x*cf.stride)
+		acc := uint64(round)
+		for k := 0; k < n; k++ {
+			acc += *(*uint64)(unsafe.Add(e, 8*k)) * *(*uint64)(unsafe.Add(w, 8*k))
+		}
+		d := drow[3*x : 3*x+3 : 3*x+3]
+		// A lane peaks at 255·(2^13+1) + 2^12 < 2^21: no carry, and
+		// its top 8 bits are the rounded result.
+		d[0] = uint8(acc >> swarBits)
+		d[1] = uint8(acc >> (swarBits + 21))
+		d[2] = uint8(acc >> (swarBits + 42))
 	}
 }
