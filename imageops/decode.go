@@ -33,10 +33,11 @@ type DecodeOptions struct {
 	// limit.
 	MaxPixels int64
 	// ScaleHint is the size the caller will resize the result (or the Crop
-	// window) to. When set, the JPEG decoder may use DCT scaling by 1/2, 1/4
-	// or 1/8, never producing fewer rows or columns than the hint, so the
-	// result can be smaller than the full-resolution image. PNG and the
-	// pure-Go JPEG decoder ignore it.
+	// window) to. When set, the JPEG decoder may scale in the DCT domain by
+	// num/8 (1/8 to 7/8; e.g. 5/8 takes a 500×375 photo to 313×235 for a
+	// 224×224 target), never producing fewer rows or columns than the hint,
+	// so the result can be smaller than the full-resolution image. PNG and
+	// the pure-Go JPEG decoder ignore it.
 	ScaleHint Size
 	// Crop, when set, selects a window of the upright (EXIF-rotated) image
 	// at full-resolution coordinates. With a ScaleHint the window is scaled
@@ -117,14 +118,14 @@ func DecodePureGo(data []byte, channels int, opts DecodeOptions) (*tensor.Tensor
 
 func makeBytes(n int) []byte { return make([]byte, n) }
 
-// jpegDecoder decodes the stored (unrotated) image scaled by 1/denom into a
+// jpegDecoder decodes the stored (unrotated) image scaled by num/8 into a
 // buffer from alloc with ch interleaved channels (1, 3 or 4). A decoder that
-// cannot scale ignores denom; it reports the size it produced.
-type jpegDecoder func(data []byte, info *jpegInfo, ch, denom int, alloc func(int) []byte, lenient bool) (pix []byte, h, w int, err error)
+// cannot scale ignores num; it reports the size it produced.
+type jpegDecoder func(data []byte, info *jpegInfo, ch, num int, alloc func(int) []byte, lenient bool) (pix []byte, h, w int, err error)
 
 // windowDecoder decodes only window r (in scaled stored coordinates) of a
-// JPEG scaled by 1/denom; nil where the backend cannot.
-type windowDecoder func(data []byte, info *jpegInfo, ch, denom int, r Rect, alloc func(int) []byte, lenient bool) ([]byte, error)
+// JPEG scaled by num/8; nil where the backend cannot.
+type windowDecoder func(data []byte, info *jpegInfo, ch, num int, r Rect, alloc func(int) []byte, lenient bool) ([]byte, error)
 
 // backend is a pair of JPEG decoders.
 type backend struct {
@@ -175,19 +176,23 @@ func decodeInner(data []byte, channels int, opts *DecodeOptions, be backend, all
 	return nil, fmt.Errorf("%w (want jpeg or png)", ErrFormat)
 }
 
-// pickDenom returns the largest DCT scaling denominator that keeps a
-// region of rh×rw at least hint in both dimensions.
-func pickDenom(rh, rw int, hint Size) int {
+// pickScale returns the smallest DCT scaling factor num/8 (libjpeg-turbo
+// scales by 1/8 to 8/8 in steps of 1/8) that keeps a region of rh×rw at
+// least hint in both dimensions; 8 means no scaling.
+func pickScale(rh, rw int, hint Size) int {
 	if hint.H <= 0 || hint.W <= 0 {
-		return 1
+		return 8
 	}
-	for _, d := range [...]int{8, 4, 2} {
-		if rh >= hint.H*d && rw >= hint.W*d {
-			return d
+	for num := 1; num < 8; num++ {
+		if rh*num >= hint.H*8 && rw*num >= hint.W*8 {
+			return num
 		}
 	}
-	return 1
+	return 8
 }
+
+// scaled is libjpeg's size of a dimension scaled by num/8 (rounded up).
+func scaled(dim, num int) int { return (dim*num + 7) / 8 }
 
 func decodeJPEG(data []byte, channels int, opts *DecodeOptions, jd jpegDecoder, wd windowDecoder, alloc func(int) []byte) (*tensor.Tensor, error) {
 	info, err := scanJPEG(data)
@@ -215,11 +220,11 @@ func decodeJPEG(data []byte, channels int, opts *DecodeOptions, jd jpegDecoder, 
 		}
 		region = *opts.Crop
 	}
-	denom := pickDenom(region.H, region.W, opts.ScaleHint)
+	num := pickScale(region.H, region.W, opts.ScaleHint)
 	if opts.Crop != nil && info.orientation == 1 && info.components != 4 && wd != nil {
-		sh, sw := (info.height+denom-1)/denom, (info.width+denom-1)/denom
-		r := scaleRect(region, denom, sh, sw)
-		pix, err := wd(data, &info, ch, denom, r, alloc, opts.Lenient)
+		sh, sw := scaled(info.height, num), scaled(info.width, num)
+		r := scaleRect(region, num, sh, sw)
+		pix, err := wd(data, &info, ch, num, r, alloc, opts.Lenient)
 		if err != nil {
 			return nil, err
 		}
@@ -230,7 +235,7 @@ func decodeJPEG(data []byte, channels int, opts *DecodeOptions, jd jpegDecoder, 
 	if !final {
 		a = defaultPool.Get
 	}
-	pix, sh, sw, err := jd(data, &info, ch, denom, a, opts.Lenient)
+	pix, sh, sw, err := jd(data, &info, ch, num, a, opts.Lenient)
 	if err != nil {
 		return nil, err
 	}
@@ -248,26 +253,25 @@ func decodeJPEG(data []byte, channels int, opts *DecodeOptions, jd jpegDecoder, 
 			return &tensor.Tensor{DType: tensor.Uint8, Shape: []int{sh, sw, ch}, Data: pix}, nil
 		}
 	}
-	// The pure-Go decoder ignores denom, so whether the window needs
+	// The pure-Go decoder ignores num, so whether the window needs
 	// scaling follows from the size it returned.
-	d := 1
-	if denom > 1 && (sh != uh || sw != uw) {
-		d = denom
+	if sh == uh && sw == uw {
+		num = 8
 	}
-	r := scaleRect(region, d, sh, sw)
+	r := scaleRect(region, num, sh, sw)
 	out := cropBytes(pix, sh, sw, ch, r, alloc)
 	defaultPool.Put(pix)
 	return &tensor.Tensor{DType: tensor.Uint8, Shape: []int{r.H, r.W, ch}, Data: out}, nil
 }
 
-// scaleRect maps a full-resolution window onto an image scaled by 1/d,
+// scaleRect maps a full-resolution window onto an image scaled by num/8,
 // rounding outwards so no selected pixel is lost.
-func scaleRect(r Rect, d, h, w int) Rect {
-	if d == 1 {
+func scaleRect(r Rect, num, h, w int) Rect {
+	if num == 8 {
 		return r
 	}
-	y0, x0 := r.Y/d, r.X/d
-	y1, x1 := min((r.Y+r.H+d-1)/d, h), min((r.X+r.W+d-1)/d, w)
+	y0, x0 := r.Y*num/8, r.X*num/8
+	y1, x1 := min(scaled(r.Y+r.H, num), h), min(scaled(r.X+r.W, num), w)
 	return Rect{Y: y0, X: x0, H: max(y1-y0, 1), W: max(x1-x0, 1)}
 }
 

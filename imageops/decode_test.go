@@ -469,15 +469,15 @@ func TestDecodeCropAndScale(t *testing.T) {
 			if img.Shape[0] < hint.H || img.Shape[1] < hint.W {
 				t.Errorf("%s hint %v: scaled to %v, below the hint", names[i], hint, img.Shape)
 			}
-			d := pickDenom(h, w, hint)
-			if Backend == "libjpeg-turbo" && (img.Shape[0] != (h+d-1)/d || img.Shape[1] != (w+d-1)/d) {
-				t.Errorf("%s hint %v: %v, want 1/%d scale", names[i], hint, img.Shape, d)
+			d := pickScale(h, w, hint)
+			if Backend == "libjpeg-turbo" && (img.Shape[0] != scaled(h, d) || img.Shape[1] != scaled(w, d)) {
+				t.Errorf("%s hint %v: %v, want %d/8 scale", names[i], hint, img.Shape, d)
 			}
 			c, err := Decode(photos[i], 3, DecodeOptions{ScaleHint: hint, Crop: &r})
 			if err != nil {
 				t.Fatal(err)
 			}
-			if c.Shape[0] < min(hint.H, r.H/d) || c.Shape[1] < min(hint.W, r.W/d) {
+			if c.Shape[0] < min(hint.H, r.H*d/8) || c.Shape[1] < min(hint.W, r.W*d/8) {
 				t.Errorf("%s hint %v crop %v: %v too small", names[i], hint, r, c.Shape)
 			}
 		}
@@ -487,23 +487,25 @@ func TestDecodeCropAndScale(t *testing.T) {
 	}
 }
 
-func TestPickDenom(t *testing.T) {
+func TestPickScale(t *testing.T) {
 	cases := []struct {
 		h, w int
 		hint Size
 		want int
 	}{
-		{375, 500, Size{224, 224}, 1},
-		{1200, 1800, Size{224, 224}, 4},
-		{1800, 1800, Size{224, 224}, 8},
-		{1791, 1800, Size{224, 224}, 4},
-		{448, 448, Size{224, 224}, 2},
-		{447, 448, Size{224, 224}, 1},
-		{1000, 1000, Size{}, 1},
+		{375, 500, Size{224, 224}, 5},
+		{358, 500, Size{224, 224}, 6},
+		{250, 250, Size{224, 224}, 8},
+		{1200, 1800, Size{224, 224}, 2},
+		{1800, 1800, Size{224, 224}, 1},
+		{1791, 1800, Size{224, 224}, 2},
+		{448, 448, Size{224, 224}, 4},
+		{447, 448, Size{224, 224}, 5},
+		{1000, 1000, Size{}, 8},
 	}
 	for _, c := range cases {
-		if got := pickDenom(c.h, c.w, c.hint); got != c.want {
-			t.Errorf("pickDenom(%d, %d, %v) = %d, want %d", c.h, c.w, c.hint, got, c.want)
+		if got := pickScale(c.h, c.w, c.hint); got != c.want {
+			t.Errorf("pickScale(%d, %d, %v) = %d, want %d", c.h, c.w, c.hint, got, c.want)
 		}
 	}
 }
@@ -538,12 +540,12 @@ func TestCroppedDecodeExact(t *testing.T) {
 				if err != nil {
 					t.Fatal(err)
 				}
-				d := pickDenom(r.H, r.W, hint)
+				d := pickScale(r.H, r.W, hint)
 				if Backend != "libjpeg-turbo" {
-					d = 1
+					d = 8
 				}
 				ref := full
-				if pickDenom(cfg.Height, cfg.Width, hint) != d {
+				if pickScale(cfg.Height, cfg.Width, hint) != d {
 					// The window shrinks less than the whole image would.
 					info, _ := scanJPEG(data)
 					pix, h, w, err := defaultJPEG(data, &info, cfg.Channels, d, makeBytes, false)

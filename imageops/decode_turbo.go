@@ -49,16 +49,15 @@ func putHandle(h C.tjhandle) {
 }
 
 // turboJPEG is the libjpeg-turbo jpegDecoder. It decodes with the accurate
-// integer IDCT and fancy upsampling (djpeg's defaults), scaled by 1/denom.
+// integer IDCT and fancy upsampling (djpeg's defaults), scaled by num/8.
 // Unless lenient, libjpeg warnings (corrupt data, premature end) are errors.
-func turboJPEG(data []byte, info *jpegInfo, ch, denom int, alloc func(int) []byte, lenient bool) ([]byte, int, int, error) {
+func turboJPEG(data []byte, info *jpegInfo, ch, num int, alloc func(int) []byte, lenient bool) ([]byte, int, int, error) {
 	th, err := getHandle()
 	if err != nil {
 		return nil, 0, 0, err
 	}
 	defer putHandle(th)
-	sw := (info.width + denom - 1) / denom
-	sh := (info.height + denom - 1) / denom
+	sw, sh := scaled(info.width, num), scaled(info.height, num)
 	flags := C.int(C.TJFLAG_LIMITSCANS)
 	if !lenient {
 		flags |= C.TJFLAG_STOPONWARNING

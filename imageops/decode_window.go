@@ -34,12 +34,12 @@ static void pr_emit(j_common_ptr c, int level) {
 static void pr_silent(j_common_ptr c) { (void)c; }
 
 // pr_decode_window decodes rows y..y+h-1, columns x..x+w-1 of the image
-// scaled by 1/denom into out (w*comps bytes per row). jpeg_crop_scanline
+// scaled by num/8 into out (w*comps bytes per row). jpeg_crop_scanline
 // skips the IDCT and colour conversion of iMCU columns left and right of
 // the window, jpeg_skip_scanlines those of the rows above it, and rows below
 // are never read. rowbuf must hold a full scaled row. Returns 0, or -1 with
 // msg set; *warned reports whether libjpeg warned.
-static int pr_decode_window(const unsigned char *buf, unsigned long size, int denom,
+static int pr_decode_window(const unsigned char *buf, unsigned long size, int num,
 		int color, int comps, int y, int x, int h, int w,
 		unsigned char *out, unsigned char *rowbuf, int strict, char *msg, int *warned) {
 	struct jpeg_decompress_struct cinfo;
@@ -62,8 +62,8 @@ static int pr_decode_window(const unsigned char *buf, unsigned long size, int de
 	jpeg_mem_src(&cinfo, buf, size);
 	jpeg_read_header(&cinfo, TRUE);
 	cinfo.out_color_space = color;
-	cinfo.scale_num = 1;
-	cinfo.scale_denom = denom;
+	cinfo.scale_num = num;
+	cinfo.scale_denom = 8;
 	cinfo.dct_method = JDCT_ISLOW;
 	jpeg_start_decompress(&cinfo);
 	// Ask for one more column on each side: a column at the edge of
@@ -102,11 +102,11 @@ import (
 	"unsafe"
 )
 
-// windowJPEG decodes only window r of the stored image scaled by 1/denom,
+// windowJPEG decodes only window r of the stored image scaled by num/8,
 // through libjpeg's partial-decode API (the TurboJPEG 2.x API cannot crop).
 // Rows below the window are never entropy-decoded, so damage there goes
 // unnoticed; damage inside or above is reported as by turboJPEG.
-var windowJPEG windowDecoder = func(data []byte, info *jpegInfo, ch, denom int, r Rect, alloc func(int) []byte, lenient bool) ([]byte, error) {
+var windowJPEG windowDecoder = func(data []byte, info *jpegInfo, ch, num int, r Rect, alloc func(int) []byte, lenient bool) ([]byte, error) {
 	var color C.int
 	switch ch {
 	case 1:
@@ -116,7 +116,7 @@ var windowJPEG windowDecoder = func(data []byte, info *jpegInfo, ch, denom int, 
 	default:
 		color = C.JCS_EXT_RGBA
 	}
-	sw := (info.width + denom - 1) / denom
+	sw := scaled(info.width, num)
 	rowbuf := defaultPool.Get(sw * ch)
 	defer defaultPool.Put(rowbuf)
 	out := alloc(r.H * r.W * ch)
@@ -126,7 +126,7 @@ var windowJPEG windowDecoder = func(data []byte, info *jpegInfo, ch, denom int, 
 	if lenient {
 		strict = 0
 	}
-	rc := C.pr_decode_window((*C.uchar)(unsafe.Pointer(&data[0])), C.ulong(len(data)), C.int(denom),
+	rc := C.pr_decode_window((*C.uchar)(unsafe.Pointer(&data[0])), C.ulong(len(data)), C.int(num),
 		color, C.int(ch), C.int(r.Y), C.int(r.X), C.int(r.H), C.int(r.W),
 		(*C.uchar)(unsafe.Pointer(&out[0])), (*C.uchar)(unsafe.Pointer(&rowbuf[0])), strict, &msg[0], &warned)
 	if rc != 0 {

@@ -9,8 +9,8 @@ import (
 )
 
 // goJPEG is the pure-Go jpegDecoder. image/jpeg cannot scale in the DCT
-// domain, so it ignores denom and returns the full-resolution image.
-func goJPEG(data []byte, info *jpegInfo, ch, denom int, alloc func(int) []byte, lenient bool) ([]byte, int, int, error) {
+// domain, so it ignores num and returns the full-resolution image.
+func goJPEG(data []byte, info *jpegInfo, ch, num int, alloc func(int) []byte, lenient bool) ([]byte, int, int, error) {
 	img, err := jpeg.Decode(bytes.NewReader(data))
 	if err != nil {
 		var ue jpeg.UnsupportedError
