@@ -203,12 +203,7 @@ func TestValidateBudget(t *testing.T) {
 	// 147MiB in all, against a 64MiB budget; resources.memory's value sits at
 	// line 4, column 11.
 	const file = "testdata/budget.yaml"
-	// plan.Fit counts the batch stage's SampleBytes (its output: a whole
-	// batch of 147MiB) once per buffered input sample, so the message says
-	// "256 samples of about 147MiB each = 36.75GiB" where the truth is 256
-	// samples of 588KiB = 147MiB. The rejection is right, the numbers are
-	// not; this expectation pins today's text (reported, not fixed here).
-	const msg = `stage "batch" buffers 256 samples of about 147MiB each = 36.75GiB, more than resources.memory (64MiB)`
+	const msg = `stage "batch" buffers 256 samples of about 588.25KiB each = 147.06MiB, more than resources.memory (64MiB)`
 
 	t.Run("text", func(t *testing.T) {
 		r := run(t, "validate", file)

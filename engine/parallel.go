@@ -23,7 +23,13 @@ type job struct {
 	eoe   bool
 	epoch int
 	done  chan struct{}
+	// head is closed when the collector waits for this job. Only the head
+	// job may wait for memory: a later job waiting could hold the budget
+	// the head needs while the collector cannot emit past the head.
+	head chan struct{}
 }
+
+func newJob() *job { return &job{done: make(chan struct{}), head: make(chan struct{})} }
 
 // jobSize splits chunks so that every worker gets work even when chunks
 // are short, without making jobs so small that their overhead shows.
@@ -121,7 +127,9 @@ func (r *Run) runParallel(ctx context.Context, g *errgroup.Group, n *node, p sta
 				return nil // the collector reports errors; a cancel is its doing
 			}
 			if it.eoe {
-				if !send(&job{eoe: true, epoch: it.epoch, done: make(chan struct{})}) {
+				j := newJob()
+				j.eoe, j.epoch = true, it.epoch
+				if !send(j) {
 					return nil
 				}
 				continue
@@ -129,7 +137,12 @@ func (r *Run) runParallel(ctx context.Context, g *errgroup.Group, n *node, p sta
 			n.in.Add(int64(len(batch)))
 			for len(batch) > 0 {
 				k := min(size, len(batch))
-				if !send(&job{in: batch[:k:k], done: make(chan struct{})}) {
+				j := newJob()
+				j.in = batch[:k:k]
+				if !det {
+					close(j.head) // completion order: nobody waits behind it
+				}
+				if !send(j) {
 					releaseAll(r.budget, batch[k:])
 					return nil
 				}
@@ -161,8 +174,20 @@ func (r *Run) runParallel(ctx context.Context, g *errgroup.Group, n *node, p sta
 		}
 		select {
 		case <-j.done:
-		case <-ctx.Done():
-			return ctx.Err()
+		default:
+			// Flush before waiting so downstream can free what the job may
+			// be waiting for, then let the job wait for memory.
+			if err := o.flush(); err != nil {
+				return err
+			}
+			if det {
+				close(j.head)
+			}
+			select {
+			case <-j.done:
+			case <-ctx.Done():
+				return ctx.Err()
+			}
 		}
 		if j.err != nil {
 			return j.err
@@ -186,11 +211,19 @@ func (r *Run) runParallel(ctx context.Context, g *errgroup.Group, n *node, p sta
 func (r *Run) work(ctx context.Context, n *node, p stages.Processor, j *job) {
 	var cur *sample.Sample
 	passed := false
+	waitHead := func() error {
+		select {
+		case <-j.head:
+			return nil
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+	}
 	emit := func(s *sample.Sample) error {
 		if s == cur {
 			passed = true
 		}
-		if err := reserve(ctx, r.budget, s, nil); err != nil {
+		if err := reserve(ctx, r.budget, s, waitHead); err != nil {
 			return err
 		}
 		j.out = append(j.out, s)
@@ -220,6 +253,10 @@ type slot struct {
 	// items is fed by a read-ahead goroutine when the stage is parallel.
 	items  chan streamItem
 	cancel context.CancelFunc
+	// wanted is poked when the consumer blocks on this slot; a read-ahead
+	// goroutine short of memory waits for it, so only the stream being
+	// consumed can wait for the budget.
+	wanted chan struct{}
 }
 
 type streamItem struct {
@@ -300,7 +337,7 @@ func (r *Run) runExpand(ctx context.Context, g *errgroup.Group, n *node, x stage
 				continue
 			}
 			for k := 0; k < block; k++ {
-				s, err := r.nextFromSlot(ctx, sl)
+				s, err := r.nextFromSlot(ctx, sl, o.flush)
 				if err == nil {
 					s.ID, s.Epoch = id, sl.origin.Epoch
 					id++
@@ -310,12 +347,17 @@ func (r *Run) runExpand(ctx context.Context, g *errgroup.Group, n *node, x stage
 					continue
 				}
 				if err != io.EOF {
-					if herr := n.handle(nil, err); herr != nil {
-						return herr
-					}
 					if stages.IsItemError(err) {
+						if herr := n.handle(nil, err); herr != nil {
+							return herr
+						}
 						k--
 						continue // one bad item; the stream reads on
+					}
+					// A broken frame leaves no way to find the next record,
+					// so the rest of the stream is lost; say so.
+					if herr := n.handle(nil, fmt.Errorf("%w; the rest of %s was not read", err, sl.origin.Describe())); herr != nil {
+						return herr
 					}
 				}
 				r.closeSlot(sl)
@@ -355,12 +397,21 @@ func (r *Run) startReadAhead(ctx context.Context, g *errgroup.Group, sl *slot) {
 	sctx, cancel := context.WithCancel(ctx)
 	sl.cancel = cancel
 	sl.items = make(chan streamItem, readAhead)
+	sl.wanted = make(chan struct{}, 1)
+	waitWanted := func() error {
+		select {
+		case <-sl.wanted:
+			return nil
+		case <-sctx.Done():
+			return sctx.Err()
+		}
+	}
 	g.Go(func() error {
 		defer close(sl.items)
 		for {
 			s, err := sl.stream.Next()
 			if err == nil {
-				if rerr := reserve(sctx, r.budget, s, nil); rerr != nil {
+				if rerr := reserve(sctx, r.budget, s, waitWanted); rerr != nil {
 					return nil // cancelled: the consumer has gone
 				}
 			}
@@ -379,22 +430,35 @@ func (r *Run) startReadAhead(ctx context.Context, g *errgroup.Group, sl *slot) {
 	})
 }
 
-func (r *Run) nextFromSlot(ctx context.Context, sl *slot) (*sample.Sample, error) {
+func (r *Run) nextFromSlot(ctx context.Context, sl *slot, flush func() error) (*sample.Sample, error) {
 	if sl.items == nil {
 		return sl.stream.Next()
 	}
+	var it streamItem
+	var ok bool
 	select {
-	case it, ok := <-sl.items:
-		if !ok {
-			if err := ctx.Err(); err != nil {
-				return nil, err
-			}
-			return nil, io.EOF
+	case it, ok = <-sl.items:
+	default:
+		if err := flush(); err != nil {
+			return nil, err
 		}
-		return it.s, it.err
-	case <-ctx.Done():
-		return nil, ctx.Err()
+		select {
+		case sl.wanted <- struct{}{}:
+		default:
+		}
+		select {
+		case it, ok = <-sl.items:
+		case <-ctx.Done():
+			return nil, ctx.Err()
+		}
 	}
+	if !ok {
+		if err := ctx.Err(); err != nil {
+			return nil, err
+		}
+		return nil, io.EOF
+	}
+	return it.s, it.err
 }
 
 func (r *Run) closeSlot(sl *slot) {

@@ -60,8 +60,10 @@ type Node struct {
 	Parallelism int
 	// Buffer is the number of samples the stage itself may hold.
 	Buffer int
-	// SampleBytes estimates one output sample; -1 when unknown without data.
-	SampleBytes int64
+	// SampleBytes estimates one output sample, InSampleBytes one input
+	// sample; -1 when unknown without data.
+	SampleBytes   int64
+	InSampleBytes int64
 	// Share is the bytes the stage's buffer and output queue may hold,
 	// when SampleBytes is known.
 	Share int64
@@ -118,9 +120,14 @@ func Compile(sp *spec.Spec, cat spec.Catalog, opts Options) (*Plan, error) {
 		if b, ok := st.Config.(Bufferer); ok {
 			n.Buffer = b.BufferSamples(p.Workers)
 		}
-		if n.SampleBytes >= 0 && st.Role != spec.RoleSink {
-			held := int64(n.Buffer + QueueChunks*p.ChunkSize*len(st.Outputs))
-			n.Share = held * n.SampleBytes
+		// A buffer holds input samples (batch gathers inputs; its output is
+		// one batch), the output queues hold output samples.
+		n.InSampleBytes = n.SampleBytes
+		if len(st.InSchemas) > 0 {
+			n.InSampleBytes = st.InSchemas[0].EstimateBytes()
+		}
+		if n.SampleBytes >= 0 && n.InSampleBytes >= 0 && st.Role != spec.RoleSink {
+			n.Share = int64(n.Buffer)*n.InSampleBytes + int64(QueueChunks*p.ChunkSize*len(st.Outputs))*n.SampleBytes
 		}
 		p.Nodes = append(p.Nodes, n)
 	}
@@ -148,9 +155,9 @@ func (p *Plan) Fit() []string {
 		}
 		total += n.Share
 		parts = append(parts, fmt.Sprintf("%s %s", n.Stage.Name, spec.ByteSize(n.Share)))
-		if n.Buffer > 0 && int64(n.Buffer)*n.SampleBytes > p.Memory {
+		if n.Buffer > 0 && int64(n.Buffer)*n.InSampleBytes > p.Memory {
 			out = append(out, fmt.Sprintf("stage %q buffers %d samples of about %s each = %s, more than resources.memory (%s)",
-				n.Stage.Name, n.Buffer, spec.ByteSize(n.SampleBytes), spec.ByteSize(int64(n.Buffer)*n.SampleBytes), spec.ByteSize(p.Memory)))
+				n.Stage.Name, n.Buffer, spec.ByteSize(n.InSampleBytes), spec.ByteSize(int64(n.Buffer)*n.InSampleBytes), spec.ByteSize(p.Memory)))
 		}
 	}
 	if len(out) == 0 && total > p.Memory {

@@ -1,0 +1,428 @@
+package engine_test
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"sort"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/piperun/piperun/engine"
+)
+
+// indexes parses {"index":N,...} lines.
+func indexes(t *testing.T, lines []string, key string) []int64 {
+	t.Helper()
+	out := make([]int64, len(lines))
+	for i, l := range lines {
+		var m map[string]any
+		if err := json.Unmarshal([]byte(l), &m); err != nil {
+			t.Fatalf("line %d: %v", i, err)
+		}
+		out[i] = int64(m[key].(float64))
+	}
+	return out
+}
+
+func TestMapFilterBatchExact(t *testing.T) {
+	dir := t.TempDir()
+	rep, err := runSpec(t, dir, `
+version: 1
+name: exact
+seed: 1
+stages:
+  - {name: src, type: range, count: 10}
+  - name: m
+    type: map
+    set: {sq: 'index * index', half: 'index / 2', tag: '"n" + string(index)'}
+  - {name: f, type: filter, where: 'index % 3 != 0'}
+  - {name: b, type: batch, size: 4}
+  - {name: out, type: write_jsonl, path: out.jsonl}
+`)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := []string{
+		`{"half":[0.5,1,2,2.5],"index":[1,2,4,5],"sq":[1,4,16,25],"tag":["n1","n2","n4","n5"]}`,
+		`{"half":[3.5,4],"index":[7,8],"sq":[49,64],"tag":["n7","n8"]}`,
+	}
+	got := readLines(t, filepath.Join(dir, "out.jsonl"))
+	if strings.Join(got, "\n") != strings.Join(want, "\n") {
+		t.Errorf("got\n%s\nwant\n%s", strings.Join(got, "\n"), strings.Join(want, "\n"))
+	}
+	if s := rep.Sinks["out"]; s.Samples != 6 || s.Batches != 2 {
+		t.Errorf("sink counts %+v, want 6 samples in 2 batches", s)
+	}
+	if st := rep.Stages["f"]; st.In != 10 || st.Out != 6 {
+		t.Errorf("filter counts %+v", st)
+	}
+}
+
+const detSpec = `
+version: 1
+name: det
+seed: 99
+epochs: 2
+stages:
+  - {name: src, type: range, count: 3000}
+  - name: m
+    type: map
+    set:
+      x: 'one_hot(int(index % 5), 5)'
+      y: 'index * 7 % 13'
+  - {name: f, type: filter, where: 'y != 3'}
+  - {name: sh, type: shuffle, buffer: 100}
+  - {name: b, type: batch, size: 16}
+  - {name: out, type: write_jsonl, path: out.jsonl}
+`
+
+// TestDeterministicAcrossParallelism is the promise that the same spec and
+// seed give the same bytes at any parallelism.
+func TestDeterministicAcrossParallelism(t *testing.T) {
+	var outs []string
+	for _, par := range []string{"1", "8"} {
+		dir := t.TempDir()
+		if _, err := runSpec(t, dir, detSpec, "stages.m.parallelism="+par, "stages.f.parallelism="+par); err != nil {
+			t.Fatal(err)
+		}
+		b, err := os.ReadFile(filepath.Join(dir, "out.jsonl"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		outs = append(outs, string(b))
+	}
+	if outs[0] != outs[1] {
+		t.Fatal("output at parallelism 1 and 8 differs")
+	}
+	if len(outs[0]) < 1000 {
+		t.Fatalf("suspiciously small output: %d bytes", len(outs[0]))
+	}
+}
+
+func TestNonDeterministicKeepsEverySample(t *testing.T) {
+	dir := t.TempDir()
+	_, err := runSpec(t, dir, `
+version: 1
+name: nondet
+deterministic: false
+stages:
+  - {name: src, type: range, count: 2000}
+  - {name: m, type: map, parallelism: 4, set: {y: 'index + 1'}}
+  - {name: out, type: write_jsonl, path: out.jsonl}
+`)
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := indexes(t, readLines(t, filepath.Join(dir, "out.jsonl")), "index")
+	sort.Slice(got, func(i, j int) bool { return got[i] < got[j] })
+	for i, v := range got {
+		if v != int64(i) {
+			t.Fatalf("sample %d missing or repeated (got %d)", i, v)
+		}
+	}
+	if len(got) != 2000 {
+		t.Fatalf("got %d samples", len(got))
+	}
+}
+
+// TestShuffleEpochs checks that two epochs are two different permutations
+// of the same samples, each sample once per epoch.
+func TestShuffleEpochs(t *testing.T) {
+	dir := t.TempDir()
+	_, err := runSpec(t, dir, `
+version: 1
+name: epochs
+seed: 5
+epochs: 2
+stages:
+  - {name: src, type: range, count: 500}
+  - {name: sh, type: shuffle, buffer: 1000}
+  - {name: out, type: write_jsonl, path: out.jsonl}
+`)
+	if err != nil {
+		t.Fatal(err)
+	}
+	all := indexes(t, readLines(t, filepath.Join(dir, "out.jsonl")), "index")
+	if len(all) != 1000 {
+		t.Fatalf("got %d samples, want 1000", len(all))
+	}
+	e0, e1 := all[:500], all[500:]
+	if fmt.Sprint(e0) == fmt.Sprint(e1) {
+		t.Error("both epochs have the same order")
+	}
+	for _, e := range [][]int64{e0, e1} {
+		s := append([]int64(nil), e...)
+		sort.Slice(s, func(i, j int) bool { return s[i] < s[j] })
+		for i, v := range s {
+			if v != int64(i) {
+				t.Fatalf("epoch is not a permutation: position %d holds %d", i, v)
+			}
+		}
+	}
+	// The same seed repeats the same orders.
+	dir2 := t.TempDir()
+	if _, err := runSpec(t, dir2, strings.Replace(`
+version: 1
+name: epochs
+seed: 5
+epochs: 2
+stages:
+  - {name: src, type: range, count: 500}
+  - {name: sh, type: shuffle, buffer: 1000}
+  - {name: out, type: write_jsonl, path: out.jsonl}
+`, "", "", 1)); err != nil {
+		t.Fatal(err)
+	}
+	again := indexes(t, readLines(t, filepath.Join(dir2, "out.jsonl")), "index")
+	if fmt.Sprint(again) != fmt.Sprint(all) {
+		t.Error("same seed gave a different order")
+	}
+}
+
+func TestJoins(t *testing.T) {
+	tests := []struct {
+		name, stages, want string
+	}{
+		{"concat", `
+  - {name: a, type: range, count: 3}
+  - {name: b, type: range, count: 2}
+  - {name: j, type: concat, inputs: [a, b]}`, "0 1 2 0 1"},
+		{"zip", `
+  - {name: a, type: range, count: 3}
+  - {name: b0, type: range, count: 5}
+  - {name: b, type: map, input: b0, set: {other: 'index * 10'}, drop: [index]}
+  - {name: j, type: zip, inputs: [a, b]}`, "0/0 1/10 2/20"},
+		{"mix-weights", `
+  - {name: a, type: range, count: 4}
+  - {name: b0, type: range, count: 4}
+  - {name: b, type: map, input: b0, set: {index: 'index + 100'}}
+  - {name: j, type: mix, inputs: [a, b], weights: [1, 0]}`, "0 1 2 3"},
+		{"mix-stop-on-empty", `
+  - {name: a, type: range, count: 0}
+  - {name: b, type: range, count: 4}
+  - {name: j, type: mix, inputs: [a, b], stop_on_empty: true}`, ""},
+		{"take-skip", `
+  - {name: a, type: range, count: 10}
+  - {name: s, type: skip, count: 3}
+  - {name: j, type: take, count: 4}`, "3 4 5 6"},
+		{"fan-out", `
+  - {name: a, type: range, count: 3}
+  - {name: x, type: map, input: a, set: {index: 'index * 2'}}
+  - {name: y, type: map, input: a, set: {index: 'index * 3'}}
+  - {name: j, type: concat, inputs: [x, y]}`, "0 2 4 0 3 6"},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			dir := t.TempDir()
+			_, err := runSpec(t, dir, "version: 1\nname: j\nseed: 3\nstages:"+tc.stages+"\n  - {name: out, type: write_jsonl, input: j, path: out.jsonl}\n")
+			if err != nil {
+				t.Fatal(err)
+			}
+			var got []string
+			for _, l := range readLines(t, filepath.Join(dir, "out.jsonl")) {
+				var m map[string]float64
+				json.Unmarshal([]byte(l), &m)
+				if o, ok := m["other"]; ok {
+					got = append(got, fmt.Sprintf("%v/%v", m["index"], o))
+				} else {
+					got = append(got, fmt.Sprint(m["index"]))
+				}
+			}
+			if s := strings.Join(got, " "); s != tc.want {
+				t.Errorf("got %q, want %q", s, tc.want)
+			}
+		})
+	}
+}
+
+func TestMixIsWeighted(t *testing.T) {
+	dir := t.TempDir()
+	_, err := runSpec(t, dir, `
+version: 1
+name: mix
+seed: 11
+stages:
+  - {name: a, type: range, count: 10000}
+  - {name: b0, type: range, count: 10000}
+  - {name: b, type: map, input: b0, set: {index: '-1'}}
+  - {name: j, type: mix, inputs: [a, b], weights: [3, 1], stop_on_empty: true}
+  - {name: t, type: take, count: 4000}
+  - {name: out, type: write_jsonl, path: out.jsonl}
+`)
+	if err != nil {
+		t.Fatal(err)
+	}
+	fromB := 0
+	for _, v := range indexes(t, readLines(t, filepath.Join(dir, "out.jsonl")), "index") {
+		if v == -1 {
+			fromB++
+		}
+	}
+	// 4000 draws at p=0.25: mean 1000, sd ~27; 150 is over 5 sd.
+	if fromB < 850 || fromB > 1150 {
+		t.Errorf("%d of 4000 from the weight-1 input, want about 1000", fromB)
+	}
+}
+
+func TestTakeStopsEndlessEpochs(t *testing.T) {
+	dir := t.TempDir()
+	rep, err := runSpec(t, dir, `
+version: 1
+name: endless
+epochs: 0
+stages:
+  - {name: src, type: range, count: 7}
+  - {name: t, type: take, count: 20}
+  - {name: out, type: write_jsonl, path: out.jsonl}
+`)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if rep.Sinks["out"].Samples != 20 {
+		t.Errorf("got %d samples, want 20", rep.Sinks["out"].Samples)
+	}
+}
+
+func TestOnErrorSkipCounts(t *testing.T) {
+	src := `
+version: 1
+name: skip
+stages:
+  - {name: src, type: range, count: 10}
+  - name: m
+    type: map
+    on_error: %s
+    set: {v: 'one_hot(index, 5)'}
+  - {name: out, type: write_jsonl, path: out.jsonl}
+`
+	dir := t.TempDir()
+	rep, err := runSpec(t, dir, fmt.Sprintf(src, "skip"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if rep.Skipped["m"] != 5 || rep.Sinks["out"].Samples != 5 {
+		t.Errorf("skipped %d, wrote %d; want 5 and 5", rep.Skipped["m"], rep.Sinks["out"].Samples)
+	}
+	if c := rep.SkipCauses["m"]; len(c) != 5 || !strings.Contains(c[0], "one_hot: index 5 out of range [0, 5)") {
+		t.Errorf("causes: %q", c)
+	}
+	dir = t.TempDir()
+	_, err = runSpec(t, dir, fmt.Sprintf(src, "fail"))
+	var se *engine.StageError
+	if !errors.As(err, &se) || se.Stage != "m" || se.Sample != "sample 5 (epoch 0)" {
+		t.Fatalf("error %v does not name stage m and sample 5", err)
+	}
+	if _, err := os.Stat(filepath.Join(dir, "out.jsonl")); !os.IsNotExist(err) {
+		t.Errorf("a failed run left its output: %v", err)
+	}
+	ents, _ := os.ReadDir(dir)
+	for _, e := range ents {
+		if strings.Contains(e.Name(), ".tmp-") {
+			t.Errorf("temporary file %s left behind", e.Name())
+		}
+	}
+}
+
+func TestCancelStopsPromptly(t *testing.T) {
+	dir := t.TempDir()
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() {
+		_, err := runSpecCtx(ctx, t, dir, `
+version: 1
+name: forever
+epochs: 0
+stages:
+  - {name: src, type: range, count: 1000}
+  - {name: m, type: map, set: {y: 'index * 2'}}
+  - {name: out, type: write_jsonl, path: out.jsonl}
+`)
+		done <- err
+	}()
+	time.Sleep(100 * time.Millisecond)
+	cancel()
+	select {
+	case err := <-done:
+		if !errors.Is(err, context.Canceled) {
+			t.Errorf("err = %v, want context.Canceled", err)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("run did not stop after cancel")
+	}
+	if _, err := os.Stat(filepath.Join(dir, "out.jsonl")); !os.IsNotExist(err) {
+		t.Error("cancelled run committed its output")
+	}
+}
+
+func TestBatchPadAndShapeErrors(t *testing.T) {
+	dir := t.TempDir()
+	_, err := runSpec(t, dir, `
+version: 1
+name: pad
+stages:
+  - {name: src, type: range, count: 3}
+  - {name: m, type: map, set: {v: 'one_hot(index, index + 1)'}}
+  - {name: b, type: batch, size: 3, pad: {v: -1}}
+  - {name: out, type: write_jsonl, path: out.jsonl}
+`)
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := readLines(t, filepath.Join(dir, "out.jsonl"))
+	want := `{"index":[0,1,2],"v":[[1,-1,-1],[0,1,-1],[0,0,1]]}`
+	if len(got) != 1 || got[0] != want {
+		t.Errorf("got %q, want %q", got, want)
+	}
+	_, err = runSpec(t, t.TempDir(), `
+version: 1
+name: nopad
+stages:
+  - {name: src, type: range, count: 3}
+  - {name: m, type: map, set: {v: 'one_hot(index, index + 1)'}}
+  - {name: b, type: batch, size: 3}
+  - {name: out, type: discard}
+`)
+	if err == nil || !strings.Contains(err.Error(), `field "v": shapes differ within a batch`) {
+		t.Errorf("err = %v", err)
+	}
+}
+
+func TestMemoryBudgetHolds(t *testing.T) {
+	dir := t.TempDir()
+	rep, err := runSpec(t, dir, `
+version: 1
+name: budget
+resources: {memory: 2MiB}
+stages:
+  - {name: src, type: range, count: 2000}
+  - {name: m, type: map, set: {v: 'one_hot(int(index % 10), 2000)'}}
+  - {name: b, type: batch, size: 8}
+  - {name: out, type: discard}
+`)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if rep.PeakMemoryBytes > rep.MemoryBudgetBytes || rep.PeakMemoryBytes < 64000 {
+		t.Errorf("peak %d, budget %d", rep.PeakMemoryBytes, rep.MemoryBudgetBytes)
+	}
+	if rep.Sinks["out"].Samples != 2000 {
+		t.Errorf("samples %d", rep.Sinks["out"].Samples)
+	}
+	_, err = runSpec(t, t.TempDir(), `
+version: 1
+name: toolarge
+resources: {memory: 100KiB}
+stages:
+  - {name: src, type: range, count: 1}
+  - {name: m, type: map, set: {v: 'one_hot(0, 100000)'}}
+  - {name: out, type: discard}
+`)
+	if err == nil || !strings.Contains(err.Error(), `stage "m" (map)`) || !strings.Contains(err.Error(), "exceeds the whole memory budget of 102400 bytes") {
+		t.Errorf("err = %v", err)
+	}
+}
