@@ -194,3 +194,36 @@ func TestResizeMatchesPIL(t *testing.T) {
 		t.Logf("%s: %d photos, mean abs diff from PIL %.4f on average, %.4f worst", method, len(imgs), sum/float64(len(imgs)), worst)
 	}
 }
+
+// TestDCTScaledResizeAccuracy measures what a ScaleHint costs in accuracy:
+// decode at a reduced DCT scale then resize, against a full decode then
+// the same resize (which is bit-exact with PIL).
+func TestDCTScaledResizeAccuracy(t *testing.T) {
+	names, photos := photos(t)
+	var sum, worst float64
+	n := 0
+	for i, data := range photos {
+		full, err := Decode(data, 3, DecodeOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		want, _ := Resize(full, 224, 224, Bilinear)
+		got, err := DecodeResize(data, 3, 224, 224, Bilinear, DecodeOptions{ScaleHint: Size{224, 224}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		// DCT-domain scaling is a sharper low-pass than PIL's antialiasing
+		// filter, so fine textures (zebra, chain mail) differ most.
+		mad := meanAbsDiff(got.Data, want.Data)
+		if mad > 15 {
+			t.Errorf("%s: DCT-scaled decode+resize differs from full decode+resize by %.3f, want <= 15", names[i], mad)
+		}
+		sum += mad
+		worst = max(worst, mad)
+		n++
+	}
+	t.Logf("%d photos: DCT-scaled vs full decode, after resize to 224x224: mean abs diff %.3f on average, %.3f worst", n, sum/float64(n), worst)
+	if avg := sum / float64(n); avg > 3 {
+		t.Errorf("DCT-scaled decode+resize differs from full decode+resize by %.3f on average, want <= 3", avg)
+	}
+}
