@@ -143,6 +143,10 @@ func makeCoeffs(in, out int, f filter, fixed bool) *coeffs {
 // h×w. method is "bilinear" (also ""), "nearest", "area" or "bicubic".
 // Except for nearest, shrinking is antialiased like PIL and
 // tf.image.resize(antialias=True). uint8 results are rounded and clamped.
+// The uint8 results match PIL's Image.resize: bit-exact for bicubic and
+// area, and for bilinear within a few hundredths of a level on average,
+// because its RGB horizontal pass packs the three channels into one
+// integer with 13-bit weights.
 func Resize(img *tensor.Tensor, h, w int, method string) (*tensor.Tensor, error) {
 	out, err := resize(img, h, w, method, makeBytes)
 	if err != nil {
