@@ -1,0 +1,72 @@
+package budget
+
+import (
+	"context"
+	"testing"
+	"time"
+)
+
+// waitQueued polls until n callers are queued; it only orders the test's
+// goroutines and asserts nothing about time.
+func waitQueued(b *Budget, n int) {
+	for {
+		b.mu.Lock()
+		k := len(b.waiters)
+		b.mu.Unlock()
+		if k == n {
+			return
+		}
+		time.Sleep(time.Millisecond)
+	}
+}
+
+// TestWaitersServedInOrder checks FIFO grants: a small request queued
+// behind a large one does not jump ahead even when it would fit, so large
+// samples are not starved.
+func TestWaitersServedInOrder(t *testing.T) {
+	b := New(10)
+	ctx := context.Background()
+	if err := b.Acquire(ctx, 10); err != nil {
+		t.Fatal(err)
+	}
+	got := make(chan int64, 3)
+	for i, n := range []int64{8, 5, 1} {
+		go func(n int64) {
+			if err := b.Acquire(ctx, n); err != nil {
+				t.Error(err)
+			}
+			got <- n
+		}(n)
+		waitQueued(b, i+1)
+	}
+	b.Release(10)
+	if n := <-got; n != 8 {
+		t.Fatalf("first grant %d, want 8", n)
+	}
+	waitQueued(b, 2)
+	if b.Used() != 8 {
+		t.Fatalf("used %d after the first grant; the 1-byte waiter jumped the queue", b.Used())
+	}
+	b.Release(8)
+	a, c := <-got, <-got
+	if a+c != 6 || b.Used() != 6 || b.Peak() != 10 {
+		t.Errorf("grants %d %d, used %d, peak %d", a, c, b.Used(), b.Peak())
+	}
+}
+
+func TestCancelledWaiterLeavesNoReservation(t *testing.T) {
+	b := New(10)
+	_ = b.Acquire(context.Background(), 10)
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error)
+	go func() { done <- b.Acquire(ctx, 5) }()
+	waitQueued(b, 1)
+	cancel()
+	if err := <-done; err != context.Canceled {
+		t.Fatalf("err = %v", err)
+	}
+	b.Release(10)
+	if b.Used() != 0 || len(b.waiters) != 0 {
+		t.Errorf("used %d, waiters %d after cancel", b.Used(), len(b.waiters))
+	}
+}
