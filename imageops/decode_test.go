@@ -567,3 +567,38 @@ func TestCroppedDecodeExact(t *testing.T) {
 		}
 	}
 }
+
+// TestCropWithOrientation checks that a Crop window is taken from the
+// upright image, for every EXIF orientation, with and without DCT scaling.
+func TestCropWithOrientation(t *testing.T) {
+	dir := sharedData(t, "jpeg-edge/exif-orientation")
+	r := Rect{Y: 100, X: 300, H: 700, W: 900}
+	for o := 1; o <= 8; o++ {
+		data := readFile(t, filepath.Join(dir, fmt.Sprintf("Landscape_%d.jpg", o)))
+		for _, hint := range []Size{{}, {100, 100}} {
+			// The window's scale follows from the window (2/8 here); decode
+			// the whole image at that scale for the reference.
+			num := pickScale(r.H, r.W, hint)
+			if Backend != "libjpeg-turbo" {
+				num = 8
+			}
+			var fullHint Size
+			if num != 8 {
+				fullHint = Size{1200 * num / 8, 1800 * num / 8}
+			}
+			full, err := Decode(data, 3, DecodeOptions{ScaleHint: fullHint})
+			if err != nil {
+				t.Fatal(err)
+			}
+			got, err := Decode(data, 3, DecodeOptions{Crop: &r, ScaleHint: hint})
+			if err != nil {
+				t.Fatal(err)
+			}
+			sr := scaleRect(r, num, full.Shape[0], full.Shape[1])
+			want, _ := Crop(full, sr.Y, sr.X, sr.H, sr.W)
+			if !tensor.Equal(got, want) {
+				t.Errorf("Landscape_%d hint %v: cropped decode %v differs from crop of the upright decode %v", o, hint, got.Shape, want.Shape)
+			}
+		}
+	}
+}

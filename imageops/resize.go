@@ -517,7 +517,12 @@ func hrow3packed(srow, drow []byte, exp []uint64, ow int, cf *coeffs) {
 		e := unsafe.Add(ep, 8*s)
 		w := unsafe.Add(wp, 8*x*cf.stride)
 		acc := uint64(round)
-		for k := 0; k < n; k++ {
+		k := 0
+		for ; k+1 < n; k += 2 {
+			acc += *(*uint64)(unsafe.Add(e, 8*k))**(*uint64)(unsafe.Add(w, 8*k)) +
+				*(*uint64)(unsafe.Add(e, 8*k+8))**(*uint64)(unsafe.Add(w, 8*k+8))
+		}
+		if k < n {
 			acc += *(*uint64)(unsafe.Add(e, 8*k)) * *(*uint64)(unsafe.Add(w, 8*k))
 		}
 		d := drow[3*x : 3*x+3 : 3*x+3]
