@@ -175,33 +175,46 @@ func imageToHWC(img image.Image, pix []byte, c int) error {
 // orient applies an EXIF orientation to an interleaved h×w×c image and
 // returns the upright pixels and size.
 func orient(pix []byte, h, w, c, o int, alloc func(int) []byte) ([]byte, int, int) {
-	out := alloc(len(pix))
+	out := alloc(h * w * c)
 	oh, ow := orientedSize(h, w, o)
-	// For each output pixel (y, x), src is the stored pixel shown there.
+	// Output row y, column x reads stored byte offset base(y) + x*step:
+	// every orientation is affine, so one loop serves all eight.
+	row, last := w*c, (h-1)*w*c
+	var step int
+	base := func(y int) int { return y * row }
+	switch o {
+	case 2:
+		step, base = -c, func(y int) int { return y*row + (w-1)*c }
+	case 3:
+		step, base = -c, func(y int) int { return last - y*row + (w-1)*c }
+	case 4:
+		step, base = c, func(y int) int { return last - y*row }
+	case 5:
+		step, base = row, func(y int) int { return y * c }
+	case 6:
+		step, base = -row, func(y int) int { return last + y*c }
+	case 7:
+		step, base = -row, func(y int) int { return last + (w-1-y)*c }
+	case 8:
+		step, base = row, func(y int) int { return (w - 1 - y) * c }
+	default:
+		step = c
+	}
 	for y := 0; y < oh; y++ {
-		for x := 0; x < ow; x++ {
-			var sy, sx int
-			switch o {
-			case 2:
-				sy, sx = y, w-1-x
-			case 3:
-				sy, sx = h-1-y, w-1-x
-			case 4:
-				sy, sx = h-1-y, x
-			case 5:
-				sy, sx = x, y
-			case 6:
-				sy, sx = h-1-x, y
-			case 7:
-				sy, sx = h-1-x, w-1-y
-			case 8:
-				sy, sx = x, w-1-y
-			default:
-				sy, sx = y, x
+		d := out[y*ow*c : (y+1)*ow*c]
+		off := base(y)
+		if c == 3 {
+			for x := 0; x < ow; x++ {
+				q := pix[off : off+3 : off+3]
+				p := d[3*x : 3*x+3 : 3*x+3]
+				p[0], p[1], p[2] = q[0], q[1], q[2]
+				off += step
 			}
-			s := (sy*w + sx) * c
-			d := (y*ow + x) * c
-			copy(out[d:d+c], pix[s:s+c])
+			continue
+		}
+		for x := 0; x < ow; x++ {
+			copy(d[x*c:x*c+c], pix[off:off+c])
+			off += step
 		}
 	}
 	return out, oh, ow
