@@ -1,0 +1,694 @@
+// Package cache stores the samples of one pass over a pipeline on disk, so
+// that later epochs and later runs read them back instead of redoing the
+// work upstream of a cache stage.
+//
+// A cache lives in DIR/<fingerprint>/: a Badger database (badger/), a
+// manifest.json saying what was cached and whether the pass completed, and
+// a lock file. Several fingerprints, i.e. versions of a pipeline, can share
+// one DIR. Samples are keyed by their int64 ID, big-endian with the sign
+// bit flipped, so Badger's key order is ID order.
+//
+// Unlike tf.data's cache, an interrupted pass is kept: everything written
+// before the last Commit survives a crash, and a later run can resume it
+// (Has tells which IDs are stored). Only MarkComplete makes the cache
+// complete.
+package cache
+
+import (
+	"context"
+	"encoding/binary"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"regexp"
+	"sort"
+	"strings"
+	"sync"
+	"time"
+
+	badger "github.com/dgraph-io/badger/v4"
+
+	"github.com/piperun/piperun/sample"
+)
+
+// File names inside DIR/<fingerprint>/.
+const (
+	manifestName = "manifest.json"
+	lockName     = "lock"
+	badgerName   = "badger"
+)
+
+// Manifest describes one cache. It is stored as manifest.json next to the
+// database so that List can read it while another process has the cache
+// open.
+type Manifest struct {
+	// Fingerprint names the cache directory: a hash of everything upstream
+	// of the cache stage that affects its samples.
+	Fingerprint string `json:"fingerprint"`
+	Pipeline    string `json:"pipeline"`
+	Stage       string `json:"stage"`
+	// Describe is a human summary of what was fingerprinted.
+	Describe string    `json:"describe"`
+	Created  time.Time `json:"created"`
+	LastUsed time.Time `json:"last_used"`
+	// Complete is set by MarkComplete once a whole pass was written.
+	Complete bool `json:"complete"`
+	// Samples and Bytes count the samples and encoded bytes stored at the
+	// last Commit.
+	Samples int64 `json:"samples"`
+	Bytes   int64 `json:"bytes"`
+	// Format is the version of the sample encoding; Open refuses a cache
+	// written in another format rather than misread it.
+	Format int `json:"format"`
+}
+
+// Cache is an open on-disk cache. Its methods are safe for concurrent use.
+type Cache struct {
+	dir  string // DIR/<fingerprint>
+	opts Options
+	lock *dirLock
+	db   *badger.DB
+
+	mu     sync.Mutex
+	man    Manifest
+	count  int64 // distinct IDs stored, pending ones included
+	bytes  int64 // encoded bytes stored, pending ones included
+	maxID  int64 // the largest ID stored; Puts above it need no lookup
+	anyID  bool  // whether maxID is set
+	buf    []byte
+	pend   []pending
+	pendAt map[int64]int // ID → index in pend
+	err    error         // a failed write; the cache refuses further writes
+	closed bool
+}
+
+type pending struct {
+	id       int64
+	off, end int // the encoding in buf
+}
+
+var fingerprintRE = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9._-]{0,127}$`)
+
+// Open creates or opens the cache DIR/<fingerprint>. For a new cache the
+// manifest is meta with the fingerprint, times and counts filled in; for an
+// existing one the stored manifest is kept, its LastUsed updated and its
+// Pipeline, Stage and Describe replaced by meta's where those are set.
+//
+// Open counts the keys in the database rather than trusting the manifest:
+// after a crash they may hold samples written after the last Commit. If the
+// manifest claims a complete cache but the keys disagree with its count,
+// the cache is reopened as incomplete.
+//
+// A cache open in another process is refused with an error naming that
+// process's pid.
+func Open(dir, fingerprint string, meta Manifest, opts Options) (*Cache, error) {
+	if !fingerprintRE.MatchString(fingerprint) {
+		return nil, fmt.Errorf("cache: fingerprint %q must be 1-128 letters, digits, '.', '_' or '-', starting with a letter or digit", fingerprint)
+	}
+	opts = opts.withDefaults()
+	path := filepath.Join(dir, fingerprint)
+	lock, err := lockDir(path)
+	if err != nil {
+		return nil, inUseError("open", path, err)
+	}
+	c := &Cache{dir: path, opts: opts, lock: lock, pendAt: make(map[int64]int)}
+	if err := c.open(fingerprint, meta); err != nil {
+		if c.db != nil {
+			c.db.Close()
+		}
+		lock.unlock()
+		return nil, err
+	}
+	return c, nil
+}
+
+// inUseError turns a lock failure into the error users see.
+func inUseError(op, path string, err error) error {
+	var locked errLocked
+	if !errors.As(err, &locked) {
+		return fmt.Errorf("cache: %s %s: %w", op, path, err)
+	}
+	if locked.pid > 0 {
+		return fmt.Errorf("cache: %s is in use by another piperun process (pid %d)", path, locked.pid)
+	}
+	return fmt.Errorf("cache: %s is in use by another piperun process", path)
+}
+
+func (c *Cache) open(fingerprint string, meta Manifest) error {
+	now := c.opts.Now()
+	old, err := readManifest(c.dir)
+	switch {
+	case errors.Is(err, os.ErrNotExist):
+		c.man = Manifest{Fingerprint: fingerprint, Pipeline: meta.Pipeline, Stage: meta.Stage,
+			Describe: meta.Describe, Created: now, Format: codecVersion}
+	case err != nil:
+		return err
+	default:
+		if old.Fingerprint != fingerprint {
+			return fmt.Errorf("cache: %s holds fingerprint %q, not %q", c.dir, old.Fingerprint, fingerprint)
+		}
+		if old.Format != codecVersion {
+			return fmt.Errorf("cache: %s was written in sample format %d, this piperun reads %d; remove it", c.dir, old.Format, codecVersion)
+		}
+		c.man = old
+		if meta.Pipeline != "" {
+			c.man.Pipeline = meta.Pipeline
+		}
+		if meta.Stage != "" {
+			c.man.Stage = meta.Stage
+		}
+		if meta.Describe != "" {
+			c.man.Describe = meta.Describe
+		}
+	}
+	c.man.LastUsed = now
+	// The manifest goes first: a directory with a database but no manifest
+	// would be invisible to List and Prune.
+	if err := writeManifest(c.dir, c.man); err != nil {
+		return err
+	}
+	db, err := badger.Open(c.opts.badgerOptions(filepath.Join(c.dir, badgerName)))
+	if err != nil {
+		// Our lock keeps piperun processes out; Badger's catches anything
+		// else that opened the database directly.
+		if strings.Contains(err.Error(), "Cannot acquire directory lock") {
+			return fmt.Errorf("cache: %s is in use by another process: %w", c.dir, err)
+		}
+		return fmt.Errorf("cache: open %s: %w", c.dir, err)
+	}
+	c.db = db
+	if err := c.scan(); err != nil {
+		return err
+	}
+	if c.count != c.man.Samples {
+		if c.man.Complete {
+			c.logf("cache: %s: manifest says %d samples in a complete cache, the database holds %d; treating it as incomplete", c.dir, c.man.Samples, c.count)
+			c.man.Complete = false
+		}
+		c.man.Samples = c.count
+		c.man.Bytes = c.bytes
+	} else {
+		// Badger only approximates the size of values in its value log;
+		// the manifest's figure, written at Commit, is exact.
+		c.bytes = c.man.Bytes
+	}
+	return writeManifest(c.dir, c.man)
+}
+
+// scan counts the stored keys without reading values.
+func (c *Cache) scan() error {
+	return c.db.View(func(txn *badger.Txn) error {
+		it := txn.NewIterator(badger.IteratorOptions{})
+		defer it.Close()
+		for it.Rewind(); it.Valid(); it.Next() {
+			item := it.Item()
+			id, ok := keyID(item.Key())
+			if !ok {
+				return fmt.Errorf("cache: %s: unexpected key %x", c.dir, item.Key())
+			}
+			c.count++
+			c.bytes += item.ValueSize()
+			c.maxID, c.anyID = id, true // keys come in ID order
+		}
+		return nil
+	})
+}
+
+// Key encoding: big-endian with the sign bit flipped, so byte order is
+// numeric order for every int64.
+func key(id int64) []byte {
+	return binary.BigEndian.AppendUint64(make([]byte, 0, 8), uint64(id)^(1<<63))
+}
+
+func keyID(k []byte) (int64, bool) {
+	if len(k) != 8 {
+		return 0, false
+	}
+	return int64(binary.BigEndian.Uint64(k) ^ (1 << 63)), true
+}
+
+func (c *Cache) logf(format string, args ...any) {
+	if c.opts.Logf != nil {
+		c.opts.Logf(format, args...)
+	}
+}
+
+// Dir returns the cache's directory, DIR/<fingerprint>.
+func (c *Cache) Dir() string { return c.dir }
+
+// Put stores s under id, replacing a sample stored under the same id. It
+// buffers up to Options.BatchBytes of encoded samples before writing them
+// to Badger; Commit makes them durable. Put fails on a complete cache and
+// on values the encoding cannot hold.
+func (c *Cache) Put(id int64, s *sample.Sample) error {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if err := c.writable(); err != nil {
+		return err
+	}
+	off := len(c.buf)
+	buf, err := encode(c.buf, s)
+	if err != nil {
+		return fmt.Errorf("cache: put %d: %w", id, err)
+	}
+	c.buf = buf
+	size := int64(len(buf) - off)
+	if i, ok := c.pendAt[id]; ok {
+		old := c.pend[i]
+		c.bytes += size - int64(old.end-old.off)
+		c.pend[i] = pending{id, off, len(buf)}
+	} else {
+		// IDs arrive in increasing order in a first pass, so the lookup is
+		// needed only when resuming or overwriting.
+		if c.anyID && id <= c.maxID {
+			old, found, err := c.stored(id)
+			if err != nil {
+				return err
+			}
+			if found {
+				c.bytes -= old
+			} else {
+				c.count++
+			}
+		} else {
+			c.count++
+		}
+		c.bytes += size
+		c.pendAt[id] = len(c.pend)
+		c.pend = append(c.pend, pending{id, off, len(buf)})
+	}
+	if int64(len(c.buf)) >= c.opts.BatchBytes {
+		return c.flush()
+	}
+	return nil
+}
+
+func (c *Cache) writable() error {
+	switch {
+	case c.closed:
+		return errors.New("cache: closed")
+	case c.err != nil:
+		return c.err
+	case c.man.Complete:
+		return fmt.Errorf("cache: %s is complete; it takes no more samples", c.dir)
+	}
+	return nil
+}
+
+// stored reports whether id is in the database and the size of its value.
+func (c *Cache) stored(id int64) (size int64, found bool, err error) {
+	err = c.db.View(func(txn *badger.Txn) error {
+		item, err := txn.Get(key(id))
+		if errors.Is(err, badger.ErrKeyNotFound) {
+			return nil
+		}
+		if err != nil {
+			return err
+		}
+		size, found = item.ValueSize(), true
+		return nil
+	})
+	if err != nil {
+		return 0, false, fmt.Errorf("cache: lookup %d: %w", id, err)
+	}
+	return size, found, nil
+}
+
+// flush writes the pending samples to Badger, in as many transactions as
+// Badger's batch limits need. It does not sync.
+func (c *Cache) flush() error {
+	if len(c.pend) == 0 {
+		return nil
+	}
+	txn := c.db.NewTransaction(true)
+	defer func() { txn.Discard() }()
+	for _, p := range c.pend {
+		e := badger.NewEntry(key(p.id), c.buf[p.off:p.end])
+		err := txn.SetEntry(e)
+		if errors.Is(err, badger.ErrTxnTooBig) {
+			if err = txn.Commit(); err == nil {
+				txn = c.db.NewTransaction(true)
+				err = txn.SetEntry(e)
+			}
+		}
+		if err != nil {
+			return c.fail(err)
+		}
+	}
+	if err := txn.Commit(); err != nil {
+		return c.fail(err)
+	}
+	for _, p := range c.pend {
+		if !c.anyID || p.id > c.maxID {
+			c.maxID, c.anyID = p.id, true
+		}
+	}
+	// Badger copied the values into its logs and memtable when Commit
+	// returned, so the buffer can be reused.
+	c.buf = c.buf[:0]
+	if int64(cap(c.buf)) > 2*c.opts.BatchBytes {
+		c.buf = nil // one oversized sample must not pin its buffer forever
+	}
+	c.pend = c.pend[:0]
+	clear(c.pendAt)
+	return nil
+}
+
+// fail records a write error: after it the counts may not match the
+// database, so the cache takes no more writes; reopening it recounts.
+func (c *Cache) fail(err error) error {
+	c.err = fmt.Errorf("cache: write %s: %w", c.dir, err)
+	return c.err
+}
+
+// Commit writes what was Put so far, syncs it to disk and records the
+// counts in the manifest. After Commit returns, those samples survive a
+// crash of the process or the machine.
+func (c *Cache) Commit() error {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if err := c.writable(); err != nil {
+		return err
+	}
+	return c.commit()
+}
+
+func (c *Cache) commit() error {
+	if err := c.flush(); err != nil {
+		return err
+	}
+	if err := c.db.Sync(); err != nil {
+		return c.fail(err)
+	}
+	c.man.Samples, c.man.Bytes = c.count, c.bytes
+	c.man.LastUsed = c.opts.Now()
+	return writeManifest(c.dir, c.man)
+}
+
+// MarkComplete commits and records that the cache holds a whole pass.
+// After it the cache takes no more Puts.
+func (c *Cache) MarkComplete() error {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if err := c.writable(); err != nil {
+		return err
+	}
+	if err := c.commit(); err != nil {
+		return err
+	}
+	c.man.Complete = true
+	if err := writeManifest(c.dir, c.man); err != nil {
+		c.man.Complete = false
+		return err
+	}
+	return nil
+}
+
+// Has reports whether a sample is stored under id, Put but not yet
+// committed ones included.
+func (c *Cache) Has(id int64) bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.closed {
+		return false
+	}
+	if _, ok := c.pendAt[id]; ok {
+		return true
+	}
+	if !c.anyID || id > c.maxID {
+		return false
+	}
+	_, found, err := c.stored(id)
+	return err == nil && found
+}
+
+// Count returns the number of distinct IDs stored, Put but not yet
+// committed ones included.
+func (c *Cache) Count() int64 {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.count
+}
+
+// Manifest returns the manifest as last written.
+func (c *Cache) Manifest() Manifest {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.man
+}
+
+// Iterate calls fn with every stored sample in ID order, Put but not yet
+// committed ones included. A goroutine reads and decodes up to
+// Options.PrefetchSamples samples ahead of fn. Iteration stops at the first
+// error from fn, which Iterate returns, or when ctx is cancelled. The
+// samples are fn's to keep: they share no memory with the cache.
+//
+// Samples come back as they were Put: the caller sets Epoch for the pass
+// that reads them.
+func (c *Cache) Iterate(ctx context.Context, fn func(s *sample.Sample) error) error {
+	c.mu.Lock()
+	if c.closed {
+		c.mu.Unlock()
+		return errors.New("cache: closed")
+	}
+	if c.err == nil {
+		if err := c.flush(); err != nil {
+			c.mu.Unlock()
+			return err
+		}
+	}
+	c.mu.Unlock()
+
+	type result struct {
+		s   *sample.Sample
+		err error
+	}
+	parent := ctx
+	ctx, cancel := context.WithCancel(parent)
+	defer cancel()
+	out := make(chan result, c.opts.PrefetchSamples)
+	var wg sync.WaitGroup
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		defer close(out)
+		err := c.db.View(func(txn *badger.Txn) error {
+			// Values are read by ValueCopy into a fresh buffer that the
+			// decoded sample then aliases: one copy from the mapped value
+			// log, where Badger's own prefetch would copy twice.
+			it := txn.NewIterator(badger.IteratorOptions{})
+			defer it.Close()
+			for it.Rewind(); it.Valid(); it.Next() {
+				item := it.Item()
+				id, ok := keyID(item.Key())
+				if !ok {
+					return fmt.Errorf("cache: %s: unexpected key %x", c.dir, item.Key())
+				}
+				v, err := item.ValueCopy(nil)
+				if err != nil {
+					return fmt.Errorf("cache: read %d: %w", id, err)
+				}
+				s, err := decode(v, true)
+				if err != nil {
+					return fmt.Errorf("cache: sample %d: %w", id, err)
+				}
+				select {
+				case out <- result{s: s}:
+				case <-ctx.Done():
+					return nil
+				}
+			}
+			return nil
+		})
+		if err != nil {
+			select {
+			case out <- result{err: err}:
+			case <-ctx.Done():
+			}
+		}
+	}()
+	var err error
+	for r := range out {
+		if r.err != nil {
+			err = r.err
+			break
+		}
+		if err = ctx.Err(); err != nil {
+			break
+		}
+		if err = fn(r.s); err != nil {
+			break
+		}
+	}
+	cancel()
+	wg.Wait()
+	if err == nil {
+		// The reader stops quietly when the caller's context ends.
+		err = parent.Err()
+	}
+	return err
+}
+
+// Close commits what was Put, closes the database and releases the
+// directory. A cache that is not complete stays on disk, resumable.
+func (c *Cache) Close() error {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.closed {
+		return nil
+	}
+	var errs []error
+	if c.err == nil && !c.man.Complete {
+		errs = append(errs, c.commit())
+	} else if c.err == nil {
+		c.man.LastUsed = c.opts.Now()
+		errs = append(errs, writeManifest(c.dir, c.man))
+	}
+	c.closed = true
+	if err := c.db.Close(); err != nil {
+		errs = append(errs, fmt.Errorf("cache: close %s: %w", c.dir, err))
+	}
+	if err := c.lock.unlock(); err != nil {
+		errs = append(errs, fmt.Errorf("cache: unlock %s: %w", c.dir, err))
+	}
+	return errors.Join(errs...)
+}
+
+func readManifest(dir string) (Manifest, error) {
+	var m Manifest
+	b, err := os.ReadFile(filepath.Join(dir, manifestName))
+	if err != nil {
+		return m, err
+	}
+	if err := json.Unmarshal(b, &m); err != nil {
+		return m, fmt.Errorf("cache: %s: %w", filepath.Join(dir, manifestName), err)
+	}
+	return m, nil
+}
+
+// writeManifest replaces manifest.json atomically: a reader sees the old
+// or the new file, never a torn one, even across a crash.
+func writeManifest(dir string, m Manifest) error {
+	b, err := json.MarshalIndent(m, "", "  ")
+	if err != nil {
+		return fmt.Errorf("cache: manifest: %w", err)
+	}
+	b = append(b, '\n')
+	f, err := os.CreateTemp(dir, manifestName+".tmp-*")
+	if err != nil {
+		return fmt.Errorf("cache: manifest: %w", err)
+	}
+	tmp := f.Name()
+	_, err = f.Write(b)
+	if err == nil {
+		err = f.Sync()
+	}
+	if cerr := f.Close(); err == nil {
+		err = cerr
+	}
+	if err == nil {
+		err = os.Rename(tmp, filepath.Join(dir, manifestName))
+	}
+	if err != nil {
+		os.Remove(tmp)
+		return fmt.Errorf("cache: manifest: %w", err)
+	}
+	// Syncing the directory makes the rename itself durable.
+	if d, err := os.Open(dir); err == nil {
+		d.Sync()
+		d.Close()
+	}
+	return nil
+}
+
+// List returns the manifests of the caches under dir, most recently used
+// first. It reads only manifest files, so it works while other processes
+// have caches open. Directories without a manifest are not caches and are
+// skipped; a missing dir holds no caches.
+func List(dir string) ([]Manifest, error) {
+	entries, err := os.ReadDir(dir)
+	if errors.Is(err, os.ErrNotExist) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, fmt.Errorf("cache: list: %w", err)
+	}
+	var out []Manifest
+	for _, e := range entries {
+		if !e.IsDir() || !fingerprintRE.MatchString(e.Name()) {
+			continue
+		}
+		m, err := readManifest(filepath.Join(dir, e.Name()))
+		if errors.Is(err, os.ErrNotExist) {
+			continue
+		}
+		if err != nil {
+			return nil, fmt.Errorf("cache: list: %w", err)
+		}
+		out = append(out, m)
+	}
+	sort.Slice(out, func(i, j int) bool {
+		if !out[i].LastUsed.Equal(out[j].LastUsed) {
+			return out[i].LastUsed.After(out[j].LastUsed)
+		}
+		return out[i].Fingerprint < out[j].Fingerprint
+	})
+	return out, nil
+}
+
+// Prune removes caches under dir last used more than olderThan before now
+// (any age when olderThan is 0), always keeping the keepLast most recently
+// used ones. A cache in use by a process is never removed, whatever its
+// age; it is skipped, not reported as an error. Prune returns the
+// manifests of the caches it removed.
+func Prune(dir string, olderThan time.Duration, keepLast int, now time.Time) (removed []Manifest, err error) {
+	all, err := List(dir)
+	if err != nil {
+		return nil, err
+	}
+	for i, m := range all {
+		if i < keepLast || now.Sub(m.LastUsed) <= olderThan {
+			continue
+		}
+		err := remove(filepath.Join(dir, m.Fingerprint))
+		var locked errLocked
+		if errors.As(err, &locked) {
+			continue
+		}
+		if err != nil {
+			return removed, fmt.Errorf("cache: prune %s: %w", m.Fingerprint, err)
+		}
+		removed = append(removed, m)
+	}
+	return removed, nil
+}
+
+// Remove deletes the cache DIR/<fingerprint>. It fails if a process has
+// the cache open; removing a cache that does not exist is not an error.
+func Remove(dir, fingerprint string) error {
+	if !fingerprintRE.MatchString(fingerprint) {
+		return fmt.Errorf("cache: remove: bad fingerprint %q", fingerprint)
+	}
+	path := filepath.Join(dir, fingerprint)
+	if _, err := os.Stat(path); errors.Is(err, os.ErrNotExist) {
+		return nil
+	}
+	if err := remove(path); err != nil {
+		return inUseError("remove", path, err)
+	}
+	return nil
+}
+
+// remove deletes a cache directory while holding its lock, so that no
+// process can open it halfway through; one that opened the lock file just
+// before sees it replaced and starts over with a fresh directory.
+func remove(path string) error {
+	lock, err := lockDir(path)
+	if err != nil {
+		return err
+	}
+	defer lock.unlock()
+	return os.RemoveAll(path)
+}

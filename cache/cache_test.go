@@ -1,0 +1,421 @@
+package cache
+
+import (
+	"bufio"
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/dgraph-io/badger/v4/skl"
+
+	"github.com/piperun/piperun/sample"
+	"github.com/piperun/piperun/tensor"
+)
+
+// testSample builds a deterministic sample from its ID. Sizes vary so that
+// some values stay in Badger's LSM tree and some go to the value log.
+func testSample(id int64) *sample.Sample {
+	n := int(id%7) * 400 // 0 … 2400 bytes, around the 1 KiB threshold
+	img := tensor.New(tensor.Uint8, n)
+	for i := range img.Data {
+		img.Data[i] = byte(int64(i) * (id + 1))
+	}
+	return &sample.Sample{ID: id, Origin: fmt.Sprintf("rec %d", id), Fields: map[string]any{
+		"image": img,
+		"label": id % 10,
+		"name":  strconv.FormatInt(id, 16),
+		"w":     float64(id) / 3,
+	}}
+}
+
+var testMeta = Manifest{Pipeline: "p", Stage: "cache", Describe: "range 0..n | map"}
+
+func openT(t *testing.T, dir, fp string, opts Options) *Cache {
+	t.Helper()
+	c, err := Open(dir, fp, testMeta, opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return c
+}
+
+// collect iterates c and checks that IDs are 0..n-1 in order and that
+// every sample equals testSample(id).
+func checkContents(t *testing.T, c *Cache, n int64) {
+	t.Helper()
+	var next int64
+	err := c.Iterate(context.Background(), func(s *sample.Sample) error {
+		if s.ID != next {
+			return fmt.Errorf("got sample %d, want %d", s.ID, next)
+		}
+		if !sameSample(s, testSample(next)) {
+			return fmt.Errorf("sample %d differs from what was put", next)
+		}
+		next++
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if next != n {
+		t.Fatalf("iterated %d samples, want %d", next, n)
+	}
+}
+
+func TestPutCommitReopen(t *testing.T) {
+	dir := t.TempDir()
+	c := openT(t, dir, "fp1", Options{BatchBytes: 10 << 10})
+	for id := int64(0); id < 500; id++ {
+		if err := c.Put(id, testSample(id)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := c.Commit(); err != nil {
+		t.Fatal(err)
+	}
+	m := c.Manifest()
+	if m.Samples != 500 || m.Complete || m.Fingerprint != "fp1" || m.Pipeline != "p" || m.Format != codecVersion {
+		t.Fatalf("manifest after commit = %+v", m)
+	}
+	// Overwrites and re-puts of pending IDs do not change the count.
+	for _, id := range []int64{3, 499, 3} {
+		if err := c.Put(id, testSample(id)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if got := c.Count(); got != 500 {
+		t.Fatalf("Count after overwrites = %d, want 500", got)
+	}
+	if !c.Has(0) || !c.Has(499) || c.Has(500) || c.Has(-1) {
+		t.Fatal("Has disagrees with what was put")
+	}
+	if err := c.MarkComplete(); err != nil {
+		t.Fatal(err)
+	}
+	bytesAtComplete := c.Manifest().Bytes
+	if err := c.Put(500, testSample(500)); err == nil {
+		t.Fatal("Put on a complete cache succeeded")
+	}
+	checkContents(t, c, 500)
+	if err := c.Close(); err != nil {
+		t.Fatal(err)
+	}
+
+	c = openT(t, dir, "fp1", Options{})
+	defer c.Close()
+	m = c.Manifest()
+	if !m.Complete || m.Samples != 500 || c.Count() != 500 || m.Bytes != bytesAtComplete {
+		t.Fatalf("reopened manifest = %+v, count %d; want complete, 500 samples, %d bytes", m, c.Count(), bytesAtComplete)
+	}
+	var want int64
+	for id := int64(0); id < 500; id++ {
+		want += int64(len(Encode(nil, testSample(id))))
+	}
+	if m.Bytes != want {
+		t.Fatalf("manifest bytes = %d, want %d", m.Bytes, want)
+	}
+	checkContents(t, c, 500)
+}
+
+func TestIncompleteResumes(t *testing.T) {
+	dir := t.TempDir()
+	c := openT(t, dir, "fp", Options{})
+	for id := int64(0); id < 50; id++ {
+		if err := c.Put(id, testSample(id)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// Close without Commit still keeps the samples: an interrupted pass is
+	// resumable, not discarded.
+	if err := c.Close(); err != nil {
+		t.Fatal(err)
+	}
+	c = openT(t, dir, "fp", Options{})
+	if c.Count() != 50 || c.Manifest().Complete {
+		t.Fatalf("reopened: count %d, manifest %+v", c.Count(), c.Manifest())
+	}
+	for id := int64(40); id < 80; id++ { // overlaps what is stored
+		if err := c.Put(id, testSample(id)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := c.MarkComplete(); err != nil {
+		t.Fatal(err)
+	}
+	if c.Count() != 80 || c.Manifest().Samples != 80 {
+		t.Fatalf("count %d, manifest %+v; want 80", c.Count(), c.Manifest())
+	}
+	checkContents(t, c, 80)
+	c.Close()
+}
+
+func TestManifestDisagreement(t *testing.T) {
+	dir := t.TempDir()
+	c := openT(t, dir, "fp", Options{})
+	for id := int64(0); id < 10; id++ {
+		c.Put(id, testSample(id))
+	}
+	if err := c.MarkComplete(); err != nil {
+		t.Fatal(err)
+	}
+	c.Close()
+	// A manifest claiming more samples than the keys hold is not trusted.
+	m, err := readManifest(filepath.Join(dir, "fp"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	m.Samples = 11
+	if err := writeManifest(filepath.Join(dir, "fp"), m); err != nil {
+		t.Fatal(err)
+	}
+	var logged []string
+	c = openT(t, dir, "fp", Options{Logf: func(f string, a ...any) { logged = append(logged, fmt.Sprintf(f, a...)) }})
+	defer c.Close()
+	if got := c.Manifest(); got.Complete || got.Samples != 10 || c.Count() != 10 {
+		t.Fatalf("manifest %+v, count %d; want incomplete with 10", got, c.Count())
+	}
+	if len(logged) != 1 || !strings.Contains(logged[0], "treating it as incomplete") {
+		t.Fatalf("logged %q", logged)
+	}
+}
+
+func TestIterateStops(t *testing.T) {
+	c := openT(t, t.TempDir(), "fp", Options{PrefetchSamples: 2})
+	defer c.Close()
+	for id := int64(0); id < 100; id++ {
+		c.Put(id, testSample(id))
+	}
+	stop := errors.New("stop")
+	seen := 0
+	err := c.Iterate(context.Background(), func(s *sample.Sample) error {
+		seen++
+		if seen == 5 {
+			return stop
+		}
+		return nil
+	})
+	if err != stop || seen != 5 {
+		t.Fatalf("Iterate = %v after %d samples, want stop after 5", err, seen)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	seen = 0
+	err = c.Iterate(ctx, func(s *sample.Sample) error {
+		seen++
+		if seen == 3 {
+			cancel()
+		}
+		return nil
+	})
+	if !errors.Is(err, context.Canceled) || seen != 3 {
+		t.Fatalf("Iterate = %v after %d samples, want context.Canceled after 3", err, seen)
+	}
+}
+
+func TestOpenErrors(t *testing.T) {
+	dir := t.TempDir()
+	for _, fp := range []string{"", "..", "a/b", ".hidden", strings.Repeat("a", 129)} {
+		if _, err := Open(dir, fp, Manifest{}, Options{}); err == nil {
+			t.Errorf("Open(%q) succeeded", fp)
+		}
+	}
+	c := openT(t, dir, "fp", Options{})
+	c.Close()
+	m, _ := readManifest(filepath.Join(dir, "fp"))
+	m.Format = 99
+	writeManifest(filepath.Join(dir, "fp"), m)
+	if _, err := Open(dir, "fp", Manifest{}, Options{}); err == nil || !strings.Contains(err.Error(), "format 99") {
+		t.Fatalf("Open of another format: %v", err)
+	}
+}
+
+// TestHelperProcess is not a test: the tests below run the test binary
+// again with PIPERUN_CACHE_HELPER set, to act as a second process.
+func TestHelperProcess(t *testing.T) {
+	mode := os.Getenv("PIPERUN_CACHE_HELPER")
+	if mode == "" {
+		t.Skip("helper for other tests")
+	}
+	dir := os.Getenv("PIPERUN_CACHE_DIR")
+	c, err := Open(dir, "fp", testMeta, Options{BatchBytes: 16 << 10})
+	if err != nil {
+		fmt.Println("error:", err)
+		os.Exit(3)
+	}
+	switch mode {
+	case "hold":
+		fmt.Println("open")
+		// Hold the cache until the parent kills us.
+		time.Sleep(time.Hour)
+	case "write":
+		for id := int64(0); ; id++ {
+			if err := c.Put(id, testSample(id)); err != nil {
+				fmt.Println("error:", err)
+				os.Exit(3)
+			}
+			if (id+1)%100 == 0 {
+				if err := c.Commit(); err != nil {
+					fmt.Println("error:", err)
+					os.Exit(3)
+				}
+				fmt.Println("committed", id+1)
+			}
+		}
+	}
+	os.Exit(0)
+}
+
+// startHelper runs the helper in mode and returns it with its stdout.
+func startHelper(t *testing.T, dir, mode string) (*exec.Cmd, *bufio.Scanner) {
+	t.Helper()
+	cmd := exec.Command(os.Args[0], "-test.run=^TestHelperProcess$")
+	cmd.Env = append(os.Environ(), "PIPERUN_CACHE_HELPER="+mode, "PIPERUN_CACHE_DIR="+dir)
+	cmd.Stderr = os.Stderr
+	out, err := cmd.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		cmd.Process.Kill()
+		cmd.Wait()
+	})
+	return cmd, bufio.NewScanner(out)
+}
+
+func TestInUseByAnotherProcess(t *testing.T) {
+	dir := t.TempDir()
+	cmd, out := startHelper(t, dir, "hold")
+	if !out.Scan() || out.Text() != "open" {
+		t.Fatalf("helper said %q", out.Text())
+	}
+	_, err := Open(dir, "fp", testMeta, Options{})
+	want := fmt.Sprintf("cache: %s is in use by another piperun process (pid %d)", filepath.Join(dir, "fp"), cmd.Process.Pid)
+	if err == nil || err.Error() != want {
+		t.Fatalf("Open while held = %v, want %q", err, want)
+	}
+	// List reads manifests of open caches; Prune and Remove leave them.
+	ms, err := List(dir)
+	if err != nil || len(ms) != 1 || ms[0].Fingerprint != "fp" {
+		t.Fatalf("List = %+v, %v", ms, err)
+	}
+	removed, err := Prune(dir, 0, 0, time.Now().Add(time.Hour))
+	if err != nil || len(removed) != 0 {
+		t.Fatalf("Prune removed %+v, %v; want nothing", removed, err)
+	}
+	if err := Remove(dir, "fp"); err == nil || err.Error() != want {
+		t.Fatalf("Remove while held = %v, want %q", err, want)
+	}
+	// Once the holder dies, the kernel drops its lock.
+	cmd.Process.Kill()
+	cmd.Wait()
+	c := openT(t, dir, "fp", Options{})
+	c.Close()
+}
+
+func TestCrash(t *testing.T) {
+	dir := t.TempDir()
+	cmd, out := startHelper(t, dir, "write")
+	var committed int64
+	for out.Scan() {
+		line := out.Text()
+		n, ok := strings.CutPrefix(line, "committed ")
+		if !ok {
+			t.Fatalf("helper said %q", line)
+		}
+		committed, _ = strconv.ParseInt(n, 10, 64)
+		if committed >= 1500 {
+			break
+		}
+	}
+	if err := cmd.Process.Signal(syscall.SIGKILL); err != nil {
+		t.Fatal(err)
+	}
+	cmd.Wait()
+	// The child may have committed more after the line we read; it cannot
+	// have fewer.
+	c := openT(t, dir, "fp", Options{})
+	defer c.Close()
+	n := c.Count()
+	if n < committed {
+		t.Fatalf("Count after kill = %d, want at least %d", n, committed)
+	}
+	if m := c.Manifest(); m.Samples != n || m.Complete {
+		t.Fatalf("manifest %+v, want %d samples, incomplete", m, n)
+	}
+	checkContents(t, c, n)
+	t.Logf("child committed %d before the kill; %d samples survived", committed, n)
+}
+
+func TestListPruneRemove(t *testing.T) {
+	dir := t.TempDir()
+	base := time.Date(2025, 1, 1, 0, 0, 0, 0, time.UTC)
+	for i, fp := range []string{"a", "b", "c", "d"} {
+		now := base.Add(time.Duration(i) * 24 * time.Hour)
+		c, err := Open(dir, fp, Manifest{Pipeline: "p", Stage: "s"}, Options{Now: func() time.Time { return now }})
+		if err != nil {
+			t.Fatal(err)
+		}
+		c.Close()
+	}
+	os.Mkdir(filepath.Join(dir, "not-a-cache"), 0o755)
+	ms, err := List(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var fps []string
+	for _, m := range ms {
+		fps = append(fps, m.Fingerprint)
+	}
+	if strings.Join(fps, ",") != "d,c,b,a" {
+		t.Fatalf("List order = %v, want d,c,b,a", fps)
+	}
+	// Now is day 5: a (day 0) and b (day 1) are older than 3 days; keepLast
+	// 3 protects b, c and d whatever their age.
+	now := base.Add(5 * 24 * time.Hour)
+	removed, err := Prune(dir, 3*24*time.Hour, 3, now)
+	if err != nil || len(removed) != 1 || removed[0].Fingerprint != "a" {
+		t.Fatalf("Prune = %+v, %v; want a", removed, err)
+	}
+	removed, err = Prune(dir, 3*24*time.Hour, 1, now)
+	if err != nil || len(removed) != 1 || removed[0].Fingerprint != "b" {
+		t.Fatalf("Prune = %+v, %v; want b", removed, err)
+	}
+	if err := Remove(dir, "c"); err != nil {
+		t.Fatal(err)
+	}
+	if err := Remove(dir, "c"); err != nil {
+		t.Fatalf("removing a missing cache: %v", err)
+	}
+	ms, _ = List(dir)
+	if len(ms) != 1 || ms[0].Fingerprint != "d" {
+		t.Fatalf("left %+v, want d", ms)
+	}
+	if ms, err := List(filepath.Join(dir, "missing")); err != nil || ms != nil {
+		t.Fatalf("List(missing) = %v, %v", ms, err)
+	}
+}
+
+func TestMemoryBytes(t *testing.T) {
+	got := Options{}.MemoryBytes()
+	// Recomputed by hand from the formula in the doc comment.
+	node := int64(skl.MaxNodeSize)
+	batch := int64(15 * (4 << 20) / 100)
+	arena := int64(4<<20) + batch + batch/node*node
+	want := 4*arena + arena + (6*(4<<20) + 16*(1<<20)) + 2*(4<<20) + 8<<20
+	if got != want {
+		t.Fatalf("MemoryBytes = %d, want %d", got, want)
+	}
+	if bigger := (Options{MemTableSize: 8 << 20}).MemoryBytes(); bigger <= got {
+		t.Fatalf("doubling memtables gave %d ≤ %d", bigger, got)
+	}
+}

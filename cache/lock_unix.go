@@ -1,0 +1,102 @@
+//go:build unix
+
+package cache
+
+import (
+	"errors"
+	"fmt"
+	"os"
+	"strconv"
+	"strings"
+	"syscall"
+)
+
+// dirLock is an exclusive flock on DIR/<fp>/lock held for as long as a
+// process uses the cache. The kernel drops it when the process dies, so a
+// crashed run never leaves a stale lock behind.
+type dirLock struct{ f *os.File }
+
+// errLocked is returned by lockDir when another process holds the lock; pid
+// is 0 when the lock file does not say.
+type errLocked struct{ pid int }
+
+func (e errLocked) Error() string { return "locked" }
+
+// lockDir takes the lock of the cache directory dir and records our pid in
+// it. A directory removed by Prune between our open and our flock is
+// detected by comparing inodes and retried, so two processes never both
+// believe they own one directory.
+func lockDir(dir string) (*dirLock, error) {
+	path := dir + string(os.PathSeparator) + lockName
+	for attempt := 0; ; attempt++ {
+		if err := os.MkdirAll(dir, 0o755); err != nil {
+			return nil, err
+		}
+		f, err := os.OpenFile(path, os.O_RDWR|os.O_CREATE, 0o644)
+		if err != nil {
+			return nil, err
+		}
+		if err := syscall.Flock(int(f.Fd()), syscall.LOCK_EX|syscall.LOCK_NB); err != nil {
+			pid := readPid(f)
+			f.Close()
+			if errors.Is(err, syscall.EWOULDBLOCK) {
+				return nil, errLocked{pid}
+			}
+			return nil, fmt.Errorf("lock %s: %w", path, err)
+		}
+		same, err := sameFile(f, path)
+		if err != nil || !same {
+			f.Close()
+			if attempt < 3 {
+				continue
+			}
+			if err == nil {
+				err = errors.New("lock file keeps being replaced")
+			}
+			return nil, fmt.Errorf("lock %s: %w", path, err)
+		}
+		// The pid is for the error message of the next process only;
+		// failing to write it does not weaken the lock.
+		if err := f.Truncate(0); err == nil {
+			f.WriteAt([]byte(strconv.Itoa(os.Getpid())+"\n"), 0)
+		}
+		return &dirLock{f}, nil
+	}
+}
+
+func sameFile(f *os.File, path string) (bool, error) {
+	a, err := f.Stat()
+	if err != nil {
+		return false, err
+	}
+	b, err := os.Stat(path)
+	if errors.Is(err, os.ErrNotExist) {
+		return false, nil
+	}
+	if err != nil {
+		return false, err
+	}
+	return os.SameFile(a, b), nil
+}
+
+func readPid(f *os.File) int {
+	buf := make([]byte, 32)
+	n, _ := f.ReadAt(buf, 0)
+	pid, err := strconv.Atoi(strings.TrimSpace(string(buf[:n])))
+	if err != nil || pid <= 0 {
+		return 0
+	}
+	return pid
+}
+
+// unlock releases the lock. The file stays: deleting a lock file while
+// another process may be opening it would let two processes lock
+// different inodes of the same path.
+func (l *dirLock) unlock() error {
+	if l == nil || l.f == nil {
+		return nil
+	}
+	err := l.f.Close() // closing the last descriptor drops the flock
+	l.f = nil
+	return err
+}
