@@ -56,7 +56,9 @@ type Manifest struct {
 	// Complete is set by MarkComplete once a whole pass was written.
 	Complete bool `json:"complete"`
 	// Samples and Bytes count the samples and encoded bytes stored at the
-	// last Commit.
+	// last Commit. When Open finds more samples than the manifest says
+	// (written after the last Commit of a run that crashed), Bytes becomes
+	// Badger's estimate, within a few bytes per sample.
 	Samples int64 `json:"samples"`
 	Bytes   int64 `json:"bytes"`
 	// Format is the version of the sample encoding; Open refuses a cache
@@ -307,8 +309,13 @@ func (c *Cache) stored(id int64) (size int64, found bool, err error) {
 		if err != nil {
 			return err
 		}
-		size, found = item.ValueSize(), true
-		return nil
+		// ValueSize only estimates values in the value log; reading the
+		// mapped value costs no copy and keeps Bytes exact.
+		found = true
+		return item.Value(func(v []byte) error {
+			size = int64(len(v))
+			return nil
+		})
 	})
 	if err != nil {
 		return 0, false, fmt.Errorf("cache: lookup %d: %w", id, err)
