@@ -7,6 +7,7 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"runtime/debug"
 	"strings"
 	"time"
 
@@ -48,6 +49,7 @@ func applyCmd(g *globals) *cobra.Command {
 			}
 			g.log.Info("starting", zap.String("pipeline", sp.Name), zap.Uint64("seed", p.Seed), zap.Bool("seed_random", p.SeedRandom),
 				zap.Int("epochs", sp.Epochs), zap.String("memory", fmt.Sprint(p.Memory)), zap.Int("workers", p.Workers))
+			setMemoryLimit(p.Memory)
 			run, err := engine.Start(cmd.Context(), p, engine.Options{Registry: g.registry, Log: g.log})
 			if err != nil {
 				return exit(ExitFailed, err)
@@ -77,6 +79,19 @@ func applyCmd(g *globals) *cobra.Command {
 	cmd.Flags().StringVar(&reportPath, "report", "", "write a JSON report of the run to this file")
 	cmd.Flags().StringVar(&progress, "progress", "auto", "progress display: auto (live on a terminal), always or never")
 	return cmd
+}
+
+// MemoryHeadroom is what Go's soft memory limit allows beyond the budget:
+// decoder scratch buffers, Badger, the runtime and the GC's own slack.
+const MemoryHeadroom = 256 << 20
+
+// setMemoryLimit points the garbage collector at the budget, so it works
+// harder before the heap outgrows it, unless GOMEMLIMIT says otherwise.
+func setMemoryLimit(budget int64) {
+	if _, ok := os.LookupEnv("GOMEMLIMIT"); ok {
+		return
+	}
+	debug.SetMemoryLimit(budget + budget/4 + MemoryHeadroom)
 }
 
 func isTerminal(w io.Writer) bool {

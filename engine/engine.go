@@ -155,7 +155,7 @@ func Start(ctx context.Context, p *plan.Plan, opts Options) (*Run, error) {
 		}
 		n := &node{pn: pn, st: pn.Stage}
 		n.env = &stages.Env{
-			Spec: p.Spec, Stage: pn.Stage, Seed: p.Seed, Workers: pn.Parallelism,
+			Spec: p.Spec, Stage: pn.Stage, Seed: p.Seed, Workers: pn.Parallelism, Memory: p.Memory,
 			Funcs: expression.Default(), Log: opts.Log.With(zap.String("stage", pn.Stage.Name)),
 			Release: func(s *sample.Sample) { r.budget.Release(s.Held); s.Held = 0 },
 		}

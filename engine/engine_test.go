@@ -426,3 +426,48 @@ stages:
 		t.Errorf("err = %v", err)
 	}
 }
+
+// TestShuffleShrinksToItsShare runs a shuffle whose buffer cannot fit in
+// the budget: it must shuffle over fewer samples, within the budget, and
+// still emit every sample exactly once.
+func TestShuffleShrinksToItsShare(t *testing.T) {
+	dir := t.TempDir()
+	rep, err := runSpec(t, dir, `
+version: 1
+name: tight
+seed: 2
+resources: {memory: 1MiB}
+stages:
+  - {name: src, type: range, count: 600}
+  - {name: m, type: map, set: {v: 'one_hot(int(index % 7), 4000)'}}
+  - {name: sh, type: shuffle, buffer: 1000}
+  - {name: k, type: map, keep: [index]}
+  - {name: out, type: write_jsonl, path: out.jsonl}
+`)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if rep.PeakMemoryBytes > rep.MemoryBudgetBytes {
+		t.Errorf("peak %d over budget %d", rep.PeakMemoryBytes, rep.MemoryBudgetBytes)
+	}
+	got := indexes(t, readLines(t, filepath.Join(dir, "out.jsonl")), "index")
+	sorted := append([]int64(nil), got...)
+	sort.Slice(sorted, func(i, j int) bool { return sorted[i] < sorted[j] })
+	for i, v := range sorted {
+		if v != int64(i) {
+			t.Fatalf("sample %d missing or repeated", i)
+		}
+	}
+	if len(got) != 600 {
+		t.Fatalf("%d samples", len(got))
+	}
+	inOrder := 0
+	for i := range got {
+		if got[i] == int64(i) {
+			inOrder++
+		}
+	}
+	if inOrder > 60 {
+		t.Errorf("%d of 600 samples kept their position: not shuffled", inOrder)
+	}
+}

@@ -7,6 +7,7 @@ import (
 	"io"
 	"runtime/debug"
 	"sync"
+	"sync/atomic"
 
 	"golang.org/x/sync/errgroup"
 
@@ -31,6 +32,69 @@ type job struct {
 
 func newJob() *job { return &job{done: make(chan struct{}), head: make(chan struct{})} }
 
+// window bounds the samples a parallel stage has taken in but not yet
+// emitted, so that work finished out of order never holds more than a
+// quarter of the memory budget. Without the bound, finished later jobs
+// could hold all the memory the job at the head of the order needs.
+type window struct {
+	mu       sync.Mutex
+	cond     *sync.Cond
+	inflight int
+	limit    int
+	floor    int
+	budget   int64
+	// outBytes and outs give the average output size, measured as jobs
+	// finish; the limit follows it.
+	outBytes, outs int64
+	closed         bool
+}
+
+func newWindow(workers, max int, budget int64) *window {
+	w := &window{limit: max, floor: workers, budget: budget}
+	w.cond = sync.NewCond(&w.mu)
+	return w
+}
+
+// take waits until k more samples fit in the window.
+func (w *window) take(k int) bool {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	for !w.closed && w.inflight > 0 && w.inflight+k > w.limit {
+		w.cond.Wait()
+	}
+	w.inflight += k
+	return !w.closed
+}
+
+// done returns k samples whose outputs held bytes in all.
+func (w *window) done(k int, bytes int64, outs int) {
+	w.mu.Lock()
+	w.inflight -= k
+	w.outBytes += bytes
+	w.outs += int64(outs)
+	if w.outs > 0 && w.budget > 0 {
+		avg := max(1, w.outBytes/w.outs)
+		w.limit = int(max(int64(w.floor), min(int64(w.limit), w.budget/4/avg)))
+	}
+	w.mu.Unlock()
+	w.cond.Broadcast()
+}
+
+// jobCap is the largest job that lets every worker have one within the
+// window.
+func (w *window) jobCap(workers int) int {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return max(1, w.limit/workers)
+}
+
+func (w *window) close() {
+	w.mu.Lock()
+	w.closed = true
+	w.mu.Unlock()
+	w.cond.Broadcast()
+}
+
 // jobSize splits chunks so that every worker gets work even when chunks
 // are short, without making jobs so small that their overhead shows.
 func jobSize(chunkSize, workers int) int {
@@ -50,6 +114,9 @@ func (r *Run) runParallel(ctx context.Context, g *errgroup.Group, n *node, p sta
 	jobs := make(chan *job, workers)
 	results := make(chan *job, 2*workers)
 	var inflight sync.WaitGroup
+	win := newWindow(workers, 4*workers*r.plan.ChunkSize, r.budget.Limit())
+	defer win.close()
+	go func() { <-lctx.Done(); win.close() }()
 
 	for w := 0; w < workers; w++ {
 		g.Go(func() (err error) {
@@ -136,7 +203,11 @@ func (r *Run) runParallel(ctx context.Context, g *errgroup.Group, n *node, p sta
 			}
 			n.in.Add(int64(len(batch)))
 			for len(batch) > 0 {
-				k := min(size, len(batch))
+				k := min(size, len(batch), win.jobCap(workers))
+				if !win.take(k) {
+					releaseAll(r.budget, batch)
+					return nil
+				}
 				j := newJob()
 				j.in = batch[:k:k]
 				if !det {
@@ -198,6 +269,11 @@ func (r *Run) runParallel(ctx context.Context, g *errgroup.Group, n *node, p sta
 			}
 			continue
 		}
+		var held int64
+		for _, s := range j.out {
+			held += s.Held
+		}
+		win.done(len(j.in), held, len(j.out))
 		for i, s := range j.out {
 			if err := o.emit(s); err != nil {
 				releaseAll(r.budget, j.out[i+1:])
@@ -257,6 +333,8 @@ type slot struct {
 	// goroutine short of memory waits for it, so only the stream being
 	// consumed can wait for the budget.
 	wanted chan struct{}
+	// held is the bytes read ahead and not yet consumed.
+	held atomic.Int64
 }
 
 type streamItem struct {
@@ -315,7 +393,7 @@ func (r *Run) runExpand(ctx context.Context, g *errgroup.Group, n *node, x stage
 					}
 					sl := &slot{stream: st, origin: it.s}
 					if par > 1 {
-						r.startReadAhead(ctx, g, sl)
+						r.startReadAhead(ctx, g, sl, cycle)
 					}
 					slots[i] = sl
 					return true, nil
@@ -393,7 +471,10 @@ func allNil(slots []*slot) bool {
 	return true
 }
 
-func (r *Run) startReadAhead(ctx context.Context, g *errgroup.Group, sl *slot) {
+func (r *Run) startReadAhead(ctx context.Context, g *errgroup.Group, sl *slot, cycle int) {
+	// Streams read ahead at most a quarter of the budget between them, so
+	// the stream being consumed always finds memory.
+	limit := r.budget.Limit() / 4 / int64(max(1, cycle))
 	sctx, cancel := context.WithCancel(ctx)
 	sl.cancel = cancel
 	sl.items = make(chan streamItem, readAhead)
@@ -409,11 +490,17 @@ func (r *Run) startReadAhead(ctx context.Context, g *errgroup.Group, sl *slot) {
 	g.Go(func() error {
 		defer close(sl.items)
 		for {
+			if sl.held.Load() > limit && waitWanted() != nil {
+				return nil
+			}
 			s, err := sl.stream.Next()
 			if err == nil {
 				if rerr := reserve(sctx, r.budget, s, waitWanted); rerr != nil {
 					return nil // cancelled: the consumer has gone
 				}
+			}
+			if s != nil {
+				sl.held.Add(s.Held)
 			}
 			select {
 			case sl.items <- streamItem{s, err}:
@@ -457,6 +544,9 @@ func (r *Run) nextFromSlot(ctx context.Context, sl *slot, flush func() error) (*
 			return nil, err
 		}
 		return nil, io.EOF
+	}
+	if it.s != nil {
+		sl.held.Add(-it.s.Held)
 	}
 	return it.s, it.err
 }

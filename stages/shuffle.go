@@ -2,6 +2,7 @@ package stages
 
 import (
 	"context"
+	"fmt"
 	"math/rand/v2"
 
 	"github.com/piperun/piperun/sample"
@@ -31,7 +32,8 @@ func init() {
 			NewConfig: func() any { return &ShuffleConfig{} }},
 		Build: func(env *Env, cfg any) (any, error) {
 			c := cfg.(*ShuffleConfig)
-			s := &shuffleStage{env: env, size: c.Buffer, reshuffle: c.ReshuffleEachEpoch == nil || *c.ReshuffleEachEpoch}
+			s := &shuffleStage{env: env, size: c.Buffer, reshuffle: c.ReshuffleEachEpoch == nil || *c.ReshuffleEachEpoch,
+				maxBytes: env.Memory / ShuffleShare}
 			s.rng = s.rngFor(0)
 			return s, nil
 		},
@@ -46,7 +48,14 @@ type shuffleStage struct {
 	reshuffle bool
 	buf       []*sample.Sample
 	rng       *rand.Rand
+	// bytes is what the buffer holds; maxBytes its share of the budget.
+	bytes, maxBytes int64
+	warned          bool
 }
+
+// ShuffleShare is the divisor of the memory budget a shuffle buffer may
+// fill: half the budget, leaving the rest for the stages around it.
+const ShuffleShare = 2
 
 func (s *shuffleStage) Retains() {}
 
@@ -57,14 +66,25 @@ func (s *shuffleStage) rngFor(epoch int) *rand.Rand {
 	return stageRand(s.env.Seed, s.env.Stage.Name, epoch)
 }
 
+// Process keeps the buffer full, by count or, when samples are larger than
+// the spec expected, by bytes: a buffer that would outgrow its share of the
+// memory budget shuffles over fewer samples instead of stalling the
+// pipeline, and says so once.
 func (s *shuffleStage) Process(_ context.Context, in *sample.Sample, emit Emit) error {
-	if len(s.buf) < s.size {
+	if len(s.buf) < s.size && (s.maxBytes <= 0 || s.bytes+in.Held <= s.maxBytes || len(s.buf) == 0) {
 		s.buf = append(s.buf, in)
+		s.bytes += in.Held
 		return nil
+	}
+	if len(s.buf) < s.size && !s.warned {
+		s.warned = true
+		s.env.Log.Warn(fmt.Sprintf("shuffle buffer holds %d of %d samples: %d samples of about %d bytes fill its share of the memory budget (%d of %d bytes); shuffling over %d samples. Raise resources.memory to shuffle over more.",
+			len(s.buf), s.size, len(s.buf), s.bytes/int64(len(s.buf)), s.maxBytes, s.env.Memory, len(s.buf)))
 	}
 	j := s.rng.IntN(len(s.buf))
 	out := s.buf[j]
 	s.buf[j] = in
+	s.bytes += in.Held - out.Held
 	return emit(out)
 }
 
@@ -76,6 +96,7 @@ func (s *shuffleStage) EndEpoch(_ context.Context, epoch int, emit Emit) error {
 		s.buf[j] = s.buf[last]
 		s.buf[last] = nil
 		s.buf = s.buf[:last]
+		s.bytes -= out.Held
 		if err := emit(out); err != nil {
 			return err
 		}

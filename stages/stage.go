@@ -94,6 +94,9 @@ type Env struct {
 	Seed uint64
 	// Workers is the resolved parallelism of this stage.
 	Workers int
+	// Memory is the pipeline's memory budget in bytes, for stages that size
+	// their own buffers from it.
+	Memory int64
 	Funcs   *expression.Registry
 	Log     *zap.Logger
 	// Release returns a retained sample's bytes to the memory budget. Stages
