@@ -97,8 +97,8 @@ type Env struct {
 	// Memory is the pipeline's memory budget in bytes, for stages that size
 	// their own buffers from it.
 	Memory int64
-	Funcs   *expression.Registry
-	Log     *zap.Logger
+	Funcs  *expression.Registry
+	Log    *zap.Logger
 	// Release returns a retained sample's bytes to the memory budget. Stages
 	// that implement Retainer call it for samples they drop.
 	Release func(*sample.Sample)
