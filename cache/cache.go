@@ -431,6 +431,39 @@ func (c *Cache) Has(id int64) bool {
 	return err == nil && found
 }
 
+// Get returns the stored sample with the given ID, Put but not yet
+// committed ones included; found is false when there is none.
+func (c *Cache) Get(id int64) (s *sample.Sample, found bool, err error) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.closed {
+		return nil, false, errors.New("cache: get on a closed cache")
+	}
+	if _, ok := c.pendAt[id]; ok {
+		if err := c.flush(); err != nil {
+			return nil, false, err
+		}
+	}
+	err = c.db.View(func(txn *badger.Txn) error {
+		item, err := txn.Get(key(id))
+		if errors.Is(err, badger.ErrKeyNotFound) {
+			return nil
+		}
+		if err != nil {
+			return err
+		}
+		return item.Value(func(v []byte) error {
+			found = true
+			s, err = Decode(v)
+			return err
+		})
+	})
+	if err != nil {
+		return nil, false, fmt.Errorf("cache: get %d: %w", id, err)
+	}
+	return s, found, nil
+}
+
 // Count returns the number of distinct IDs stored, Put but not yet
 // committed ones included.
 func (c *Cache) Count() int64 {

@@ -63,6 +63,7 @@ type Run struct {
 	nodes  []*node
 
 	done   chan struct{}
+	cancel context.CancelFunc
 	report *Report
 	err    error
 }
@@ -86,6 +87,16 @@ type node struct {
 	mu         sync.Mutex
 	skipped    int64
 	skipCauses []string
+
+	// idle is set for stages whose every output ends in a cache that is
+	// already complete: they are never started.
+	idle bool
+	// passDone, on a cache stage, is closed when its first pass has ended;
+	// gates, on a source, are the passDone channels of the caches below
+	// it, which it waits for before starting its second epoch, so that no
+	// work is done for an epoch a cache will replay.
+	passDone chan struct{}
+	gates    []chan struct{}
 }
 
 const maxCauses = 10
@@ -148,6 +159,8 @@ func Start(ctx context.Context, p *plan.Plan, opts Options) (*Run, error) {
 	}
 	r := &Run{plan: p, opts: opts, log: opts.Log, budget: budget.New(p.Memory), done: make(chan struct{})}
 	byStage := map[*spec.Stage]*node{}
+	skips := skipChains(p)
+	caches := map[*spec.Stage]*stages.Cacher{}
 	for _, pn := range p.Nodes {
 		t, ok := opts.Registry.Type(pn.Stage.Type)
 		if !ok {
@@ -157,7 +170,19 @@ func Start(ctx context.Context, p *plan.Plan, opts Options) (*Run, error) {
 		n.env = &stages.Env{
 			Spec: p.Spec, Stage: pn.Stage, Seed: p.Seed, Workers: pn.Parallelism, Memory: p.Memory,
 			Funcs: expression.Default(), Log: opts.Log.With(zap.String("stage", pn.Stage.Name)),
-			Release: func(s *sample.Sample) { r.budget.Release(s.Held); s.Held = 0 },
+			Release:    func(s *sample.Sample) { r.budget.Release(s.Held); s.Held = 0 },
+			TryReserve: r.budget.TryAcquire,
+		}
+		if c, ok := skips[pn.Stage]; ok {
+			if caches[c] == nil {
+				caches[c] = new(stages.Cacher)
+			}
+			ref := caches[c]
+			n.env.Skip = func(s *sample.Sample) bool { return *ref != nil && (*ref).Has(s.ID) }
+		}
+		if pn.Reserved > 0 && !r.budget.TryAcquire(pn.Reserved) {
+			r.closeAll()
+			return nil, &StageError{Stage: pn.Stage.Name, Type: pn.Stage.Type, Err: fmt.Errorf("needs %d bytes of the memory budget for itself, more than is free", pn.Reserved)}
 		}
 		impl, err := t.Build(n.env, pn.Stage.Config)
 		if err != nil {
@@ -165,6 +190,12 @@ func Start(ctx context.Context, p *plan.Plan, opts Options) (*Run, error) {
 			return nil, &StageError{Stage: pn.Stage.Name, Type: pn.Stage.Type, Err: err}
 		}
 		n.impl = impl
+		if c, ok := impl.(stages.Cacher); ok {
+			if caches[pn.Stage] == nil {
+				caches[pn.Stage] = new(stages.Cacher)
+			}
+			*caches[pn.Stage] = c
+		}
 		r.nodes = append(r.nodes, n)
 		byStage[pn.Stage] = n
 	}
@@ -175,6 +206,7 @@ func Start(ctx context.Context, p *plan.Plan, opts Options) (*Run, error) {
 			byStage[in].outs = append(byStage[in].outs, l)
 		}
 	}
+	r.markIdle(byStage)
 	r.start = time.Now()
 	go r.run(ctx)
 	return r, nil
@@ -198,9 +230,18 @@ func (r *Run) closeAll() {
 
 func (r *Run) run(parent context.Context) {
 	defer close(r.done)
-	g, ctx := errgroup.WithContext(parent)
+	runCtx, cancel := context.WithCancel(parent)
+	defer cancel()
+	r.cancel = cancel
+	g, ctx := errgroup.WithContext(runCtx)
 	for _, n := range r.nodes {
 		n := n
+		if n.idle {
+			for _, l := range n.outs {
+				close(l.ch)
+			}
+			continue
+		}
 		g.Go(func() (err error) {
 			defer func() {
 				if p := recover(); p != nil {
@@ -256,6 +297,8 @@ func (r *Run) Done() <-chan struct{} { return r.done }
 
 func (r *Run) runNode(ctx context.Context, g *errgroup.Group, n *node) error {
 	switch impl := n.impl.(type) {
+	case stages.Cacher:
+		return r.runCache(ctx, n, impl)
 	case stages.Source:
 		return r.runSource(ctx, n, impl)
 	case stages.Sink:
@@ -287,18 +330,31 @@ func (r *Run) newInlet(ctx context.Context, l *link, o *outlet) *inlet {
 	return in
 }
 
-// finish closes a stage's output and lets its inputs go.
-func (r *Run) finish(o *outlet, ins ...*inlet) {
+// finish closes a stage's output and lets its inputs go. After a clean
+// end it drains each input until its producer closes, so nothing sent after
+// the stop stays reserved; after a failure it cancels the run first, since
+// a producer may be waiting for memory this stage will never free.
+func (r *Run) finish(o *outlet, err error, ins ...*inlet) {
+	if err != nil && !errors.Is(err, errDownstreamDone) {
+		r.cancel()
+	}
 	if o != nil {
 		o.close()
 	}
 	for _, in := range ins {
 		in.stop(r.budget)
-		// Drain until the producer closes, so nothing it sent after our
-		// stop stays reserved.
-		for c := range in.l.ch {
-			releaseAll(r.budget, c.samples)
+		for {
+			select {
+			case c, ok := <-in.l.ch:
+				if !ok {
+					goto next
+				}
+				releaseAll(r.budget, c.samples)
+			case <-in.ctx.Done():
+				goto next
+			}
 		}
+	next:
 	}
 }
 
@@ -313,6 +369,15 @@ func (r *Run) runSource(ctx context.Context, n *node, src stages.Source) error {
 	o := r.newOutlet(ctx, n)
 	defer o.close()
 	for e := 0; r.epochs() < 0 || e < r.epochs(); e++ {
+		if e > 0 {
+			for _, gate := range n.gates {
+				select {
+				case <-gate:
+				case <-ctx.Done():
+					return ctx.Err()
+				}
+			}
+		}
 		if err := src.Open(ctx, e); err != nil {
 			return n.fail(nil, err)
 		}
@@ -355,10 +420,10 @@ func (e *emitter) emit(s *sample.Sample) error {
 	return e.o.emit(s)
 }
 
-func (r *Run) runProcess(ctx context.Context, n *node, p stages.Processor) error {
+func (r *Run) runProcess(ctx context.Context, n *node, p stages.Processor) (err error) {
 	o := r.newOutlet(ctx, n)
 	in := r.newInlet(ctx, n.ins[0], o)
-	defer r.finish(o, in)
+	defer func() { r.finish(o, err, in) }()
 	_, retains := p.(stages.Retainer)
 	em := &emitter{o: o}
 	for {
@@ -379,6 +444,10 @@ func (r *Run) runProcess(ctx context.Context, n *node, p stages.Processor) error
 				return err
 			}
 		default:
+			if allStopped(n.outs) {
+				r.budget.Release(it.s.Held)
+				return errDownstreamDone
+			}
 			n.in.Add(1)
 			em.in, em.passed, em.emitted = it.s, false, 0
 			err := p.Process(ctx, it.s, em.emit)
@@ -399,9 +468,9 @@ func (r *Run) runProcess(ctx context.Context, n *node, p stages.Processor) error
 	}
 }
 
-func (r *Run) runSink(ctx context.Context, n *node, sk stages.Sink) error {
+func (r *Run) runSink(ctx context.Context, n *node, sk stages.Sink) (err error) {
 	in := r.newInlet(ctx, n.ins[0], nil)
-	defer r.finish(nil, in)
+	defer func() { r.finish(nil, err, in) }()
 	for {
 		it, err := in.next()
 		if err != nil {
@@ -439,17 +508,18 @@ func (r *Run) runSink(ctx context.Context, n *node, sk stages.Sink) error {
 
 // Report is what a run returns and `apply --report` writes.
 type Report struct {
-	OK                bool                   `json:"ok"`
-	ElapsedS          float64                `json:"elapsed_s"`
-	Sinks             map[string]SinkReport  `json:"sinks"`
-	Skipped           map[string]int64       `json:"skipped"`
-	SkipCauses        map[string][]string    `json:"skip_causes,omitempty"`
-	PeakMemoryBytes   int64                  `json:"peak_memory_bytes"`
-	MemoryBudgetBytes int64                  `json:"memory_budget_bytes"`
-	Seed              uint64                 `json:"seed"`
-	Stages            map[string]StageReport `json:"stages"`
-	Error             string                 `json:"error,omitempty"`
-	Extra             map[string]any         `json:"extra,omitempty"`
+	OK                bool                         `json:"ok"`
+	ElapsedS          float64                      `json:"elapsed_s"`
+	Sinks             map[string]SinkReport        `json:"sinks"`
+	Skipped           map[string]int64             `json:"skipped"`
+	SkipCauses        map[string][]string          `json:"skip_causes,omitempty"`
+	PeakMemoryBytes   int64                        `json:"peak_memory_bytes"`
+	MemoryBudgetBytes int64                        `json:"memory_budget_bytes"`
+	Seed              uint64                       `json:"seed"`
+	Stages            map[string]StageReport       `json:"stages"`
+	Caches            map[string]stages.CacheStats `json:"caches,omitempty"`
+	Error             string                       `json:"error,omitempty"`
+	Extra             map[string]any               `json:"extra,omitempty"`
 	sinkOrder         []string
 }
 
@@ -494,6 +564,12 @@ func (r *Run) snapshot(err error) *Report {
 			rep.SkipCauses[n.st.Name] = append([]string(nil), n.skipCauses...)
 		}
 		n.mu.Unlock()
+		if c, ok := n.impl.(stages.Cacher); ok {
+			if rep.Caches == nil {
+				rep.Caches = map[string]stages.CacheStats{}
+			}
+			rep.Caches[n.st.Name] = c.Stats()
+		}
 		if n.st.Role == spec.RoleSink {
 			rep.Sinks[n.st.Name] = SinkReport{Samples: n.out.Load(), Batches: n.batches.Load(), Epochs: n.epochs.Load(), PerEpoch: n.perEpoch.Load()}
 			rep.sinkOrder = append(rep.sinkOrder, n.st.Name)

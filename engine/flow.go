@@ -28,6 +28,22 @@ func newLink(capacity int) *link {
 	return &link{ch: make(chan *chunk, capacity), stop: make(chan struct{})}
 }
 
+// allStopped reports whether every consumer of links has stopped, so a
+// stage can quit before doing work nobody will read.
+func allStopped(links []*link) bool {
+	if len(links) == 0 {
+		return false
+	}
+	for _, l := range links {
+		select {
+		case <-l.stop:
+		default:
+			return false
+		}
+	}
+	return true
+}
+
 // errDownstreamDone tells a producer that no consumer wants more samples.
 var errDownstreamDone = errors.New("downstream done")
 
@@ -97,52 +113,75 @@ func (o *outlet) flush() error {
 	if len(o.pending) == 0 {
 		return nil
 	}
-	if o.onEmit != nil {
-		o.onEmit(len(o.pending))
-	}
 	batch := o.pending
 	o.pending = make([]*sample.Sample, 0, o.size)
-	return o.send(&chunk{samples: batch})
+	delivered, err := o.send(&chunk{samples: batch})
+	// Count what a consumer took: a chunk every consumer refused was not
+	// emitted.
+	if delivered && o.onEmit != nil {
+		o.onEmit(len(batch))
+	}
+	return err
 }
 
-func (o *outlet) send(c *chunk) error {
-	first := true
+func (o *outlet) send(c *chunk) (delivered bool, err error) {
+	// Drop consumers that have stopped: they must not be sent more, even
+	// when their queue has room and select would pick the send.
+	var live []int
 	for i, l := range o.links {
 		if o.dead[i] {
 			continue
 		}
-		out := c
-		if !first && !c.eoe {
-			// Each consumer owns its samples' field maps; values are shared,
-			// so clones cost a map each and are reserved in the budget.
-			out = &chunk{samples: make([]*sample.Sample, len(c.samples))}
-			for j, s := range c.samples {
-				cl := s.Clone()
-				if err := reserve(o.ctx, o.budget, cl, nil); err != nil {
-					return err
-				}
-				out.samples[j] = cl
-			}
-		}
 		select {
-		case l.ch <- out:
-			first = false
 		case <-l.stop:
 			o.dead[i] = true
 			o.live--
-			releaseAll(o.budget, out.samples)
+			continue
+		default:
+		}
+		live = append(live, i)
+	}
+	// Each consumer owns its samples' field maps (values are shared), so
+	// every extra consumer gets clones, made before any consumer can touch
+	// the originals and reserved in the budget.
+	outs := make([]*chunk, len(live))
+	for k := range live {
+		if k == 0 || c.eoe {
+			outs[k] = c
+			continue
+		}
+		out := &chunk{samples: make([]*sample.Sample, len(c.samples))}
+		for j, s := range c.samples {
+			cl := s.Clone()
+			if err := reserve(o.ctx, o.budget, cl, nil); err != nil {
+				return false, err
+			}
+			out.samples[j] = cl
+		}
+		outs[k] = out
+	}
+	for k, i := range live {
+		l := o.links[i]
+		select {
+		case l.ch <- outs[k]:
+			delivered = true
+		case <-l.stop:
+			o.dead[i] = true
+			o.live--
+			if !c.eoe {
+				releaseAll(o.budget, outs[k].samples)
+			}
 		case <-o.ctx.Done():
-			return o.ctx.Err()
+			return delivered, o.ctx.Err()
 		}
 	}
-	if first && !c.eoe {
-		// Nobody took the original chunk.
+	if len(live) == 0 && !c.eoe {
 		releaseAll(o.budget, c.samples)
 	}
 	if o.live == 0 {
-		return errDownstreamDone
+		return delivered, errDownstreamDone
 	}
-	return nil
+	return delivered, nil
 }
 
 func (o *outlet) endEpoch(epoch int) error {
@@ -152,7 +191,8 @@ func (o *outlet) endEpoch(epoch int) error {
 	if o.live == 0 {
 		return errDownstreamDone
 	}
-	return o.send(&chunk{eoe: true, epoch: epoch})
+	_, err := o.send(&chunk{eoe: true, epoch: epoch})
+	return err
 }
 
 func (o *outlet) close() {

@@ -42,6 +42,7 @@ type window struct {
 	inflight int
 	limit    int
 	floor    int
+	ceil     int
 	budget   int64
 	// outBytes and outs give the average output size, measured as jobs
 	// finish; the limit follows it.
@@ -50,7 +51,9 @@ type window struct {
 }
 
 func newWindow(workers, max int, budget int64) *window {
-	w := &window{limit: max, floor: workers, budget: budget}
+	// Until a job has finished nothing is known of output sizes: start
+	// with one sample per worker and widen as measurements come in.
+	w := &window{limit: workers, floor: workers, ceil: max, budget: budget}
 	w.cond = sync.NewCond(&w.mu)
 	return w
 }
@@ -74,7 +77,7 @@ func (w *window) done(k int, bytes int64, outs int) {
 	w.outs += int64(outs)
 	if w.outs > 0 && w.budget > 0 {
 		avg := max(1, w.outBytes/w.outs)
-		w.limit = int(max(int64(w.floor), min(int64(w.limit), w.budget/4/avg)))
+		w.limit = int(max(int64(w.floor), min(int64(w.ceil), w.budget/4/avg)))
 	}
 	w.mu.Unlock()
 	w.cond.Broadcast()
@@ -151,7 +154,7 @@ func (r *Run) runParallel(ctx context.Context, g *errgroup.Group, n *node, p sta
 				inflight.Wait()
 				close(results)
 			}
-			r.finish(nil, in)
+			r.finish(nil, nil, in)
 		}()
 		size := jobSize(r.plan.ChunkSize, workers)
 		send := func(j *job) bool {
@@ -200,6 +203,10 @@ func (r *Run) runParallel(ctx context.Context, g *errgroup.Group, n *node, p sta
 					return nil
 				}
 				continue
+			}
+			if allStopped(n.outs) {
+				releaseAll(r.budget, batch)
+				return nil
 			}
 			n.in.Add(int64(len(batch)))
 			for len(batch) > 0 {
@@ -350,10 +357,10 @@ const readAhead = 16
 // samples from each in turn, an exhausted stream replaced by the next input
 // in its place. The order is fixed by the inputs, whatever the parallelism;
 // with parallelism > 1 each open stream is read ahead by its own goroutine.
-func (r *Run) runExpand(ctx context.Context, g *errgroup.Group, n *node, x stages.Expander) error {
+func (r *Run) runExpand(ctx context.Context, g *errgroup.Group, n *node, x stages.Expander) (err error) {
 	o := r.newOutlet(ctx, n)
 	in := r.newInlet(ctx, n.ins[0], o)
-	defer r.finish(o, in)
+	defer func() { r.finish(o, err, in) }()
 	cycle, block := x.Interleave()
 	cycle, block = max(1, cycle), max(1, block)
 	par := n.pn.Parallelism
@@ -573,13 +580,13 @@ func (r *Run) closeSlot(sl *slot) {
 
 // runJoin runs a joiner epoch by epoch. Samples it pulls and does not pass
 // on (zip merges them) are released once it emits or finishes.
-func (r *Run) runJoin(ctx context.Context, n *node, j stages.Joiner) error {
+func (r *Run) runJoin(ctx context.Context, n *node, j stages.Joiner) (err error) {
 	o := r.newOutlet(ctx, n)
 	ins := make([]*inlet, len(n.ins))
 	for i, l := range n.ins {
 		ins[i] = r.newInlet(ctx, l, o)
 	}
-	defer r.finish(o, ins...)
+	defer func() { r.finish(o, err, ins...) }()
 	const (
 		active = iota
 		atEpochEnd

@@ -23,6 +23,13 @@ type Bufferer interface {
 	BufferSamples(workers int) int
 }
 
+// Reserver is implemented by stage configs that hold memory of their own
+// beyond samples (the on-disk cache's Badger tables); the bytes are taken
+// from the budget when the run starts.
+type Reserver interface {
+	ReservedBytes() int64
+}
+
 // Options tune compilation.
 type Options struct {
 	// Workers overrides the core count; 0 means runtime.NumCPU().
@@ -67,6 +74,8 @@ type Node struct {
 	// Share is the bytes the stage's buffer and output queue may hold,
 	// when SampleBytes is known.
 	Share int64
+	// Reserved is memory the stage holds besides samples.
+	Reserved int64
 }
 
 // Node returns the node of a stage by name.
@@ -120,6 +129,9 @@ func Compile(sp *spec.Spec, cat spec.Catalog, opts Options) (*Plan, error) {
 		if b, ok := st.Config.(Bufferer); ok {
 			n.Buffer = b.BufferSamples(p.Workers)
 		}
+		if rs, ok := st.Config.(Reserver); ok {
+			n.Reserved = rs.ReservedBytes()
+		}
 		// A buffer holds input samples (batch gathers inputs; its output is
 		// one batch), the output queues hold output samples.
 		n.InSampleBytes = n.SampleBytes
@@ -150,6 +162,13 @@ func (p *Plan) Fit() []string {
 	var parts []string
 	var out []string
 	for _, n := range p.Nodes {
+		if n.Reserved > 0 {
+			total += n.Reserved
+			parts = append(parts, fmt.Sprintf("%s %s (reserved)", n.Stage.Name, spec.ByteSize(n.Reserved)))
+			if n.Reserved > p.Memory {
+				out = append(out, fmt.Sprintf("stage %q needs %s for its own use, more than resources.memory (%s)", n.Stage.Name, spec.ByteSize(n.Reserved), spec.ByteSize(p.Memory)))
+			}
+		}
 		if n.Share <= 0 {
 			continue
 		}

@@ -1,6 +1,7 @@
 package spec
 
 import (
+	"encoding/json"
 	"errors"
 	"fmt"
 	"math"
@@ -161,6 +162,17 @@ func (m Map[T]) Get(key string) (T, bool) {
 	}
 	var zero T
 	return zero, false
+}
+
+// MarshalJSON writes the entries as [[key, value], ...] in order, leaving
+// out positions: a cache fingerprint must not change when a comment moves
+// a line.
+func (m Map[T]) MarshalJSON() ([]byte, error) {
+	out := make([][2]any, len(m.Entries))
+	for i, e := range m.Entries {
+		out[i] = [2]any{e.Key, e.Value}
+	}
+	return json.Marshal(out)
 }
 
 // JSONSchema describes an object whose values all have T's schema.

@@ -26,7 +26,7 @@ func init() {
 			if c.program == nil {
 				return nil, fmt.Errorf("internal: filter config was not checked")
 			}
-			f := &filterStage{p: c.program, seed: env.Seed, stage: expression.StageHash(env.Stage.Name)}
+			f := &filterStage{p: c.program, seed: env.Seed, stage: expression.StageHash(env.Stage.Name), skip: env.Skip}
 			f.vms.New = func() any { return new(expression.VM) }
 			return f, nil
 		},
@@ -40,6 +40,7 @@ func (c *FilterConfig) Check(cc *spec.CheckContext) sample.Schema {
 }
 
 type filterStage struct {
+	skip  func(*sample.Sample) bool
 	p     *expression.Program
 	seed  uint64
 	stage uint64
@@ -47,6 +48,9 @@ type filterStage struct {
 }
 
 func (f *filterStage) Process(_ context.Context, s *sample.Sample, emit Emit) error {
+	if f.skip != nil && f.skip(s) {
+		return emit(s)
+	}
 	vm := f.vms.Get().(*expression.VM)
 	defer f.vms.Put(vm)
 	s.Fields[expression.CtxVar] = &expression.RunCtx{Seed: f.seed, Epoch: s.Epoch, ID: s.ID, Stage: f.stage}

@@ -107,6 +107,7 @@ type mapStage struct {
 	vms   sync.Pool
 	seed  uint64
 	stage uint64
+	skip  func(*sample.Sample) bool
 }
 
 func buildMap(env *Env, cfg any) (any, error) {
@@ -114,7 +115,7 @@ func buildMap(env *Env, cfg any) (any, error) {
 	if len(c.programs) != c.Set.Len() {
 		return nil, fmt.Errorf("internal: map config was not checked")
 	}
-	m := &mapStage{cfg: c, seed: env.Seed, stage: expression.StageHash(env.Stage.Name)}
+	m := &mapStage{cfg: c, seed: env.Seed, stage: expression.StageHash(env.Stage.Name), skip: env.Skip}
 	for _, e := range c.Set.Entries {
 		m.keys = append(m.keys, e.Key)
 	}
@@ -129,6 +130,9 @@ func buildMap(env *Env, cfg any) (any, error) {
 }
 
 func (m *mapStage) Process(_ context.Context, s *sample.Sample, emit Emit) error {
+	if m.skip != nil && m.skip(s) {
+		return emit(s)
+	}
 	if err := applyExprs(m.cfg.programs, m.keys, s, m.seed, m.stage, &m.vms); err != nil {
 		return err
 	}

@@ -176,6 +176,7 @@ func (f FeatureSpec) defaultValue() (any, error) {
 }
 
 type parseExample struct {
+	skip     func(*sample.Sample) bool
 	field    string
 	keys     []string
 	specs    []FeatureSpec
@@ -185,7 +186,7 @@ type parseExample struct {
 
 func buildParseExample(env *Env, cfg any) (any, error) {
 	c := cfg.(*ParseExampleConfig)
-	p := &parseExample{field: c.Field, want: map[string]int{}}
+	p := &parseExample{field: c.Field, want: map[string]int{}, skip: env.Skip}
 	for i, e := range c.Features.Entries {
 		p.keys = append(p.keys, e.Key)
 		p.specs = append(p.specs, e.Value)
@@ -217,6 +218,9 @@ func defaultZero(dtype string) any {
 }
 
 func (p *parseExample) Process(_ context.Context, s *sample.Sample, emit Emit) error {
+	if p.skip != nil && p.skip(s) {
+		return emit(s)
+	}
 	rec, ok := s.Fields[p.field].([]byte)
 	if !ok {
 		return fmt.Errorf("field %q is %T, not serialized bytes", p.field, s.Fields[p.field])

@@ -102,6 +102,13 @@ type Env struct {
 	// Release returns a retained sample's bytes to the memory budget. Stages
 	// that implement Retainer call it for samples they drop.
 	Release func(*sample.Sample)
+	// TryReserve takes n bytes from the memory budget if they are free, for
+	// stages that keep copies of samples (the in-memory cache).
+	TryReserve func(n int64) bool
+	// Skip, when set, reports that a downstream cache already holds the
+	// result for this sample: the stage passes it on untouched instead of
+	// redoing its work, and the cache substitutes what it stored.
+	Skip func(*sample.Sample) bool
 }
 
 // Retainer is implemented by processors that keep input samples after

@@ -1,0 +1,142 @@
+package engine
+
+import (
+	"context"
+	"fmt"
+	"sync"
+
+	"github.com/piperun/piperun/plan"
+	"github.com/piperun/piperun/spec"
+	"github.com/piperun/piperun/stages"
+)
+
+// skipTypes are the stages that keep a sample's ID and do per-sample work
+// a downstream cache can stand in for.
+var skipTypes = map[string]bool{"map": true, "filter": true, "parse_example": true, "prefetch": true}
+
+// skipChains maps each stage that may skip work for samples a cache
+// already holds to that cache stage: the unbroken chain of ID-keeping
+// stages right above a cache, each feeding only the next, so no other
+// branch ever sees a skipped sample.
+func skipChains(p *plan.Plan) map[*spec.Stage]*spec.Stage {
+	out := map[*spec.Stage]*spec.Stage{}
+	for _, n := range p.Nodes {
+		if n.Stage.Type != "cache" || len(n.Stage.Inputs) != 1 {
+			continue
+		}
+		for cur := n.Stage.Inputs[0]; skipTypes[cur.Type] && len(cur.Outputs) == 1 && len(cur.Inputs) == 1; cur = cur.Inputs[0] {
+			out[cur] = n.Stage
+		}
+	}
+	return out
+}
+
+// markIdle finds the stages that need not run: those whose every output
+// goes to a complete cache or to another idle stage. It also wires each
+// cache's end-of-first-pass signal to the sources above it.
+func (r *Run) markIdle(byStage map[*spec.Stage]*node) {
+	for i := len(r.nodes) - 1; i >= 0; i-- {
+		n := r.nodes[i]
+		if _, ok := n.impl.(stages.Cacher); ok {
+			n.passDone = make(chan struct{})
+			r.gateSources(n, n.passDone, byStage, map[*spec.Stage]bool{})
+		}
+		if len(n.st.Outputs) == 0 {
+			continue
+		}
+		idle := true
+		for _, o := range n.st.Outputs {
+			on := byStage[o]
+			c, isCache := on.impl.(stages.Cacher)
+			if !on.idle && !(isCache && c.Complete()) {
+				idle = false
+			}
+		}
+		n.idle = idle
+	}
+}
+
+func (r *Run) gateSources(n *node, done chan struct{}, byStage map[*spec.Stage]*node, seen map[*spec.Stage]bool) {
+	for _, in := range n.st.Inputs {
+		if seen[in] {
+			continue
+		}
+		seen[in] = true
+		up := byStage[in]
+		if _, ok := up.impl.(stages.Source); ok {
+			up.gates = append(up.gates, done)
+		}
+		r.gateSources(up, done, byStage, seen)
+	}
+}
+
+// runCache passes the first epoch through, storing it, then stops reading
+// its input (so everything upstream stops) and replays the store for the
+// remaining epochs. A cache complete from an earlier run is replayed from
+// the first epoch. Samples an interrupted run stored are taken from the
+// store, their upstream work skipped (see skipChains).
+func (r *Run) runCache(ctx context.Context, n *node, c stages.Cacher) (err error) {
+	o := r.newOutlet(ctx, n)
+	in := r.newInlet(ctx, n.ins[0], o)
+	defer func() { r.finish(o, err, in) }()
+	passOver := sync.OnceFunc(func() { close(n.passDone) })
+	defer passOver()
+	epoch := 0
+	if !c.Complete() {
+		for first := true; first; {
+			it, err := in.next()
+			if err != nil {
+				return err
+			}
+			switch {
+			case it.end:
+				// Input ended without a whole epoch: keep what was stored.
+				if err := c.Commit(); err != nil {
+					return n.fail(nil, err)
+				}
+				return o.flush()
+			case it.eoe:
+				if err := c.Commit(); err != nil {
+					return n.fail(nil, err)
+				}
+				if err := c.MarkComplete(); err != nil {
+					return n.fail(nil, err)
+				}
+				if err := o.endEpoch(it.epoch); err != nil {
+					return err
+				}
+				epoch, first = it.epoch+1, false
+			default:
+				n.in.Add(1)
+				s := it.s
+				if c.Has(s.ID) {
+					stored, ok, err := c.Get(s.ID)
+					if err != nil {
+						return n.fail(s, err)
+					}
+					if ok {
+						r.budget.Release(s.Held)
+						stored.Epoch = s.Epoch
+						s = stored
+					}
+				} else if err := c.Put(ctx, s); err != nil {
+					return n.fail(s, fmt.Errorf("store: %w", err))
+				}
+				if err := o.emit(s); err != nil {
+					return err
+				}
+			}
+		}
+	}
+	in.stop(r.budget)
+	passOver()
+	for ; r.epochs() < 0 || epoch < r.epochs(); epoch++ {
+		if err := c.Replay(ctx, epoch, o.emit); err != nil {
+			return n.fail(nil, err)
+		}
+		if err := o.endEpoch(epoch); err != nil {
+			return err
+		}
+	}
+	return o.flush()
+}

@@ -1,0 +1,142 @@
+package engine_test
+
+import (
+	"context"
+	"errors"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+)
+
+const cacheSpec = `
+version: 1
+name: cached
+seed: 4
+epochs: 3
+stages:
+  - {name: src, type: range, count: 3000}
+  - name: heavy
+    type: map
+    set: {v: 'one_hot(int(index % 50), 50)', w: 'index * 3'}
+  - {name: c, type: cache, dir: cache, commit_every: 100}
+  - {name: sh, type: shuffle, buffer: 64}
+  - {name: out, type: write_jsonl, path: out.jsonl}
+`
+
+func TestCacheFillThenReplay(t *testing.T) {
+	dir := t.TempDir()
+	rep, err := runSpec(t, dir, cacheSpec)
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := rep.Caches["c"]
+	if c.Written != 3000 || c.FromCache != 6000 || !c.Complete || c.Resumed != 0 {
+		t.Fatalf("first run cache stats %+v, want 3000 written, 6000 from cache", c)
+	}
+	if rep.Stages["heavy"].In != 3000 {
+		t.Errorf("map ran on %d samples, want one epoch (3000)", rep.Stages["heavy"].In)
+	}
+	first, _ := os.ReadFile(filepath.Join(dir, "out.jsonl"))
+
+	// A second run reads every epoch from the cache: no upstream work.
+	rep, err = runSpec(t, dir, cacheSpec)
+	if err != nil {
+		t.Fatal(err)
+	}
+	c = rep.Caches["c"]
+	if c.Written != 0 || c.FromCache != 9000 || rep.Stages["heavy"].In != 0 {
+		t.Fatalf("second run: cache %+v, heavy ran on %d", c, rep.Stages["heavy"].In)
+	}
+	second, _ := os.ReadFile(filepath.Join(dir, "out.jsonl"))
+	if string(first) != string(second) {
+		t.Error("a run from the cache differs from the run that filled it")
+	}
+
+	// Editing anything upstream makes a new cache.
+	edited := strings.Replace(cacheSpec, "index * 3", "index * 4", 1)
+	rep, err = runSpec(t, dir, edited)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c := rep.Caches["c"]; c.Written != 3000 || c.Fingerprint == "" {
+		t.Fatalf("after an upstream edit: %+v, want a fresh fill", c)
+	}
+	lines := readLines(t, filepath.Join(dir, "out.jsonl"))
+	if !strings.Contains(strings.Join(lines, "\n"), `"w":11996`) {
+		t.Error("edited expression's values not in the output")
+	}
+}
+
+// TestCacheResumesAfterInterrupt cuts the first fill short, then checks
+// that the next run resumes the stored part and produces exactly what an
+// uninterrupted run does.
+func TestCacheResumesAfterInterrupt(t *testing.T) {
+	slow := strings.Replace(cacheSpec, "set: {v:", "parallelism: 1\n    set: {x: 'len(string(index)) > 99 ? 1 : 0', v:", 1)
+	ref := t.TempDir()
+	if _, err := runSpec(t, ref, slow); err != nil {
+		t.Fatal(err)
+	}
+	want, _ := os.ReadFile(filepath.Join(ref, "out.jsonl"))
+
+	dir := t.TempDir()
+	ctx, cancel := context.WithCancel(context.Background())
+	go func() {
+		// Cancel once some samples are committed.
+		for i := 0; i < 400; i++ {
+			time.Sleep(5 * time.Millisecond)
+			ms, _ := filepath.Glob(filepath.Join(dir, "cache", "*", "manifest.json"))
+			if len(ms) > 0 {
+				b, _ := os.ReadFile(ms[0])
+				if strings.Contains(string(b), `"samples": 1`) || strings.Contains(string(b), `"samples":1`) {
+					break
+				}
+			}
+		}
+		cancel()
+	}()
+	_, err := runSpecCtx(ctx, t, dir, slow)
+	if !errors.Is(err, context.Canceled) {
+		t.Skipf("the run finished before it could be interrupted (%v)", err)
+	}
+	rep, err := runSpec(t, dir, slow)
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := rep.Caches["c"]
+	if c.Resumed == 0 || c.Resumed >= 3000 || c.Written != 3000-c.Resumed {
+		t.Fatalf("resumed run: %+v", c)
+	}
+	if heavy := rep.Stages["heavy"]; heavy.In != 3000 {
+		t.Fatalf("heavy saw %d samples", heavy.In)
+	}
+	got, _ := os.ReadFile(filepath.Join(dir, "out.jsonl"))
+	if string(got) != string(want) {
+		t.Error("output after resuming differs from an uninterrupted run")
+	}
+}
+
+func TestMemoryCache(t *testing.T) {
+	dir := t.TempDir()
+	rep, err := runSpec(t, dir, strings.Replace(cacheSpec, "dir: cache, ", "", 1))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c := rep.Caches["c"]; c.Written != 3000 || c.FromCache != 6000 {
+		t.Fatalf("memory cache %+v", c)
+	}
+	_, err = runSpec(t, t.TempDir(), `
+version: 1
+name: toobig
+resources: {memory: 1MiB}
+stages:
+  - {name: src, type: range, count: 2000}
+  - {name: m, type: map, set: {v: 'one_hot(0, 1000)'}}
+  - {name: c, type: cache}
+  - {name: out, type: discard}
+`)
+	if err == nil || !strings.Contains(err.Error(), "in-memory cache outgrew its share of the memory budget") {
+		t.Errorf("err = %v", err)
+	}
+}

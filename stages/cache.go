@@ -1,0 +1,325 @@
+package stages
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"fmt"
+	"os"
+	"sort"
+	"strings"
+	"sync"
+
+	"go.uber.org/zap"
+
+	"github.com/piperun/piperun/cache"
+	"github.com/piperun/piperun/sample"
+	"github.com/piperun/piperun/spec"
+)
+
+// CacheConfig configures the cache stage.
+type CacheConfig struct {
+	Dir         string `yaml:"dir" jsonschema_description:"Directory of the on-disk (Badger) cache, relative to the spec; no dir = in memory, inside the budget."`
+	CommitEvery int    `yaml:"commit_every" jsonschema_description:"Samples between durable commits of the on-disk cache (default 512); a crash loses at most this many."`
+}
+
+func init() {
+	register(&Type{
+		StageType: spec.StageType{Name: "cache", Role: spec.RoleTransform,
+			Doc:       "Stores the first pass over its input (on disk with dir, else in memory); later epochs and later runs read it back and skip all upstream work.",
+			NewConfig: func() any { return &CacheConfig{CommitEvery: 512} }},
+		Build: buildCache,
+	})
+}
+
+// ReservedBytes implements plan.Reserver: what Badger itself may hold in
+// memory, counted inside the pipeline's budget.
+func (c *CacheConfig) ReservedBytes() int64 {
+	if c.Dir == "" {
+		return 0
+	}
+	return cache.Options{}.MemoryBytes()
+}
+
+// Check implements spec.Checker.
+func (c *CacheConfig) Check(cc *spec.CheckContext) sample.Schema {
+	if c.CommitEvery < 1 {
+		cc.Errorf("commit_every", "must be at least 1, got %d", c.CommitEvery)
+	}
+	if c.Dir != "" && cc.Environment {
+		if err := checkWritable(cc.Resolve(c.Dir) + "/x"); err != nil {
+			cc.Errorf("dir", "%v", err)
+		}
+	}
+	return cc.Input()
+}
+
+// CacheStats describe what a cache stage did in a run.
+type CacheStats struct {
+	Fingerprint string `json:"fingerprint,omitempty"`
+	Dir         string `json:"dir,omitempty"`
+	// FromCache counts samples served from what an earlier pass stored;
+	// Written counts samples stored by this run.
+	FromCache int64 `json:"from_cache"`
+	Written   int64 `json:"written"`
+	Complete  bool  `json:"complete"`
+	// Resumed is the number of samples an earlier, interrupted run left.
+	Resumed int64 `json:"resumed"`
+}
+
+// Cacher is implemented by stages that store one pass over their input
+// and replay it. The engine feeds the first pass through Put and, once the
+// cache is Complete, stops reading the input and calls Replay instead.
+type Cacher interface {
+	Complete() bool
+	// Has reports whether an earlier run stored the sample with this ID;
+	// Get returns it.
+	Has(id int64) bool
+	Get(id int64) (*sample.Sample, bool, error)
+	Put(ctx context.Context, s *sample.Sample) error
+	Commit() error
+	MarkComplete() error
+	Replay(ctx context.Context, epoch int, emit Emit) error
+	Stats() CacheStats
+	Close() error
+}
+
+func buildCache(env *Env, cfg any) (any, error) {
+	c := cfg.(*CacheConfig)
+	if c.Dir == "" {
+		return &memCache{env: env}, nil
+	}
+	fp, desc, err := Fingerprint(env.Spec, env.Stage)
+	if err != nil {
+		return nil, err
+	}
+	dir := env.Resolve(c.Dir)
+	// Say when an older version of this stage's cache is being left behind,
+	// so a user knows why the run recomputes.
+	if ms, err := cache.List(dir); err == nil {
+		for _, m := range ms {
+			if m.Fingerprint != fp && m.Pipeline == env.Spec.Name && m.Stage == env.Stage.Name {
+				env.Log.Info("upstream changed: not using the older cache", zap.String("old", m.Fingerprint), zap.String("new", fp),
+					zap.Int64("old_samples", m.Samples), zap.Bool("old_complete", m.Complete))
+			}
+		}
+	}
+	store, err := cache.Open(dir, fp, cache.Manifest{Pipeline: env.Spec.Name, Stage: env.Stage.Name, Describe: desc},
+		cache.Options{Logf: func(f string, a ...any) { env.Log.Info(fmt.Sprintf(f, a...)) }})
+	if err != nil {
+		return nil, err
+	}
+	d := &diskCache{env: env, cfg: c, store: store}
+	d.stats = CacheStats{Fingerprint: fp, Dir: store.Dir(), Complete: store.Manifest().Complete, Resumed: store.Count()}
+	if d.stats.Complete {
+		d.stats.Resumed = 0
+	}
+	env.Log.Info("cache", zap.String("dir", store.Dir()), zap.Bool("complete", d.stats.Complete), zap.Int64("samples", store.Count()))
+	return d, nil
+}
+
+// Fingerprint identifies everything upstream of a stage: each upstream
+// stage's type and config, the identity (path, size, modification time)
+// of every input file the file sources match, and the seed when anything
+// upstream is random. Change any of it and the fingerprint changes.
+func Fingerprint(sp *spec.Spec, st *spec.Stage) (string, string, error) {
+	var up []*spec.Stage
+	seen := map[*spec.Stage]bool{}
+	var walk func(s *spec.Stage)
+	walk = func(s *spec.Stage) {
+		for _, in := range s.Inputs {
+			if !seen[in] {
+				seen[in] = true
+				walk(in)
+				up = append(up, in)
+			}
+		}
+	}
+	walk(st)
+	var b strings.Builder
+	random := false
+	var names []string
+	for _, s := range up {
+		cfg, err := json.Marshal(s.Config)
+		if err != nil {
+			return "", "", fmt.Errorf("fingerprint %s: %w", s.Name, err)
+		}
+		ins := make([]string, len(s.Inputs))
+		for i, in := range s.Inputs {
+			ins[i] = in.Name
+		}
+		fmt.Fprintf(&b, "stage %s type=%s inputs=%v on_error=%s config=%s\n", s.Name, s.Type, ins, s.OnError, cfg)
+		names = append(names, s.Name)
+		if isRandom(s, string(cfg)) {
+			random = true
+		}
+		if fc, ok := s.Config.(*FilesConfig); ok {
+			for _, p := range fc.patterns() {
+				files, err := Glob(sp.Resolve(p))
+				if err != nil {
+					return "", "", err
+				}
+				for _, f := range files {
+					fi, err := os.Stat(f)
+					if err != nil {
+						return "", "", fmt.Errorf("fingerprint: %w", err)
+					}
+					fmt.Fprintf(&b, "file %s %d %d\n", f, fi.Size(), fi.ModTime().UnixNano())
+				}
+			}
+		}
+	}
+	if random {
+		fmt.Fprintf(&b, "seed %v\n", sp.Seed)
+	}
+	sum := sha256.Sum256([]byte(b.String()))
+	desc := fmt.Sprintf("%s after %s", sp.Name, strings.Join(names, " → "))
+	if random {
+		desc += " (random upstream: seed included)"
+	}
+	return hex.EncodeToString(sum[:])[:16], desc, nil
+}
+
+// isRandom reports whether a stage's output depends on the seed.
+func isRandom(s *spec.Stage, cfg string) bool {
+	switch c := s.Config.(type) {
+	case *FilesConfig:
+		return c.Shuffle
+	case *ShuffleConfig, *MixConfig:
+		return true
+	}
+	for _, f := range []string{"random_crop", "random_resized_crop", "flip_left_right"} {
+		if strings.Contains(cfg, f) {
+			return true
+		}
+	}
+	return false
+}
+
+type diskCache struct {
+	env     *Env
+	cfg     *CacheConfig
+	store   *cache.Cache
+	stats   CacheStats
+	pending int
+	mu      sync.Mutex
+}
+
+func (d *diskCache) Complete() bool    { return d.store.Manifest().Complete }
+func (d *diskCache) Has(id int64) bool { return d.stats.Resumed > 0 && d.store.Has(id) }
+func (d *diskCache) Get(id int64) (*sample.Sample, bool, error) {
+	s, ok, err := d.store.Get(id)
+	if ok {
+		d.mu.Lock()
+		d.stats.FromCache++
+		d.mu.Unlock()
+	}
+	return s, ok, err
+}
+func (d *diskCache) Stats() CacheStats { d.mu.Lock(); defer d.mu.Unlock(); return d.stats }
+func (d *diskCache) Close() error      { return d.store.Close() }
+func (d *diskCache) MarkComplete() error {
+	if err := d.store.MarkComplete(); err != nil {
+		return err
+	}
+	d.mu.Lock()
+	d.stats.Complete = true
+	d.mu.Unlock()
+	return nil
+}
+
+func (d *diskCache) Commit() error {
+	d.pending = 0
+	return d.store.Commit()
+}
+
+func (d *diskCache) Put(_ context.Context, s *sample.Sample) error {
+	if err := d.store.Put(s.ID, s); err != nil {
+		return err
+	}
+	d.mu.Lock()
+	d.stats.Written++
+	d.mu.Unlock()
+	if d.pending++; d.pending >= d.cfg.CommitEvery {
+		return d.Commit()
+	}
+	return nil
+}
+
+func (d *diskCache) Replay(ctx context.Context, epoch int, emit Emit) error {
+	// IDs stay as stored: per-sample randomness downstream is seeded by
+	// them, so a replayed epoch matches one computed afresh.
+	return d.store.Iterate(ctx, func(s *sample.Sample) error {
+		s.Epoch = epoch
+		d.mu.Lock()
+		d.stats.FromCache++
+		d.mu.Unlock()
+		return emit(s)
+	})
+}
+
+// memCache keeps the first pass in memory, its bytes reserved in the
+// budget like any other buffer.
+type memCache struct {
+	env      *Env
+	bytes    int64
+	samples  []*sample.Sample
+	complete bool
+	stats    CacheStats
+	mu       sync.Mutex
+}
+
+func (m *memCache) Complete() bool                          { return m.complete }
+func (m *memCache) Has(int64) bool                          { return false }
+func (m *memCache) Get(int64) (*sample.Sample, bool, error) { return nil, false, nil }
+func (m *memCache) Commit() error                           { return nil }
+func (m *memCache) Stats() CacheStats                       { m.mu.Lock(); defer m.mu.Unlock(); return m.stats }
+
+func (m *memCache) MarkComplete() error {
+	m.complete = true
+	m.mu.Lock()
+	m.stats.Complete = true
+	m.mu.Unlock()
+	sort.SliceStable(m.samples, func(i, j int) bool { return m.samples[i].ID < m.samples[j].ID })
+	return nil
+}
+
+func (m *memCache) Put(_ context.Context, s *sample.Sample) error {
+	c := s.Clone()
+	n := c.Size()
+	// Half the budget at most, like a shuffle buffer: the stages feeding
+	// the cache need the rest to keep producing.
+	if m.bytes+n > m.env.Memory/2 || !m.env.TryReserve(n) {
+		return fmt.Errorf("in-memory cache outgrew its share of the memory budget (half of %d bytes) after %d samples; set dir: to cache on disk, or raise resources.memory", m.env.Memory, len(m.samples))
+	}
+	m.bytes += n
+	c.Held = n
+	m.samples = append(m.samples, c)
+	m.mu.Lock()
+	m.stats.Written++
+	m.mu.Unlock()
+	return nil
+}
+
+func (m *memCache) Replay(_ context.Context, epoch int, emit Emit) error {
+	for _, s := range m.samples {
+		c := s.Clone()
+		c.Epoch = epoch
+		m.mu.Lock()
+		m.stats.FromCache++
+		m.mu.Unlock()
+		if err := emit(c); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+func (m *memCache) Close() error {
+	for _, s := range m.samples {
+		m.env.Release(s)
+	}
+	m.samples = nil
+	return nil
+}
