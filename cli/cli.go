@@ -101,7 +101,7 @@ func Run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	root.PersistentFlags().StringVar(&g.logFormat, "log-format", "text", "log format: text or json")
 	root.PersistentFlags().StringVar(&g.logLevel, "log-level", "info", "log level: debug, info, warn or error")
 	root.SetFlagErrorFunc(func(c *cobra.Command, err error) error { return exit(ExitUsage, err) })
-	root.AddCommand(applyCmd(g), validateCmd(g), planCmd(g), schemaCmd(g), inspectCmd(g), versionCmd(g))
+	root.AddCommand(applyCmd(g), validateCmd(g), planCmd(g), schemaCmd(g), inspectCmd(g), versionCmd(g), cacheCmd(g))
 	root.SetArgs(args)
 	err := root.ExecuteContext(ctx)
 	if g.log != nil {
@@ -173,6 +173,8 @@ func plural(n int) string {
 	}
 	return "s"
 }
+
+func jsonMarshal(v any) ([]byte, error) { return json.Marshal(v) }
 
 func writeJSON(w io.Writer, v any) error {
 	enc := json.NewEncoder(w)

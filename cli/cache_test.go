@@ -1,0 +1,198 @@
+package cli_test
+
+import (
+	"bytes"
+	"encoding/json"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+)
+
+// cacheFillSpec fills a cache slowly enough to be interrupted mid-epoch:
+// each sample costs a few thousand expression steps.
+const cacheFillSpec = `
+version: 1
+name: fill
+seed: 9
+epochs: 2
+stages:
+  - {name: src, type: range, count: 6000}
+  - name: work
+    type: map
+    parallelism: 1
+    set:
+      v: 'sum(map(1..3000, # * index)) % 1000'
+  - {name: c, type: cache, dir: cache, commit_every: 50}
+  - {name: sh, type: shuffle, buffer: 100}
+  - {name: out, type: write_jsonl, path: out.jsonl}
+`
+
+type cacheReport struct {
+	OK     bool `json:"ok"`
+	Caches map[string]struct {
+		FromCache int64 `json:"from_cache"`
+		Written   int64 `json:"written"`
+		Resumed   int64 `json:"resumed"`
+		Complete  bool  `json:"complete"`
+	} `json:"caches"`
+	Sinks map[string]struct {
+		Samples int64 `json:"samples"`
+	} `json:"sinks"`
+}
+
+func applyReport(t *testing.T, dir string) cacheReport {
+	t.Helper()
+	spec := filepath.Join(dir, "fill.yaml")
+	rep := filepath.Join(dir, "report.json")
+	cmd := exec.Command(binary, "apply", "--progress", "never", "--report", rep, spec)
+	var stderr bytes.Buffer
+	cmd.Stderr = &stderr
+	if err := cmd.Run(); err != nil {
+		t.Fatalf("apply: %v\n%s", err, stderr.String())
+	}
+	var r cacheReport
+	b, err := os.ReadFile(rep)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := json.Unmarshal(b, &r); err != nil {
+		t.Fatal(err)
+	}
+	return r
+}
+
+// committed reads the cache manifest's sample count, 0 before the first
+// commit.
+func committed(dir string) int64 {
+	ms, _ := filepath.Glob(filepath.Join(dir, "cache", "*", "manifest.json"))
+	if len(ms) == 0 {
+		return 0
+	}
+	var m struct{ Samples int64 }
+	b, _ := os.ReadFile(ms[0])
+	json.Unmarshal(b, &m)
+	return m.Samples
+}
+
+// TestCacheSurvivesInterrupt stops a cache fill about halfway, by SIGINT
+// and by SIGKILL, then reruns: the output must equal an uninterrupted
+// run's, and the report must show that the stored part came from the cache.
+func TestCacheSurvivesInterrupt(t *testing.T) {
+	ref := t.TempDir()
+	writeSpec(t, ref, "fill.yaml", cacheFillSpec)
+	r := applyReport(t, ref)
+	if c := r.Caches["c"]; c.Written != 6000 || c.FromCache != 6000 || !c.Complete {
+		t.Fatalf("reference run cache: %+v", c)
+	}
+	want, err := os.ReadFile(filepath.Join(ref, "out.jsonl"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if n := bytes.Count(want, []byte("\n")); n != 12000 {
+		t.Fatalf("reference output has %d lines, want 12000", n)
+	}
+
+	for _, sig := range []syscall.Signal{syscall.SIGINT, syscall.SIGKILL} {
+		t.Run(sig.String(), func(t *testing.T) {
+			dir := t.TempDir()
+			spec := writeSpec(t, dir, "fill.yaml", cacheFillSpec)
+			cmd := exec.Command(binary, "apply", "--progress", "never", spec)
+			var stderr bytes.Buffer
+			cmd.Stderr = &stderr
+			if err := cmd.Start(); err != nil {
+				t.Fatal(err)
+			}
+			exited := make(chan error, 1)
+			go func() { exited <- cmd.Wait() }()
+			deadline := time.Now().Add(60 * time.Second)
+			for committed(dir) < 1500 {
+				select {
+				case err := <-exited:
+					t.Fatalf("finished before it could be interrupted: %v\n%s", err, stderr.String())
+				default:
+				}
+				if time.Now().After(deadline) {
+					cmd.Process.Kill()
+					t.Fatalf("cache did not fill in 60s\n%s", stderr.String())
+				}
+				time.Sleep(5 * time.Millisecond)
+			}
+			if err := cmd.Process.Signal(sig); err != nil {
+				t.Fatal(err)
+			}
+			select {
+			case <-exited:
+			case <-time.After(10 * time.Second):
+				cmd.Process.Kill()
+				t.Fatalf("no exit 10s after %v", sig)
+			}
+			if _, err := os.Stat(filepath.Join(dir, "out.jsonl")); !os.IsNotExist(err) {
+				t.Fatalf("interrupted run left out.jsonl: %v", err)
+			}
+			stored := committed(dir)
+			if stored < 1500 || stored >= 6000 {
+				t.Fatalf("after %v the cache holds %d samples; want a partial fill", sig, stored)
+			}
+
+			r := applyReport(t, dir)
+			c := r.Caches["c"]
+			if c.Resumed < stored || c.Resumed >= 6000 {
+				t.Errorf("resumed %d, want at least the %d committed", c.Resumed, stored)
+			}
+			if c.Written != 6000-c.Resumed || c.FromCache != c.Resumed+6000 || !c.Complete {
+				t.Errorf("rerun cache stats %+v", c)
+			}
+			got, err := os.ReadFile(filepath.Join(dir, "out.jsonl"))
+			if err != nil {
+				t.Fatal(err)
+			}
+			if !bytes.Equal(got, want) {
+				t.Errorf("output after %v and a rerun differs from an uninterrupted run", sig)
+			}
+			if sig == syscall.SIGINT && !strings.Contains(stderr.String(), "interrupted") {
+				t.Errorf("stderr: %s", stderr.String())
+			}
+		})
+	}
+}
+
+func TestCacheCommands(t *testing.T) {
+	dir := t.TempDir()
+	writeSpec(t, dir, "fill.yaml", strings.Replace(cacheFillSpec, "count: 6000", "count: 300", 1))
+	applyReport(t, dir)
+	spec := filepath.Join(dir, "fill.yaml")
+	r := run(t, "cache", "ls", "--format", "json", spec)
+	if r.code != 0 {
+		t.Fatalf("cache ls: %d %s", r.code, r.stderr)
+	}
+	var ms []struct {
+		Fingerprint, Pipeline, Stage string
+		Samples                      int64
+		Complete                     bool
+	}
+	if err := json.Unmarshal([]byte(r.stdout), &ms); err != nil {
+		t.Fatal(err)
+	}
+	if len(ms) != 1 || ms[0].Pipeline != "fill" || ms[0].Stage != "c" || ms[0].Samples != 300 || !ms[0].Complete || len(ms[0].Fingerprint) != 16 {
+		t.Fatalf("cache ls: %+v", ms)
+	}
+	if r := run(t, "cache", "info", filepath.Join(dir, "cache"), ms[0].Fingerprint[:6]); r.code != 0 || !strings.Contains(r.stdout, `"samples": 300`) {
+		t.Errorf("cache info: %d %s %s", r.code, r.stdout, r.stderr)
+	}
+	if r := run(t, "cache", "prune", spec); r.code != 2 {
+		t.Errorf("prune without limits: exit %d", r.code)
+	}
+	if r := run(t, "cache", "prune", "--keep-last", "1", spec); r.code != 0 || r.stdout != "" {
+		t.Errorf("prune keeping the only cache removed something: %q", r.stdout)
+	}
+	if r := run(t, "cache", "prune", "--keep-last", "0", spec); r.code != 0 || !strings.Contains(r.stdout, "removed ") {
+		t.Errorf("prune: %d %q %q", r.code, r.stdout, r.stderr)
+	}
+	if r := run(t, "cache", "ls", spec); r.code != 0 || strings.Count(r.stdout, "\n") != 1 {
+		t.Errorf("after prune: %q", r.stdout)
+	}
+}

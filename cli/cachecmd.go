@@ -1,0 +1,176 @@
+package cli
+
+import (
+	"fmt"
+	"path/filepath"
+	"sort"
+	"strings"
+	"text/tabwriter"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"github.com/piperun/piperun/cache"
+	"github.com/piperun/piperun/spec"
+	"github.com/piperun/piperun/stages"
+)
+
+func cacheCmd(g *globals) *cobra.Command {
+	cmd := &cobra.Command{
+		Use:   "cache",
+		Short: "List, inspect and prune on-disk caches",
+		Long: "Each argument is a cache directory (a cache stage's dir:) or a spec file, whose cache\n" +
+			"stages' directories are used.",
+	}
+	var format string
+	ls := &cobra.Command{
+		Use:   "ls DIR|SPEC...",
+		Short: "List caches: fingerprint, pipeline, stage, samples, size, complete, last used",
+		Args:  minArgs(1, "a cache directory or spec"),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			ms, err := g.caches(args)
+			if err != nil {
+				return err
+			}
+			if format == "json" {
+				return writeJSON(g.stdout, ms)
+			}
+			tw := tabwriter.NewWriter(g.stdout, 0, 0, 2, ' ', 0)
+			fmt.Fprintln(tw, "FINGERPRINT\tPIPELINE\tSTAGE\tSAMPLES\tSIZE\tSTATE\tLAST USED\tDIR")
+			for _, m := range ms {
+				state := "partial"
+				if m.Complete {
+					state = "complete"
+				}
+				fmt.Fprintf(tw, "%s\t%s\t%s\t%d\t%s\t%s\t%s\t%s\n", m.Fingerprint, m.Pipeline, m.Stage, m.Samples,
+					spec.ByteSize(m.Bytes), state, m.LastUsed.Local().Format("2006-01-02 15:04:05"), m.dir)
+			}
+			return tw.Flush()
+		},
+	}
+	ls.Flags().StringVar(&format, "format", "text", "text or json")
+	info := &cobra.Command{
+		Use:   "info DIR|SPEC FINGERPRINT",
+		Short: "Show one cache's manifest (a fingerprint prefix is enough)",
+		Args:  exactArgs(2, "a cache directory or spec, and a fingerprint"),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			ms, err := g.caches(args[:1])
+			if err != nil {
+				return err
+			}
+			var hits []dirManifest
+			for _, m := range ms {
+				if strings.HasPrefix(m.Fingerprint, args[1]) {
+					hits = append(hits, m)
+				}
+			}
+			switch len(hits) {
+			case 0:
+				return exit(ExitFailed, fmt.Errorf("no cache with fingerprint %q in %s", args[1], args[0]))
+			case 1:
+				return writeJSON(g.stdout, hits[0])
+			}
+			return exit(ExitFailed, fmt.Errorf("fingerprint prefix %q is ambiguous: %d caches match", args[1], len(hits)))
+		},
+	}
+	var olderThan time.Duration
+	var keepLast int
+	prune := &cobra.Command{
+		Use:   "prune DIR|SPEC... [--older-than D] [--keep-last N]",
+		Short: "Remove caches last used longer ago than --older-than, keeping the --keep-last most recent; caches in use are never removed",
+		Args:  minArgs(1, "a cache directory or spec"),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			if olderThan == 0 && keepLast == 0 && !cmd.Flags().Changed("keep-last") {
+				return exit(ExitUsage, fmt.Errorf("prune: give --older-than and/or --keep-last (prune removes nothing by default)"))
+			}
+			dirs, err := g.cacheDirs(args)
+			if err != nil {
+				return err
+			}
+			for _, d := range dirs {
+				removed, err := cache.Prune(d, olderThan, keepLast, time.Now())
+				for _, m := range removed {
+					fmt.Fprintf(g.stdout, "removed %s (%s/%s, %d samples, %s)\n", filepath.Join(d, m.Fingerprint), m.Pipeline, m.Stage, m.Samples, spec.ByteSize(m.Bytes))
+				}
+				if err != nil {
+					return exit(ExitFailed, err)
+				}
+			}
+			return nil
+		},
+	}
+	prune.Flags().DurationVar(&olderThan, "older-than", 0, "remove caches last used longer ago than this, e.g. 168h")
+	prune.Flags().IntVar(&keepLast, "keep-last", 0, "always keep this many most recently used caches per directory")
+	cmd.AddCommand(ls, info, prune)
+	return cmd
+}
+
+// dirManifest is a manifest with the directory it was found in.
+type dirManifest struct {
+	cache.Manifest
+	dir string
+}
+
+// MarshalJSON adds the directory to the manifest's JSON.
+func (d dirManifest) MarshalJSON() ([]byte, error) {
+	type plain cache.Manifest
+	return jsonMarshal(struct {
+		plain
+		Dir string `json:"dir"`
+	}{plain(d.Manifest), filepath.Join(d.dir, d.Fingerprint)})
+}
+
+func minArgs(n int, what string) cobra.PositionalArgs {
+	return func(cmd *cobra.Command, args []string) error {
+		if len(args) < n {
+			return exit(ExitUsage, fmt.Errorf("%s: expected %s (see --help)", cmd.Name(), what))
+		}
+		return nil
+	}
+}
+
+// cacheDirs turns arguments into cache directories: a spec stands for the
+// dirs of its cache stages.
+func (g *globals) cacheDirs(args []string) ([]string, error) {
+	var dirs []string
+	for _, a := range args {
+		if !strings.HasSuffix(a, ".yaml") && !strings.HasSuffix(a, ".yml") {
+			dirs = append(dirs, a)
+			continue
+		}
+		sp, err := g.load(a, nil, false)
+		if err != nil {
+			return nil, err
+		}
+		n := 0
+		for _, st := range sp.Stages {
+			if c, ok := st.Config.(*stages.CacheConfig); ok && c.Dir != "" {
+				dirs = append(dirs, sp.Resolve(c.Dir))
+				n++
+			}
+		}
+		if n == 0 {
+			return nil, exit(ExitFailed, fmt.Errorf("%s has no cache stage with a dir", a))
+		}
+	}
+	return dirs, nil
+}
+
+func (g *globals) caches(args []string) ([]dirManifest, error) {
+	dirs, err := g.cacheDirs(args)
+	if err != nil {
+		return nil, err
+	}
+	var out []dirManifest
+	for _, d := range dirs {
+		ms, err := cache.List(d)
+		if err != nil {
+			return nil, exit(ExitFailed, err)
+		}
+		for _, m := range ms {
+			out = append(out, dirManifest{m, d})
+		}
+	}
+	sort.SliceStable(out, func(i, j int) bool { return out[i].LastUsed.After(out[j].LastUsed) })
+	return out, nil
+}
