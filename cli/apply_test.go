@@ -93,7 +93,7 @@ func TestApplyReport(t *testing.T) {
 	}
 	wantStages := map[string]map[string]int64{"src": {"in": 0, "out": 10}, "sq": {"in": 10, "out": 10}, "batch": {"in": 10, "out": 3}}
 	for name, w := range wantStages {
-		if g := got.Stages[name]; g["in"] != w["in"] || g["out"] != w["out"] || len(g) != 2 {
+		if g := got.Stages[name]; g["in"] != w["in"] || g["out"] != w["out"] || g["bytes"] <= 0 || len(g) != 3 {
 			t.Errorf("stages.%s = %v, want %v", name, g, w)
 		}
 	}

@@ -11,6 +11,7 @@ import (
 func planCmd(g *globals) *cobra.Command {
 	var format string
 	var set []string
+	var probeN int64
 	cmd := &cobra.Command{
 		Use:   "plan FILE",
 		Short: "Show the compiled DAG: stages, parallelism, buffers and memory shares",
@@ -26,6 +27,13 @@ func planCmd(g *globals) *cobra.Command {
 			p, err := plan.Compile(sp, g.registry, plan.Options{})
 			if err != nil {
 				return exit(ExitInvalid, err)
+			}
+			if probeN > 0 {
+				avg, err := probe(cmd.Context(), g, p, probeN)
+				if err != nil {
+					return exit(ExitFailed, err)
+				}
+				p.ApplyProbe(avg)
 			}
 			switch format {
 			case "dot":
@@ -43,5 +51,6 @@ func planCmd(g *globals) *cobra.Command {
 	}
 	cmd.Flags().StringVar(&format, "format", "text", "output format: text, dot or mermaid")
 	cmd.Flags().StringArrayVar(&set, "set", nil, "override a spec value, path=value (repeatable)")
+	cmd.Flags().Int64Var(&probeN, "probe", 0, "run the pipeline on N samples per sink to measure sample sizes the spec cannot tell (writes no output)")
 	return cmd
 }

@@ -1,6 +1,7 @@
 package cli
 
 import (
+	"context"
 	"fmt"
 	"strings"
 
@@ -14,6 +15,7 @@ func validateCmd(g *globals) *cobra.Command {
 	var format string
 	var noEnv bool
 	var set []string
+	var probeN int64
 	cmd := &cobra.Command{
 		Use:   "validate FILE...",
 		Short: "Check specs: schema, DAG, expression types, memory fit and (unless --no-environment) inputs and outputs",
@@ -34,7 +36,7 @@ func validateCmd(g *globals) *cobra.Command {
 			}
 			var all spec.Diagnostics
 			for _, f := range args {
-				all = append(all, validateFile(g, f, set, !noEnv)...)
+				all = append(all, validateFile(cmd.Context(), g, f, set, !noEnv, probeN)...)
 			}
 			switch format {
 			case "json":
@@ -77,12 +79,13 @@ func validateCmd(g *globals) *cobra.Command {
 	cmd.Flags().StringVar(&format, "format", "text", "output format: text, json or github (workflow annotations)")
 	cmd.Flags().BoolVar(&noEnv, "no-environment", false, "skip checks of input files and output directories")
 	cmd.Flags().StringArrayVar(&set, "set", nil, "override a spec value, path=value (repeatable)")
+	cmd.Flags().Int64Var(&probeN, "probe", 0, "also run each pipeline on N samples per sink to measure sample sizes, and check the memory fit with them (writes no output)")
 	return cmd
 }
 
 // validateFile runs every check on one spec, including the memory fit that
 // needs a plan.
-func validateFile(g *globals, file string, set []string, environment bool) spec.Diagnostics {
+func validateFile(ctx context.Context, g *globals, file string, set []string, environment bool, probeN int64) spec.Diagnostics {
 	sp, diags := spec.Load(file, spec.Options{Catalog: g.registry, Set: set, Environment: environment})
 	if sp == nil || diags.HasErrors() {
 		return diags
@@ -90,6 +93,13 @@ func validateFile(g *globals, file string, set []string, environment bool) spec.
 	p, err := plan.Compile(sp, g.registry, plan.Options{})
 	if err != nil {
 		return append(diags, spec.Diagnostic{Pos: spec.Pos{File: file}, Message: err.Error(), Severity: spec.SevError})
+	}
+	if probeN > 0 && environment {
+		avg, err := probe(ctx, g, p, probeN)
+		if err != nil {
+			return append(diags, spec.Diagnostic{Pos: spec.Pos{File: file}, Message: err.Error(), Severity: spec.SevError})
+		}
+		p.ApplyProbe(avg)
 	}
 	for _, msg := range p.Fit() {
 		diags = append(diags, spec.Diagnostic{Pos: sp.PosOf("resources.memory"), Path: "resources.memory", Message: msg, Severity: spec.SevError})

@@ -79,6 +79,8 @@ type node struct {
 	in      atomic.Int64
 	out     atomic.Int64
 	batches atomic.Int64
+	// outBytes sums the sizes of emitted samples, for probing sample sizes.
+	outBytes atomic.Int64
 	// epochs and perEpoch let the CLI estimate time left once a sink has
 	// seen a whole epoch.
 	epochs   atomic.Int64
@@ -318,7 +320,7 @@ func (r *Run) runNode(ctx context.Context, g *errgroup.Group, n *node) error {
 
 func (r *Run) newOutlet(ctx context.Context, n *node) *outlet {
 	o := newOutlet(ctx, n.outs, r.plan.ChunkSize, r.budget)
-	o.onEmit = func(k int) { n.out.Add(int64(k)) }
+	o.onEmit = func(k int, bytes int64) { n.out.Add(int64(k)); n.outBytes.Add(bytes) }
 	return o
 }
 
@@ -535,7 +537,9 @@ type SinkReport struct {
 
 // StageReport counts one stage's traffic.
 type StageReport struct {
-	In  int64 `json:"in"`
+	// Bytes is the total size of the samples the stage emitted.
+	Bytes int64 `json:"bytes"`
+	In    int64 `json:"in"`
 	Out int64 `json:"out"`
 }
 
@@ -574,7 +578,7 @@ func (r *Run) snapshot(err error) *Report {
 			rep.Sinks[n.st.Name] = SinkReport{Samples: n.out.Load(), Batches: n.batches.Load(), Epochs: n.epochs.Load(), PerEpoch: n.perEpoch.Load()}
 			rep.sinkOrder = append(rep.sinkOrder, n.st.Name)
 		} else {
-			rep.Stages[n.st.Name] = StageReport{In: n.in.Load(), Out: n.out.Load()}
+			rep.Stages[n.st.Name] = StageReport{In: n.in.Load(), Out: n.out.Load(), Bytes: n.outBytes.Load()}
 		}
 	}
 	sort.Strings(rep.sinkOrder)

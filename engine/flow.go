@@ -56,12 +56,16 @@ type outlet struct {
 	live    int
 	pending []*sample.Sample
 	size    int
+	// pendingBytes and maxBytes flush a chunk early when its samples are
+	// large, so a chunk of 64 big batches never waits for the 64th.
+	pendingBytes, maxBytes int64
 	budget  *budget.Budget
-	onEmit  func(n int)
+	onEmit  func(n int, bytes int64)
 }
 
 func newOutlet(ctx context.Context, links []*link, size int, b *budget.Budget) *outlet {
-	return &outlet{ctx: ctx, links: links, dead: make([]bool, len(links)), live: len(links), size: size, budget: b}
+	return &outlet{ctx: ctx, links: links, dead: make([]bool, len(links)), live: len(links), size: size, budget: b,
+		maxBytes: max(1<<20, b.Limit()/64)}
 }
 
 // reserve makes s.Held match s.Size(), waiting for budget when it grows.
@@ -101,7 +105,8 @@ func (o *outlet) emit(s *sample.Sample) error {
 		return err
 	}
 	o.pending = append(o.pending, s)
-	if len(o.pending) >= o.size {
+	o.pendingBytes += s.Held
+	if len(o.pending) >= o.size || o.pendingBytes >= o.maxBytes {
 		return o.flush()
 	}
 	return nil
@@ -115,11 +120,18 @@ func (o *outlet) flush() error {
 	}
 	batch := o.pending
 	o.pending = make([]*sample.Sample, 0, o.size)
+	o.pendingBytes = 0
+	// Sum before sending: once sent, the chunk belongs to its consumers.
+	var bytes int64
+	for _, s := range batch {
+		bytes += s.Held
+	}
+	n := len(batch)
 	delivered, err := o.send(&chunk{samples: batch})
 	// Count what a consumer took: a chunk every consumer refused was not
 	// emitted.
 	if delivered && o.onEmit != nil {
-		o.onEmit(len(batch))
+		o.onEmit(n, bytes)
 	}
 	return err
 }

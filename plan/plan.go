@@ -71,11 +71,13 @@ type Node struct {
 	// sample; -1 when unknown without data.
 	SampleBytes   int64
 	InSampleBytes int64
-	// Share is the bytes the stage's buffer and output queue may hold,
-	// when SampleBytes is known.
+	// Share is the bytes the stage needs to make progress (its buffer and
+	// one output sample per consumer), when the sizes are known.
 	Share int64
 	// Reserved is memory the stage holds besides samples.
 	Reserved int64
+	// Probed says SampleBytes was measured by --probe, not derived.
+	Probed bool
 }
 
 // Node returns the node of a stage by name.
@@ -139,11 +141,43 @@ func Compile(sp *spec.Spec, cat spec.Catalog, opts Options) (*Plan, error) {
 			n.InSampleBytes = st.InSchemas[0].EstimateBytes()
 		}
 		if n.SampleBytes >= 0 && n.InSampleBytes >= 0 && st.Role != spec.RoleSink {
-			n.Share = int64(n.Buffer)*n.InSampleBytes + int64(QueueChunks*p.ChunkSize*len(st.Outputs))*n.SampleBytes
+			n.Share = share(n)
 		}
 		p.Nodes = append(p.Nodes, n)
 	}
 	return p, nil
+}
+
+// share is what a stage must be able to hold for the pipeline to make
+// progress: its own buffer of input samples and one output sample per
+// consumer. Queues between stages take whatever else the budget allows;
+// they apply backpressure rather than need a fixed share.
+func share(n *Node) int64 {
+	return int64(n.Buffer)*n.InSampleBytes + int64(max(1, len(n.Stage.Outputs)))*n.SampleBytes
+}
+
+// ApplyProbe replaces unknown sample-size estimates with sizes measured
+// by running the pipeline on a few samples (stage name → average bytes of
+// one output sample), and recomputes the memory shares.
+func (p *Plan) ApplyProbe(avg map[string]int64) {
+	measured := map[string]bool{}
+	for _, n := range p.Nodes {
+		if b, ok := avg[n.Stage.Name]; ok && b > 0 && n.SampleBytes < 0 {
+			n.SampleBytes = b
+			measured[n.Stage.Name] = true
+		}
+	}
+	for _, n := range p.Nodes {
+		if n.InSampleBytes < 0 && len(n.Stage.Inputs) > 0 {
+			if in := p.Node(n.Stage.Inputs[0].Name); in != nil {
+				n.InSampleBytes = in.SampleBytes
+			}
+		}
+		if n.SampleBytes >= 0 && n.InSampleBytes >= 0 && n.Stage.Role != spec.RoleSink {
+			n.Share = share(n)
+		}
+		n.Probed = measured[n.Stage.Name]
+	}
 }
 
 // DefaultMemory is the budget of a spec that sets none: a quarter of
@@ -211,6 +245,9 @@ func (p *Plan) Text(w io.Writer) {
 		sz, share := "?", "-"
 		if n.SampleBytes >= 0 {
 			sz = spec.ByteSize(n.SampleBytes).String()
+			if n.Probed {
+				sz = "~" + sz
+			}
 		}
 		if n.Share > 0 {
 			share = spec.ByteSize(n.Share).String()
