@@ -540,7 +540,7 @@ type StageReport struct {
 	// Bytes is the total size of the samples the stage emitted.
 	Bytes int64 `json:"bytes"`
 	In    int64 `json:"in"`
-	Out int64 `json:"out"`
+	Out   int64 `json:"out"`
 }
 
 // SinkNames lists the sinks in spec order.

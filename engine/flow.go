@@ -59,8 +59,8 @@ type outlet struct {
 	// pendingBytes and maxBytes flush a chunk early when its samples are
 	// large, so a chunk of 64 big batches never waits for the 64th.
 	pendingBytes, maxBytes int64
-	budget  *budget.Budget
-	onEmit  func(n int, bytes int64)
+	budget                 *budget.Budget
+	onEmit                 func(n int, bytes int64)
 }
 
 func newOutlet(ctx context.Context, links []*link, size int, b *budget.Budget) *outlet {
