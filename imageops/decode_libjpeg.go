@@ -3,8 +3,8 @@
 package imageops
 
 /*
-#cgo LDFLAGS: -lturbojpeg
-#include <turbojpeg.h>
+#cgo LDFLAGS: -ljpeg
+#include "jpeg_cgo.h"
 */
 import "C"
 
@@ -16,64 +16,76 @@ import (
 )
 
 // defaultJPEG is libjpeg-turbo in cgo builds.
-var defaultJPEG jpegDecoder = turboJPEG
+var defaultJPEG jpegDecoder = libjpegDecode
 
 // Backend names the JPEG decoder Decode uses: "libjpeg-turbo" or "image/jpeg".
 const Backend = "libjpeg-turbo"
 
-// handles keeps decompressors between calls: tjInitDecompress allocates
-// libjpeg's state, which costs more than decoding a thumbnail. A bounded
-// channel rather than a sync.Pool, because a handle dropped by the GC would
-// leak its C memory.
-var handles = make(chan C.tjhandle, 64)
+// decompressors keeps libjpeg decompressors between calls: jpeg_create_decompress
+// allocates libjpeg's state, which costs more than decoding a thumbnail. A
+// bounded channel rather than a sync.Pool, because a decompressor dropped
+// by the GC would leak its C memory.
+var decompressors = make(chan *C.pr_dec, 64)
 
-func getHandle() (C.tjhandle, error) {
+func getDecompressor() (*C.pr_dec, error) {
 	select {
-	case h := <-handles:
-		return h, nil
+	case d := <-decompressors:
+		return d, nil
 	default:
 	}
-	h := C.tjInitDecompress()
-	if h == nil {
+	d := C.pr_dec_new()
+	if d == nil {
 		return nil, errors.New("libjpeg-turbo: cannot create a decompressor")
 	}
-	return h, nil
+	return d, nil
 }
 
-func putHandle(h C.tjhandle) {
+func putDecompressor(d *C.pr_dec) {
 	select {
-	case handles <- h:
+	case decompressors <- d:
 	default:
-		C.tjDestroy(h)
+		C.pr_dec_free(d)
 	}
 }
 
-// turboJPEG is the libjpeg-turbo jpegDecoder. It decodes with the accurate
-// integer IDCT and fancy upsampling (djpeg's defaults), scaled by num/8.
-// Unless lenient, libjpeg warnings (corrupt data, premature end) are errors.
-func turboJPEG(data []byte, info *jpegInfo, ch, num int, alloc func(int) []byte, lenient bool) ([]byte, int, int, error) {
-	th, err := getHandle()
+// strictFlag is the C int for !lenient: whether libjpeg warnings (corrupt
+// data, premature end) are errors.
+func strictFlag(lenient bool) C.int {
+	if lenient {
+		return 0
+	}
+	return 1
+}
+
+// colorSpace is libjpeg's output colour space for ch interleaved channels.
+// libjpeg-turbo's JCS_EXT_* spaces write RGB or RGBA directly, so no
+// repacking is needed.
+func colorSpace(ch int) C.int {
+	switch ch {
+	case 1:
+		return C.JCS_GRAYSCALE
+	case 3:
+		return C.JCS_EXT_RGB
+	}
+	return C.JCS_EXT_RGBA
+}
+
+// libjpegDecode is the libjpeg-turbo jpegDecoder. It decodes with the
+// accurate integer IDCT and fancy upsampling (djpeg's defaults), scaled by
+// num/8. Unless lenient, libjpeg warnings (corrupt data, premature end) are
+// errors.
+func libjpegDecode(data []byte, info *jpegInfo, ch, num int, alloc func(int) []byte, lenient bool) ([]byte, int, int, error) {
+	d, err := getDecompressor()
 	if err != nil {
 		return nil, 0, 0, err
 	}
-	defer putHandle(th)
+	defer putDecompressor(d)
 	sw, sh := scaled(info.width, num), scaled(info.height, num)
-	flags := C.int(C.TJFLAG_LIMITSCANS)
-	if !lenient {
-		flags |= C.TJFLAG_STOPONWARNING
-	}
-	var pf C.int
 	cmyk := info.components == 4
-	switch {
-	case cmyk:
+	color, comps := colorSpace(ch), ch
+	if cmyk {
 		// libjpeg cannot convert CMYK to RGB or gray; take the raw inks.
-		pf = C.TJPF_CMYK
-	case ch == 1:
-		pf = C.TJPF_GRAY
-	case ch == 3:
-		pf = C.TJPF_RGB
-	default:
-		pf = C.TJPF_RGBA
+		color, comps = C.JCS_CMYK, 4
 	}
 	var dst []byte
 	if cmyk {
@@ -81,16 +93,13 @@ func turboJPEG(data []byte, info *jpegInfo, ch, num int, alloc func(int) []byte,
 	} else {
 		dst = alloc(sh * sw * ch)
 	}
-	rc := C.tjDecompress2(th, (*C.uchar)(unsafe.Pointer(&data[0])), C.ulong(len(data)),
-		(*C.uchar)(unsafe.Pointer(&dst[0])), C.int(sw), 0, C.int(sh), pf, flags)
+	rc := C.pr_decode(d, (*C.uchar)(unsafe.Pointer(&data[0])), C.ulong(len(data)), C.int(num),
+		color, C.int(comps), C.int(sw), C.int(sh), (*C.uchar)(unsafe.Pointer(&dst[0])), strictFlag(lenient))
 	if rc != 0 {
-		msg := C.GoString(C.tjGetErrorStr2(th))
-		if !(lenient && C.tjGetErrorCode(th) == C.TJERR_WARNING) {
-			if cmyk {
-				defaultPool.Put(dst)
-			}
-			return nil, 0, 0, turboError(msg)
+		if cmyk {
+			defaultPool.Put(dst)
 		}
+		return nil, 0, 0, libjpegError(C.GoString(C.pr_dec_msg(d)))
 	}
 	if !cmyk {
 		return dst, sh, sw, nil
@@ -101,9 +110,9 @@ func turboJPEG(data []byte, info *jpegInfo, ch, num int, alloc func(int) []byte,
 	return out, sh, sw, nil
 }
 
-// turboError classifies a libjpeg message and lowercases its first letter
+// libjpegError classifies a libjpeg message and lowercases its first letter
 // to read like the rest of this package's errors.
-func turboError(msg string) error {
+func libjpegError(msg string) error {
 	lower := strings.ToLower(msg)
 	if msg != "" {
 		msg = strings.ToLower(msg[:1]) + msg[1:]

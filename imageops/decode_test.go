@@ -11,6 +11,7 @@ import (
 	"regexp"
 	"strconv"
 	"strings"
+	"sync"
 	"testing"
 
 	"github.com/piperun/piperun/tensor"
@@ -601,4 +602,75 @@ func TestCropWithOrientation(t *testing.T) {
 			}
 		}
 	}
+}
+
+// TestDecodeScanLimit repeats the last scan of a progressive file 600
+// times: libjpeg warns of a bogus progression (an error unless lenient) and
+// then, lenient or not, the decoder refuses the 501st scan rather than
+// spend time proportional to the scan count on a small file.
+func TestDecodeScanLimit(t *testing.T) {
+	if Backend != "libjpeg-turbo" {
+		t.Skip("image/jpeg has no scan limit")
+	}
+	orig := readFile(t, sharedData(t, "jpeg-edge/go-image-testdata")+"/video-001.progressive.jpeg")
+	last := bytes.LastIndex(orig, []byte{0xff, 0xda})
+	if last < 0 || !bytes.HasSuffix(orig, []byte{0xff, 0xd9}) {
+		t.Fatal("no final scan followed by EOI")
+	}
+	scan := orig[last : len(orig)-2]
+	data := append([]byte(nil), orig[:len(orig)-2]...)
+	for i := 0; i < 600; i++ {
+		data = append(data, scan...)
+	}
+	data = append(data, 0xff, 0xd9)
+	cfg, err := DecodeConfig(data)
+	if err != nil {
+		t.Fatal(err)
+	}
+	crop := &Rect{Y: cfg.Height / 4, X: cfg.Width / 4, H: cfg.Height / 2, W: cfg.Width / 2}
+	for _, opts := range []DecodeOptions{{Lenient: true}, {Lenient: true, Crop: crop}, {}} {
+		_, err := Decode(data, 3, opts)
+		if !errors.Is(err, ErrCorrupt) {
+			t.Errorf("lenient %v crop %v: err %v, want ErrCorrupt", opts.Lenient, opts.Crop != nil, err)
+		} else if opts.Lenient && !strings.Contains(err.Error(), "more than 500 scans") {
+			t.Errorf("lenient crop %v: err %v, want the scan limit", opts.Crop != nil, err)
+		}
+	}
+}
+
+// TestDecodeErrorNamesItsFile decodes two files damaged differently (5 and
+// 9 stray bytes before the end-of-image marker) from several goroutines:
+// each error must name that file's own damage. The message is kept with
+// the decompressor, not in thread-local storage that a goroutine can
+// migrate away from between two cgo calls. (The entropy decoder has already
+// read 2 of the stray bytes when it finds the marker, so libjpeg, like
+// djpeg, counts 3 and 7.)
+func TestDecodeErrorNamesItsFile(t *testing.T) {
+	if Backend != "libjpeg-turbo" {
+		t.Skip("image/jpeg ignores stray bytes before the end-of-image marker")
+	}
+	orig := readFile(t, sharedData(t, "jpeg-edge/go-image-testdata")+"/video-001.jpeg")
+	damaged := func(n int) []byte {
+		d := append([]byte(nil), orig[:len(orig)-2]...)
+		d = append(d, bytes.Repeat([]byte{0x55}, n)...)
+		return append(d, 0xff, 0xd9)
+	}
+	files := map[int][]byte{5: damaged(5), 9: damaged(9)}
+	var wg sync.WaitGroup
+	for g := 0; g < 8; g++ {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i := 0; i < 20; i++ {
+				n := 5 + 4*((g+i)%2)
+				_, err := Decode(files[n], 3, DecodeOptions{})
+				want := fmt.Sprintf("corrupt jpeg data: %d extraneous bytes before marker 0xd9", n-2)
+				if !errors.Is(err, ErrCorrupt) || !strings.Contains(strings.ToLower(fmt.Sprint(err)), want) {
+					t.Errorf("%d bytes: err %v, want ErrCorrupt with %q", n, err, want)
+					return
+				}
+			}
+		}()
+	}
+	wg.Wait()
 }
