@@ -80,7 +80,7 @@ func init() {
 			if err != nil {
 				return nil, err
 			}
-			opts.ScaleHint = imageops.Size{H: h, W: w}
+			opts.ScaleHint = imageops.Size{H: imageops.ScaleHintFactor * h, W: imageops.ScaleHintFactor * w}
 			return imageops.DecodeResize(data, c, h, w, optString(a, 4), opts)
 		},
 	})
@@ -180,7 +180,7 @@ func init() {
 			if err != nil {
 				return nil, err
 			}
-			opts.ScaleHint = imageops.Size{H: h, W: w}
+			opts.ScaleHint = imageops.Size{H: imageops.ScaleHintFactor * h, W: imageops.ScaleHintFactor * w}
 			return imageops.DecodeRandomResizedCrop(data, ch, h, w, lo, hi, c.Rand, opts)
 		},
 	})

@@ -9,6 +9,7 @@ import (
 	"math/rand"
 	"path/filepath"
 	"regexp"
+	"runtime"
 	"strconv"
 	"strings"
 	"sync"
@@ -414,11 +415,17 @@ func TestDecompressionBomb(t *testing.T) {
 			if !errors.Is(err, ErrTooLarge) || !strings.Contains(err.Error(), "60000x60000 is 3600000000 pixels, over the limit of 178956970") {
 				t.Fatalf("%s %s: err %v, want ErrTooLarge with the sizes", d.name, name, err)
 			}
-			// Refused from the header: a handful of small allocations (the
-			// error), nowhere near a 10 GB frame.
-			allocs := testing.AllocsPerRun(5, func() { d.fn(data, 3, DecodeOptions{}) })
-			if allocs > 10 {
-				t.Errorf("%s %s: %.0f allocations to refuse a bomb, want <= 10", d.name, name, allocs)
+			// Refused from the header: a few small allocations (the error),
+			// nowhere near a 10 GB frame. Bytes rather than a count of
+			// allocations, which the race detector inflates.
+			var before, after runtime.MemStats
+			runtime.ReadMemStats(&before)
+			for i := 0; i < 5; i++ {
+				d.fn(data, 3, DecodeOptions{})
+			}
+			runtime.ReadMemStats(&after)
+			if got := (after.TotalAlloc - before.TotalAlloc) / 5; got > 64<<10 {
+				t.Errorf("%s %s: %d bytes allocated to refuse a bomb, want <= 64 KiB", d.name, name, got)
 			}
 		}
 	}

@@ -5,6 +5,8 @@ import (
 	"fmt"
 	"math"
 	"math/rand"
+	"os"
+	"path/filepath"
 	"testing"
 
 	"github.com/piperun/piperun/tensor"
@@ -306,5 +308,39 @@ func TestResizeExtremeShrink(t *testing.T) {
 		if fmt.Sprint(out.Data) != "[100 101 102]" {
 			t.Errorf("%s: %v, want [100 101 102]", m, out.Data)
 		}
+	}
+}
+
+// TestFusedScaleStaysAccurate: the fused decode+resize the expression
+// functions use (DCT scaling to ScaleHintFactor × the target) must stay
+// within a mean absolute difference of 1.5 levels of decoding at full
+// resolution, over the shared photos.
+func TestFusedScaleStaysAccurate(t *testing.T) {
+	dir := sharedData(t, "photos/imagenet")
+	files, _ := filepath.Glob(filepath.Join(dir, "*.JPEG"))
+	var sum float64
+	for _, f := range files {
+		d, err := os.ReadFile(f)
+		if err != nil {
+			t.Fatal(err)
+		}
+		full, err := DecodeResize(d, 3, 224, 224, Bilinear, DecodeOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		fused, err := DecodeResize(d, 3, 224, 224, Bilinear, DecodeOptions{ScaleHint: Size{ScaleHintFactor * 224, ScaleHintFactor * 224}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		var s float64
+		for i := range full.Data {
+			s += math.Abs(float64(full.Data[i]) - float64(fused.Data[i]))
+		}
+		sum += s / float64(len(full.Data))
+	}
+	if mean := sum / float64(len(files)); mean > 1.5 {
+		t.Errorf("fused decode+resize differs by a mean %.3f levels over %d photos, want <= 1.5", mean, len(files))
+	} else {
+		t.Logf("fused decode+resize: mean abs difference %.3f levels over %d photos", mean, len(files))
 	}
 }
