@@ -64,6 +64,11 @@ type Run struct {
 
 	done   chan struct{}
 	cancel context.CancelFunc
+	// failed holds the first real failure. A stage that fails cancels the
+	// run itself, so other stages may return context.Canceled to the
+	// errgroup before the failing one returns its error.
+	failMu sync.Mutex
+	failed error
 	report *Report
 	err    error
 }
@@ -248,16 +253,26 @@ func (r *Run) run(parent context.Context) {
 			defer func() {
 				if p := recover(); p != nil {
 					err = &StageError{Stage: n.st.Name, Type: n.st.Type, Err: fmt.Errorf("panic: %v\n%s", p, debug.Stack())}
+					r.fail(err)
+					r.cancel()
 				}
 			}()
 			err = r.runNode(ctx, g, n)
 			if errors.Is(err, errDownstreamDone) {
 				return nil
 			}
+			if err != nil {
+				r.fail(err)
+			}
 			return err
 		})
 	}
 	err := g.Wait()
+	r.failMu.Lock()
+	if r.failed != nil {
+		err = r.failed
+	}
+	r.failMu.Unlock()
 	if err == nil && parent.Err() != nil {
 		err = parent.Err()
 	}
@@ -332,12 +347,25 @@ func (r *Run) newInlet(ctx context.Context, l *link, o *outlet) *inlet {
 	return in
 }
 
+// fail records the run's first failure that is not a cancellation.
+func (r *Run) fail(err error) {
+	if errors.Is(err, context.Canceled) || errors.Is(err, errDownstreamDone) {
+		return
+	}
+	r.failMu.Lock()
+	if r.failed == nil {
+		r.failed = err
+	}
+	r.failMu.Unlock()
+}
+
 // finish closes a stage's output and lets its inputs go. After a clean
 // end it drains each input until its producer closes, so nothing sent after
 // the stop stays reserved; after a failure it cancels the run first, since
 // a producer may be waiting for memory this stage will never free.
 func (r *Run) finish(o *outlet, err error, ins ...*inlet) {
 	if err != nil && !errors.Is(err, errDownstreamDone) {
+		r.fail(err)
 		r.cancel()
 	}
 	if o != nil {
