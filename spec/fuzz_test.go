@@ -54,3 +54,56 @@ func FuzzLoad(f *testing.F) {
 		}
 	})
 }
+
+// FuzzParseByteSize: sizes never panic, are never negative, and what
+// String prints parses back to within its rounding.
+func FuzzParseByteSize(f *testing.F) {
+	for _, s := range []string{"512MiB", "2GiB", "1.5GB", "1000", "0", "1e3K", "-1", "9e18TiB", " 3 MiB"} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, s string) {
+		b, err := spec.ParseByteSize(s)
+		if err != nil {
+			return
+		}
+		if b < 0 {
+			t.Fatalf("%q parsed to negative %d", s, b)
+		}
+		back, err := spec.ParseByteSize(b.String())
+		if err != nil {
+			t.Fatalf("String %q of %d does not parse: %v", b.String(), b, err)
+		}
+		if diff := float64(back) - float64(b); diff > float64(b)/100+1 || -diff > float64(b)/100+1 {
+			t.Fatalf("%d printed as %q reads back as %d", b, b.String(), back)
+		}
+	})
+}
+
+// FuzzExpand: interpolation never panics and leaves text without "${"
+// unchanged.
+func FuzzExpand(f *testing.F) {
+	for _, s := range []string{"${A}", "${A:-x}", "$${A}", "${", "a${B:-${C}}b", "plain"} {
+		f.Add(s)
+	}
+	lookup := func(k string) (string, bool) {
+		if k == "A" {
+			return "v", true
+		}
+		return "", false
+	}
+	f.Fuzz(func(t *testing.T, s string) {
+		out, err := spec.Expand(s, lookup)
+		if err == nil && !containsDollarBrace(s) && out != s {
+			t.Fatalf("Expand(%q) = %q, want it unchanged", s, out)
+		}
+	})
+}
+
+func containsDollarBrace(s string) bool {
+	for i := 0; i+1 < len(s); i++ {
+		if s[i] == '$' && s[i+1] == '{' {
+			return true
+		}
+	}
+	return false
+}

@@ -94,10 +94,12 @@ func ShardFromEnv(lookup func(string) (string, bool)) (index, count int, err err
 	for _, p := range pairs {
 		is, ok1 := lookup(p[0])
 		cs, ok2 := lookup(p[1])
-		if !ok1 && !ok2 {
+		// The index variable decides: PIPERUN_SHARD_COUNT alone belongs to
+		// the Kubernetes pair.
+		if !ok1 {
 			continue
 		}
-		if !ok1 || !ok2 {
+		if !ok2 {
 			return 0, 0, fmt.Errorf("shard: auto: %s and %s must be set together", p[0], p[1])
 		}
 		i, err1 := strconv.Atoi(is)

@@ -1,0 +1,197 @@
+package stages_test
+
+import (
+	"fmt"
+	"os"
+	"path/filepath"
+	"reflect"
+	"strings"
+	"testing"
+
+	"github.com/piperun/piperun/sample"
+	"github.com/piperun/piperun/stages"
+	"github.com/piperun/piperun/tensor"
+)
+
+func TestGlob(t *testing.T) {
+	dir := t.TempDir()
+	for _, f := range []string{"a/x.tfrecord", "a/b/y.tfrecord", "a/b/c/z.tfrecord", "a/b/note.txt", "top.tfrecord"} {
+		p := filepath.Join(dir, f)
+		os.MkdirAll(filepath.Dir(p), 0o755)
+		os.WriteFile(p, nil, 0o644)
+	}
+	tests := []struct{ pattern, want string }{
+		{"*.tfrecord", "top.tfrecord"},
+		{"a/*.tfrecord", "a/x.tfrecord"},
+		{"a/**/*.tfrecord", "a/b/c/z.tfrecord a/b/y.tfrecord a/x.tfrecord"},
+		{"**/*.tfrecord", "a/b/c/z.tfrecord a/b/y.tfrecord a/x.tfrecord top.tfrecord"},
+		{"a/**", "a/b/c/z.tfrecord a/b/note.txt a/b/y.tfrecord a/x.tfrecord"},
+		{"nope/**/*.tfrecord", ""},
+		{"a", ""}, // a directory is not a file
+	}
+	for _, tc := range tests {
+		got, err := stages.Glob(filepath.Join(dir, tc.pattern))
+		if err != nil {
+			t.Fatalf("%s: %v", tc.pattern, err)
+		}
+		for i := range got {
+			got[i], _ = filepath.Rel(dir, got[i])
+		}
+		if s := strings.Join(got, " "); s != tc.want {
+			t.Errorf("Glob(%s) = %q, want %q", tc.pattern, s, tc.want)
+		}
+	}
+	if _, err := stages.Glob(filepath.Join(dir, "[")); err == nil {
+		t.Error("bad pattern accepted")
+	}
+}
+
+func TestShardFromEnv(t *testing.T) {
+	tests := []struct {
+		env          map[string]string
+		index, count int
+		err          string
+	}{
+		{nil, 0, 1, ""},
+		{map[string]string{"RANK": "2", "WORLD_SIZE": "4"}, 2, 4, ""},
+		{map[string]string{"SLURM_PROCID": "1", "SLURM_NTASKS": "3"}, 1, 3, ""},
+		{map[string]string{"JOB_COMPLETION_INDEX": "5", "PIPERUN_SHARD_COUNT": "8"}, 5, 8, ""},
+		{map[string]string{"PIPERUN_SHARD_INDEX": "0", "PIPERUN_SHARD_COUNT": "2", "RANK": "1", "WORLD_SIZE": "2"}, 0, 2, ""},
+		{map[string]string{"RANK": "1"}, 0, 0, "shard: auto: RANK and WORLD_SIZE must be set together"},
+		{map[string]string{"WORLD_SIZE": "4"}, 0, 1, ""},
+		{map[string]string{"RANK": "4", "WORLD_SIZE": "4"}, 0, 0, `shard: auto: bad RANK="4", WORLD_SIZE="4"`},
+	}
+	for _, tc := range tests {
+		i, c, err := stages.ShardFromEnv(func(k string) (string, bool) { v, ok := tc.env[k]; return v, ok })
+		if tc.err != "" {
+			if err == nil || err.Error() != tc.err {
+				t.Errorf("%v: err %v, want %q", tc.env, err, tc.err)
+			}
+			continue
+		}
+		if err != nil || i != tc.index || c != tc.count {
+			t.Errorf("%v: %d/%d %v, want %d/%d", tc.env, i, c, err, tc.index, tc.count)
+		}
+	}
+}
+
+func TestStack(t *testing.T) {
+	mk := func(fields ...map[string]any) []*sample.Sample {
+		out := make([]*sample.Sample, len(fields))
+		for i, f := range fields {
+			out[i] = &sample.Sample{ID: int64(i), Fields: f}
+		}
+		return out
+	}
+	ss := mk(
+		map[string]any{"i": int64(1), "f": 0.5, "b": true, "s": "x", "t": tensor.FromInt64s([]int64{1, 2})},
+		map[string]any{"i": int64(2), "f": 1.5, "b": false, "s": "y", "t": tensor.FromInt64s([]int64{3})},
+	)
+	for k, want := range map[string]string{
+		"i": "[1 2]", "f": "[0.5 1.5]", "b": "[1 0]", "s": "[x y]",
+	} {
+		v, err := stages.Stack(ss, k, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var got string
+		switch x := v.(type) {
+		case *tensor.Tensor:
+			vals := make([]float64, x.Len())
+			for i := range vals {
+				vals[i] = x.At(i)
+			}
+			got = fmt.Sprint(vals)
+		default:
+			got = fmt.Sprint(x)
+		}
+		if got != want {
+			t.Errorf("Stack %s = %s, want %s", k, got, want)
+		}
+	}
+	if _, err := stages.Stack(ss, "t", nil); err == nil || !strings.Contains(err.Error(), `field "t": shapes differ within a batch`) {
+		t.Errorf("unpadded ragged tensors: %v", err)
+	}
+	v, err := stages.Stack(ss, "t", map[string]float64{"t": -1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if p := v.(*tensor.Tensor); !reflect.DeepEqual(p.Shape, []int{2, 2}) || !reflect.DeepEqual(p.Int64(), []int64{1, 2, 3, -1}) {
+		t.Errorf("padded: %v %v", p.Shape, p.Int64())
+	}
+	mixed := mk(map[string]any{"i": int64(1)}, map[string]any{"i": "two"})
+	if _, err := stages.Stack(mixed, "i", nil); err == nil || err.Error() != `field "i" mixes int64 and string within one batch` {
+		t.Errorf("mixed: %v", err)
+	}
+	missing := mk(map[string]any{"i": int64(1)}, map[string]any{})
+	if _, err := stages.Stack(missing, "i", nil); err == nil || err.Error() != `field "i" is missing from sample 1 (epoch 0)` {
+		t.Errorf("missing: %v", err)
+	}
+}
+
+func TestAppendJSON(t *testing.T) {
+	img := tensor.New(tensor.Uint8, 2, 2, 1)
+	copy(img.Data, []byte{1, 2, 3, 4})
+	got, err := stages.AppendJSON(nil, map[string]any{
+		"z": int64(-3), "a": 0.25, "b": []byte("hi"), "img": img, "l": []string{"p", "q"}, "n": nil, "t": true,
+		"f32": tensor.FromFloat32s([]float32{0.1}),
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := `{"a":0.25,"b":"aGk=","f32":[0.1],"img":[[[1],[2]],[[3],[4]]],"l":["p","q"],"n":null,"t":true,"z":-3}`
+	if string(got) != want {
+		t.Errorf("got  %s\nwant %s", got, want)
+	}
+}
+
+func TestParseJSONLine(t *testing.T) {
+	tests := []struct{ in, want, err string }{
+		{`{"a": 1, "b": 2.5, "c": "x", "d": [1, "y"], "e": null, "f": true}`, `map[a:1 b:2.5 c:x d:[1 y] e:<nil> f:true]`, ""},
+		{`{"big": 12345678901234567}`, `map[big:12345678901234567]`, ""},
+		{`{"a": {"b": 1}}`, "", `key "a": nested objects are not supported; flatten them into keys`},
+		{`[1, 2]`, "", "invalid JSON: json: cannot unmarshal array into Go value of type map[string]interface {}"},
+		{`{"a": 1} {"b": 2}`, "", "trailing data after the JSON object"},
+		{`null`, "", "line is not a JSON object"},
+	}
+	for _, tc := range tests {
+		got, err := stages.ParseJSONLine([]byte(tc.in))
+		if tc.err != "" {
+			if err == nil || err.Error() != tc.err {
+				t.Errorf("%s: err %v, want %q", tc.in, err, tc.err)
+			}
+			continue
+		}
+		if err != nil || fmt.Sprint(got) != tc.want {
+			t.Errorf("%s: %v %v, want %s", tc.in, got, err, tc.want)
+		}
+	}
+	if v, _ := stages.ParseJSONLine([]byte(`{"a": 1}`)); reflect.TypeOf(v["a"]) != reflect.TypeOf(int64(0)) {
+		t.Errorf("integers should be int64, got %T", v["a"])
+	}
+}
+
+// FuzzParseJSONLine: the JSON-lines parser never panics, and whatever it
+// accepts can be written back with AppendJSON and parsed to the same value.
+func FuzzParseJSONLine(f *testing.F) {
+	for _, s := range []string{`{"a": 1, "b": [1.5, "x"], "c": null}`, `{}`, `{"a": {"b": 1}}`, `{"a": 1e400}`, `{"a":"\u00e9"}`} {
+		f.Add([]byte(s))
+	}
+	f.Fuzz(func(t *testing.T, b []byte) {
+		m, err := stages.ParseJSONLine(b)
+		if err != nil {
+			return
+		}
+		out, err := stages.AppendJSON(nil, m)
+		if err != nil {
+			return // non-finite floats cannot be written back, by design
+		}
+		again, err := stages.ParseJSONLine(out)
+		if err != nil {
+			t.Fatalf("re-parse of %s: %v", out, err)
+		}
+		if fmt.Sprint(again) != fmt.Sprint(m) {
+			t.Fatalf("round trip changed %v into %v", m, again)
+		}
+	})
+}
