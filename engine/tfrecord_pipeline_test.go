@@ -6,6 +6,8 @@ package engine_test
 // with the tfrecord and example packages (and the stock protobuf library).
 
 import (
+	"github.com/piperun/piperun/internal/testutil"
+
 	"bytes"
 	"context"
 	"crypto/sha256"
@@ -22,9 +24,7 @@ import (
 	"testing"
 
 	"google.golang.org/protobuf/proto"
-	"google.golang.org/protobuf/reflect/protodesc"
 	"google.golang.org/protobuf/reflect/protoreflect"
-	"google.golang.org/protobuf/types/descriptorpb"
 	"google.golang.org/protobuf/types/dynamicpb"
 
 	"github.com/piperun/piperun/engine"
@@ -35,22 +35,7 @@ import (
 	"github.com/piperun/piperun/tfrecord"
 )
 
-// tfrSharedData returns shared/data, skipping the test when it is absent.
-func tfrSharedData(t testing.TB) string {
-	t.Helper()
-	dir := os.Getenv("PIPERUN_SHARED_DATA")
-	if dir == "" {
-		dir = filepath.Join("..", "..", "shared", "data")
-	}
-	if _, err := os.Stat(filepath.Join(dir, "tfrecord", "EXPECTED")); err != nil {
-		t.Skipf("shared test data not found at %s (set PIPERUN_SHARED_DATA to its path): %v", dir, err)
-	}
-	abs, err := filepath.Abs(dir)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return abs
-}
+func tfrSharedData(t testing.TB) string { return testutil.SharedData(t) }
 
 // tfrRun parses, plans and runs a spec written as if it lived in dir.
 func tfrRun(t testing.TB, dir, src string, set ...string) (*engine.Report, error) {
@@ -596,64 +581,8 @@ stages:
 	}
 }
 
-// tfrExampleDescriptor builds tensorflow.Example's descriptor, so the stock
-// protobuf library can check what piperun writes (the approach of
-// example/proto_test.go).
 func tfrExampleDescriptor(t testing.TB) protoreflect.MessageDescriptor {
-	t.Helper()
-	s := proto.String
-	repeated := descriptorpb.FieldDescriptorProto_LABEL_REPEATED.Enum()
-	optional := descriptorpb.FieldDescriptorProto_LABEL_OPTIONAL.Enum()
-	list := func(name string, typ descriptorpb.FieldDescriptorProto_Type) *descriptorpb.DescriptorProto {
-		return &descriptorpb.DescriptorProto{Name: s(name), Field: []*descriptorpb.FieldDescriptorProto{
-			{Name: s("value"), Number: proto.Int32(1), Label: repeated, Type: typ.Enum()},
-		}}
-	}
-	msgField := func(name string, num int32, typ string, label *descriptorpb.FieldDescriptorProto_Label, oneof *int32) *descriptorpb.FieldDescriptorProto {
-		return &descriptorpb.FieldDescriptorProto{Name: s(name), Number: proto.Int32(num), Label: label,
-			Type: descriptorpb.FieldDescriptorProto_TYPE_MESSAGE.Enum(), TypeName: s(typ), OneofIndex: oneof}
-	}
-	zero := proto.Int32(0)
-	fdp := &descriptorpb.FileDescriptorProto{
-		Name:    s("piperun_engine_test_example.proto"),
-		Package: s("tensorflow"),
-		Syntax:  s("proto3"),
-		MessageType: []*descriptorpb.DescriptorProto{
-			list("BytesList", descriptorpb.FieldDescriptorProto_TYPE_BYTES),
-			list("FloatList", descriptorpb.FieldDescriptorProto_TYPE_FLOAT),
-			list("Int64List", descriptorpb.FieldDescriptorProto_TYPE_INT64),
-			{
-				Name: s("Feature"),
-				Field: []*descriptorpb.FieldDescriptorProto{
-					msgField("bytes_list", 1, ".tensorflow.BytesList", optional, zero),
-					msgField("float_list", 2, ".tensorflow.FloatList", optional, zero),
-					msgField("int64_list", 3, ".tensorflow.Int64List", optional, zero),
-				},
-				OneofDecl: []*descriptorpb.OneofDescriptorProto{{Name: s("kind")}},
-			},
-			{
-				Name:  s("Features"),
-				Field: []*descriptorpb.FieldDescriptorProto{msgField("feature", 1, ".tensorflow.Features.FeatureEntry", repeated, nil)},
-				NestedType: []*descriptorpb.DescriptorProto{{
-					Name: s("FeatureEntry"),
-					Field: []*descriptorpb.FieldDescriptorProto{
-						{Name: s("key"), Number: proto.Int32(1), Label: optional, Type: descriptorpb.FieldDescriptorProto_TYPE_STRING.Enum()},
-						msgField("value", 2, ".tensorflow.Feature", optional, nil),
-					},
-					Options: &descriptorpb.MessageOptions{MapEntry: proto.Bool(true)},
-				}},
-			},
-			{
-				Name:  s("Example"),
-				Field: []*descriptorpb.FieldDescriptorProto{msgField("features", 1, ".tensorflow.Features", optional, nil)},
-			},
-		},
-	}
-	fd, err := protodesc.NewFile(fdp, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return fd.Messages().ByName("Example")
+	return testutil.ExampleDescriptor(t)
 }
 
 // shapesPattern is the quickstart dataset's training shards, absolute.

@@ -1,6 +1,8 @@
 package example
 
 import (
+	"github.com/piperun/piperun/internal/testutil"
+
 	"bytes"
 	"crypto/sha256"
 	"encoding/hex"
@@ -15,20 +17,7 @@ import (
 	"github.com/piperun/piperun/tfrecord"
 )
 
-// sharedData returns the repository's sibling shared/data directory (real
-// data from outside the project, never copied into the repo), or skips the
-// test when it is absent. PIPERUN_SHARED_DATA overrides the location.
-func sharedData(t testing.TB) string {
-	t.Helper()
-	dir := os.Getenv("PIPERUN_SHARED_DATA")
-	if dir == "" {
-		dir = filepath.Join("..", "..", "shared", "data")
-	}
-	if _, err := os.Stat(filepath.Join(dir, "tfrecord", "EXPECTED")); err != nil {
-		t.Skipf("shared test data not found at %s (set PIPERUN_SHARED_DATA): %v", dir, err)
-	}
-	return dir
-}
+func sharedData(t testing.TB) string { return testutil.SharedData(t) }
 
 // readRecords reads every record of a TFRecord file, detecting compression.
 func readRecords(t testing.TB, path string) [][]byte {

@@ -1,76 +1,20 @@
 package example
 
 import (
+	"github.com/piperun/piperun/internal/testutil"
+
 	"bytes"
 	"math"
 	"path/filepath"
 	"testing"
 
 	"google.golang.org/protobuf/proto"
-	"google.golang.org/protobuf/reflect/protodesc"
 	"google.golang.org/protobuf/reflect/protoreflect"
-	"google.golang.org/protobuf/types/descriptorpb"
 	"google.golang.org/protobuf/types/dynamicpb"
 )
 
-// exampleDescriptor builds tensorflow/core/example/{example,feature}.proto
-// as a descriptor, so the stock protobuf library can serve as a reference
-// decoder without generated code.
 func exampleDescriptor(t testing.TB) protoreflect.MessageDescriptor {
-	t.Helper()
-	s := proto.String
-	repeated := descriptorpb.FieldDescriptorProto_LABEL_REPEATED.Enum()
-	optional := descriptorpb.FieldDescriptorProto_LABEL_OPTIONAL.Enum()
-	list := func(name string, typ descriptorpb.FieldDescriptorProto_Type) *descriptorpb.DescriptorProto {
-		return &descriptorpb.DescriptorProto{Name: s(name), Field: []*descriptorpb.FieldDescriptorProto{
-			{Name: s("value"), Number: proto.Int32(1), Label: repeated, Type: typ.Enum(), JsonName: s("value")},
-		}}
-	}
-	msgField := func(name string, num int32, typ string, label *descriptorpb.FieldDescriptorProto_Label, oneof *int32) *descriptorpb.FieldDescriptorProto {
-		return &descriptorpb.FieldDescriptorProto{Name: s(name), Number: proto.Int32(num), Label: label,
-			Type: descriptorpb.FieldDescriptorProto_TYPE_MESSAGE.Enum(), TypeName: s(typ), OneofIndex: oneof}
-	}
-	zero := proto.Int32(0)
-	fdp := &descriptorpb.FileDescriptorProto{
-		Name:    s("tensorflow/core/example/example.proto"),
-		Package: s("tensorflow"),
-		Syntax:  s("proto3"),
-		MessageType: []*descriptorpb.DescriptorProto{
-			list("BytesList", descriptorpb.FieldDescriptorProto_TYPE_BYTES),
-			list("FloatList", descriptorpb.FieldDescriptorProto_TYPE_FLOAT),
-			list("Int64List", descriptorpb.FieldDescriptorProto_TYPE_INT64),
-			{
-				Name: s("Feature"),
-				Field: []*descriptorpb.FieldDescriptorProto{
-					msgField("bytes_list", 1, ".tensorflow.BytesList", optional, zero),
-					msgField("float_list", 2, ".tensorflow.FloatList", optional, zero),
-					msgField("int64_list", 3, ".tensorflow.Int64List", optional, zero),
-				},
-				OneofDecl: []*descriptorpb.OneofDescriptorProto{{Name: s("kind")}},
-			},
-			{
-				Name:  s("Features"),
-				Field: []*descriptorpb.FieldDescriptorProto{msgField("feature", 1, ".tensorflow.Features.FeatureEntry", repeated, nil)},
-				NestedType: []*descriptorpb.DescriptorProto{{
-					Name: s("FeatureEntry"),
-					Field: []*descriptorpb.FieldDescriptorProto{
-						{Name: s("key"), Number: proto.Int32(1), Label: optional, Type: descriptorpb.FieldDescriptorProto_TYPE_STRING.Enum()},
-						msgField("value", 2, ".tensorflow.Feature", optional, nil),
-					},
-					Options: &descriptorpb.MessageOptions{MapEntry: proto.Bool(true)},
-				}},
-			},
-			{
-				Name:  s("Example"),
-				Field: []*descriptorpb.FieldDescriptorProto{msgField("features", 1, ".tensorflow.Features", optional, nil)},
-			},
-		},
-	}
-	fd, err := protodesc.NewFile(fdp, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return fd.Messages().ByName("Example")
+	return testutil.ExampleDescriptor(t)
 }
 
 // fromDynamic converts a stock-library Example into ours.

@@ -1,6 +1,8 @@
 package imageops
 
 import (
+	"github.com/piperun/piperun/internal/testutil"
+
 	"bufio"
 	"os"
 	"path/filepath"
@@ -8,16 +10,7 @@ import (
 	"testing"
 )
 
-// sharedData returns a folder of the shared real-world test data, which lives
-// outside the repository (../../shared/data from this package), or skips.
-func sharedData(tb testing.TB, sub string) string {
-	tb.Helper()
-	d := filepath.Join("..", "..", "shared", "data", sub)
-	if _, err := os.Stat(d); err != nil {
-		tb.Skipf("shared test data %s is absent (it is not part of the repo; see /work/shared/data/README.md): %v", d, err)
-	}
-	return d
-}
+func sharedData(tb testing.TB, sub string) string { return testutil.SharedData(tb, sub) }
 
 // manifestRow is one line of a MANIFEST.tsv, keyed by column name.
 type manifestRow map[string]string

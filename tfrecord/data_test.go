@@ -1,6 +1,8 @@
 package tfrecord
 
 import (
+	"github.com/piperun/piperun/internal/testutil"
+
 	"bytes"
 	"compress/gzip"
 	"crypto/sha256"
@@ -14,20 +16,7 @@ import (
 	"testing"
 )
 
-// sharedData returns the repository's sibling shared/data directory (real
-// data from outside the project, never copied into the repo), or skips the
-// test when it is absent. PIPERUN_SHARED_DATA overrides the location.
-func sharedData(t testing.TB) string {
-	t.Helper()
-	dir := os.Getenv("PIPERUN_SHARED_DATA")
-	if dir == "" {
-		dir = filepath.Join("..", "..", "shared", "data")
-	}
-	if _, err := os.Stat(filepath.Join(dir, "tfrecord", "EXPECTED")); err != nil {
-		t.Skipf("shared test data not found at %s (set PIPERUN_SHARED_DATA): %v", dir, err)
-	}
-	return dir
-}
+func sharedData(t testing.TB) string { return testutil.SharedData(t) }
 
 // expected mirrors the parts of tfrecord/EXPECTED/*.json this package checks.
 type expected struct {
