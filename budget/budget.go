@@ -131,18 +131,6 @@ func (b *Budget) Acquire(ctx context.Context, n int64) error {
 	}
 }
 
-// ForceAcquire reserves n bytes without waiting, even past the limit. The
-// engine uses it only where waiting could deadlock (a buffer stage's own
-// bookkeeping); the overshoot shows in Peak.
-func (b *Budget) ForceAcquire(n int64) {
-	if b == nil || n <= 0 {
-		return
-	}
-	b.mu.Lock()
-	b.add(n)
-	b.mu.Unlock()
-}
-
 // Release returns n bytes.
 func (b *Budget) Release(n int64) {
 	if b == nil || n <= 0 {

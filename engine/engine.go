@@ -22,7 +22,6 @@ import (
 	"golang.org/x/sync/errgroup"
 
 	"github.com/piperun/piperun/budget"
-	"github.com/piperun/piperun/expression"
 	"github.com/piperun/piperun/plan"
 	"github.com/piperun/piperun/sample"
 	"github.com/piperun/piperun/spec"
@@ -176,7 +175,7 @@ func Start(ctx context.Context, p *plan.Plan, opts Options) (*Run, error) {
 		n := &node{pn: pn, st: pn.Stage}
 		n.env = &stages.Env{
 			Spec: p.Spec, Stage: pn.Stage, Seed: p.Seed, Workers: pn.Parallelism, Memory: p.Memory,
-			Funcs: expression.Default(), Log: opts.Log.With(zap.String("stage", pn.Stage.Name)),
+			Log:        opts.Log.With(zap.String("stage", pn.Stage.Name)),
 			Release:    func(s *sample.Sample) { r.budget.Release(s.Held); s.Held = 0 },
 			TryReserve: r.budget.TryAcquire,
 		}

@@ -12,7 +12,6 @@ import (
 	"sort"
 	"strings"
 
-	"github.com/piperun/piperun/sample"
 	"github.com/piperun/piperun/spec"
 )
 
@@ -327,13 +326,4 @@ func (p *Plan) Mermaid(w io.Writer) {
 	for _, e := range p.edges() {
 		fmt.Fprintf(w, "  %s --> %s\n", ident(e[0].Stage.Name), ident(e[1].Stage.Name))
 	}
-}
-
-// SchemaOf is a helper for tests and the CLI: the output schema of a stage.
-func (p *Plan) SchemaOf(name string) (sample.Schema, bool) {
-	n := p.Node(name)
-	if n == nil {
-		return sample.Schema{}, false
-	}
-	return n.Stage.Schema, true
 }

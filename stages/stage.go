@@ -16,7 +16,6 @@ import (
 
 	"go.uber.org/zap"
 
-	"github.com/piperun/piperun/expression"
 	"github.com/piperun/piperun/sample"
 	"github.com/piperun/piperun/spec"
 )
@@ -97,7 +96,6 @@ type Env struct {
 	// Memory is the pipeline's memory budget in bytes, for stages that size
 	// their own buffers from it.
 	Memory int64
-	Funcs  *expression.Registry
 	Log    *zap.Logger
 	// Release returns a retained sample's bytes to the memory budget. Stages
 	// that implement Retainer call it for samples they drop.
