@@ -17,6 +17,7 @@ import (
 
 	"github.com/piperun/piperun/engine"
 	"github.com/piperun/piperun/plan"
+	"github.com/piperun/piperun/tensor"
 )
 
 func applyCmd(g *globals) *cobra.Command {
@@ -89,8 +90,11 @@ func applyCmd(g *globals) *cobra.Command {
 const MemoryHeadroom = 128 << 20
 
 // setMemoryLimit points the garbage collector at the budget, so it works
-// harder before the heap outgrows it, unless GOMEMLIMIT says otherwise.
+// harder before the heap outgrows it, unless GOMEMLIMIT says otherwise. It
+// also sizes the pool of idle tensor buffers: an eighth of the budget, at
+// most tensor.DefaultPoolLimit, which the headroom covers.
 func setMemoryLimit(budget int64) {
+	tensor.SetPoolLimit(min(budget/8, tensor.DefaultPoolLimit))
 	if _, ok := os.LookupEnv("GOMEMLIMIT"); ok {
 		return
 	}

@@ -471,3 +471,84 @@ stages:
 		t.Errorf("%d of 600 samples kept their position: not shuffled", inOrder)
 	}
 }
+
+// TestRecyclingSparesSharedTensors checks the two ways a tensor gains a
+// second holder. Fan-out: one branch batches and discards (recycling every
+// buffer it is the last holder of) while another holds the same samples in
+// a shuffle and reads them later. A list field: batch keeps it as
+// references to the samples' tensors, so stacking must not recycle them.
+// Were a shared buffer recycled, the late reader would see another
+// sample's one-hot vector, or an emptied tensor.
+func TestRecyclingSparesSharedTensors(t *testing.T) {
+	const head = `
+version: 1
+name: recycle
+seed: 5
+epochs: 2
+stages:
+  - {name: src, type: range, count: 48}
+  - name: m
+    type: map
+    parallelism: 2
+    set:
+      img: 'transpose(one_hot(int(index % 7), 8192), [0])'
+`
+	t.Run("fan-out", func(t *testing.T) {
+		dir := t.TempDir()
+		_, err := runSpec(t, dir, head+`
+  - {name: a, type: batch, input: m, size: 4}
+  - {name: da, type: discard, input: a}
+  - {name: sh, type: shuffle, input: m, buffer: 16}
+  - name: k
+    type: map
+    input: sh
+    set: {hot: 'img[index % 7]', cold: 'img[(index + 1) % 7]'}
+    keep: [index, hot, cold]
+  - {name: out, type: write_jsonl, input: k, path: out.jsonl}
+`)
+		if err != nil {
+			t.Fatal(err)
+		}
+		lines := readLines(t, filepath.Join(dir, "out.jsonl"))
+		if len(lines) != 96 {
+			t.Fatalf("%d lines, want 96", len(lines))
+		}
+		for _, l := range lines {
+			var m map[string]float64
+			if err := json.Unmarshal([]byte(l), &m); err != nil {
+				t.Fatal(err)
+			}
+			if m["hot"] != 1 || m["cold"] != 0 {
+				t.Fatalf("sample %v reads hot=%v cold=%v, want 1 and 0", m["index"], m["hot"], m["cold"])
+			}
+		}
+	})
+	t.Run("list", func(t *testing.T) {
+		dir := t.TempDir()
+		_, err := runSpec(t, dir, head+`      pair: '[img, img]'
+  - {name: b, type: batch, input: m, size: 8}
+  - name: kb
+    type: map
+    input: b
+    set: {first: 'index[0]', t: 'transpose(pair[0][1], [0])'}
+  - {name: kc, type: map, input: kb, set: {v: 't[first % 7]'}, keep: [first, v]}
+  - {name: out, type: write_jsonl, input: kc, path: out.jsonl}
+`)
+		if err != nil {
+			t.Fatal(err)
+		}
+		lines := readLines(t, filepath.Join(dir, "out.jsonl"))
+		if len(lines) != 12 {
+			t.Fatalf("%d lines, want 12", len(lines))
+		}
+		for _, l := range lines {
+			var m map[string]float64
+			if err := json.Unmarshal([]byte(l), &m); err != nil {
+				t.Fatal(err)
+			}
+			if m["v"] != 1 {
+				t.Fatalf("batch from sample %v reads %v at the hot position of its first one-hot, want 1", m["first"], m["v"])
+			}
+		}
+	})
+}

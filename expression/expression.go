@@ -145,6 +145,11 @@ type Program struct {
 	program *vm.Program
 }
 
+// Disassemble lists the compiled program's instructions, showing which
+// calls were fused (e.g. __decode_resize_float for a decode, resize and
+// to_float chain).
+func (p *Program) Disassemble() string { return p.program.Disassemble() }
+
 // Error is a compile error with its place inside the expression.
 type Error struct {
 	Line, Column int // 1-based, within the expression source; 0 if unknown

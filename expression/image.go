@@ -85,6 +85,31 @@ func init() {
 		},
 	})
 	r.Register(&Func{
+		Name: "__decode_resize_float", Signature: "to_float(resize(decode_image(bytes, channels), h, w[, method]))",
+		MinArgs: 4, MaxArgs: 5,
+		Check: func(a []Arg) (sample.Type, error) {
+			c, err := channelsArg(a[1])
+			if err != nil {
+				return sample.TAny, err
+			}
+			t, err := sizedLike(sample.TensorOf(tensor.Uint8, -1, -1, c), a, 2, methodArg(a, 4))
+			t.DType = tensor.Float32
+			return t, err
+		},
+		Impl: func(_ *Call, a []any) (any, error) {
+			data, c, opts, err := decodeArgs(a[:2])
+			if err != nil {
+				return nil, err
+			}
+			h, w, err := hw(a, 2)
+			if err != nil {
+				return nil, err
+			}
+			opts.ScaleHint = imageops.Size{H: imageops.ScaleHintFactor * h, W: imageops.ScaleHintFactor * w}
+			return imageops.DecodeResizeFloat(data, c, h, w, optString(a, 4), opts)
+		},
+	})
+	r.Register(&Func{
 		Name: "center_crop", Signature: "center_crop(img, h, w)", Doc: "The central h×w window.",
 		MinArgs: 3, MaxArgs: 3,
 		Check: func(a []Arg) (sample.Type, error) {
@@ -186,6 +211,9 @@ func init() {
 	})
 	r.AddFusion(Fusion{Outer: "resize", Inner: "decode_image", Into: "__decode_resize"})
 	r.AddFusion(Fusion{Outer: "random_resized_crop", Inner: "decode_image", Into: "__decode_rrc"})
+	// The patcher visits inner calls first, so to_float meets the inner
+	// call already fused into __decode_resize.
+	r.AddFusion(Fusion{Outer: "to_float", Inner: "__decode_resize", Into: "__decode_resize_float"})
 	r.Register(&Func{
 		Name: "flip_left_right", Signature: "flip_left_right(img, p)", Doc: "Mirrors the image with probability p.",
 		MinArgs: 2, MaxArgs: 2, Random: true,

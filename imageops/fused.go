@@ -18,12 +18,30 @@ func DecodeResize(data []byte, channels, h, w int, method string, opts DecodeOpt
 	if err != nil {
 		return nil, err
 	}
-	out, err := resize(img, h, w, method, makeBytes)
+	out, err := resize(img, h, w, method, nil)
 	defaultPool.Put(img.Data)
 	if err != nil {
 		return nil, fmt.Errorf("imageops: resize: %w", err)
 	}
 	return out, nil
+}
+
+// DecodeResizeFloat is DecodeResize followed by ToFloat. The uint8 result
+// of the resize lives only in a pooled buffer, so the one allocation per
+// image is the float32 output.
+func DecodeResizeFloat(data []byte, channels, h, w int, method string, opts DecodeOptions) (*tensor.Tensor, error) {
+	img, err := decode(data, channels, &opts, backend{defaultJPEG, windowJPEG}, defaultPool.Get)
+	if err != nil {
+		return nil, err
+	}
+	small, err := resize(img, h, w, method, defaultPool.Get)
+	defaultPool.Put(img.Data)
+	if err != nil {
+		return nil, fmt.Errorf("imageops: resize: %w", err)
+	}
+	out, err := ToFloat(small)
+	defaultPool.Put(small.Data)
+	return out, err
 }
 
 // DecodeRandomResizedCrop picks a RandomResizedCropWindow from the header,

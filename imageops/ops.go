@@ -130,7 +130,7 @@ func RandomResizedCrop(img *tensor.Tensor, h, w int, minScale, maxScale float64,
 	if err != nil {
 		return nil, fmt.Errorf("imageops: random_resized_crop: %w", err)
 	}
-	out, err := resize(c, h, w, Bilinear, makeBytes)
+	out, err := resize(c, h, w, Bilinear, nil)
 	if err != nil {
 		return nil, fmt.Errorf("imageops: random_resized_crop: %w", err)
 	}
@@ -147,7 +147,7 @@ func FlipLeftRight(img *tensor.Tensor) (*tensor.Tensor, error) {
 	if len(img.Data) < h*w*px {
 		return nil, fmt.Errorf("imageops: flip_left_right: %w: data too short for %v", ErrArgument, img.Shape)
 	}
-	out := &tensor.Tensor{DType: img.DType, Shape: []int{h, w, c}, Data: make([]byte, h*w*px)}
+	out := tensor.Alloc(img.DType, h, w, c)
 	row := w * px
 	for y := 0; y < h; y++ {
 		s := img.Data[y*row : (y+1)*row]
@@ -180,7 +180,7 @@ func ToFloat(img *tensor.Tensor) (*tensor.Tensor, error) {
 	default:
 		return nil, fmt.Errorf("imageops: to_float: %w: want uint8, got %s", ErrArgument, img.DType)
 	}
-	out := tensor.New(tensor.Float32, img.Shape...)
+	out := tensor.Alloc(tensor.Float32, img.Shape...)
 	dst := out.Float32()
 	src := img.Data[:len(dst)]
 	dst = dst[:len(src)] // lets the compiler drop the bounds check below
@@ -220,7 +220,7 @@ func Normalize(img *tensor.Tensor, mean, std []float32) (*tensor.Tensor, error) 
 		}
 		inv[i] = 1 / s
 	}
-	out := tensor.New(tensor.Float32, img.Shape...)
+	out := tensor.Alloc(tensor.Float32, img.Shape...)
 	src, dst := img.Float32(), out.Float32()
 	if c == 3 {
 		for i := 0; i+2 < len(src); i += 3 {
@@ -262,7 +262,7 @@ func Transpose(img *tensor.Tensor, perm []int) (*tensor.Tensor, error) {
 	for i, p := range perm {
 		shape[i] = img.Shape[p]
 	}
-	out := &tensor.Tensor{DType: img.DType, Shape: shape, Data: make([]byte, tensor.NumElements(shape)*es)}
+	out := tensor.Alloc(img.DType, shape...)
 	if len(out.Data) == 0 {
 		return out, nil
 	}

@@ -148,7 +148,7 @@ func makeCoeffs(in, out int, f filter, fixed bool) *coeffs {
 // because its RGB horizontal pass packs the three channels into one
 // integer with 13-bit weights.
 func Resize(img *tensor.Tensor, h, w int, method string) (*tensor.Tensor, error) {
-	out, err := resize(img, h, w, method, makeBytes)
+	out, err := resize(img, h, w, method, nil)
 	if err != nil {
 		return nil, fmt.Errorf("imageops: resize: %w", err)
 	}
@@ -176,6 +176,8 @@ func shapeOf(t *tensor.Tensor) string {
 	return t.String()
 }
 
+// resize resamples img to oh×ow into a buffer from alloc, or, with a nil
+// alloc, into a recyclable tensor (tensor.Alloc) for the caller to return.
 func resize(img *tensor.Tensor, oh, ow int, method string, alloc func(int) []byte) (*tensor.Tensor, error) {
 	ih, iw, c, err := checkImage(img)
 	if err != nil {
@@ -188,7 +190,12 @@ func resize(img *tensor.Tensor, oh, ow int, method string, alloc func(int) []byt
 		method = Bilinear
 	}
 	es := img.DType.Size()
-	out := &tensor.Tensor{DType: img.DType, Shape: []int{oh, ow, c}, Data: alloc(oh * ow * c * es)}
+	var out *tensor.Tensor
+	if alloc == nil {
+		out = tensor.Alloc(img.DType, oh, ow, c)
+	} else {
+		out = &tensor.Tensor{DType: img.DType, Shape: []int{oh, ow, c}, Data: alloc(oh * ow * c * es)}
+	}
 	if method == Nearest {
 		resizeNearest(img.Data, ih, iw, c*es, out.Data, oh, ow)
 		return out, nil

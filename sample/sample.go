@@ -60,13 +60,38 @@ func (s *Sample) Size() int64 {
 }
 
 // Clone returns a copy whose field map can be changed without affecting s.
-// Values are shared: stages never mutate a value in place.
+// Values are shared: stages never mutate a value in place, and tensors are
+// marked shared so that neither copy's holder recycles their buffers.
 func (s *Sample) Clone() *Sample {
 	c := &Sample{ID: s.ID, Epoch: s.Epoch, Origin: s.Origin, BatchSize: s.BatchSize, Fields: make(map[string]any, len(s.Fields))}
 	for k, v := range s.Fields {
+		ShareValue(v)
 		c.Fields[k] = v
 	}
 	return c
+}
+
+// ShareValue marks every tensor in v as shared (see tensor.Tensor.Share).
+func ShareValue(v any) {
+	switch x := v.(type) {
+	case *tensor.Tensor:
+		x.Share()
+	case []any:
+		for _, e := range x {
+			ShareValue(e)
+		}
+	}
+}
+
+// Recycle gives the buffers of s's recyclable tensors back to the pool and
+// removes them from s. Only the last holder of a sample may call it.
+func (s *Sample) Recycle() {
+	for k, v := range s.Fields {
+		if t, ok := v.(*tensor.Tensor); ok && t.Recyclable() {
+			t.Recycle()
+			delete(s.Fields, k)
+		}
+	}
 }
 
 // Describe names the sample for an error message.

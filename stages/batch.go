@@ -141,8 +141,11 @@ func (b *batchStage) flush(emit Emit) error {
 	}
 	// Free the inputs before the batch reserves its own memory, so a
 	// full budget cannot stall on memory this stage is about to give up.
+	// Their tensors were copied into the batch, and this stage is their
+	// last holder, so the buffers go back to the pool for the next samples.
 	for i, s := range b.buf {
 		b.env.Release(s)
+		s.Recycle()
 		b.buf[i] = nil
 	}
 	b.buf = b.buf[:0]
@@ -281,7 +284,12 @@ func stackTensors(k string, ts []*tensor.Tensor, padded bool, padValue float64, 
 			}
 		}
 	}
-	out := tensor.New(t0.DType, append([]int{len(ts)}, shape...)...)
+	var out *tensor.Tensor
+	if same {
+		out = tensor.Alloc(t0.DType, append([]int{len(ts)}, shape...)...) // every row is copied over
+	} else {
+		out = tensor.New(t0.DType, append([]int{len(ts)}, shape...)...) // padding relies on zeros
+	}
 	rowBytes := len(out.Data) / len(ts)
 	for i, t := range ts {
 		dst := out.Data[i*rowBytes : (i+1)*rowBytes]

@@ -8,6 +8,7 @@ import (
 	"github.com/piperun/piperun/expression"
 	"github.com/piperun/piperun/sample"
 	"github.com/piperun/piperun/spec"
+	"github.com/piperun/piperun/tensor"
 )
 
 // MapConfig configures the map stage.
@@ -166,7 +167,40 @@ func applyExprs(progs []*expression.Program, keys []string, s *sample.Sample, se
 		if err != nil {
 			return fmt.Errorf("set %s: %w", keys[i], err)
 		}
+		shareIfAliased(s.Fields, keys[i], v)
 		s.Fields[keys[i]] = v
 	}
 	return nil
+}
+
+// shareIfAliased marks v shared when another field of fields already
+// holds it: an expression may return a field's tensor unchanged (a flip
+// that did not flip, a plain field reference), and a tensor held twice
+// must not be recycled by whichever holder finishes first.
+func shareIfAliased(fields map[string]any, key string, v any) {
+	switch x := v.(type) {
+	case *tensor.Tensor:
+		for k, o := range fields {
+			if k != key && holds(o, x) {
+				x.Share()
+				return
+			}
+		}
+	case []any:
+		sample.ShareValue(x)
+	}
+}
+
+func holds(v any, t *tensor.Tensor) bool {
+	switch x := v.(type) {
+	case *tensor.Tensor:
+		return x == t
+	case []any:
+		for _, e := range x {
+			if holds(e, t) {
+				return true
+			}
+		}
+	}
+	return false
 }

@@ -56,6 +56,7 @@ func (j *jsonlSink) Write(_ context.Context, s *sample.Sample) error {
 	}
 	j.buf = append(b, '\n')
 	_, err = j.f.Write(j.buf)
+	s.Recycle()
 	return err
 }
 

@@ -99,7 +99,9 @@ func (s *tfrecordSink) Write(_ context.Context, smp *sample.Sample) error {
 	}
 	i := int(s.n % int64(len(s.writers)))
 	s.n++
-	return s.writers[i].Write(example.Marshal(ex))
+	err = s.writers[i].Write(example.Marshal(ex))
+	smp.Recycle() // the Example was marshalled into a copy
+	return err
 }
 
 func (s *tfrecordSink) Commit() error {

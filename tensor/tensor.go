@@ -70,6 +70,9 @@ type Tensor struct {
 	DType DType
 	Shape []int
 	Data  []byte
+	// recyclable says Data came from the pool and t is its only reference
+	// (see Alloc, Share and Recycle in pool.go).
+	recyclable bool
 }
 
 // New allocates a zeroed tensor.

@@ -1,0 +1,5 @@
+//go:build !linux
+
+package tensor
+
+func adviseHuge([]byte) {}
