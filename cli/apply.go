@@ -89,12 +89,25 @@ func applyCmd(g *globals) *cobra.Command {
 // speed as a looser limit (bench/RESULTS.md).
 const MemoryHeadroom = 128 << 20
 
+// GCPercent is the collector's target heap growth (GOGC) for a run. Sample
+// tensors are recycled by hand (tensor.Alloc), so what the collector frees
+// is small garbage, and the slack Go's default of 100 leaves (a heap twice
+// what is live) buys only fresh memory, which costs a page fault per 4 KiB
+// on first touch. 25 keeps the heap within a quarter of what is live.
+const GCPercent = 25
+
 // setMemoryLimit points the garbage collector at the budget, so it works
-// harder before the heap outgrows it, unless GOMEMLIMIT says otherwise. It
-// also sizes the pool of idle tensor buffers: an eighth of the budget, at
-// most tensor.DefaultPoolLimit, which the headroom covers.
+// harder before the heap outgrows it, unless GOMEMLIMIT or GOGC say
+// otherwise. It also sizes the pool of idle tensor buffers at a quarter of
+// the budget: the pool holds what samples just gave back (a shuffle
+// draining at the end of an epoch returns its whole buffer at once) until
+// the next samples take it, and it empties over two collections when
+// nothing draws from it, so it does not add to the peak.
 func setMemoryLimit(budget int64) {
-	tensor.SetPoolLimit(min(budget/8, tensor.DefaultPoolLimit))
+	tensor.SetPoolLimit(budget / 4)
+	if _, ok := os.LookupEnv("GOGC"); !ok {
+		debug.SetGCPercent(GCPercent)
+	}
 	if _, ok := os.LookupEnv("GOMEMLIMIT"); ok {
 		return
 	}

@@ -1,6 +1,9 @@
 package tensor
 
-import "sync"
+import (
+	"runtime"
+	"sync"
+)
 
 // Buffers of the tensors a pipeline makes per sample (a decoded 224×224
 // image, its float32 copy, a stacked batch) are large and short-lived.
@@ -25,14 +28,65 @@ const (
 	DefaultPoolLimit = 64 << 20
 )
 
+// staleGets is how many requests for other sizes make a size stale: its
+// idle buffers are then the first to go when the pool is full.
+const staleGets = 512
+
 type pool struct {
 	mu    sync.Mutex
 	limit int64
-	idle  int64
+	idle  int64            // bytes in free and old
 	free  map[int][][]byte // by exact byte length
+	// old holds the buffers that were idle through the last garbage
+	// collection; the next one drops them, as sync.Pool's victim cache
+	// does. So a pool nobody draws from empties in two cycles, and under
+	// memory pressure, when the collector runs often, it empties fast.
+	old map[int][][]byte
+	// tick counts get calls; asked records the tick of each size's last.
+	tick  uint64
+	asked map[int]uint64
 }
 
-var buffers = pool{limit: DefaultPoolLimit, free: map[int][][]byte{}}
+var buffers = pool{limit: DefaultPoolLimit, free: map[int][][]byte{}, old: map[int][][]byte{}, asked: map[int]uint64{}}
+
+func init() { armGCHook() }
+
+// armGCHook calls buffers.collected after the next garbage collection,
+// and again after each one after that.
+func armGCHook() {
+	sentinel := new([16]byte)
+	runtime.AddCleanup(sentinel, func(struct{}) {
+		buffers.collected()
+		armGCHook()
+	}, struct{}{})
+}
+
+// collected ages the pool by one garbage collection.
+func (p *pool) collected() {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	for size, l := range p.old {
+		p.idle -= int64(size) * int64(len(l))
+	}
+	p.old, p.free = p.free, map[int][][]byte{}
+}
+
+// take pops a buffer of n bytes from m, if it has one.
+func (p *pool) take(m map[int][][]byte, n int) []byte {
+	l := m[n]
+	if len(l) == 0 {
+		return nil
+	}
+	b := l[len(l)-1]
+	l[len(l)-1] = nil
+	if l = l[:len(l)-1]; len(l) == 0 {
+		delete(m, n)
+	} else {
+		m[n] = l
+	}
+	p.idle -= int64(n)
+	return b
+}
 
 // SetPoolLimit sets how many bytes of idle buffers the recycling pool may
 // keep (0 disables it) and returns the previous limit. Buffers beyond the
@@ -56,16 +110,18 @@ func PoolIdle() int64 {
 func (p *pool) get(n int) []byte {
 	if n >= poolMinBytes {
 		p.mu.Lock()
-		if l := p.free[n]; len(l) > 0 {
-			b := l[len(l)-1]
-			l[len(l)-1] = nil
-			p.free[n] = l[:len(l)-1]
-			p.idle -= int64(n)
+		p.tick++
+		p.asked[n] = p.tick
+		b := p.take(p.free, n)
+		if b == nil {
+			b = p.take(p.old, n)
+		}
+		if b != nil {
 			p.mu.Unlock()
 			return b
 		}
 		p.mu.Unlock()
-		b := make([]byte, n)
+		b = make([]byte, n)
 		adviseHuge(b)
 		return b
 	}
@@ -79,39 +135,60 @@ func (p *pool) put(b []byte) {
 	}
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	if p.idle+int64(n) > p.limit {
-		p.evict(int64(n), n)
-		if p.idle+int64(n) > p.limit {
-			return
-		}
+	if p.idle+int64(n) > p.limit && !p.evict(int64(n), n) {
+		return
 	}
 	p.free[n] = append(p.free[n], b)
 	p.idle += int64(n)
 }
 
-// evict drops buffers of sizes other than keep until need more bytes fit
-// under the limit. A size no longer asked for (the last, short batch of an
-// epoch; images of a stage that finished) should not hold the pool's room.
-func (p *pool) evict(need int64, keep int) {
-	for size, l := range p.free {
+// evict drops idle buffers until need more bytes fit under the limit, and
+// reports whether they do. Buffers idle through a collection go first,
+// then stale sizes (the last, short batch of
+// an epoch; the images of a stage that has finished); then the size with
+// the most idle bytes gives one buffer at a time, unless that is the
+// newcomer's own size (keep), which is then the one to drop. So the rush of
+// samples from a shuffle draining at the end of an epoch cannot flush out
+// the batch buffers, and vice versa.
+func (p *pool) evict(need int64, keep int) bool {
+	for size, l := range p.old {
 		if p.idle+need <= p.limit {
-			return
-		}
-		if size == keep {
-			continue
+			return true
 		}
 		p.idle -= int64(size) * int64(len(l))
-		delete(p.free, size)
+		delete(p.old, size)
 	}
-	if l := p.free[keep]; p.idle+need > p.limit && len(l) > 0 {
-		// Still over (the limit shrank): trim the kept size too.
-		for len(l) > 0 && p.idle+need > p.limit {
-			l[len(l)-1] = nil
-			l = l[:len(l)-1]
-			p.idle -= int64(keep)
+	for size, l := range p.free {
+		if p.idle+need <= p.limit {
+			return true
 		}
-		p.free[keep] = l
+		if p.tick-p.asked[size] > staleGets {
+			p.idle -= int64(size) * int64(len(l))
+			delete(p.free, size)
+		}
 	}
+	for size, a := range p.asked {
+		if p.tick-a > staleGets && len(p.free[size]) == 0 && len(p.old[size]) == 0 {
+			delete(p.asked, size) // bound the map by the sizes in use
+		}
+	}
+	for p.idle+need > p.limit {
+		top, topBytes := 0, int64(0)
+		for size, l := range p.free {
+			b := int64(size) * int64(len(l))
+			if size == keep {
+				b += need
+			}
+			if b > topBytes {
+				top, topBytes = size, b
+			}
+		}
+		if top == 0 || top == keep {
+			return false
+		}
+		p.take(p.free, top)
+	}
+	return true
 }
 
 // Alloc returns a tensor of the given dtype and shape whose buffer may be a

@@ -1,22 +1,27 @@
 package tensor
 
 import (
+	"runtime"
+	"runtime/debug"
 	"testing"
+	"time"
 	"unsafe"
 )
 
 func addr(b []byte) uintptr { return uintptr(unsafe.Pointer(unsafe.SliceData(b))) }
 
-// withPool runs f against an empty pool of the given limit.
+// withPool runs f against an empty pool of the given limit, with automatic
+// garbage collection (which ages the pool) off.
 func withPool(t *testing.T, limit int64, f func()) {
 	t.Helper()
+	defer debug.SetGCPercent(debug.SetGCPercent(-1))
 	buffers.mu.Lock()
-	free, idle, old := buffers.free, buffers.idle, buffers.limit
-	buffers.free, buffers.idle, buffers.limit = map[int][][]byte{}, 0, limit
+	free, aged, idle, old := buffers.free, buffers.old, buffers.idle, buffers.limit
+	buffers.free, buffers.old, buffers.idle, buffers.limit, buffers.asked = map[int][][]byte{}, map[int][][]byte{}, 0, limit, map[int]uint64{}
 	buffers.mu.Unlock()
 	defer func() {
 		buffers.mu.Lock()
-		buffers.free, buffers.idle, buffers.limit = free, idle, old
+		buffers.free, buffers.old, buffers.idle, buffers.limit = free, aged, idle, old
 		buffers.mu.Unlock()
 	}()
 	f()
@@ -75,38 +80,87 @@ func TestSharedAndForeignTensorsAreNotRecycled(t *testing.T) {
 	})
 }
 
-func TestPoolLimitEvictsOtherSizes(t *testing.T) {
-	const big, small = 4 << 20, 64 << 10
-	withPool(t, 5<<20, func() {
+func TestPoolLimitSharesRoomBetweenSizes(t *testing.T) {
+	const big, small = 4 << 20, 512 << 10
+	withPool(t, 6<<20, func() {
 		var smalls []*Tensor
-		for i := 0; i < 8; i++ {
+		for i := 0; i < 12; i++ {
 			smalls = append(smalls, Alloc(Uint8, small))
 		}
+		b := Alloc(Uint8, big)
+		// A burst of small buffers fills the pool to its limit.
 		for _, s := range smalls {
 			s.Recycle()
 		}
-		if got := PoolIdle(); got != 8*small {
-			t.Fatalf("PoolIdle = %d, want %d", got, 8*small)
+		if got := PoolIdle(); got != 12*small {
+			t.Fatalf("PoolIdle = %d, want %d", got, 12*small)
 		}
-		b := Alloc(Uint8, big)
-		b.Recycle() // 4 MiB + 512 KiB fits under 5 MiB
-		if got := PoolIdle(); got != big+8*small {
-			t.Fatalf("PoolIdle = %d, want %d", got, big+8*small)
+		// The big buffer makes room by evicting small ones, the size with
+		// the most idle bytes, rather than being dropped.
+		b.Recycle()
+		if got := PoolIdle(); got != big+4*small {
+			t.Fatalf("PoolIdle = %d, want %d (big + 4 small)", got, big+4*small)
 		}
-		c := Alloc(Uint8, big)
+		// A second big buffer would make its own size the largest: dropped.
+		c := Alloc(Uint8, big) // reuses b's buffer
 		d := Alloc(Uint8, big)
 		c.Recycle()
-		// d does not fit beside c: the small buffers go, and then still
-		// only one 4 MiB buffer fits.
 		d.Recycle()
-		if got := PoolIdle(); got != big {
-			t.Fatalf("PoolIdle = %d, want %d (one big buffer)", got, big)
+		if got := PoolIdle(); got != big+4*small {
+			t.Fatalf("PoolIdle = %d, want %d", got, big+4*small)
 		}
-		if old := SetPoolLimit(0); old != 5<<20 {
-			t.Fatalf("SetPoolLimit returned %d, want the old limit %d", old, 5<<20)
+		// After staleGets requests for other sizes the small size is stale
+		// and goes first.
+		for i := 0; i <= staleGets; i++ {
+			Alloc(Uint8, big).Recycle()
+		}
+		e := Alloc(Uint8, 2<<20)
+		e.Recycle()
+		if got := PoolIdle(); got != big+2<<20 {
+			t.Fatalf("PoolIdle = %d, want %d (stale small buffers evicted)", got, big+2<<20)
+		}
+		if old := SetPoolLimit(0); old != 6<<20 {
+			t.Fatalf("SetPoolLimit returned %d, want the old limit %d", old, 6<<20)
 		}
 		if PoolIdle() != 0 {
 			t.Fatalf("PoolIdle = %d after SetPoolLimit(0)", PoolIdle())
+		}
+	})
+}
+
+// TestPoolEmptiesOverTwoCollections: a buffer idle through one garbage
+// collection can still be reused; one idle through two is dropped.
+func TestPoolEmptiesOverTwoCollections(t *testing.T) {
+	withPool(t, 1<<30, func() {
+		a, b := Alloc(Uint8, 1<<20), Alloc(Uint8, 1<<20)
+		pa := addr(a.Data)
+		a.Recycle()
+		b.Recycle()
+		buffers.collected()
+		if got := PoolIdle(); got != 2<<20 {
+			t.Fatalf("PoolIdle after one collection = %d, want %d", got, 2<<20)
+		}
+		c := Alloc(Uint8, 1<<20)
+		if p := addr(c.Data); p != pa && p != addr(b.Data) && PoolIdle() != 1<<20 {
+			t.Fatal("a buffer idle through one collection was not reused")
+		}
+		buffers.collected()
+		if got := PoolIdle(); got != 0 {
+			t.Fatalf("PoolIdle after two collections = %d, want 0", got)
+		}
+	})
+}
+
+// TestPoolHookRunsOnGC: the real collector ages the pool.
+func TestPoolHookRunsOnGC(t *testing.T) {
+	withPool(t, 1<<30, func() {
+		Alloc(Uint8, 1<<20).Recycle()
+		for i := 0; i < 20 && PoolIdle() != 0; i++ {
+			runtime.GC()
+			time.Sleep(10 * time.Millisecond) // cleanups run on their own goroutine
+		}
+		if got := PoolIdle(); got != 0 {
+			t.Fatalf("PoolIdle = %d after 20 collections, want 0", got)
 		}
 	})
 }
