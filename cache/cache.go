@@ -515,9 +515,9 @@ func (c *Cache) Iterate(ctx context.Context, fn func(s *sample.Sample) error) er
 		defer wg.Done()
 		defer close(out)
 		err := c.db.View(func(txn *badger.Txn) error {
-			// Values are read by ValueCopy into a fresh buffer that the
-			// decoded sample then aliases: one copy from the mapped value
-			// log, where Badger's own prefetch would copy twice.
+			// Values are decoded straight from the mapped value log, each
+			// tensor copied once into a pooled buffer, where Badger's own
+			// prefetch would copy twice.
 			it := txn.NewIterator(badger.IteratorOptions{})
 			defer it.Close()
 			for it.Rewind(); it.Valid(); it.Next() {
@@ -526,13 +526,16 @@ func (c *Cache) Iterate(ctx context.Context, fn func(s *sample.Sample) error) er
 				if !ok {
 					return fmt.Errorf("cache: %s: unexpected key %x", c.dir, item.Key())
 				}
-				v, err := item.ValueCopy(nil)
-				if err != nil {
+				var s *sample.Sample
+				var derr error
+				if err := item.Value(func(v []byte) error {
+					s, derr = decode(v, false)
+					return nil
+				}); err != nil {
 					return fmt.Errorf("cache: read %d: %w", id, err)
 				}
-				s, err := decode(v, true)
-				if err != nil {
-					return fmt.Errorf("cache: sample %d: %w", id, err)
+				if derr != nil {
+					return fmt.Errorf("cache: sample %d: %w", id, derr)
 				}
 				select {
 				case out <- result{s: s}:

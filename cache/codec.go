@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"math"
-	"slices"
 	"strings"
 
 	"github.com/piperun/piperun/sample"
@@ -477,13 +476,14 @@ func (d *decoder) tensor() (*tensor.Tensor, error) {
 	n := int(elems) * size
 	data := d.buf[d.pos : d.pos+n : d.pos+n]
 	d.pos += n
-	if !d.alias {
-		data = slices.Clone(data)
-		if data == nil {
-			data = []byte{}
-		}
+	if d.alias {
+		return &tensor.Tensor{DType: dt, Shape: shape, Data: data}, nil
 	}
-	return &tensor.Tensor{DType: dt, Shape: shape, Data: data}, nil
+	// A copy of its own, from the recycling pool: replayed samples are
+	// as disposable as computed ones.
+	own := tensor.AllocBytes(n)
+	copy(own, data)
+	return tensor.WrapRecyclable(dt, shape, own), nil
 }
 
 // uvarintLen is the length of the minimal varint encoding of v.
