@@ -98,13 +98,13 @@ const GCPercent = 25
 
 // setMemoryLimit points the garbage collector at the budget, so it works
 // harder before the heap outgrows it, unless GOMEMLIMIT or GOGC say
-// otherwise. It also sizes the pool of idle tensor buffers at a quarter of
-// the budget: the pool holds what samples just gave back (a shuffle
-// draining at the end of an epoch returns its whole buffer at once) until
-// the next samples take it, and it empties over two collections when
-// nothing draws from it, so it does not add to the peak.
+// otherwise. It also sizes the pool of idle tensor buffers at a sixteenth
+// of the budget: enough for the few batches and a batch's worth of samples
+// in flight, while a larger pool, filled by a shuffle draining at the end
+// of an epoch, raised peak RSS by a fifth over 10 epochs of W1 for no
+// speed (bench/RESULTS.md). Idle buffers go after two collections.
 func setMemoryLimit(budget int64) {
-	tensor.SetPoolLimit(budget / 4)
+	tensor.SetPoolLimit(budget / 16)
 	if _, ok := os.LookupEnv("GOGC"); !ok {
 		debug.SetGCPercent(GCPercent)
 	}
