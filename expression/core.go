@@ -2,8 +2,10 @@ package expression
 
 import (
 	"fmt"
+	"io"
 	"os"
 
+	"github.com/piperun/piperun/imageops"
 	"github.com/piperun/piperun/sample"
 	"github.com/piperun/piperun/tensor"
 )
@@ -115,6 +117,20 @@ func init() {
 				return nil, fmt.Errorf("read_file: path must be a string, got %T", a[0])
 			}
 			return os.ReadFile(p)
+		},
+	})
+	r.Register(&Func{
+		Name: "__read_file_pooled", Signature: "read_file(path)",
+		MinArgs: 1, MaxArgs: 1,
+		Check: func(a []Arg) (sample.Type, error) {
+			return sample.TBytes, wantKind(a, 0, sample.String)
+		},
+		Impl: func(_ *Call, a []any) (any, error) {
+			p, ok := a[0].(string)
+			if !ok {
+				return nil, fmt.Errorf("read_file: path must be a string, got %T", a[0])
+			}
+			return readPooled(p)
 		},
 	})
 	r.Register(&Func{
@@ -253,4 +269,58 @@ func toFloat(v any) (float64, bool) {
 		return 0, true
 	}
 	return 0, false
+}
+
+// decoders are the functions whose bytes argument, when it is a read_file
+// call, the patcher turns into __read_file_pooled: they only decode the
+// bytes, so the buffer can go back to the pool as soon as they return.
+var decoders = map[string]bool{"decode_image": true, "__decode_resize": true, "__decode_resize_float": true, "__decode_rrc": true}
+
+// fileBufs recycles the buffers of __read_file_pooled: without it every
+// image's encoded bytes (100 KB or so) are garbage the collector must find.
+var fileBufs imageops.Pool
+
+// pooledFile is a file's contents in a buffer from fileBufs; the decoder
+// that consumes it calls release.
+type pooledFile struct {
+	data []byte
+	buf  []byte
+}
+
+func (f *pooledFile) release() {
+	fileBufs.Put(f.buf)
+	f.data, f.buf = nil, nil
+}
+
+// readPooled reads the file at path into a pooled buffer, as os.ReadFile
+// does into a fresh one.
+func readPooled(path string) (*pooledFile, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	st, err := f.Stat()
+	if err != nil {
+		return nil, err
+	}
+	// One spare byte tells a file that grew since Stat from one that did
+	// not; one that grew is read whole by os.ReadFile's loop instead.
+	buf := fileBufs.Get(int(st.Size()) + 1)
+	n, err := io.ReadFull(f, buf)
+	switch err {
+	case io.ErrUnexpectedEOF, io.EOF:
+		return &pooledFile{data: buf[:n], buf: buf}, nil
+	case nil:
+		rest, err := io.ReadAll(f)
+		if err != nil {
+			fileBufs.Put(buf)
+			return nil, err
+		}
+		data := append(append([]byte(nil), buf...), rest...)
+		fileBufs.Put(buf)
+		return &pooledFile{data: data}, nil
+	}
+	fileBufs.Put(buf)
+	return nil, err
 }

@@ -348,6 +348,13 @@ func (p *patcher) Visit(node *ast.Node) {
 			n.Arguments = args
 			break
 		}
+		if decoders[id.Value] && len(n.Arguments) > 0 {
+			if in, ok := n.Arguments[0].(*ast.CallNode); ok {
+				if iid, ok := in.Callee.(*ast.IdentifierNode); ok && iid.Value == "read_file" {
+					iid.Value = "__read_file_pooled"
+				}
+			}
+		}
 		f, ok := p.reg.funcs[id.Value]
 		if !ok || !f.Random {
 			return

@@ -32,10 +32,11 @@ func init() {
 			return sample.TensorOf(tensor.Uint8, -1, -1, c), nil
 		},
 		Impl: func(_ *Call, a []any) (any, error) {
-			data, c, opts, err := decodeArgs(a)
+			data, c, opts, done, err := decodeArgs(a)
 			if err != nil {
 				return nil, err
 			}
+			defer done()
 			return imageops.Decode(data, c, opts)
 		},
 	})
@@ -72,10 +73,11 @@ func init() {
 			return sizedLike(sample.TensorOf(tensor.Uint8, -1, -1, c), a, 2, methodArg(a, 4))
 		},
 		Impl: func(_ *Call, a []any) (any, error) {
-			data, c, opts, err := decodeArgs(a[:2])
+			data, c, opts, done, err := decodeArgs(a[:2])
 			if err != nil {
 				return nil, err
 			}
+			defer done()
 			h, w, err := hw(a, 2)
 			if err != nil {
 				return nil, err
@@ -97,10 +99,11 @@ func init() {
 			return t, err
 		},
 		Impl: func(_ *Call, a []any) (any, error) {
-			data, c, opts, err := decodeArgs(a[:2])
+			data, c, opts, done, err := decodeArgs(a[:2])
 			if err != nil {
 				return nil, err
 			}
+			defer done()
 			h, w, err := hw(a, 2)
 			if err != nil {
 				return nil, err
@@ -193,10 +196,11 @@ func init() {
 		MinArgs: 4, MaxArgs: 6, Random: true,
 		Check: rrcCheck(1),
 		Impl: func(c *Call, a []any) (any, error) {
-			data, ch, opts, err := decodeArgs(a[:2])
+			data, ch, opts, done, err := decodeArgs(a[:2])
 			if err != nil {
 				return nil, err
 			}
+			defer done()
 			h, w, err := hw(a, 2)
 			if err != nil {
 				return nil, err
@@ -412,24 +416,32 @@ func sizedLike(img sample.Type, a []Arg, i int, extra error) (sample.Type, error
 	return sample.TensorOf(img.DType, dims[0], dims[1], c), nil
 }
 
-func decodeArgs(a []any) ([]byte, int, imageops.DecodeOptions, error) {
+func decodeArgs(a []any) ([]byte, int, imageops.DecodeOptions, func(), error) {
 	var opts imageops.DecodeOptions
-	data, ok := a[0].([]byte)
-	if !ok {
-		return nil, 0, opts, fmt.Errorf("decode_image: argument 1 must be bytes, got %T", a[0])
+	done := func() {}
+	var data []byte
+	switch x := a[0].(type) {
+	case []byte:
+		data = x
+	case *pooledFile:
+		data, done = x.data, x.release
+	default:
+		return nil, 0, opts, done, fmt.Errorf("decode_image: argument 1 must be bytes, got %T", a[0])
 	}
 	c, ok := toInt(a[1])
 	if !ok {
-		return nil, 0, opts, fmt.Errorf("decode_image: channels must be an integer, got %T", a[1])
+		done()
+		return nil, 0, opts, func() {}, fmt.Errorf("decode_image: channels must be an integer, got %T", a[1])
 	}
 	if len(a) > 2 {
 		mp, ok := toInt(a[2])
 		if !ok {
-			return nil, 0, opts, fmt.Errorf("decode_image: max_pixels must be an integer, got %T", a[2])
+			done()
+			return nil, 0, opts, func() {}, fmt.Errorf("decode_image: max_pixels must be an integer, got %T", a[2])
 		}
 		opts.MaxPixels = mp
 	}
-	return data, int(c), opts, nil
+	return data, int(c), opts, done, nil
 }
 
 func hw(a []any, i int) (int, int, error) {

@@ -5,6 +5,8 @@ import (
 	"image"
 	"image/color"
 	"image/jpeg"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 
@@ -66,5 +68,53 @@ func TestFusedToFloat(t *testing.T) {
 		if ff[i] != float32(v)/255 {
 			t.Fatalf("element %d: fused %v, unfused %v/255", i, ff[i], v)
 		}
+	}
+}
+
+// TestReadFileFeedsDecodeFromPool: read_file as the bytes of a decode reads
+// into a pooled buffer (the patcher swaps in __read_file_pooled), with the
+// same result as a plain read; read_file elsewhere is untouched; a missing
+// file is the same error either way.
+func TestReadFileFeedsDecodeFromPool(t *testing.T) {
+	dir := t.TempDir()
+	path := filepath.Join(dir, "g.jpg")
+	if err := os.WriteFile(path, gradientJPEG(t, 96, 64), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	in := sample.Schema{Fields: []sample.Field{{Name: "path", Type: sample.TString}, {Name: "b", Type: sample.TBytes}}}
+	compile := func(src string) *expression.Program {
+		p, err := expression.Default().Compile(src, in, sample.Any)
+		if err != nil {
+			t.Fatalf("%s: %v", src, err)
+		}
+		return p
+	}
+	pooled := compile("decode_image(read_file(path), 3) | resize(32, 32) | to_float()")
+	if d := pooled.Disassemble(); !strings.Contains(d, "__read_file_pooled") {
+		t.Errorf("read_file inside a decode is not pooled:\n%s", d)
+	}
+	plain := compile("decode_image(b, 3) | resize(32, 32) | to_float()")
+	raw, _ := os.ReadFile(path)
+	for i := 0; i < 3; i++ { // again, from a recycled buffer
+		a, err := pooled.Run(nil, map[string]any{"path": path, "b": []byte(nil)})
+		if err != nil {
+			t.Fatal(err)
+		}
+		b, err := plain.Run(nil, map[string]any{"path": path, "b": raw})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !tensor.Equal(a.(*tensor.Tensor), b.(*tensor.Tensor)) {
+			t.Fatalf("run %d: decoding a pooled read differs from decoding the file's bytes", i)
+		}
+	}
+	if d := compile("read_file(path)").Disassemble(); strings.Contains(d, "__read_file_pooled") {
+		t.Errorf("a bare read_file was pooled:\n%s", d)
+	}
+	missing := map[string]any{"path": filepath.Join(dir, "nope.jpg"), "b": []byte(nil)}
+	_, err1 := pooled.Run(nil, missing)
+	_, err2 := compile("read_file(path)").Run(nil, missing)
+	if err1 == nil || err2 == nil || !strings.Contains(err1.Error(), "no such file") || !strings.Contains(err2.Error(), "no such file") {
+		t.Errorf("missing file: pooled %v, plain %v", err1, err2)
 	}
 }
