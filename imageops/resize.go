@@ -230,7 +230,7 @@ func resize(img *tensor.Tensor, oh, ow int, method string, alloc func(int) []byt
 	if ih != oh {
 		cy := makeCoeffs(ih, oh, f, fixed)
 		if fixed {
-			vpass8(src, ow*c, out.Data, oh, cy)
+			vpass8Fast(src, ow*c, out.Data, oh, cy)
 		} else {
 			vpassF(bytesAsF32(src), ow*c, bytesAsF32(out.Data), oh, cy)
 		}

@@ -1,0 +1,27 @@
+//go:build cgo && !piperun_purego
+
+package imageops
+
+/*
+#cgo CFLAGS: -O3
+#include "resize_cgo.h"
+*/
+import "C"
+
+import "unsafe"
+
+// vpass8Fast is the C vertical pass (resize_cgo.c), which the compiler
+// vectorizes; it gives exactly vpass8's bytes.
+func vpass8Fast(src []byte, row int, dst []byte, oh int, cf *coeffs) {
+	if oh == 0 || row == 0 {
+		return
+	}
+	if len(dst) < oh*row || len(cf.start) < oh || len(cf.count) < oh || len(cf.wi) < (oh-1)*cf.stride+1 || len(src) < cf.end*row {
+		panic("imageops: vpass8Fast buffers too short")
+	}
+	acc, accBuf := defaultPool.getI32(row)
+	C.pr_vpass8((*C.uint8_t)(unsafe.Pointer(&src[0])), C.int(row), (*C.uint8_t)(unsafe.Pointer(&dst[0])), C.int(oh),
+		(*C.int32_t)(unsafe.Pointer(&cf.start[0])), (*C.int32_t)(unsafe.Pointer(&cf.count[0])),
+		(*C.int32_t)(unsafe.Pointer(&cf.wi[0])), C.int(cf.stride), (*C.int32_t)(unsafe.Pointer(&acc[0])))
+	defaultPool.Put(accBuf)
+}
