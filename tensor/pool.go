@@ -3,6 +3,7 @@ package tensor
 import (
 	"runtime"
 	"sync"
+	"time"
 )
 
 // Buffers of the tensors a pipeline makes per sample (a decoded 224×224
@@ -37,14 +38,15 @@ type pool struct {
 	limit int64
 	idle  int64            // bytes in free and old
 	free  map[int][][]byte // by exact byte length
-	// old holds the buffers that were idle through the last garbage
-	// collection; the next one drops them, as sync.Pool's victim cache
-	// does. So a pool nobody draws from empties in two cycles, and under
-	// memory pressure, when the collector runs often, it empties fast.
+	// old holds the buffers that were idle through the last aging (see
+	// collected); the next one drops them, as sync.Pool's victim cache
+	// does at each collection. So a pool nobody draws from empties within
+	// two agings, and garbage collection drives the aging.
 	old map[int][][]byte
 	// tick counts get calls; asked records the tick of each size's last.
 	tick  uint64
 	asked map[int]uint64
+	aged  time.Time // when collected last aged the pool
 }
 
 var buffers = pool{limit: DefaultPoolLimit, free: map[int][][]byte{}, old: map[int][][]byte{}, asked: map[int]uint64{}}
@@ -61,10 +63,27 @@ func armGCHook() {
 	}, struct{}{})
 }
 
-// collected ages the pool by one garbage collection.
+// agePeriod is the least time between two agings of the pool. With tensors
+// recycled, a pipeline's collections come every few tens of milliseconds
+// (W1: 85 in 4 s), faster than a batch's worth of recycled samples is
+// drawn again; aging at each would throw away the buffers it exists for.
+const agePeriod = time.Second
+
+// collected ages the pool after a garbage collection, at most once per
+// agePeriod: buffers idle since the previous aging are dropped.
 func (p *pool) collected() {
 	p.mu.Lock()
 	defer p.mu.Unlock()
+	now := time.Now()
+	if now.Sub(p.aged) < agePeriod {
+		return
+	}
+	p.aged = now
+	p.age()
+}
+
+// age drops the buffers of the old generation and makes the current one old.
+func (p *pool) age() {
 	for size, l := range p.old {
 		p.idle -= int64(size) * int64(len(l))
 	}

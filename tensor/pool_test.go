@@ -128,39 +128,41 @@ func TestPoolLimitSharesRoomBetweenSizes(t *testing.T) {
 	})
 }
 
-// TestPoolEmptiesOverTwoCollections: a buffer idle through one garbage
-// collection can still be reused; one idle through two is dropped.
-func TestPoolEmptiesOverTwoCollections(t *testing.T) {
+// TestPoolEmptiesOverTwoAgings: a buffer idle through one aging can still
+// be reused; one idle through two is dropped.
+func TestPoolEmptiesOverTwoAgings(t *testing.T) {
 	withPool(t, 1<<30, func() {
 		a, b := Alloc(Uint8, 1<<20), Alloc(Uint8, 1<<20)
 		pa := addr(a.Data)
 		a.Recycle()
 		b.Recycle()
-		buffers.collected()
+		buffers.age()
 		if got := PoolIdle(); got != 2<<20 {
-			t.Fatalf("PoolIdle after one collection = %d, want %d", got, 2<<20)
+			t.Fatalf("PoolIdle after one aging = %d, want %d", got, 2<<20)
 		}
 		c := Alloc(Uint8, 1<<20)
 		if p := addr(c.Data); p != pa && p != addr(b.Data) && PoolIdle() != 1<<20 {
-			t.Fatal("a buffer idle through one collection was not reused")
+			t.Fatal("a buffer idle through one aging was not reused")
 		}
-		buffers.collected()
+		buffers.age()
 		if got := PoolIdle(); got != 0 {
-			t.Fatalf("PoolIdle after two collections = %d, want 0", got)
+			t.Fatalf("PoolIdle after two agings = %d, want 0", got)
 		}
 	})
 }
 
-// TestPoolHookRunsOnGC: the real collector ages the pool.
+// TestPoolHookRunsOnGC: the real collector ages the pool, at most once per
+// agePeriod, so an idle buffer is gone within a few periods.
 func TestPoolHookRunsOnGC(t *testing.T) {
 	withPool(t, 1<<30, func() {
 		Alloc(Uint8, 1<<20).Recycle()
-		for i := 0; i < 20 && PoolIdle() != 0; i++ {
+		deadline := time.Now().Add(3*agePeriod + time.Second)
+		for PoolIdle() != 0 && time.Now().Before(deadline) {
 			runtime.GC()
-			time.Sleep(10 * time.Millisecond) // cleanups run on their own goroutine
+			time.Sleep(50 * time.Millisecond) // cleanups run on their own goroutine
 		}
 		if got := PoolIdle(); got != 0 {
-			t.Fatalf("PoolIdle = %d after 20 collections, want 0", got)
+			t.Fatalf("PoolIdle = %d after collections over %v, want 0", got, 3*agePeriod)
 		}
 	})
 }
