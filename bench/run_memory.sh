@@ -61,6 +61,23 @@ print("\t".join([r, row, t["Maximum resident set size (kbytes)"], f"{wall:.2f}",
 PYEOF
 }
 
+# sampled ROUND ROW SPEC ARGS...: run, and also sample the RSS of the piperun
+# process every 50 ms into $OUT/memory/ROW.ROUND.rss (seconds, KiB)
+sampled() {
+  local r=$1 row=$2 f=$OUT/memory/$2.$1.rss pid t0
+  : > "$f"
+  run "$@" &
+  local job=$!
+  t0=$(date +%s.%N)
+  pid=
+  while kill -0 "$job" 2>/dev/null; do
+    [ -n "$pid" ] || pid=$(pgrep -n -x piperun || true)
+    [ -n "$pid" ] && awk -v t0="$t0" -v t="$(date +%s.%N)" '/^VmRSS/{printf "%.3f\t%d\n", t-t0, $2}' "/proc/$pid/status" >>"$f" 2>/dev/null || true
+    sleep 0.05
+  done
+  wait "$job"
+}
+
 # check_paths FILE N EPOCHS: every photo path exactly once in each epoch's block of lines
 check_paths() {
   "$PY" - "$1" "$2" "$3" <<'PYEOF'
@@ -97,12 +114,12 @@ for r in $(seq 1 "$REPS"); do
   # b. flat over epochs and dataset size
   run "$r" b_w1_epochs1 bench/w1.yaml --set epochs=1
   run "$r" b_w1_epochs2 bench/w1.yaml --set epochs=2
-  run "$r" b_w1_epochs10 bench/w1.yaml --set epochs=10
+  sampled "$r" b_w1_epochs10 bench/w1.yaml --set epochs=10
   PHOTOS=$TMPD/x10 run "$r" b_w1_x10_epochs1 bench/w1.yaml --set epochs=1
   # W1's shuffle of 256 holds more than the 200 photos; from 2x up, every
   # dataset fills it
   PHOTOS=$TMPD/x2 run "$r" b_w1_x2_epochs1 bench/w1.yaml --set epochs=1
-  PHOTOS=$TMPD/x20 run "$r" b_w1_x20_epochs1 bench/w1.yaml --set epochs=1
+  PHOTOS=$TMPD/x20 sampled "$r" b_w1_x20_epochs1 bench/w1.yaml --set epochs=1
   # the same with a shuffle buffer smaller than one epoch (W1's 256 exceeds the
   # 200 photos, so the 1x runs hold fewer samples than the 10x run)
   run "$r" b_w1buf64_epochs1 bench/w1.yaml --set epochs=1 --set stages.shuffle.buffer=64
@@ -126,9 +143,9 @@ touch "$(ls "$TMPD"/copy/*.JPEG | head -1)"
 PHOTOS=$TMPD/copy run 0 c_inv_after_touch bench/cache_decode.yaml
 PHOTOS=$TMPD/copy run 0 c_inv_warm_after_touch bench/cache_decode.yaml
 
-"$PY" - "$log" "$OUT/memory.json" "$N" <<'PYEOF'
+"$PY" - "$log" "$OUT/memory.json" "$N" "$OUT/memory" <<'PYEOF'
 import json, statistics, sys
-log, out, n = sys.argv[1], sys.argv[2], int(sys.argv[3])
+log, out, n, outdir = sys.argv[1], sys.argv[2], int(sys.argv[3]), sys.argv[4]
 rows = {}
 for line in open(log):
     f = line.rstrip("\n").split("\t")
@@ -162,6 +179,18 @@ check("b: peak RSS epochs 10 / epochs 2", lambda r: rows["b_w1_epochs10"][r]["rs
 check("b: peak RSS 20x dataset / 2x (both fill the shuffle)", lambda r: rows["b_w1_x20_epochs1"][r]["rss_mib"] / rows["b_w1_x2_epochs1"][r]["rss_mib"], "0.9-1.1", lambda v: 0.9 <= v <= 1.1)
 check("b: (shuffle 64) peak RSS epochs 10 / epochs 1", lambda r: rows["b_w1buf64_epochs10"][r]["rss_mib"] / rows["b_w1buf64_epochs1"][r]["rss_mib"], "0.9-1.1", lambda v: 0.9 <= v <= 1.1)
 check("b: (shuffle 64) peak RSS 10x dataset / 1x", lambda r: rows["b_w1buf64_x10_epochs1"][r]["rss_mib"] / rows["b_w1buf64_epochs1"][r]["rss_mib"], "0.9-1.1", lambda v: 0.9 <= v <= 1.1)
+# RSS over time within one run: after the first tenth (the first of 10
+# epochs, the buffers filling), the highest RSS of the last half of the run
+# against that of the tenth to the half: growth from buffer churn would
+# show as a later, higher band.
+def bands(row, r):
+    pts = [tuple(map(float, l.split())) for l in open(f"{outdir}/{row}.{r}.rss") if l.strip()]
+    end = pts[-1][0]
+    early = [k for t, k in pts if 0.1 * end <= t < 0.5 * end]
+    late = [k for t, k in pts if t >= 0.5 * end]
+    return max(early) / 1024, max(late) / 1024
+check("b: W1 10 epochs, max RSS last half / tenth..half of the run", lambda r: (lambda e, l: l / e)(*bands("b_w1_epochs10", r)), "0.9-1.1", lambda v: 0.9 <= v <= 1.1)
+check("b: W1 20x dataset, max RSS last half / tenth..half of the run", lambda r: (lambda e, l: l / e)(*bands("b_w1_x20_epochs1", r)), "0.9-1.1", lambda v: 0.9 <= v <= 1.1)
 check("c: cache speedup, report elapsed_s cold / warm", lambda r: rows["c_cache_cold"][r]["elapsed_s"] / rows["c_cache_warm"][r]["elapsed_s"], ">= 5", lambda v: v >= 5)
 check("c: cache speedup, process wall time cold / warm", lambda r: rows["c_cache_cold"][r]["wall_s"] / rows["c_cache_warm"][r]["wall_s"], ">= 5 (incl. process start)", lambda v: v >= 5)
 print("\ncache invalidation (one pass on a private copy of the photos):")
