@@ -162,13 +162,14 @@ func (p *pool) put(b []byte) {
 }
 
 // evict drops idle buffers until need more bytes fit under the limit, and
-// reports whether they do. Buffers idle through a collection go first,
-// then stale sizes (the last, short batch of
-// an epoch; the images of a stage that has finished); then the size with
-// the most idle bytes gives one buffer at a time, unless that is the
-// newcomer's own size (keep), which is then the one to drop. So the rush of
-// samples from a shuffle draining at the end of an epoch cannot flush out
-// the batch buffers, and vice versa.
+// reports whether they do. Buffers idle through an aging go first, then
+// stale sizes (the last, short batch of an epoch; the images of a stage
+// that has finished); then buffers of the smallest size, one at a time,
+// unless the newcomer's own size (keep) is the smallest, which is then the
+// one to drop. A small buffer is cheap to allocate again; a large one, a
+// stacked batch, costs a run of contiguous fresh pages, and dropping it
+// fragments the heap for the next. So the rush of samples from a shuffle
+// draining at the end of an epoch cannot flush out the batch buffers.
 func (p *pool) evict(need int64, keep int) bool {
 	for size, l := range p.old {
 		if p.idle+need <= p.limit {
@@ -192,20 +193,16 @@ func (p *pool) evict(need int64, keep int) bool {
 		}
 	}
 	for p.idle+need > p.limit {
-		top, topBytes := 0, int64(0)
-		for size, l := range p.free {
-			b := int64(size) * int64(len(l))
-			if size == keep {
-				b += need
-			}
-			if b > topBytes {
-				top, topBytes = size, b
+		least := 0
+		for size := range p.free {
+			if least == 0 || size < least {
+				least = size
 			}
 		}
-		if top == 0 || top == keep {
+		if least == 0 || keep > 0 && least >= keep {
 			return false
 		}
-		p.take(p.free, top)
+		p.take(p.free, least)
 	}
 	return true
 }

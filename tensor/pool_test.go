@@ -80,44 +80,51 @@ func TestSharedAndForeignTensorsAreNotRecycled(t *testing.T) {
 	})
 }
 
-func TestPoolLimitSharesRoomBetweenSizes(t *testing.T) {
+func TestPoolLimitPrefersLargeBuffers(t *testing.T) {
 	const big, small = 4 << 20, 512 << 10
 	withPool(t, 6<<20, func() {
 		var smalls []*Tensor
-		for i := 0; i < 12; i++ {
+		for i := 0; i < 13; i++ {
 			smalls = append(smalls, Alloc(Uint8, small))
 		}
 		b := Alloc(Uint8, big)
-		// A burst of small buffers fills the pool to its limit.
+		// A burst of small buffers fills the pool to its limit; the
+		// thirteenth is the smallest size, so it is the one dropped.
 		for _, s := range smalls {
 			s.Recycle()
 		}
 		if got := PoolIdle(); got != 12*small {
 			t.Fatalf("PoolIdle = %d, want %d", got, 12*small)
 		}
-		// The big buffer makes room by evicting small ones, the size with
-		// the most idle bytes, rather than being dropped.
+		// The big buffer makes room by evicting small ones.
 		b.Recycle()
 		if got := PoolIdle(); got != big+4*small {
 			t.Fatalf("PoolIdle = %d, want %d (big + 4 small)", got, big+4*small)
 		}
-		// A second big buffer would make its own size the largest: dropped.
+		// A second big one evicts the rest of the small ones, and then
+		// does not fit beside the first: it is dropped.
 		c := Alloc(Uint8, big) // reuses b's buffer
 		d := Alloc(Uint8, big)
 		c.Recycle()
 		d.Recycle()
-		if got := PoolIdle(); got != big+4*small {
-			t.Fatalf("PoolIdle = %d, want %d", got, big+4*small)
+		if got := PoolIdle(); got != big {
+			t.Fatalf("PoolIdle = %d, want %d", got, big)
 		}
-		// After staleGets requests for other sizes the small size is stale
+		// A newcomer smaller than every idle buffer is the one dropped.
+		e := Alloc(Uint8, 3<<20)
+		e.Recycle()
+		if got := PoolIdle(); got != big {
+			t.Fatalf("PoolIdle = %d, want %d (the smaller newcomer dropped)", got, big)
+		}
+		// After staleGets requests for other sizes the big size is stale
 		// and goes first.
 		for i := 0; i <= staleGets; i++ {
-			Alloc(Uint8, big).Recycle()
+			Alloc(Uint8, small).Recycle()
 		}
-		e := Alloc(Uint8, 2<<20)
-		e.Recycle()
-		if got := PoolIdle(); got != big+2<<20 {
-			t.Fatalf("PoolIdle = %d, want %d (stale small buffers evicted)", got, big+2<<20)
+		f := Alloc(Uint8, 3<<20)
+		f.Recycle()
+		if got := PoolIdle(); got != small+3<<20 {
+			t.Fatalf("PoolIdle = %d, want %d (the stale big buffer evicted)", got, small+3<<20)
 		}
 		if old := SetPoolLimit(0); old != 6<<20 {
 			t.Fatalf("SetPoolLimit returned %d, want the old limit %d", old, 6<<20)
