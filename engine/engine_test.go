@@ -472,6 +472,56 @@ stages:
 	}
 }
 
+// TestBudgetHoldsAsSamplesGrow runs pipelines whose samples start small
+// and grow 150-fold under a 1MiB budget, found as deadlocks with a 10x
+// dataset of full-resolution photos. A parallel map sizes its jobs by the
+// output it has seen: a job of many small-looking samples must hand over
+// what it has finished rather than hold it while waiting for memory for
+// the next. A shuffle buffer filled by count with small samples, swapping
+// one for one, would grow past the whole budget and wait for input that
+// the map could not reserve memory for: it must give samples back.
+func TestBudgetHoldsAsSamplesGrow(t *testing.T) {
+	const head = `
+version: 1
+name: growing
+seed: 3
+resources: {memory: 1MiB}
+stages:
+  - {name: src, type: range, count: 300}
+  - {name: m, type: map, parallelism: 2, set: {v: 'one_hot(0, index < 40 ? 10 : 16384)'}}
+`
+	for _, tc := range []struct{ name, mid string }{
+		{"parallel map", ""},
+		{"shuffle", "  - {name: sh, type: shuffle, buffer: 40}\n"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+			defer cancel()
+			dir := t.TempDir()
+			rep, err := runSpecCtx(ctx, t, dir, head+tc.mid+`
+  - {name: k, type: map, keep: [index]}
+  - {name: out, type: write_jsonl, path: out.jsonl}
+`)
+			if err != nil {
+				t.Fatalf("run: %v (a deadline here is the deadlock)", err)
+			}
+			if rep.PeakMemoryBytes > rep.MemoryBudgetBytes {
+				t.Errorf("peak %d over budget %d", rep.PeakMemoryBytes, rep.MemoryBudgetBytes)
+			}
+			got := indexes(t, readLines(t, filepath.Join(dir, "out.jsonl")), "index")
+			sort.Slice(got, func(i, j int) bool { return got[i] < got[j] })
+			if len(got) != 300 {
+				t.Fatalf("%d samples, want 300", len(got))
+			}
+			for i, v := range got {
+				if v != int64(i) {
+					t.Fatalf("sample %d missing or repeated", i)
+				}
+			}
+		})
+	}
+}
+
 // TestRecyclingSparesSharedTensors checks the two ways a tensor gains a
 // second holder. Fan-out: one branch batches and discards (recycling every
 // buffer it is the last holder of) while another holds the same samples in

@@ -28,6 +28,17 @@ type job struct {
 	// job may wait for memory: a later job waiting could hold the budget
 	// the head needs while the collector cannot emit past the head.
 	head chan struct{}
+	// early is the bytes this job reserved before it was the head, counted
+	// in its window's held bytes until the collector emits it.
+	early int64
+}
+
+// partial is the finished part of a job's output, handed to the collector
+// by a worker about to wait for memory: a job of many large samples could
+// otherwise hold, undelivered, the memory its own next sample needs.
+type partial struct {
+	out   []*sample.Sample
+	early int64
 }
 
 func newJob() *job { return &job{done: make(chan struct{}), head: make(chan struct{})} }
@@ -48,6 +59,11 @@ type window struct {
 	// finish; the limit follows it.
 	outBytes, outs int64
 	closed         bool
+	// held is the bytes reserved by jobs that were not the head when they
+	// reserved, and not yet emitted. The sample count above follows an
+	// average that lags when outputs grow (small images, then large); this
+	// bound does not.
+	held atomic.Int64
 }
 
 func newWindow(workers, max int, budget int64) *window {
@@ -83,6 +99,19 @@ func (w *window) done(k int, bytes int64, outs int) {
 	w.cond.Broadcast()
 }
 
+// holdEarly counts n more bytes reserved ahead of the head, if they fit
+// in a quarter of the budget.
+func (w *window) holdEarly(n int64) bool {
+	if w.budget <= 0 {
+		return true
+	}
+	if w.held.Add(n) > w.budget/4 {
+		w.held.Add(-n)
+		return false
+	}
+	return true
+}
+
 // jobCap is the largest job that lets every worker have one within the
 // window.
 func (w *window) jobCap(workers int) int {
@@ -116,6 +145,7 @@ func (r *Run) runParallel(ctx context.Context, g *errgroup.Group, n *node, p sta
 	det := r.plan.Spec.Deterministic
 	jobs := make(chan *job, workers)
 	results := make(chan *job, 2*workers)
+	partials := make(chan partial)
 	var inflight sync.WaitGroup
 	win := newWindow(workers, 4*workers*r.plan.ChunkSize, r.budget.Limit())
 	defer win.close()
@@ -129,7 +159,7 @@ func (r *Run) runParallel(ctx context.Context, g *errgroup.Group, n *node, p sta
 				}
 			}()
 			for j := range jobs {
-				r.work(lctx, n, p, j)
+				r.work(lctx, n, p, j, win, partials)
 				if !det {
 					select {
 					case results <- j:
@@ -229,17 +259,52 @@ func (r *Run) runParallel(ctx context.Context, g *errgroup.Group, n *node, p sta
 		}
 	})
 
+	// emitOut emits a job's output, whole or in part; out is the
+	// number of inputs it finishes.
+	emitOut := func(out []*sample.Sample, early int64, in int) error {
+		var held int64
+		for _, s := range out {
+			held += s.Held
+		}
+		win.held.Add(-early)
+		win.done(in, held, len(out))
+		for i, s := range out {
+			if err := o.emit(s); err != nil {
+				releaseAll(r.budget, out[i+1:])
+				return err
+			}
+		}
+		return nil
+	}
+	// takePartial emits what a worker handed over before waiting for
+	// memory, and flushes it so that downstream can free that memory.
+	takePartial := func(pt partial) error {
+		if err := emitOut(pt.out, pt.early, 0); err != nil {
+			return err
+		}
+		return o.flush()
+	}
 	for {
 		var j *job
 		var ok bool
 		select {
 		case j, ok = <-results:
+		case pt := <-partials:
+			if err := takePartial(pt); err != nil {
+				return err
+			}
+			continue
 		default:
 			if err := o.flush(); err != nil {
 				return err
 			}
 			select {
 			case j, ok = <-results:
+			case pt := <-partials:
+				if err := takePartial(pt); err != nil {
+					return err
+				}
+				continue
 			case <-ctx.Done():
 				return ctx.Err()
 			}
@@ -261,10 +326,17 @@ func (r *Run) runParallel(ctx context.Context, g *errgroup.Group, n *node, p sta
 			if det {
 				close(j.head)
 			}
-			select {
-			case <-j.done:
-			case <-ctx.Done():
-				return ctx.Err()
+			for waiting := true; waiting; {
+				select {
+				case <-j.done:
+					waiting = false
+				case pt := <-partials:
+					if err := takePartial(pt); err != nil {
+						return err
+					}
+				case <-ctx.Done():
+					return ctx.Err()
+				}
 			}
 		}
 		if j.err != nil {
@@ -276,22 +348,14 @@ func (r *Run) runParallel(ctx context.Context, g *errgroup.Group, n *node, p sta
 			}
 			continue
 		}
-		var held int64
-		for _, s := range j.out {
-			held += s.Held
-		}
-		win.done(len(j.in), held, len(j.out))
-		for i, s := range j.out {
-			if err := o.emit(s); err != nil {
-				releaseAll(r.budget, j.out[i+1:])
-				return err
-			}
+		if err := emitOut(j.out, j.early, len(j.in)); err != nil {
+			return err
 		}
 	}
 }
 
 // work processes one job's samples, applying on_error to each.
-func (r *Run) work(ctx context.Context, n *node, p stages.Processor, j *job) {
+func (r *Run) work(ctx context.Context, n *node, p stages.Processor, j *job, win *window, partials chan<- partial) {
 	var cur *sample.Sample
 	passed := false
 	waitHead := func() error {
@@ -302,11 +366,51 @@ func (r *Run) work(ctx context.Context, n *node, p stages.Processor, j *job) {
 			return ctx.Err()
 		}
 	}
+	// beforeWait runs when the job must wait for memory: as the head (the
+	// collector is waiting for it), it hands over what it has finished.
+	beforeWait := func() error {
+		if err := waitHead(); err != nil {
+			return err
+		}
+		if len(j.out) == 0 {
+			return nil
+		}
+		pt := partial{out: j.out, early: j.early}
+		j.out, j.early = nil, 0
+		select {
+		case partials <- pt:
+			return nil
+		case <-ctx.Done():
+			releaseAll(r.budget, pt.out)
+			return ctx.Err()
+		}
+	}
 	emit := func(s *sample.Sample) error {
 		if s == cur {
 			passed = true
 		}
-		if err := reserve(ctx, r.budget, s, waitHead); err != nil {
+		select {
+		case <-j.head:
+		default:
+			// Not the head: take memory only while it is free and the
+			// window's early holds stay within their quarter; else wait
+			// to be the head, when the collector has emitted what is before.
+			if d := s.Size() - s.Held; d > 0 {
+				if win.holdEarly(d) {
+					if r.budget.TryAcquire(d) {
+						j.early += d
+						s.Held += d
+						j.out = append(j.out, s)
+						return nil
+					}
+					win.held.Add(-d)
+				}
+				if err := waitHead(); err != nil {
+					return err
+				}
+			}
+		}
+		if err := reserve(ctx, r.budget, s, beforeWait); err != nil {
 			return err
 		}
 		j.out = append(j.out, s)
@@ -324,6 +428,8 @@ func (r *Run) work(ctx context.Context, n *node, p stages.Processor, j *job) {
 			releaseAll(r.budget, j.in[i+1:])
 			releaseAll(r.budget, j.out)
 			j.out = nil
+			win.held.Add(-j.early)
+			j.early = 0
 			return
 		}
 	}

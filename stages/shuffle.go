@@ -85,19 +85,36 @@ func (s *shuffleStage) Process(_ context.Context, in *sample.Sample, emit Emit) 
 	out := s.buf[j]
 	s.buf[j] = in
 	s.bytes += in.Held - out.Held
-	return emit(out)
+	if err := emit(out); err != nil {
+		return err
+	}
+	// A swap that brings in a larger sample than it sends out grows the
+	// buffer; left to grow past its share, it would hold the memory the
+	// stages before it need to produce its next input, and the pipeline
+	// would stop. So it gives samples back until it fits.
+	for s.maxBytes > 0 && s.bytes > s.maxBytes && len(s.buf) > 1 {
+		if err := emit(s.takeRandom()); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// takeRandom removes and returns a random sample of the buffer.
+func (s *shuffleStage) takeRandom() *sample.Sample {
+	j := s.rng.IntN(len(s.buf))
+	out := s.buf[j]
+	last := len(s.buf) - 1
+	s.buf[j] = s.buf[last]
+	s.buf[last] = nil
+	s.buf = s.buf[:last]
+	s.bytes -= out.Held
+	return out
 }
 
 func (s *shuffleStage) EndEpoch(_ context.Context, epoch int, emit Emit) error {
 	for len(s.buf) > 0 {
-		j := s.rng.IntN(len(s.buf))
-		out := s.buf[j]
-		last := len(s.buf) - 1
-		s.buf[j] = s.buf[last]
-		s.buf[last] = nil
-		s.buf = s.buf[:last]
-		s.bytes -= out.Held
-		if err := emit(out); err != nil {
+		if err := emit(s.takeRandom()); err != nil {
 			return err
 		}
 	}
