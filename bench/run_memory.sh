@@ -8,8 +8,11 @@
 #    512MiB: peak RSS vs budget (target RSS <= budget + 150 MiB), elapsed,
 #    every sample exactly once (report sinks = 200 x epochs; a fan-out
 #    write_jsonl of `path` checked per epoch).
-# b. RSS flat: W1 with epochs 1 vs 10, and a 10x dataset (temp dir of
-#    symlinks) vs 1x (targets: within +-10 %).
+# b. RSS flat: W1 with epochs 1, 2 and 10, a 10x dataset vs 1x, a 20x
+#    dataset vs 10 epochs of a 2x one (same 4000 samples); the full-resolution
+#    pipeline (where the 256MiB budget binds) over 2 vs 10 epochs and over a
+#    10x dataset; RSS sampled every 50 ms through the long runs to show growth
+#    within a run (targets: within +-10 %).
 # c. cache: cold vs warm run of decode+resize+to_float -> cache (target
 #    >= 5x), then --set of the map expression and `touch` of one photo (of a
 #    temp copy; the shared photos are never modified) must recompute.
@@ -109,7 +112,10 @@ for r in $(seq 1 "$REPS"); do
   check_paths "$TMPD/paths.$r/paths.jsonl" "$N" 2 | tee "$OUT/memory/paths_check.$r.txt"
   # the doubled budget again over 10 epochs, where the first touch of the
   # larger heap is a smaller part of the run
-  run "$r" a_fullres_256MiB_e10 bench/mem_fullres.yaml --set resources.memory=256MiB --set epochs=10
+  sampled "$r" a_fullres_256MiB_e10 bench/mem_fullres.yaml --set resources.memory=256MiB --set epochs=10
+  # the same 2000 samples from a 10x dataset, one epoch: where the budget
+  # binds, RSS must not depend on the dataset's size
+  PHOTOS=$TMPD/x10 sampled "$r" a_fullres_256MiB_x10 bench/mem_fullres.yaml --set resources.memory=256MiB --set epochs=1
   run "$r" a_fullres_512MiB_e10 bench/mem_fullres.yaml --set resources.memory=512MiB --set epochs=10
   # b. flat over epochs and dataset size
   run "$r" b_w1_epochs1 bench/w1.yaml --set epochs=1
@@ -120,6 +126,9 @@ for r in $(seq 1 "$REPS"); do
   # dataset fills it
   PHOTOS=$TMPD/x2 run "$r" b_w1_x2_epochs1 bench/w1.yaml --set epochs=1
   PHOTOS=$TMPD/x20 sampled "$r" b_w1_x20_epochs1 bench/w1.yaml --set epochs=1
+  # the same 4000 samples as 10 epochs of the 2x dataset: the 20x run differs
+  # only in the dataset's size, not in the run's length
+  PHOTOS=$TMPD/x2 sampled "$r" b_w1_x2_epochs10 bench/w1.yaml --set epochs=10
   # the same with a shuffle buffer smaller than one epoch (W1's 256 exceeds the
   # 200 photos, so the 1x runs hold fewer samples than the 10x run)
   run "$r" b_w1buf64_epochs1 bench/w1.yaml --set epochs=1 --set stages.shuffle.buffer=64
@@ -173,6 +182,9 @@ check("a: RSS - budget, 256MiB + paths sink (MiB)", lambda r: over("a_fullres_pa
 check("a: elapsed 512MiB / elapsed 256MiB", lambda r: rows["a_fullres_512MiB"][r]["elapsed_s"] / rows["a_fullres_256MiB"][r]["elapsed_s"], "<= 1 (doubled budget faster)", lambda v: v <= 1)
 check("a: elapsed 512MiB / elapsed 256MiB, 10 epochs", lambda r: rows["a_fullres_512MiB_e10"][r]["elapsed_s"] / rows["a_fullres_256MiB_e10"][r]["elapsed_s"], "<= 1 (doubled budget faster)", lambda v: v <= 1)
 check("a: sink samples / (photos x epochs)", lambda r: min(v for row in ("a_fullres_256MiB", "a_fullres_512MiB", "a_fullres_paths_256MiB") for v in rows[row][r]["samples"].values()) / (2 * n), "== 1", lambda v: v == 1)
+check("b: (budget binds) fullres 256MiB peak RSS epochs 10 / epochs 2", lambda r: rows["a_fullres_256MiB_e10"][r]["rss_mib"] / rows["a_fullres_256MiB"][r]["rss_mib"], "0.9-1.1", lambda v: 0.9 <= v <= 1.1)
+check("b: (budget binds) fullres 256MiB peak RSS 10x dataset / 1x, 2000 samples each", lambda r: rows["a_fullres_256MiB_x10"][r]["rss_mib"] / rows["a_fullres_256MiB_e10"][r]["rss_mib"], "0.9-1.1", lambda v: 0.9 <= v <= 1.1)
+check("b: W1 peak RSS 20x dataset x 1 epoch / 2x x 10 epochs (4000 samples each)", lambda r: rows["b_w1_x20_epochs1"][r]["rss_mib"] / rows["b_w1_x2_epochs10"][r]["rss_mib"], "0.9-1.1", lambda v: 0.9 <= v <= 1.1)
 check("b: peak RSS epochs 10 / epochs 1", lambda r: rows["b_w1_epochs10"][r]["rss_mib"] / rows["b_w1_epochs1"][r]["rss_mib"], "0.9-1.1", lambda v: 0.9 <= v <= 1.1)
 check("b: peak RSS 10x dataset / 1x", lambda r: rows["b_w1_x10_epochs1"][r]["rss_mib"] / rows["b_w1_epochs1"][r]["rss_mib"], "0.9-1.1", lambda v: 0.9 <= v <= 1.1)
 check("b: peak RSS epochs 10 / epochs 2", lambda r: rows["b_w1_epochs10"][r]["rss_mib"] / rows["b_w1_epochs2"][r]["rss_mib"], "0.9-1.1", lambda v: 0.9 <= v <= 1.1)
@@ -191,6 +203,7 @@ def bands(row, r):
     return max(early) / 1024, max(late) / 1024
 check("b: W1 10 epochs, max RSS last half / tenth..half of the run", lambda r: (lambda e, l: l / e)(*bands("b_w1_epochs10", r)), "0.9-1.1", lambda v: 0.9 <= v <= 1.1)
 check("b: W1 20x dataset, max RSS last half / tenth..half of the run", lambda r: (lambda e, l: l / e)(*bands("b_w1_x20_epochs1", r)), "0.9-1.1", lambda v: 0.9 <= v <= 1.1)
+check("b: fullres 256MiB 10 epochs, max RSS last half / tenth..half", lambda r: (lambda e, l: l / e)(*bands("a_fullres_256MiB_e10", r)), "0.9-1.1", lambda v: 0.9 <= v <= 1.1)
 check("c: cache speedup, report elapsed_s cold / warm", lambda r: rows["c_cache_cold"][r]["elapsed_s"] / rows["c_cache_warm"][r]["elapsed_s"], ">= 5", lambda v: v >= 5)
 check("c: cache speedup, process wall time cold / warm", lambda r: rows["c_cache_cold"][r]["wall_s"] / rows["c_cache_warm"][r]["wall_s"], ">= 5 (incl. process start)", lambda v: v >= 5)
 print("\ncache invalidation (one pass on a private copy of the photos):")
