@@ -30,3 +30,29 @@ func TestVpass8FastMatches(t *testing.T) {
 		}
 	}
 }
+
+// BenchmarkVpass8 compares the Go vertical pass with the one the resize
+// uses (C in cgo builds, the same Go loop otherwise), for a 375-row image
+// of 224×3 bytes per row shrunk to 224 rows: the second half of a
+// bilinear 500×375 → 224×224 resize.
+func BenchmarkVpass8(b *testing.B) {
+	const ih, oh, row = 375, 224, 224 * 3
+	rng := rand.New(rand.NewPCG(3, 4))
+	src := make([]byte, ih*row)
+	for i := range src {
+		src[i] = byte(rng.IntN(256))
+	}
+	cf := makeCoeffs(ih, oh, filters["bilinear"], true)
+	dst := make([]byte, oh*row)
+	for _, bc := range []struct {
+		name string
+		fn   func([]byte, int, []byte, int, *coeffs)
+	}{{"go", vpass8}, {"used", vpass8Fast}} {
+		b.Run(bc.name, func(b *testing.B) {
+			b.SetBytes(int64(len(src)))
+			for b.Loop() {
+				bc.fn(src, row, dst, oh, cf)
+			}
+		})
+	}
+}
