@@ -276,11 +276,7 @@ const half = 1 << (precisionBits - 1)
 func hpass8(src []byte, h, iw, c int, dst []byte, ow int, cf *coeffs) {
 	y0 := 0
 	if c == 3 && cf.w13 != nil {
-		exp, buf := defaultPool.getU64(iw)
-		for y := 0; y < h; y++ {
-			hrow3packed(src[y*iw*3:(y+1)*iw*3], dst[y*ow*3:(y+1)*ow*3], exp[:iw], ow, cf)
-		}
-		defaultPool.Put(buf)
+		hpass3PackedFast(src, h, iw, dst, ow, cf)
 		return
 	}
 	if c == 3 {
@@ -497,6 +493,15 @@ func hrow3x2(src []byte, sstride int, dst []byte, dstride, ow int, cf *coeffs) {
 		d1 := (*[3]uint8)(unsafe.Add(dp, 3*x+dstride))
 		d1[0], d1[1], d1[2] = clamp8(r1), clamp8(g1), clamp8(b1)
 	}
+}
+
+// hpass3Packed runs hrow3packed over h rows.
+func hpass3Packed(src []byte, h, iw int, dst []byte, ow int, cf *coeffs) {
+	exp, buf := defaultPool.getU64(iw)
+	for y := 0; y < h; y++ {
+		hrow3packed(src[y*iw*3:(y+1)*iw*3], dst[y*ow*3:(y+1)*ow*3], exp[:iw], ow, cf)
+	}
+	defaultPool.Put(buf)
 }
 
 // swarBits is the weight precision of the packed pass: 21-bit lanes hold

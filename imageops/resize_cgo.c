@@ -43,3 +43,36 @@ void pr_vpass8(const uint8_t *src, int row, uint8_t *dst, int oh,
 		}
 	}
 }
+
+#define PR_SWAR 13
+#define PR_LANE 21
+
+// pr_hpass3packed is hpass8's packed three-channel pass (hrow3packed in
+// resize.go) over h rows: each pixel's channels sit in 21-bit lanes of one
+// uint64, so one multiply by a 13-bit weight serves all three. exp holds
+// iw uint64s of scratch.
+PR_CLONES
+void pr_hpass3packed(const uint8_t *src, int h, int iw, uint8_t *dst, int ow,
+		const int32_t *start, const int32_t *count, const uint64_t *w13, int stride,
+		uint64_t *restrict exp) {
+	const uint64_t round = (1ull << (PR_SWAR - 1)) | (1ull << (PR_SWAR - 1 + PR_LANE)) |
+		(1ull << (PR_SWAR - 1 + 2 * PR_LANE));
+	for (int y = 0; y < h; y++) {
+		const uint8_t *s = src + (size_t)y * iw * 3;
+		uint8_t *d = dst + (size_t)y * ow * 3;
+		for (int i = 0; i < iw; i++)
+			exp[i] = (uint64_t)s[3 * i] | (uint64_t)s[3 * i + 1] << PR_LANE |
+				(uint64_t)s[3 * i + 2] << (2 * PR_LANE);
+		for (int x = 0; x < ow; x++) {
+			const uint64_t *e = exp + start[x];
+			const uint64_t *w = w13 + (size_t)x * stride;
+			int n = count[x];
+			uint64_t acc = round;
+			for (int k = 0; k < n; k++)
+				acc += e[k] * w[k];
+			d[3 * x] = (uint8_t)(acc >> PR_SWAR);
+			d[3 * x + 1] = (uint8_t)(acc >> (PR_SWAR + PR_LANE));
+			d[3 * x + 2] = (uint8_t)(acc >> (PR_SWAR + 2 * PR_LANE));
+		}
+	}
+}

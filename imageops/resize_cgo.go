@@ -25,3 +25,19 @@ func vpass8Fast(src []byte, row int, dst []byte, oh int, cf *coeffs) {
 		(*C.int32_t)(unsafe.Pointer(&cf.wi[0])), C.int(cf.stride), (*C.int32_t)(unsafe.Pointer(&acc[0])))
 	defaultPool.Put(accBuf)
 }
+
+// hpass3PackedFast is the C packed RGB horizontal pass (resize_cgo.c); it
+// gives exactly hrow3packed's bytes, row after row.
+func hpass3PackedFast(src []byte, h, iw int, dst []byte, ow int, cf *coeffs) {
+	if h == 0 || ow == 0 {
+		return
+	}
+	if len(src) < h*iw*3 || len(dst) < h*ow*3 || len(cf.start) < ow || len(cf.count) < ow || len(cf.w13) < ow*cf.stride || cf.end > iw {
+		panic("imageops: hpass3PackedFast buffers too short")
+	}
+	exp, buf := defaultPool.getU64(iw)
+	C.pr_hpass3packed((*C.uint8_t)(unsafe.Pointer(&src[0])), C.int(h), C.int(iw), (*C.uint8_t)(unsafe.Pointer(&dst[0])), C.int(ow),
+		(*C.int32_t)(unsafe.Pointer(&cf.start[0])), (*C.int32_t)(unsafe.Pointer(&cf.count[0])),
+		(*C.uint64_t)(unsafe.Pointer(&cf.w13[0])), C.int(cf.stride), (*C.uint64_t)(unsafe.Pointer(&exp[0])))
+	defaultPool.Put(buf)
+}

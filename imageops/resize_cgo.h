@@ -10,4 +10,10 @@ void pr_vpass8(const uint8_t *src, int row, uint8_t *dst, int oh,
 	const int32_t *start, const int32_t *count, const int32_t *wi, int stride,
 	int32_t *acc);
 
+// pr_hpass3packed is hpass8's packed RGB pass over h rows of iw pixels
+// into ow pixels, with 13-bit weights w13; exp holds iw uint64s.
+void pr_hpass3packed(const uint8_t *src, int h, int iw, uint8_t *dst, int ow,
+	const int32_t *start, const int32_t *count, const uint64_t *w13, int stride,
+	uint64_t *exp);
+
 #endif

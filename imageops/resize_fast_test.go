@@ -56,3 +56,55 @@ func BenchmarkVpass8(b *testing.B) {
 		})
 	}
 }
+
+// TestHpass3PackedFastMatches checks that the packed RGB horizontal pass
+// the resize uses (C in cgo builds) gives exactly hrow3packed's bytes.
+func TestHpass3PackedFastMatches(t *testing.T) {
+	rng := rand.New(rand.NewPCG(5, 6))
+	for _, tc := range []struct{ iw, ow, h int }{
+		{500, 224, 3}, {448, 224, 2}, {224, 224, 1}, {1, 7, 2}, {7, 1, 3}, {100, 301, 2}, {13, 64, 1},
+	} {
+		for _, name := range []string{Bilinear, Area} {
+			cf := makeCoeffs(tc.iw, tc.ow, filters[name], true)
+			if cf.w13 == nil {
+				t.Fatalf("%s %d→%d: no packed weights", name, tc.iw, tc.ow)
+			}
+			src := make([]byte, tc.h*tc.iw*3)
+			for i := range src {
+				src[i] = byte(rng.IntN(256))
+			}
+			want := make([]byte, tc.h*tc.ow*3)
+			got := make([]byte, tc.h*tc.ow*3)
+			hpass3Packed(src, tc.h, tc.iw, want, tc.ow, cf)
+			hpass3PackedFast(src, tc.h, tc.iw, got, tc.ow, cf)
+			if !bytes.Equal(got, want) {
+				t.Errorf("%s %d→%d, %d rows: the fast packed pass differs", name, tc.iw, tc.ow, tc.h)
+			}
+		}
+	}
+}
+
+// BenchmarkHpass3Packed compares the Go packed RGB horizontal pass with the
+// one the resize uses, for 448 → 224 pixels over 448 rows: the first half
+// of W1's resize after a DCT-scaled decode.
+func BenchmarkHpass3Packed(b *testing.B) {
+	const iw, ow, h = 448, 224, 448
+	rng := rand.New(rand.NewPCG(7, 8))
+	src := make([]byte, h*iw*3)
+	for i := range src {
+		src[i] = byte(rng.IntN(256))
+	}
+	cf := makeCoeffs(iw, ow, filters["bilinear"], true)
+	dst := make([]byte, h*ow*3)
+	for _, bc := range []struct {
+		name string
+		fn   func([]byte, int, int, []byte, int, *coeffs)
+	}{{"go", hpass3Packed}, {"used", hpass3PackedFast}} {
+		b.Run(bc.name, func(b *testing.B) {
+			b.SetBytes(int64(len(src)))
+			for b.Loop() {
+				bc.fn(src, h, iw, dst, ow, cf)
+			}
+		})
+	}
+}
