@@ -192,6 +192,22 @@ func (p *pool) evict(need int64, keep int) bool {
 			delete(p.asked, size) // bound the map by the sizes in use
 		}
 	}
+	if p.idle+need <= p.limit {
+		return true
+	}
+	// Only sizes below the newcomer's give way: if dropping all of them
+	// would not make room, drop the newcomer and keep them.
+	if keep > 0 {
+		var smaller int64
+		for size, l := range p.free {
+			if size < keep {
+				smaller += int64(size) * int64(len(l))
+			}
+		}
+		if p.idle-smaller+need > p.limit {
+			return false
+		}
+	}
 	for p.idle+need > p.limit {
 		least := 0
 		for size := range p.free {

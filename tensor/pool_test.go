@@ -16,12 +16,16 @@ func withPool(t *testing.T, limit int64, f func()) {
 	t.Helper()
 	defer debug.SetGCPercent(debug.SetGCPercent(-1))
 	buffers.mu.Lock()
-	free, aged, idle, old := buffers.free, buffers.old, buffers.idle, buffers.limit
+	free, aged, idle, old, agedAt := buffers.free, buffers.old, buffers.idle, buffers.limit, buffers.aged
 	buffers.free, buffers.old, buffers.idle, buffers.limit, buffers.asked = map[int][][]byte{}, map[int][][]byte{}, 0, limit, map[int]uint64{}
+	// A collection from before the test can still run its cleanup, and
+	// so age the pool, at any moment: hold aging off until the test ends
+	// (the tests that age call age themselves).
+	buffers.aged = time.Now().Add(time.Hour)
 	buffers.mu.Unlock()
 	defer func() {
 		buffers.mu.Lock()
-		buffers.free, buffers.old, buffers.idle, buffers.limit = free, aged, idle, old
+		buffers.free, buffers.old, buffers.idle, buffers.limit, buffers.aged = free, aged, idle, old, agedAt
 		buffers.mu.Unlock()
 	}()
 	f()
@@ -101,30 +105,30 @@ func TestPoolLimitPrefersLargeBuffers(t *testing.T) {
 		if got := PoolIdle(); got != big+4*small {
 			t.Fatalf("PoolIdle = %d, want %d (big + 4 small)", got, big+4*small)
 		}
-		// A second big one evicts the rest of the small ones, and then
-		// does not fit beside the first: it is dropped.
+		// A second big one would not fit even with every smaller buffer
+		// gone: it is dropped, and the small ones stay.
 		c := Alloc(Uint8, big) // reuses b's buffer
 		d := Alloc(Uint8, big)
 		c.Recycle()
 		d.Recycle()
-		if got := PoolIdle(); got != big {
-			t.Fatalf("PoolIdle = %d, want %d", got, big)
+		if got := PoolIdle(); got != big+4*small {
+			t.Fatalf("PoolIdle = %d, want %d (the second big one dropped)", got, big+4*small)
 		}
-		// A newcomer smaller than every idle buffer is the one dropped.
-		e := Alloc(Uint8, 3<<20)
+		// A 1 MiB newcomer makes room by evicting two small ones.
+		e := Alloc(Uint8, 1<<20)
 		e.Recycle()
-		if got := PoolIdle(); got != big {
-			t.Fatalf("PoolIdle = %d, want %d (the smaller newcomer dropped)", got, big)
+		if got := PoolIdle(); got != big+2*small+1<<20 {
+			t.Fatalf("PoolIdle = %d, want %d (big + 2 small + 1 MiB)", got, big+2*small+1<<20)
 		}
-		// After staleGets requests for other sizes the big size is stale
-		// and goes first.
+		// After staleGets requests for other sizes the big and the 1 MiB
+		// sizes are stale and go first; a 5 MiB newcomer needs both gone.
 		for i := 0; i <= staleGets; i++ {
 			Alloc(Uint8, small).Recycle()
 		}
-		f := Alloc(Uint8, 3<<20)
+		f := Alloc(Uint8, 5<<20)
 		f.Recycle()
-		if got := PoolIdle(); got != small+3<<20 {
-			t.Fatalf("PoolIdle = %d, want %d (the stale big buffer evicted)", got, small+3<<20)
+		if got := PoolIdle(); got != 2*small+5<<20 {
+			t.Fatalf("PoolIdle = %d, want %d (the stale buffers evicted)", got, 2*small+5<<20)
 		}
 		if old := SetPoolLimit(0); old != 6<<20 {
 			t.Fatalf("SetPoolLimit returned %d, want the old limit %d", old, 6<<20)
@@ -162,6 +166,9 @@ func TestPoolEmptiesOverTwoAgings(t *testing.T) {
 // agePeriod, so an idle buffer is gone within a few periods.
 func TestPoolHookRunsOnGC(t *testing.T) {
 	withPool(t, 1<<30, func() {
+		buffers.mu.Lock()
+		buffers.aged = time.Time{} // withPool holds aging off; this test needs it
+		buffers.mu.Unlock()
 		Alloc(Uint8, 1<<20).Recycle()
 		deadline := time.Now().Add(3*agePeriod + time.Second)
 		for PoolIdle() != 0 && time.Now().Before(deadline) {
