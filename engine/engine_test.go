@@ -481,27 +481,32 @@ stages:
 // one for one, would grow past the whole budget and wait for input that
 // the map could not reserve memory for: it must give samples back.
 func TestBudgetHoldsAsSamplesGrow(t *testing.T) {
-	const head = `
-version: 1
-name: growing
-seed: 3
-resources: {memory: 1MiB}
-stages:
+	head := func(deterministic bool, memory string) string {
+		return fmt.Sprintf("version: 1\nname: growing\nseed: 3\ndeterministic: %v\nresources: {memory: %s}\n", deterministic, memory)
+	}
+	const src = `stages:
   - {name: src, type: range, count: 300}
   - {name: m, type: map, parallelism: 2, set: {v: 'one_hot(0, index < 40 ? 10 : 16384)'}}
 `
-	for _, tc := range []struct{ name, mid string }{
-		{"parallel map", ""},
-		{"shuffle", "  - {name: sh, type: shuffle, buffer: 40}\n"},
+	const tail = `  - {name: k, type: map, keep: [index]}
+  - {name: out, type: write_jsonl, path: out.jsonl}
+`
+	// A second consumer of m: its samples are clones, reserved as the map
+	// sends each chunk.
+	const fanout = `  - {name: d, type: discard, input: m}
+`
+	for _, tc := range []struct{ name, spec string }{
+		{"parallel map", head(true, "1MiB") + src + tail},
+		{"parallel map, completion order", head(false, "1MiB") + src + tail},
+		{"shuffle", head(true, "1MiB") + src + "  - {name: sh, type: shuffle, buffer: 40}\n" + tail},
+		{"fan-out", head(true, "1MiB") + src + tail + fanout},
+		{"fan-out, completion order", head(false, "4MiB") + src + tail + fanout},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 			defer cancel()
 			dir := t.TempDir()
-			rep, err := runSpecCtx(ctx, t, dir, head+tc.mid+`
-  - {name: k, type: map, keep: [index]}
-  - {name: out, type: write_jsonl, path: out.jsonl}
-`)
+			rep, err := runSpecCtx(ctx, t, dir, tc.spec)
 			if err != nil {
 				t.Fatalf("run: %v (a deadline here is the deadlock)", err)
 			}

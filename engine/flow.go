@@ -3,6 +3,7 @@ package engine
 import (
 	"context"
 	"errors"
+	"math"
 
 	"github.com/piperun/piperun/budget"
 	"github.com/piperun/piperun/sample"
@@ -61,22 +62,40 @@ type outlet struct {
 	pendingBytes, maxBytes int64
 	budget                 *budget.Budget
 	onEmit                 func(n int, bytes int64)
+	// copies is how many consumers get each sample: its memory is
+	// reserved that many times over when it is emitted, and each
+	// consumer's copy takes its share at send. Reserving the copies at
+	// send instead could wait for memory that only the consumers, who
+	// have not been sent anything, can free.
+	copies int
 }
 
 func newOutlet(ctx context.Context, links []*link, size int, b *budget.Budget) *outlet {
 	return &outlet{ctx: ctx, links: links, dead: make([]bool, len(links)), live: len(links), size: size, budget: b,
-		maxBytes: max(1<<20, b.Limit()/64)}
+		maxBytes: chunkBytes(b.Limit()), copies: max(1, len(links))}
 }
 
-// reserve makes s.Held match s.Size(), waiting for budget when it grows.
-// Pending samples are flushed before waiting, so the consumers can free
-// the memory we wait for.
+// chunkBytes is the most bytes of samples a chunk gathers before it is
+// sent: a 64th of the budget, so that a chunk of big samples never waits
+// for its 64th and a fan-out's clones of a chunk always fit beside it.
+func chunkBytes(budget int64) int64 {
+	if budget <= 0 {
+		return math.MaxInt64
+	}
+	return max(1, budget/64)
+}
+
+// reserve makes s.Held match its size times the consumers, waiting for
+// budget when it grows. Pending samples are flushed before waiting, so the
+// consumers can free the memory we wait for.
 func (o *outlet) reserve(s *sample.Sample) error {
-	return reserve(o.ctx, o.budget, s, o.flush)
+	return reserve(o.ctx, o.budget, s, o.copies, o.flush)
 }
 
-func reserve(ctx context.Context, b *budget.Budget, s *sample.Sample, beforeWait func() error) error {
-	n := s.Size()
+// reserve makes s.Held match s.Size() × copies (the consumers it will be
+// sent to), waiting for budget when it grows, after calling beforeWait.
+func reserve(ctx context.Context, b *budget.Budget, s *sample.Sample, copies int, beforeWait func() error) error {
+	n := s.Size() * int64(copies)
 	d := n - s.Held
 	switch {
 	case d > 0:
@@ -97,11 +116,17 @@ func reserve(ctx context.Context, b *budget.Budget, s *sample.Sample, beforeWait
 	return nil
 }
 
+// emit queues s for the consumers. It owns s from the call on: what s
+// held is released if it cannot be queued.
 func (o *outlet) emit(s *sample.Sample) error {
 	if o.live == 0 {
+		o.budget.Release(s.Held)
+		s.Held = 0
 		return errDownstreamDone
 	}
 	if err := o.reserve(s); err != nil {
+		o.budget.Release(s.Held)
+		s.Held = 0
 		return err
 	}
 	o.pending = append(o.pending, s)
@@ -124,7 +149,7 @@ func (o *outlet) flush() error {
 	// Sum before sending: once sent, the chunk belongs to its consumers.
 	var bytes int64
 	for _, s := range batch {
-		bytes += s.Held
+		bytes += s.Held / int64(o.copies)
 	}
 	n := len(batch)
 	delivered, err := o.send(&chunk{samples: batch})
@@ -155,22 +180,30 @@ func (o *outlet) send(c *chunk) (delivered bool, err error) {
 	}
 	// Each consumer owns its samples' field maps (values are shared), so
 	// every extra consumer gets clones, made before any consumer can touch
-	// the originals and reserved in the budget.
+	// the originals. Each consumer's clones are reserved just before they
+	// are sent to it: waiting for that memory with nothing delivered could
+	// wait forever, when only the consumers' progress can free it.
 	outs := make([]*chunk, len(live))
 	for k := range live {
 		if k == 0 || c.eoe {
 			outs[k] = c
 			continue
 		}
-		out := &chunk{samples: make([]*sample.Sample, len(c.samples))}
+		outs[k] = &chunk{samples: make([]*sample.Sample, len(c.samples))}
+	}
+	if !c.eoe && o.copies > 1 && len(live) > 0 {
+		// Each live consumer's copy takes one share of what emit
+		// reserved; the shares of consumers that stopped are returned.
 		for j, s := range c.samples {
-			cl := s.Clone()
-			if err := reserve(o.ctx, o.budget, cl, nil); err != nil {
-				return false, err
+			per := s.Held / int64(o.copies)
+			o.budget.Release(s.Held - per*int64(len(live)))
+			s.Held = per
+			for k := 1; k < len(live); k++ {
+				cl := s.Clone()
+				cl.Held = per
+				outs[k].samples[j] = cl
 			}
-			out.samples[j] = cl
 		}
-		outs[k] = out
 	}
 	for k, i := range live {
 		l := o.links[i]

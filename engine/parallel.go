@@ -102,10 +102,7 @@ func (w *window) done(k int, bytes int64, outs int) {
 // holdEarly counts n more bytes reserved ahead of the head, if they fit
 // in a quarter of the budget.
 func (w *window) holdEarly(n int64) bool {
-	if w.budget <= 0 {
-		return true
-	}
-	if w.held.Add(n) > w.budget/4 {
+	if w.held.Add(n) > w.budget/4 && w.budget > 0 {
 		w.held.Add(-n)
 		return false
 	}
@@ -356,6 +353,7 @@ func (r *Run) runParallel(ctx context.Context, g *errgroup.Group, n *node, p sta
 
 // work processes one job's samples, applying on_error to each.
 func (r *Run) work(ctx context.Context, n *node, p stages.Processor, j *job, win *window, partials chan<- partial) {
+	copies := max(1, len(n.outs)) // as the stage's outlet reserves
 	var cur *sample.Sample
 	passed := false
 	waitHead := func() error {
@@ -395,7 +393,7 @@ func (r *Run) work(ctx context.Context, n *node, p stages.Processor, j *job, win
 			// Not the head: take memory only while it is free and the
 			// window's early holds stay within their quarter; else wait
 			// to be the head, when the collector has emitted what is before.
-			if d := s.Size() - s.Held; d > 0 {
+			if d := s.Size()*int64(copies) - s.Held; d > 0 {
 				if win.holdEarly(d) {
 					if r.budget.TryAcquire(d) {
 						j.early += d
@@ -410,7 +408,7 @@ func (r *Run) work(ctx context.Context, n *node, p stages.Processor, j *job, win
 				}
 			}
 		}
-		if err := reserve(ctx, r.budget, s, beforeWait); err != nil {
+		if err := reserve(ctx, r.budget, s, copies, beforeWait); err != nil {
 			return err
 		}
 		j.out = append(j.out, s)
@@ -506,7 +504,7 @@ func (r *Run) runExpand(ctx context.Context, g *errgroup.Group, n *node, x stage
 					}
 					sl := &slot{stream: st, origin: it.s}
 					if par > 1 {
-						r.startReadAhead(ctx, g, sl, cycle)
+						r.startReadAhead(ctx, g, sl, cycle, o.copies)
 					}
 					slots[i] = sl
 					return true, nil
@@ -584,7 +582,7 @@ func allNil(slots []*slot) bool {
 	return true
 }
 
-func (r *Run) startReadAhead(ctx context.Context, g *errgroup.Group, sl *slot, cycle int) {
+func (r *Run) startReadAhead(ctx context.Context, g *errgroup.Group, sl *slot, cycle, copies int) {
 	// Streams read ahead at most a quarter of the budget between them, so
 	// the stream being consumed always finds memory.
 	limit := r.budget.Limit() / 4 / int64(max(1, cycle))
@@ -608,7 +606,7 @@ func (r *Run) startReadAhead(ctx context.Context, g *errgroup.Group, sl *slot, c
 			}
 			s, err := sl.stream.Next()
 			if err == nil {
-				if rerr := reserve(sctx, r.budget, s, waitWanted); rerr != nil {
+				if rerr := reserve(sctx, r.budget, s, copies, waitWanted); rerr != nil {
 					return nil // cancelled: the consumer has gone
 				}
 			}
