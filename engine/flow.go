@@ -180,9 +180,8 @@ func (o *outlet) send(c *chunk) (delivered bool, err error) {
 	}
 	// Each consumer owns its samples' field maps (values are shared), so
 	// every extra consumer gets clones, made before any consumer can touch
-	// the originals. Each consumer's clones are reserved just before they
-	// are sent to it: waiting for that memory with nothing delivered could
-	// wait forever, when only the consumers' progress can free it.
+	// the originals. Each copy takes one share of what emit reserved; the
+	// shares of consumers that stopped are returned.
 	outs := make([]*chunk, len(live))
 	for k := range live {
 		if k == 0 || c.eoe {
@@ -192,8 +191,6 @@ func (o *outlet) send(c *chunk) (delivered bool, err error) {
 		outs[k] = &chunk{samples: make([]*sample.Sample, len(c.samples))}
 	}
 	if !c.eoe && o.copies > 1 && len(live) > 0 {
-		// Each live consumer's copy takes one share of what emit
-		// reserved; the shares of consumers that stopped are returned.
 		for j, s := range c.samples {
 			per := s.Held / int64(o.copies)
 			o.budget.Release(s.Held - per*int64(len(live)))
