@@ -3,7 +3,11 @@ package engine
 import (
 	"context"
 	"errors"
+	"io"
 	"testing"
+	"time"
+
+	"golang.org/x/sync/errgroup"
 
 	"github.com/piperun/piperun/budget"
 	"github.com/piperun/piperun/sample"
@@ -86,5 +90,71 @@ func TestHoldEarlyBoundsAQuarter(t *testing.T) {
 	none := newWindow(2, 512, 0) // no budget: no bound, but still counted
 	if !none.holdEarly(1<<40) || none.held.Load() != 1<<40 {
 		t.Fatalf("without a budget holdEarly refused or did not count")
+	}
+}
+
+// sizedStream yields n samples of about size bytes each.
+type sizedStream struct{ i, n, size int }
+
+func (s *sizedStream) Next() (*sample.Sample, error) {
+	if s.i == s.n {
+		return nil, io.EOF
+	}
+	x := sample.New(int64(s.i), 0, "")
+	x.Fields["v"] = make([]byte, s.size)
+	s.i++
+	return x, nil
+}
+
+func (s *sizedStream) Close() error { return nil }
+
+// TestReadAheadWaitsForBudgetAfterAnAsk: a read-ahead stream over its
+// share waits for the consumer to ask; asked, it must then wait for the
+// budget, not for a second ask that will never come (the consumer is
+// already waiting on it). Found as a hang of tfrecord interleave at 1MiB.
+func TestReadAheadWaitsForBudgetAfterAnAsk(t *testing.T) {
+	b := budget.New(4000) // a read-ahead share of 1000 bytes
+	r := &Run{budget: b}
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	var g errgroup.Group
+	sl := &slot{stream: &sizedStream{n: 3, size: 1100}}
+	r.startReadAhead(ctx, &g, sl, 1, 1)
+	deadline := time.Now().Add(10 * time.Second)
+	for len(sl.items) == 0 && time.Now().Before(deadline) {
+		time.Sleep(time.Millisecond)
+	}
+	// The first sample is read ahead and puts the stream over its share:
+	// it now waits for an ask. Fill the budget, so the next sample will
+	// have to wait for memory once asked for.
+	time.Sleep(50 * time.Millisecond)
+	filler := b.Limit() - b.Used()
+	if err := b.Acquire(ctx, filler); err != nil {
+		t.Fatal(err)
+	}
+	noFlush := func() error { return nil }
+	first, err := r.nextFromSlot(ctx, sl, noFlush)
+	if err != nil || first.ID != 0 {
+		t.Fatalf("first item: %v, %v", first, err)
+	}
+	got := make(chan *sample.Sample, 1)
+	go func() {
+		s, _ := r.nextFromSlot(ctx, sl, noFlush) // finds nothing: asks, waits
+		got <- s
+	}()
+	time.Sleep(50 * time.Millisecond)
+	b.Release(filler + first.Held)
+	select {
+	case s := <-got:
+		if s == nil || s.ID != 1 {
+			t.Fatalf("second item: %v", s)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("the read-ahead never delivered the second sample once memory was free")
+	}
+	cancel()
+	r.closeSlot(sl)
+	if err := g.Wait(); err != nil {
+		t.Fatal(err)
 	}
 }

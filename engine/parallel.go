@@ -600,13 +600,27 @@ func (r *Run) startReadAhead(ctx context.Context, g *errgroup.Group, sl *slot, c
 	}
 	g.Go(func() error {
 		defer close(sl.items)
+		// wanted is set once the consumer has asked for an item this
+		// goroutine has not sent yet: from then on it may wait for the
+		// budget without waiting for another ask, which would never come.
+		wanted := false
+		await := func() error {
+			if wanted {
+				return nil
+			}
+			if err := waitWanted(); err != nil {
+				return err
+			}
+			wanted = true
+			return nil
+		}
 		for {
-			if sl.held.Load() > limit && waitWanted() != nil {
+			if sl.held.Load() > limit && await() != nil {
 				return nil
 			}
 			s, err := sl.stream.Next()
 			if err == nil {
-				if rerr := reserve(sctx, r.budget, s, copies, waitWanted); rerr != nil {
+				if rerr := reserve(sctx, r.budget, s, copies, await); rerr != nil {
 					return nil // cancelled: the consumer has gone
 				}
 			}
@@ -615,6 +629,7 @@ func (r *Run) startReadAhead(ctx context.Context, g *errgroup.Group, sl *slot, c
 			}
 			select {
 			case sl.items <- streamItem{s, err}:
+				wanted = false
 			case <-sctx.Done():
 				if s != nil {
 					r.budget.Release(s.Held)
