@@ -197,3 +197,30 @@ func TestApplySetOnNode(t *testing.T) {
 		t.Error("path through a scalar accepted")
 	}
 }
+
+// TestConcatOfOneSourceWarns: concat reads its inputs one after the other,
+// so inputs fed by one stage stop the run once the second one's queue is
+// full; validate says so, naming the stages, at the inputs key.
+func TestConcatOfOneSourceWarns(t *testing.T) {
+	const src = `version: 1
+name: concat-shared
+stages:
+  - {name: src, type: range, count: 1000}
+  - {name: a, type: map, input: src, set: {x: 'index'}}
+  - {name: b, type: map, input: src, set: {x: 'index + 1000'}}
+  - {name: c, type: concat, inputs: [a, b]}
+  - {name: out, type: discard, input: c}
+  - {name: own, type: range, count: 5}
+  - {name: ownx, type: map, input: own, set: {x: 'index'}}
+  - {name: d, type: concat, inputs: [ownx, a]}
+  - {name: out2, type: discard, input: d}
+`
+	_, diags := spec.Parse("concat.yaml", []byte(src), spec.Options{Catalog: stages.Default()})
+	if diags.HasErrors() {
+		t.Fatalf("errors: %v", diags)
+	}
+	want := `concat.yaml:7:37: warning: stages[3].inputs: inputs "a" and "b" both read from stage "src", and concat reads "a" to its end before it reads "b": unless an epoch of "a" fits in the queue to "b" (a few chunks of samples), the run stops. Use mix or zip, or give each input its own source`
+	if len(diags) != 1 || diags[0].String() != want {
+		t.Fatalf("diagnostics:\n%v\nwant exactly:\n%s", diags, want)
+	}
+}
