@@ -119,11 +119,9 @@ func buildCache(env *Env, cfg any) (any, error) {
 	return d, nil
 }
 
-// Fingerprint identifies everything upstream of a stage: each upstream
-// stage's type and config, the identity (path, size, modification time)
-// of every input file the file sources match, and the seed when anything
-// upstream is random. Change any of it and the fingerprint changes.
-func Fingerprint(sp *spec.Spec, st *spec.Stage) (string, string, error) {
+// upstream returns every stage st reads from, directly or not, each once,
+// a stage after all it reads from.
+func upstream(st *spec.Stage) []*spec.Stage {
 	var up []*spec.Stage
 	seen := map[*spec.Stage]bool{}
 	var walk func(s *spec.Stage)
@@ -137,6 +135,15 @@ func Fingerprint(sp *spec.Spec, st *spec.Stage) (string, string, error) {
 		}
 	}
 	walk(st)
+	return up
+}
+
+// Fingerprint identifies everything upstream of a stage: each upstream
+// stage's type and config, the identity (path, size, modification time)
+// of every input file the file sources match, and the seed when anything
+// upstream is random. Change any of it and the fingerprint changes.
+func Fingerprint(sp *spec.Spec, st *spec.Stage) (string, string, error) {
+	up := upstream(st)
 	var b strings.Builder
 	random := false
 	var names []string

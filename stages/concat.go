@@ -30,9 +30,12 @@ func init() {
 func (c *ConcatConfig) Check(cc *spec.CheckContext) sample.Schema {
 	ins := cc.Stage.Inputs
 	for i := range ins {
-		up := upstream(ins[i])
+		reads := map[*spec.Stage]bool{ins[i]: true}
+		for _, s := range upstream(ins[i]) {
+			reads[s] = true
+		}
 		for j := i + 1; j < len(ins); j++ {
-			if common := firstCommon(ins[j], up); common != nil {
+			if common := firstCommon(ins[j], reads); common != nil {
 				cc.Warnf("inputs", "inputs %q and %q both read from stage %q, and concat reads %q to its end before it reads %q: unless an epoch of %q fits in the queue to %q (a few chunks of samples), the run stops. Use mix or zip, or give each input its own source",
 					ins[i].Name, ins[j].Name, common.Name, ins[i].Name, ins[j].Name, ins[i].Name, ins[j].Name)
 				return sameSchema(cc)
@@ -42,39 +45,16 @@ func (c *ConcatConfig) Check(cc *spec.CheckContext) sample.Schema {
 	return sameSchema(cc)
 }
 
-// upstream returns st and every stage it reads from, directly or not.
-func upstream(st *spec.Stage) map[*spec.Stage]bool {
-	seen := map[*spec.Stage]bool{}
-	var walk func(*spec.Stage)
-	walk = func(s *spec.Stage) {
-		if seen[s] {
-			return
-		}
-		seen[s] = true
-		for _, in := range s.Inputs {
-			walk(in)
-		}
-	}
-	walk(st)
-	return seen
-}
-
-// firstCommon returns a stage upstream of st (st included) that is in set,
-// nearest first, or nil.
+// firstCommon returns st if it is in set, else the first stage upstream of
+// st that is, or nil.
 func firstCommon(st *spec.Stage, set map[*spec.Stage]bool) *spec.Stage {
-	queue := []*spec.Stage{st}
-	seen := map[*spec.Stage]bool{}
-	for len(queue) > 0 {
-		s := queue[0]
-		queue = queue[1:]
+	if set[st] {
+		return st
+	}
+	for _, s := range upstream(st) {
 		if set[s] {
 			return s
 		}
-		if seen[s] {
-			continue
-		}
-		seen[s] = true
-		queue = append(queue, s.Inputs...)
 	}
 	return nil
 }
