@@ -199,11 +199,12 @@ func decodeDiagnostics(t *testing.T, s string) []diagnostic {
 }
 
 func TestValidateBudget(t *testing.T) {
-	// The batch stage holds 256 images of 224×224×3 float32 (588KiB each),
-	// 147MiB in all, against a 64MiB budget; resources.memory's value sits at
-	// line 4, column 11.
+	// The batch stage stacks 256 images of 224×224×3 float32 (588KiB each)
+	// into batches of 147MiB, against a 64MiB budget (it holds the images
+	// themselves as uint8, to_float being left to it: 37MiB);
+	// resources.memory's value sits at line 4, column 11.
 	const file = "testdata/budget.yaml"
-	const msg = `stage "batch" buffers 256 samples of about 588.25KiB each = 147.06MiB, more than resources.memory (64MiB)`
+	const msg = `stage "batch" emits samples of about 147MiB each, more than resources.memory (64MiB)`
 
 	t.Run("text", func(t *testing.T) {
 		r := run(t, "validate", file)
@@ -237,6 +238,17 @@ func TestValidateBudget(t *testing.T) {
 			t.Errorf("got %s\nwant exit 3 naming %s:4:11", r, file)
 		}
 	})
+}
+
+// TestValidateBufferBudget: a shuffle of 1000 float32 images (no batch
+// follows, so they are held as float32) cannot fit in 256MiB.
+func TestValidateBufferBudget(t *testing.T) {
+	const file = "testdata/budget_buffer.yaml"
+	r := run(t, "validate", file)
+	want := file + `:4:11: resources.memory: stage "shuffle" buffers 1000 samples of about 588.25KiB each = 574.47MiB, more than resources.memory (256MiB)` + "\n"
+	if r.code != 1 || r.stdout != want {
+		t.Errorf("got %s\nwant exit 1, stdout %q", r, want)
+	}
 }
 
 func TestValidateJSONClean(t *testing.T) {

@@ -2,6 +2,10 @@ package engine_test
 
 import (
 	"context"
+	"image"
+	"image/color"
+	"image/jpeg"
+	"math/rand/v2"
 	"os"
 	"path/filepath"
 	"strings"
@@ -12,6 +16,38 @@ import (
 	"github.com/piperun/piperun/spec"
 	"github.com/piperun/piperun/stages"
 )
+
+// parseSpec validates a spec held in a string, as if it were a file in dir.
+func parseSpec(t testing.TB, dir, src string) *spec.Spec {
+	t.Helper()
+	sp, diags := spec.Parse(filepath.Join(dir, "spec.yaml"), []byte(src), spec.Options{Catalog: stages.Default()})
+	if diags.HasErrors() {
+		t.Fatalf("spec problems:\n%v", diags)
+	}
+	return sp
+}
+
+// writeJPEG writes a w×h photo-like JPEG (smooth gradients plus noise
+// drawn from seed) to path.
+func writeJPEG(t testing.TB, path string, w, h int, seed int64) {
+	t.Helper()
+	r := rand.New(rand.NewPCG(uint64(seed), 1))
+	img := image.NewRGBA(image.Rect(0, 0, w, h))
+	for y := range h {
+		for x := range w {
+			n := uint8(r.IntN(32))
+			img.Set(x, y, color.RGBA{uint8(x*255/w) ^ n, uint8(y*255/h) + n, uint8((x + y) * 3), 255})
+		}
+	}
+	f, err := os.Create(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	if err := jpeg.Encode(f, img, &jpeg.Options{Quality: 85}); err != nil {
+		t.Fatal(err)
+	}
+}
 
 // runSpec validates, plans and runs a spec held in a string, in dir.
 func runSpec(t testing.TB, dir, src string, set ...string) (*engine.Report, error) {

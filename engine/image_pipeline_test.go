@@ -3,6 +3,7 @@ package engine_test
 import (
 	"encoding/json"
 	"fmt"
+	"os"
 	"path/filepath"
 	"sort"
 	"strings"
@@ -74,5 +75,58 @@ stages:
 		if got[name] != want {
 			t.Errorf("%s: shape %s, want %s", name, got[name], want)
 		}
+	}
+}
+
+// TestDeferredToFloatIsExact: with the map's to_float and normalize left to
+// the batch (map → shuffle → batch), the batches are bit for bit those of
+// the same pipeline converting in the map (a filter in between stops the
+// deferral), over two epochs with random crops and a short last batch.
+func TestDeferredToFloatIsExact(t *testing.T) {
+	dir := t.TempDir()
+	for i := range 10 {
+		writeJPEG(t, filepath.Join(dir, fmt.Sprintf("img%02d.jpg", i)), 40+7*i, 30+5*i, int64(i))
+	}
+	run := func(name, between string) (string, string) {
+		spec := `
+version: 1
+name: ` + name + `
+seed: 7
+epochs: 2
+stages:
+  - {name: files, type: files, pattern: '*.jpg', shuffle: true}
+  - name: decode
+    type: map
+    parallelism: 2
+    set:
+      plain: 'decode_image(read_file(path), 3) | resize(12, 12) | to_float()'
+      image: 'decode_image(read_file(path), 3) | random_resized_crop(16, 16) | flip_left_right(0.5) | to_float() | normalize([0.485, 0.456, 0.406], [0.229, 0.224, 0.225])'
+      gray: 'decode_image(read_file(path), 1) | resize(9, 9) | to_float() | normalize(0.5, 0.25)'
+` + between + `
+  - {name: shuffle, type: shuffle, buffer: 6}
+  - {name: batch, type: batch, size: 4}
+  - {name: out, type: write_jsonl, path: ` + name + `.jsonl}
+`
+		sp := parseSpec(t, dir, spec)
+		typ, _ := sp.Stage("decode").Schema.Lookup("image")
+		if _, err := runSpec(t, dir, spec); err != nil {
+			t.Fatal(err)
+		}
+		b, err := os.ReadFile(filepath.Join(dir, name+".jsonl"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		return string(b), typ.String()
+	}
+	deferred, dt := run("deferred", "")
+	direct, it := run("direct", "  - {name: keep, type: filter, where: 'true'}")
+	if dt != "tensor<uint8→float32>[16 16 3]" || it != "tensor<float32>[16 16 3]" {
+		t.Fatalf("decode emits %s and %s; want the first deferred, the second not", dt, it)
+	}
+	if n := strings.Count(deferred, "\n"); n != 6 {
+		t.Fatalf("%d batches, want 6 (3 per epoch)", n)
+	}
+	if deferred != direct {
+		t.Errorf("deferred conversion changes the batches")
 	}
 }

@@ -27,8 +27,10 @@ import (
 	"github.com/expr-lang/expr/conf"
 	"github.com/expr-lang/expr/file"
 	"github.com/expr-lang/expr/optimizer"
+	"github.com/expr-lang/expr/parser"
 	"github.com/expr-lang/expr/vm"
 
+	"github.com/piperun/piperun/imageops"
 	"github.com/piperun/piperun/sample"
 	"github.com/piperun/piperun/tensor"
 )
@@ -193,6 +195,93 @@ func zeroValue(t sample.Type) any {
 // Compile compiles src against the fields of in. want, when not Any,
 // is the kind the result must have (Bool for filters).
 func (r *Registry) Compile(src string, in sample.Schema, want sample.Kind) (*Program, error) {
+	return r.compile(src, in, want, nil)
+}
+
+// CompileDeferred compiles src as Compile does, unless src ends in
+// to_float(x), or normalize(to_float(x), mean, std) with constant mean and
+// std, where x is a uint8 tensor: it then returns the program for x alone,
+// its type carrying the conversion left to do (Type.Deferred). Whoever runs
+// that program must convert the value before anything reads it, as batch
+// does while stacking (spec.DeferrableField says where that holds).
+func (r *Registry) CompileDeferred(src string, in sample.Schema) (*Program, error) {
+	p, err := r.Compile(src, in, sample.Any)
+	if err != nil || p.Type.Kind != sample.Tensor || p.Type.DType != tensor.Float32 {
+		return p, err
+	}
+	var mean, std []float32
+	strip := func(tree *parser.Tree) bool {
+		n := tree.Node
+		if c, ok := callOf(n, "normalize", 3); ok {
+			m, ok1 := constOf(c.Arguments[1])
+			s, ok2 := constOf(c.Arguments[2])
+			if mean, ok1 = floatList(m); !ok1 || !ok2 {
+				return false
+			}
+			if std, ok2 = floatList(s); !ok2 {
+				return false
+			}
+			n = c.Arguments[0]
+		}
+		c, ok := callOf(n, "to_float", 1)
+		if ok {
+			tree.Node = c.Arguments[0]
+		}
+		return ok
+	}
+	q, err := r.compile(src, in, sample.Any, strip)
+	if err != nil || q == nil || q.Type.Kind != sample.Tensor || q.Type.DType != tensor.Uint8 {
+		return p, nil
+	}
+	channels := 0
+	if n := len(q.Type.Shape); n > 0 && q.Type.Shape[n-1] > 0 {
+		channels = q.Type.Shape[n-1]
+	}
+	lut, err := imageops.FloatTable(mean, std, channels)
+	if err != nil {
+		return p, nil // normalize over channels known only at run time: convert here
+	}
+	q.Type.Deferred = lut
+	return q, nil
+}
+
+// callOf returns n as a call of the named function with n arguments.
+func callOf(n ast.Node, name string, args int) (*ast.CallNode, bool) {
+	c, ok := n.(*ast.CallNode)
+	if !ok || len(c.Arguments) != args {
+		return nil, false
+	}
+	id, ok := c.Callee.(*ast.IdentifierNode)
+	return c, ok && id.Value == name
+}
+
+// Uses reports whether the expression src may read the field name: it
+// names it, or reads fields through $env. An expression that does not
+// parse may read anything.
+func Uses(src, name string) bool {
+	tree, err := parser.Parse(src)
+	if err != nil {
+		return true
+	}
+	v := &uses{name: name}
+	ast.Walk(&tree.Node, v)
+	return v.found
+}
+
+type uses struct {
+	name  string
+	found bool
+}
+
+func (u *uses) Visit(node *ast.Node) {
+	if id, ok := (*node).(*ast.IdentifierNode); ok && (id.Value == u.name || id.Value == "$env") {
+		u.found = true
+	}
+}
+
+// compile compiles src; strip, when not nil, rewrites the parsed tree
+// before it is checked and returns false to abandon the compile (nil, nil).
+func (r *Registry) compile(src string, in sample.Schema, want sample.Kind, strip func(*parser.Tree) bool) (*Program, error) {
 	env := map[string]any{CtxVar: (*RunCtx)(nil)}
 	for _, f := range in.Fields {
 		env[f.Name] = zeroValue(f.Type)
@@ -225,7 +314,13 @@ func (r *Registry) Compile(src string, in sample.Schema, want sample.Kind) (*Pro
 	cfg.Visitors = append(cfg.Visitors, p)
 	cfg.Check()
 
-	tree, err := checker.ParseCheck(src, cfg)
+	tree, err := parser.ParseWithConfig(src, cfg)
+	if err == nil && strip != nil && !strip(tree) {
+		return nil, nil
+	}
+	if err == nil {
+		_, err = new(checker.Checker).PatchAndCheck(tree, cfg)
+	}
 	if err != nil {
 		return nil, r.explain(toError(err), src, in)
 	}

@@ -118,3 +118,84 @@ func TestReadFileFeedsDecodeFromPool(t *testing.T) {
 		t.Errorf("missing file: pooled %v, plain %v", err1, err2)
 	}
 }
+
+// TestCompileDeferred: a trailing to_float, or to_float then normalize with
+// constant mean and std, of a uint8 image is left out of the program and
+// described in its type; anything else compiles as Compile does.
+func TestCompileDeferred(t *testing.T) {
+	in := sample.Schema{Fields: []sample.Field{
+		{Name: "b", Type: sample.Type{Kind: sample.Bytes}},
+		{Name: "f", Type: sample.TensorOf(tensor.Float32, 4, 4, 3)},
+		{Name: "m", Type: sample.TFloat},
+	}}
+	for _, tc := range []struct {
+		src, typ string
+		tables   int // 0: not deferred
+	}{
+		{`decode_image(b, 3) | resize(8, 8) | to_float()`, "tensor<uint8→float32>[8 8 3]", 1},
+		{`to_float(decode_image(b, 3) | resize(8, 8))`, "tensor<uint8→float32>[8 8 3]", 1},
+		{`decode_image(b, 3) | random_resized_crop(8, 8) | flip_left_right(0.5) | to_float() | normalize([0.485, 0.456, 0.406], [0.229, 0.224, 0.225])`, "tensor<uint8→float32>[8 8 3]", 3},
+		{`decode_image(b, 1) | resize(8, 8) | to_float() | normalize(0.5, 0.25)`, "tensor<uint8→float32>[8 8 1]", 1},
+		// Not deferred: the mean is not a constant, the channels are unknown
+		// for a per-channel list, the input is already float, or something
+		// follows the conversion.
+		{`decode_image(b, 3) | resize(8, 8) | to_float() | normalize(m, 0.25)`, "tensor<float32>[8 8 3]", 0},
+		{`decode_image(b, 0) | resize(8, 8) | to_float() | normalize([0.1, 0.2, 0.3], [1, 1, 1])`, "tensor<float32>[8 8 ?]", 0},
+		{`to_float(f)`, "tensor<float32>[4 4 3]", 0},
+		{`transpose(decode_image(b, 3) | resize(8, 8) | to_float(), [2, 0, 1])`, "tensor<float32>[3 8 8]", 0},
+		{`decode_image(b, 3) | resize(8, 8)`, "tensor<uint8>[8 8 3]", 0},
+	} {
+		p, err := expression.Default().CompileDeferred(tc.src, in)
+		if err != nil {
+			t.Fatalf("%s: %v", tc.src, err)
+		}
+		got := 0
+		if p.Type.Deferred != nil {
+			got = p.Type.Deferred.Channels()
+		}
+		if p.Type.String() != tc.typ || got != tc.tables {
+			t.Errorf("%s:\n got %s with %d tables, want %s with %d", tc.src, p.Type, got, tc.typ, tc.tables)
+		}
+	}
+	// The deferred program returns the uint8 image; its conversion gives
+	// exactly what the whole expression gives.
+	src := `decode_image(b, 3) | resize(8, 8) | to_float() | normalize([0.485, 0.456, 0.406], [0.229, 0.224, 0.225])`
+	env := map[string]any{"b": gradientJPEG(t, 40, 30)}
+	_, want := run(t, src, env)
+	p, err := expression.Default().CompileDeferred(src, in)
+	if err != nil {
+		t.Fatal(err)
+	}
+	v, err := p.Run(nil, env)
+	if err != nil {
+		t.Fatal(err)
+	}
+	u8 := v.(*tensor.Tensor)
+	if u8.DType != tensor.Uint8 {
+		t.Fatalf("deferred program gives %s", u8)
+	}
+	got := make([]float32, u8.Len())
+	p.Type.Deferred.Into(got, u8)
+	for i, w := range want.Float32() {
+		if got[i] != w {
+			t.Fatalf("element %d: %v, want %v", i, got[i], w)
+		}
+	}
+}
+
+func TestUses(t *testing.T) {
+	for _, tc := range []struct {
+		src  string
+		want bool
+	}{
+		{`shape(image)`, true},
+		{`image_id + 1`, false},
+		{`$env["image"]`, true},
+		{`label * 2`, false},
+		{`(`, true},
+	} {
+		if got := expression.Uses(tc.src, "image"); got != tc.want {
+			t.Errorf("Uses(%q, image) = %v, want %v", tc.src, got, tc.want)
+		}
+	}
+}

@@ -199,6 +199,36 @@ var u8ToF32 = func() (t [256]float32) {
 	return
 }()
 
+// FloatTable returns ToFloat as lookup tables, followed by Normalize(mean,
+// std) when mean is not nil, for images whose last axis has c channels (0
+// when unknown: mean and std must then be single values). The tables hold
+// the very float32s ToFloat and Normalize compute, so converting through
+// them later, where the image is copied anyway, changes no bit.
+func FloatTable(mean, std []float32, c int) (*tensor.FloatLUT, error) {
+	if mean == nil {
+		return &tensor.FloatLUT{Tables: [][256]float32{u8ToF32}, Op: "to_float"}, nil
+	}
+	n := max(len(mean), len(std))
+	switch {
+	case len(mean) == 0 || len(std) == 0:
+		return nil, fmt.Errorf("imageops: normalize: %w: mean and std need a value each", ErrArgument)
+	case n > 1 && n != c || len(mean) != 1 && len(mean) != n || len(std) != 1 && len(std) != n:
+		return nil, fmt.Errorf("imageops: normalize: %w: mean has %d and std %d values, want 1 or %d (channels)", ErrArgument, len(mean), len(std), c)
+	}
+	l := &tensor.FloatLUT{Tables: make([][256]float32, n), Op: "to_float | normalize"}
+	for i := range l.Tables {
+		m, s := mean[min(i, len(mean)-1)], std[min(i, len(std)-1)]
+		if s == 0 {
+			return nil, fmt.Errorf("imageops: normalize: %w: std is 0 for channel %d", ErrArgument, i)
+		}
+		inv := 1 / s
+		for v, f := range u8ToF32 {
+			l.Tables[i][v] = (f - m) * inv
+		}
+	}
+	return l, nil
+}
+
 // Normalize returns (img - mean) / std for a float32 image whose last axis
 // is channels. mean and std hold one value for all channels or one per
 // channel.

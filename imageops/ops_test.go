@@ -7,6 +7,7 @@ import (
 	"math/rand"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 
 	"github.com/piperun/piperun/tensor"
@@ -342,5 +343,76 @@ func TestFusedScaleStaysAccurate(t *testing.T) {
 		t.Errorf("fused decode+resize differs by a mean %.3f levels over %d photos, want <= 1.5", mean, len(files))
 	} else {
 		t.Logf("fused decode+resize: mean abs difference %.3f levels over %d photos", mean, len(files))
+	}
+}
+
+// TestFloatTableIsBitExact: converting through FloatTable's tables gives
+// exactly the float32s of ToFloat, and of ToFloat then Normalize, for every
+// level in every channel; the batch stage relies on it when it does a
+// deferred to_float.
+func TestFloatTableIsBitExact(t *testing.T) {
+	img := tensor.New(tensor.Uint8, 256, 1, 3)
+	for i := range img.Data {
+		img.Data[i] = uint8(i / 3)
+	}
+	gray := tensor.New(tensor.Uint8, 16, 16, 1)
+	for i := range gray.Data {
+		gray.Data[i] = uint8(i)
+	}
+	for _, tc := range []struct {
+		name      string
+		img       *tensor.Tensor
+		mean, std []float32
+		tables    int
+	}{
+		{"to_float", img, nil, nil, 1},
+		{"imagenet", img, []float32{0.485, 0.456, 0.406}, []float32{0.229, 0.224, 0.225}, 3},
+		{"scalars", img, []float32{0.5}, []float32{0.25}, 1},
+		{"mean list, scalar std", img, []float32{0.1, 0.2, 0.3}, []float32{0.7}, 3},
+		{"gray", gray, []float32{0.5}, []float32{0.5}, 1},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			want, err := ToFloat(tc.img)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if tc.mean != nil {
+				if want, err = Normalize(want, tc.mean, tc.std); err != nil {
+					t.Fatal(err)
+				}
+			}
+			lut, err := FloatTable(tc.mean, tc.std, tc.img.Shape[2])
+			if err != nil {
+				t.Fatal(err)
+			}
+			if lut.Channels() != tc.tables {
+				t.Errorf("%d tables, want %d", lut.Channels(), tc.tables)
+			}
+			got := make([]float32, tc.img.Len())
+			lut.Into(got, tc.img)
+			for i, w := range want.Float32() {
+				if math.Float32bits(got[i]) != math.Float32bits(w) {
+					t.Fatalf("element %d (level %d): %v, want %v", i, tc.img.Data[i], got[i], w)
+				}
+			}
+		})
+	}
+}
+
+func TestFloatTableRejects(t *testing.T) {
+	for _, tc := range []struct {
+		mean, std []float32
+		c         int
+		want      string
+	}{
+		{[]float32{0.5, 0.5, 0.5}, []float32{0.2}, 0, "want 1 or 0 (channels)"},
+		{[]float32{0.5, 0.5}, []float32{0.2}, 3, "mean has 2 and std 1 values, want 1 or 3"},
+		{[]float32{0.5}, []float32{0}, 3, "std is 0 for channel 0"},
+		{[]float32{}, []float32{1}, 3, "mean and std need a value each"},
+	} {
+		_, err := FloatTable(tc.mean, tc.std, tc.c)
+		if err == nil || !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("FloatTable(%v, %v, %d) = %v, want %q", tc.mean, tc.std, tc.c, err, tc.want)
+		}
 	}
 }

@@ -205,6 +205,10 @@ func (p *Plan) Fit() []string {
 		if n.Share <= 0 {
 			continue
 		}
+		if n.SampleBytes > p.Memory {
+			out = append(out, fmt.Sprintf("stage %q emits samples of about %s each, more than resources.memory (%s)",
+				n.Stage.Name, spec.ByteSize(n.SampleBytes), spec.ByteSize(p.Memory)))
+		}
 		total += n.Share
 		parts = append(parts, fmt.Sprintf("%s %s", n.Stage.Name, spec.ByteSize(n.Share)))
 		if n.Buffer > 0 && int64(n.Buffer)*n.InSampleBytes > p.Memory {

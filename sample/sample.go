@@ -173,6 +173,10 @@ type Type struct {
 	Shape []int
 	// Elem is a List's element kind (Bytes, String or Any).
 	Elem Kind
+	// Deferred, on a uint8 Tensor, says the value is float32 in the spec's
+	// terms but travels as its uint8 levels until the next batch converts
+	// it through these tables while stacking (see spec.DeferrableField).
+	Deferred *tensor.FloatLUT
 }
 
 // Common types.
@@ -200,8 +204,12 @@ func ListOf(elem Kind) Type { return Type{Kind: List, Elem: elem} }
 func (t Type) String() string {
 	switch t.Kind {
 	case Tensor:
+		dt := t.DType.String()
+		if t.Deferred != nil {
+			dt += "→float32"
+		}
 		if t.Shape == nil {
-			return fmt.Sprintf("tensor<%s>[?]", t.DType)
+			return fmt.Sprintf("tensor<%s>[?]", dt)
 		}
 		dims := make([]string, len(t.Shape))
 		for i, d := range t.Shape {
@@ -211,7 +219,7 @@ func (t Type) String() string {
 				dims[i] = fmt.Sprint(d)
 			}
 		}
-		return fmt.Sprintf("tensor<%s>[%s]", t.DType, strings.Join(dims, " "))
+		return fmt.Sprintf("tensor<%s>[%s]", dt, strings.Join(dims, " "))
 	case List:
 		return fmt.Sprintf("list<%s>", t.Elem)
 	}

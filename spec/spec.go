@@ -64,6 +64,46 @@ type Checker interface {
 	Check(c *CheckContext) sample.Schema
 }
 
+// PassThrough is implemented by the configs of stages that hand every
+// sample on with its fields untouched and read none of them (shuffle,
+// prefetch, take, skip): a field may cross them in a deferred form.
+type PassThrough interface {
+	PassesFieldsThrough()
+}
+
+// DeferFinisher is implemented by the configs of stages that can finish a
+// field's deferred conversion while they copy it (batch, as it stacks).
+type DeferFinisher interface {
+	FinishesDeferred(field string) bool
+}
+
+// DeferrableField reports whether the stage may emit field in a deferred
+// form (sample.Type.Deferred): its samples reach exactly one stage that
+// finishes the conversion, through stages that all pass fields through,
+// with no fan-out on the way. Nothing else can then see the field before
+// it is converted.
+func DeferrableField(st *Stage, field string) bool {
+	seen := map[*Stage]bool{}
+	for cur := st; !seen[cur]; {
+		seen[cur] = true
+		if len(cur.Outputs) != 1 {
+			return false
+		}
+		next := cur.Outputs[0]
+		if len(next.Inputs) != 1 || next.Config == nil {
+			return false
+		}
+		if f, ok := next.Config.(DeferFinisher); ok {
+			return f.FinishesDeferred(field)
+		}
+		if _, ok := next.Config.(PassThrough); !ok {
+			return false
+		}
+		cur = next
+	}
+	return false // a cycle, reported by link
+}
+
 // Resources bounds what a pipeline may use.
 type Resources struct {
 	Memory  ByteSize `yaml:"memory" jsonschema_description:"Hard budget for bytes held by samples anywhere in the pipeline, e.g. 2GiB. Default: a quarter of physical memory."`

@@ -19,15 +19,30 @@ type BatchConfig struct {
 // BufferSamples implements plan.Bufferer.
 func (c *BatchConfig) BufferSamples(int) int { return c.Size }
 
+// FinishesDeferred implements spec.DeferFinisher: batch converts a
+// deferred field as it stacks it, unless the field is padded (padding is
+// applied in the field's final dtype).
+func (c *BatchConfig) FinishesDeferred(field string) bool {
+	_, padded := c.Pad.Get(field)
+	return !padded
+}
+
 func init() {
 	register(&Type{
 		StageType: spec.StageType{Name: "batch", Role: spec.RoleTransform, Doc: "Stacks size samples into one, each field gaining a leading batch dimension.",
 			NewConfig: func() any { return &BatchConfig{} }},
 		Build: func(env *Env, cfg any) (any, error) {
 			c := cfg.(*BatchConfig)
-			b := &batchStage{env: env, cfg: c, pad: map[string]float64{}}
+			b := &batchStage{env: env, cfg: c, pad: map[string]float64{}, deferred: map[string]*tensor.FloatLUT{}}
 			for _, e := range c.Pad.Entries {
 				b.pad[e.Key] = e.Value
+			}
+			if env.Stage != nil && len(env.Stage.InSchemas) > 0 {
+				for _, f := range env.Stage.InSchemas[0].Fields {
+					if f.Type.Deferred != nil {
+						b.deferred[f.Name] = f.Type.Deferred
+					}
+				}
 			}
 			return b, nil
 		},
@@ -68,10 +83,14 @@ func (c *BatchConfig) Check(cc *spec.CheckContext) sample.Schema {
 		case sample.Bytes:
 			t = sample.ListOf(sample.Bytes)
 		case sample.Tensor:
+			dt := f.Type.DType
+			if f.Type.Deferred != nil {
+				dt = tensor.Float32
+			}
 			if f.Type.Shape == nil {
-				t = sample.Type{Kind: sample.Tensor, DType: f.Type.DType}
+				t = sample.Type{Kind: sample.Tensor, DType: dt}
 			} else {
-				t = sample.TensorOf(f.Type.DType, append([]int{b}, f.Type.Shape...)...)
+				t = sample.TensorOf(dt, append([]int{b}, f.Type.Shape...)...)
 			}
 			if _, padded := c.Pad.Get(f.Name); !padded && !f.Type.KnownShape() {
 				cc.Warnf("", "field %q is %s; if its shape varies between samples, batching fails: add pad: {%s: 0} or resize first", f.Name, f.Type, f.Name)
@@ -87,9 +106,12 @@ func (c *BatchConfig) Check(cc *spec.CheckContext) sample.Schema {
 }
 
 type batchStage struct {
-	env   *Env
-	cfg   *BatchConfig
-	pad   map[string]float64
+	env *Env
+	cfg *BatchConfig
+	pad map[string]float64
+	// deferred holds the conversions left to this stage by a map upstream
+	// (sample.Type.Deferred), by field.
+	deferred map[string]*tensor.FloatLUT
 	buf   []*sample.Sample
 	index int64
 }
@@ -129,7 +151,13 @@ func (b *batchStage) flush(emit Emit) error {
 	}
 	b.index++
 	for k := range first.Fields {
-		v, err := Stack(b.buf, k, b.pad)
+		var v any
+		var err error
+		if lut := b.deferred[k]; lut != nil {
+			v, err = stackConverted(b.buf, k, lut)
+		} else {
+			v, err = Stack(b.buf, k, b.pad)
+		}
 		if err != nil {
 			for _, s := range b.buf {
 				b.env.Release(s)
@@ -304,6 +332,35 @@ func stackTensors(k string, ts []*tensor.Tensor, padded bool, padValue float64, 
 			}
 		}
 		copyPadded(row, t)
+	}
+	return out, nil
+}
+
+// stackConverted stacks field k, a tensor of the same shape in every
+// sample, into a float32 batch, converting each row through lut as it is
+// copied: the to_float a map upstream left to this stage.
+func stackConverted(ss []*sample.Sample, k string, lut *tensor.FloatLUT) (*tensor.Tensor, error) {
+	var t0 *tensor.Tensor
+	for i, s := range ss {
+		t, ok := s.Fields[k].(*tensor.Tensor)
+		if !ok {
+			return nil, fmt.Errorf("field %q of %s is %T, want a tensor", k, s.Describe(), s.Fields[k])
+		}
+		if err := lut.Check(t); err != nil {
+			return nil, fmt.Errorf("field %q of %s: %w", k, s.Describe(), err)
+		}
+		if i == 0 {
+			t0 = t
+		} else if !tensor.Equal(&tensor.Tensor{DType: t.DType, Shape: t.Shape}, &tensor.Tensor{DType: t.DType, Shape: t0.Shape}) {
+			return nil, fmt.Errorf("field %q: shapes differ within a batch (%s is %s, %s is %s); resize first",
+				k, ss[0].Describe(), t0, s.Describe(), t)
+		}
+	}
+	out := tensor.Alloc(tensor.Float32, append([]int{len(ss)}, t0.Shape...)...) // every row is written
+	dst := out.Float32()
+	row := t0.Len()
+	for i, s := range ss {
+		lut.Into(dst[i*row:(i+1)*row], s.Fields[k].(*tensor.Tensor))
 	}
 	return out, nil
 }

@@ -35,3 +35,17 @@ func compile(c *spec.CheckContext, field, src string, in sample.Schema, want sam
 	}
 	return p
 }
+
+// compileDeferred is compile for an expression whose trailing to_float (and
+// normalize) the next batch may do instead (expression.CompileDeferred).
+func compileDeferred(c *spec.CheckContext, field, src string, in sample.Schema) *expression.Program {
+	if src == "" {
+		return compile(c, field, src, in, sample.Any)
+	}
+	p, err := expression.Default().CompileDeferred(src, in)
+	if err != nil {
+		c.Errorf(field, "%v", err)
+		return nil
+	}
+	return p
+}

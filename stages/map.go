@@ -36,12 +36,17 @@ func (c *MapConfig) Check(cc *spec.CheckContext) sample.Schema {
 	if c.Set.Len() == 0 && len(c.Keep) == 0 && len(c.Drop) == 0 {
 		cc.Errorf("", "map needs set, keep or drop")
 	}
-	for _, e := range c.Set.Entries {
+	for i, e := range c.Set.Entries {
 		field := "set." + e.Key
 		if !identLike(e.Key) {
 			field = fmt.Sprintf("set[%q]", e.Key)
 		}
-		p := compile(cc, field, e.Value, s, sample.Any)
+		var p *expression.Program
+		if c.defers(cc, i) {
+			p = compileDeferred(cc, field, e.Value, s)
+		} else {
+			p = compile(cc, field, e.Value, s, sample.Any)
+		}
 		c.programs = append(c.programs, p)
 		if p != nil {
 			s = s.With(e.Key, p.Type)
@@ -80,6 +85,22 @@ func (c *MapConfig) Check(cc *spec.CheckContext) sample.Schema {
 		return out
 	}
 	return s
+}
+
+// defers reports whether set entry i may leave its trailing to_float (and
+// normalize) to the batch downstream: an image then crosses the stages in
+// between (a shuffle holding hundreds of them) at a quarter of the bytes,
+// and is converted while batch copies it anyway. Only when nothing can see
+// the field before that batch: no later expression of this map, and no
+// stage on the way (spec.DeferrableField).
+func (c *MapConfig) defers(cc *spec.CheckContext, i int) bool {
+	k := c.Set.Entries[i].Key
+	for _, e := range c.Set.Entries[i+1:] {
+		if e.Key == k || expression.Uses(e.Value, k) {
+			return false
+		}
+	}
+	return spec.DeferrableField(cc.Stage, k)
 }
 
 func identLike(s string) bool {

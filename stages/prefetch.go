@@ -15,6 +15,9 @@ type PrefetchConfig struct {
 // BufferSamples implements plan.Bufferer.
 func (c *PrefetchConfig) BufferSamples(workers int) int { return c.Buffer.Resolve(2 * workers) }
 
+// PassesFieldsThrough implements spec.PassThrough.
+func (c *PrefetchConfig) PassesFieldsThrough() {}
+
 func init() {
 	register(&Type{
 		StageType: spec.StageType{Name: "prefetch", Role: spec.RoleTransform, Doc: "Keeps buffer samples ready ahead of the consumer, decoupling producer and consumer.",

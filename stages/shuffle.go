@@ -18,6 +18,9 @@ type ShuffleConfig struct {
 // BufferSamples implements plan.Bufferer.
 func (c *ShuffleConfig) BufferSamples(int) int { return c.Buffer }
 
+// PassesFieldsThrough implements spec.PassThrough.
+func (c *ShuffleConfig) PassesFieldsThrough() {}
+
 // Check implements spec.Checker.
 func (c *ShuffleConfig) Check(cc *spec.CheckContext) sample.Schema {
 	if c.Buffer < 1 {

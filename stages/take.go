@@ -13,6 +13,9 @@ type CountConfig struct {
 	Count int64 `yaml:"count" jsonschema:"required" jsonschema_description:"Number of samples per epoch."`
 }
 
+// PassesFieldsThrough implements spec.PassThrough.
+func (c *CountConfig) PassesFieldsThrough() {}
+
 // Check implements spec.Checker.
 func (c *CountConfig) Check(cc *spec.CheckContext) sample.Schema {
 	if c.Count < 0 {
