@@ -112,8 +112,8 @@ type batchStage struct {
 	// deferred holds the conversions left to this stage by a map upstream
 	// (sample.Type.Deferred), by field.
 	deferred map[string]*tensor.FloatLUT
-	buf   []*sample.Sample
-	index int64
+	buf      []*sample.Sample
+	index    int64
 }
 
 func (b *batchStage) Retains() {}

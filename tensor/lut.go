@@ -70,4 +70,3 @@ func (l *FloatLUT) Check(t *Tensor) error {
 	}
 	return nil
 }
-
