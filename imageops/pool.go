@@ -3,6 +3,8 @@ package imageops
 import (
 	"math/bits"
 	"sync"
+
+	"github.com/piperun/piperun/tensor"
 )
 
 // Pool recycles byte buffers bucketed by power-of-two capacity, so that the
@@ -42,8 +44,18 @@ func (p *Pool) Get(n int) []byte {
 		b := *(v.(*[]byte))
 		return b[:n]
 	}
-	return make([]byte, n, 1<<shift)
+	b := make([]byte, n, 1<<shift)
+	if shift >= hugeShift {
+		tensor.AdviseHuge(b[:cap(b)])
+	}
+	return b
 }
+
+// hugeShift is the smallest bucket whose fresh buffers are put on
+// transparent huge pages: a decoded frame or a half-resized plane is
+// hundreds of kilobytes, first touched page by page, and each 4 KiB page
+// fault is costly in a virtual machine (see tensor.AdviseHuge).
+const hugeShift = 16
 
 // Put gives b back for reuse. Buffers whose capacity is not a power of two
 // in the pooled range did not come from Get and are left to the GC.

@@ -3,6 +3,7 @@ package imageops
 import (
 	"fmt"
 	"math"
+	"sync"
 	"unsafe"
 
 	"github.com/piperun/piperun/tensor"
@@ -139,6 +140,49 @@ func makeCoeffs(in, out int, f filter, fixed bool) *coeffs {
 	return c
 }
 
+// coeffCache keeps the weights of recent resizes, which are read-only once
+// made: a pipeline shrinks thousands of images from a few hundred distinct
+// sizes to one target, and making the weights anew took about 1 % of W1's
+// CPU and a burst of small allocations per image. Random crops make nearly
+// every size distinct, so the cache is bounded by bytes and simply emptied
+// when full.
+var coeffCache struct {
+	sync.Mutex
+	m     map[coeffKey]*coeffs
+	bytes int
+}
+
+type coeffKey struct {
+	in, out int
+	method  string
+	fixed   bool
+}
+
+// coeffCacheBytes bounds the weights coeffCache holds.
+const coeffCacheBytes = 4 << 20
+
+// cachedCoeffs returns makeCoeffs(in, out, f, fixed), f being method's
+// filter, from the cache when it can.
+func cachedCoeffs(in, out int, method string, f filter, fixed bool) *coeffs {
+	k := coeffKey{in, out, method, fixed}
+	coeffCache.Lock()
+	c := coeffCache.m[k]
+	coeffCache.Unlock()
+	if c != nil {
+		return c
+	}
+	c = makeCoeffs(in, out, f, fixed)
+	n := 4*(len(c.start)+len(c.count)+len(c.wi)+len(c.wf)) + 8*len(c.w13)
+	coeffCache.Lock()
+	defer coeffCache.Unlock()
+	if coeffCache.m == nil || coeffCache.bytes+n > coeffCacheBytes {
+		coeffCache.m, coeffCache.bytes = map[coeffKey]*coeffs{}, 0
+	}
+	coeffCache.m[k] = c
+	coeffCache.bytes += n
+	return c
+}
+
 // Resize resamples an HWC image (uint8 or float32, any channel count) to
 // h×w. method is "bilinear" (also ""), "nearest", "area" or "bicubic".
 // Except for nearest, shrinking is antialiased like PIL and
@@ -214,7 +258,7 @@ func resize(img *tensor.Tensor, oh, ow int, method string, alloc func(int) []byt
 	src := img.Data[:ih*iw*c*es]
 	var tmp []byte
 	if iw != ow {
-		cx := makeCoeffs(iw, ow, f, fixed)
+		cx := cachedCoeffs(iw, ow, method, f, fixed)
 		dst := out.Data
 		if ih != oh {
 			tmp = defaultPool.Get(ih * ow * c * es)
@@ -228,7 +272,7 @@ func resize(img *tensor.Tensor, oh, ow int, method string, alloc func(int) []byt
 		src = dst
 	}
 	if ih != oh {
-		cy := makeCoeffs(ih, oh, f, fixed)
+		cy := cachedCoeffs(ih, oh, method, f, fixed)
 		if fixed {
 			vpass8Fast(src, ow*c, out.Data, oh, cy)
 		} else {

@@ -8,7 +8,7 @@ import (
 // hugePage is the size of an x86-64 / arm64 transparent huge page.
 const hugePage = 2 << 20
 
-// adviseHuge asks the kernel to back the 2 MiB blocks holding a fresh
+// AdviseHuge asks the kernel to back the 2 MiB blocks holding a fresh
 // buffer b with transparent huge pages. Tensor buffers are hundreds of
 // kilobytes to tens of megabytes, first touched page by page; in a virtual
 // machine each 4 KiB page fault can cost 10–20 µs, which for a fresh
@@ -17,7 +17,7 @@ const hugePage = 2 << 20
 // itself, and it maps the heap in 4 MiB chunks, so the whole aligned block
 // around b is mapped. A block whose pages are already touched stays as it
 // is. Errors are ignored: the hint is an optimisation only.
-func adviseHuge(b []byte) {
+func AdviseHuge(b []byte) {
 	if len(b) == 0 {
 		return
 	}

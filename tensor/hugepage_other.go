@@ -2,4 +2,5 @@
 
 package tensor
 
-func adviseHuge([]byte) {}
+// AdviseHuge is a no-op where transparent huge pages are not known.
+func AdviseHuge([]byte) {}

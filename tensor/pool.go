@@ -141,7 +141,7 @@ func (p *pool) get(n int) []byte {
 		}
 		p.mu.Unlock()
 		b = make([]byte, n)
-		adviseHuge(b)
+		AdviseHuge(b)
 		return b
 	}
 	return make([]byte, n)
