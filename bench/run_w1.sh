@@ -77,6 +77,14 @@ micro_rows() { # round: single-core decode+resize reference rates
   cat "$OUT/w1/micro_bench.$r.txt" "$OUT/w1/micro_imageops.$r.txt" | awk -v r="$r" '
     /^BenchmarkDecodeResize224/ { name=$1; sub(/^Benchmark/, "", name); sub(/-[0-9]+$/, "", name)
       for (i = 2; i < NF; i++) if ($(i+1) == "images/s") printf "%s\tmicro:%s\t%s\t\t\t\t\n", r, name, $i }' >>"$log"
+  # the same with PIL (libjpeg-turbo decode, PIL's resize) on one core: the
+  # reference the W1 target quotes (about 340 images/s per core)
+  local d
+  for d in "" --draft; do
+    timeout $TO "$PY" bench/pil_1core.py "$PHOTOS" $d >"$OUT/w1/micro_pil$d.$r.json"
+    "$PY" -c 'import json,sys; print("%s\tmicro:pil%s\t%.1f\t\t\t\t" % (sys.argv[2], sys.argv[3], json.load(open(sys.argv[1]))["images_per_s"]))' \
+      "$OUT/w1/micro_pil$d.$r.json" "$r" "$d" >>"$log"
+  done
   # the same single-core benchmark as NCPU concurrent processes: what all
   # cores give together right now (the machine is shared)
   local i
@@ -127,6 +135,8 @@ checks = [
   (f"W1 piperun / ({ncpu} x 1-core turbo decode+resize, dctscale)", ratio("piperun_w1", ref, ncpu), 0.85),
   (f"W1 piperun / ({ncpu} x 1-core turbo decode+resize, dct2x as W1 decodes)", ratio("piperun_w1", ref2, ncpu), None),
   (f"W1-unfused piperun / ({ncpu} x 1-core turbo decode+resize, full decode)", ratio("piperun_w1_unfused", reff, ncpu), 0.85),
+  (f"W1 piperun / ({ncpu} x 1-core PIL decode+resize, libjpeg-turbo)", ratio("piperun_w1", "micro:pil", ncpu), 0.85),
+  (f"W1 piperun / ({ncpu} x 1-core PIL decode+resize, draft to 2x)", ratio("piperun_w1", "micro:pil--draft", ncpu), None),
   (f"W1 piperun / ({ncpu} concurrent 1-core dctscale benchmarks, summed)", ratio("piperun_w1", "micro_allcores:" + ref[6:]), 0.85),
   (f"W1-unfused piperun / ({ncpu} concurrent 1-core full-decode benchmarks, summed)", ratio("piperun_w1_unfused", "micro_allcores:" + reff[6:]), 0.85),
   ("W1 piperun images per CPU-s / 1-core dctscale rate", lambda r: rows["piperun_w1"][r]["images"] / rows["piperun_w1"][r]["cpu"] / rows[ref][r]["ips"], None),

@@ -21,6 +21,9 @@ type Budget struct {
 
 	peak atomic.Int64
 	cur  atomic.Int64
+	// moves counts reservations and releases, so a watchdog can tell a
+	// budget that is busy from one that is stuck.
+	moves atomic.Uint64
 }
 
 type waiter struct {
@@ -65,7 +68,29 @@ func (b *Budget) Peak() int64 {
 	return b.peak.Load()
 }
 
+// Moves returns how many reservations and releases there have been.
+func (b *Budget) Moves() uint64 {
+	if b == nil {
+		return 0
+	}
+	return b.moves.Load()
+}
+
+// Waiting returns the number of reservations waiting and the bytes they ask for.
+func (b *Budget) Waiting() (n int, bytes int64) {
+	if b == nil {
+		return 0, 0
+	}
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	for _, w := range b.waiters {
+		bytes += w.n
+	}
+	return len(b.waiters), bytes
+}
+
 func (b *Budget) add(n int64) {
+	b.moves.Add(1)
 	b.used += n
 	c := b.cur.Add(n)
 	for {

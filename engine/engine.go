@@ -266,7 +266,12 @@ func (r *Run) run(parent context.Context) {
 			return err
 		})
 	}
+	wctx, stopWatch := context.WithCancel(runCtx)
+	watched := make(chan struct{})
+	go func() { r.watch(wctx); close(watched) }()
 	err := g.Wait()
+	stopWatch()
+	<-watched
 	r.failMu.Lock()
 	if r.failed != nil {
 		err = r.failed

@@ -607,3 +607,64 @@ stages:
 		}
 	})
 }
+
+// TestStuckRunFails: a run in which every stage waits on another ends with
+// engine.ErrStalled within seconds instead of hanging. A concat whose two
+// inputs read one stage stops at any budget once the first input's epoch
+// outgrows the queue to the second (validate warns of it).
+func TestStuckRunFails(t *testing.T) {
+	const src = `version: 1
+name: stuck
+resources: {memory: 256MiB}
+stages:
+  - {name: src, type: range, count: 5000}
+  - {name: a, type: map, input: src, set: {x: 'index'}}
+  - {name: b, type: map, input: src, set: {x: 'index + 5000'}}
+  - {name: c, type: concat, inputs: [a, b]}
+  - {name: out, type: discard}
+`
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	_, err := runSpecCtx(ctx, t, t.TempDir(), src)
+	if !errors.Is(err, engine.ErrStalled) || !strings.Contains(err.Error(), "no stage waits for memory") {
+		t.Fatalf("run: %v, want %v naming no memory wait", err, engine.ErrStalled)
+	}
+}
+
+// TestTightBudgetEnds runs the README's known limit, samples growing from
+// 80 B to 128 KiB through a parallel map and a padded batch under 4 MiB:
+// some runs complete and some stall. Every run must end, either with every
+// sample or with ErrStalled and the budget's numbers.
+func TestTightBudgetEnds(t *testing.T) {
+	for _, det := range []bool{false, true} {
+		src := fmt.Sprintf(`version: 1
+name: tight
+seed: 1
+deterministic: %v
+resources: {memory: 4MiB}
+stages:
+  - {name: src, type: range, count: 200}
+  - {name: m, type: map, parallelism: 2, set: {v: 'one_hot(0, index < 40 ? 10 : 16384)'}}
+  - {name: s, type: shuffle, buffer: 64}
+  - {name: b, type: batch, size: 8, pad: {v: 0}}
+  - {name: out, type: discard}
+`, det)
+		for i := range 2 {
+			ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+			rep, err := runSpecCtx(ctx, t, t.TempDir(), src)
+			cancel()
+			switch {
+			case err == nil:
+				if n := rep.Sinks["out"].Samples; n != 200 {
+					t.Errorf("deterministic %v, run %d: %d samples, want 200", det, i, n)
+				}
+			case errors.Is(err, engine.ErrStalled):
+				if !strings.Contains(err.Error(), "memory budget 4MiB") {
+					t.Errorf("deterministic %v, run %d: %v, want the budget's numbers", det, i, err)
+				}
+			default:
+				t.Errorf("deterministic %v, run %d: %v", det, i, err)
+			}
+		}
+	}
+}

@@ -1,0 +1,143 @@
+package engine
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"runtime"
+	"time"
+
+	"go.uber.org/zap"
+
+	"github.com/piperun/piperun/spec"
+)
+
+// A run can stop with every stage waiting on another: a stage holding
+// memory waits for more that only a stage waiting on it could free (tight
+// budgets with sharply growing samples, the README's known limit), or a
+// concat drains one input while the other, fed by the same stage, is full.
+// Go's own deadlock detector stays quiet, since other goroutines (timers,
+// Badger's) live on. The watchdog below turns such a run into an error
+// instead of a hang.
+
+// ErrStalled is wrapped by the error of a run that stopped with every
+// stage waiting on another.
+var ErrStalled = errors.New("the run is stuck: every stage is waiting for memory or for another stage, and none can move")
+
+// A run is stuck when, over stallChecks checks stallEvery apart, no sample
+// moved, no memory was reserved or released, and at each check every
+// goroutine of the engine was parked in the engine's own waits. A goroutine
+// in stage code (a slow decode, a read, Badger's writes) counts as moving,
+// so a slow run is never mistaken for a stuck one.
+const (
+	stallEvery  = 250 * time.Millisecond
+	stallChecks = 8
+)
+
+// watch runs until ctx ends, failing the run if it gets stuck.
+func (r *Run) watch(ctx context.Context) {
+	t := time.NewTicker(stallEvery)
+	defer t.Stop()
+	last, stuck := r.moves(), 0
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+		m := r.moves()
+		if m != last || !allParked(stacks()) {
+			last, stuck = m, 0
+			continue
+		}
+		if stuck++; stuck < stallChecks {
+			continue
+		}
+		n, want := r.budget.Waiting()
+		err := fmt.Errorf("%w (memory budget %s: %s held by samples, %s more asked for by %d waiting): raise resources.memory to hold several batches of the largest samples",
+			ErrStalled, spec.ByteSize(r.budget.Limit()), spec.ByteSize(r.budget.Used()), spec.ByteSize(want), n)
+		if n == 0 {
+			err = fmt.Errorf("%w (no stage waits for memory: check for a concat whose inputs read one stage)", ErrStalled)
+		}
+		r.log.Debug("stuck run", zap.ByteString("goroutines", stacks()))
+		r.fail(err)
+		r.cancel()
+		return
+	}
+}
+
+// moves sums the run's counters of progress: memory reserved and released,
+// samples in and out of every stage.
+func (r *Run) moves() uint64 {
+	m := r.budget.Moves()
+	for _, n := range r.nodes {
+		m += uint64(n.in.Load()) + uint64(n.out.Load())
+	}
+	return m
+}
+
+func stacks() []byte {
+	buf := make([]byte, 1<<20)
+	for {
+		n := runtime.Stack(buf, true)
+		if n < len(buf) {
+			return buf[:n]
+		}
+		buf = make([]byte, 2*len(buf))
+	}
+}
+
+const (
+	enginePkg = "github.com/piperun/piperun/engine."
+	budgetPkg = "github.com/piperun/piperun/budget."
+)
+
+// parkedStates are the goroutine states of a wait on a channel, a
+// condition, a wait group or a lock.
+var parkedStates = map[string]bool{
+	"select": true, "select (no cases)": true, "chan send": true, "chan receive": true,
+	"chan send (nil chan)": true, "chan receive (nil chan)": true,
+	"sync.Cond.Wait": true, "sync.WaitGroup.Wait": true, "sync.Mutex.Lock": true,
+	"sync.RWMutex.Lock": true, "sync.RWMutex.RLock": true, "semacquire": true,
+}
+
+// allParked reports whether the dump (runtime.Stack of all goroutines)
+// shows at least one engine goroutine and every engine goroutine parked
+// in a wait of the engine's own (or the budget's), not in stage code.
+func allParked(dump []byte) bool {
+	engines := 0
+	for _, g := range bytes.Split(dump, []byte("\n\n")) {
+		if !bytes.Contains(g, []byte(enginePkg)) || bytes.Contains(g, []byte(enginePkg+"(*Run).watch")) {
+			continue
+		}
+		engines++
+		lines := bytes.Split(g, []byte("\n"))
+		// "goroutine 7 [chan receive, 2 minutes]:"
+		h := lines[0]
+		i, j := bytes.IndexByte(h, '['), bytes.LastIndexByte(h, ']')
+		if i < 0 || j < i {
+			return false
+		}
+		state, _, _ := bytes.Cut(h[i+1:j], []byte(", "))
+		if !parkedStates[string(state)] {
+			return false
+		}
+		// The first frame outside the runtime, sync and errgroup is the
+		// code that waits: it must be the engine's.
+		for _, l := range lines[1:] {
+			if len(l) == 0 || l[0] == '\t' {
+				continue
+			}
+			if bytes.HasPrefix(l, []byte("runtime.")) || bytes.HasPrefix(l, []byte("sync.")) ||
+				bytes.HasPrefix(l, []byte("internal/")) || bytes.HasPrefix(l, []byte("golang.org/x/sync/errgroup.")) {
+				continue
+			}
+			if !bytes.HasPrefix(l, []byte(enginePkg)) && !bytes.HasPrefix(l, []byte(budgetPkg)) {
+				return false
+			}
+			break
+		}
+	}
+	return engines > 0
+}
