@@ -484,6 +484,7 @@ func (r *Run) runProcess(ctx context.Context, n *node, p stages.Processor) (err 
 			}
 			n.in.Add(1)
 			em.in, em.passed, em.emitted = it.s, false, 0
+			epoch := it.s.Epoch // it.s belongs downstream once emitted
 			err := p.Process(ctx, it.s, em.emit)
 			if !em.passed && !retains {
 				r.budget.Release(it.s.Held)
@@ -491,8 +492,10 @@ func (r *Run) runProcess(ctx context.Context, n *node, p stages.Processor) (err 
 			}
 			if err != nil {
 				if errors.Is(err, io.EOF) {
-					// The stage needs no more input (take).
-					return o.flush()
+					// The stage needs no more input (take): the stream ends
+					// here, so end its epoch too, or a batch or shuffle below
+					// would never give up what it holds.
+					return o.endEpoch(epoch)
 				}
 				if herr := n.handle(it.s, err); herr != nil {
 					return herr

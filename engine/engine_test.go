@@ -668,3 +668,43 @@ stages:
 		}
 	}
 }
+
+// TestTakeEndsTheEpochBelow: when take ends the stream, the stages below
+// still end their epoch: a batch gives its last, short batch and a shuffle
+// gives what it holds, so no sample taken is lost, for one epoch and for
+// endless ones.
+func TestTakeEndsTheEpochBelow(t *testing.T) {
+	for _, tc := range []struct {
+		epochs, count int
+		below         string
+		samples       int64
+		batches       int64
+		sinkEpochs    int64
+	}{
+		{1, 50, "  - {name: b, type: batch, size: 32}\n", 50, 2, 1},
+		{0, 50, "  - {name: b, type: batch, size: 32}\n", 50, 2, 1},
+		{1, 50, "  - {name: s, type: shuffle, buffer: 64}\n", 50, 0, 1},
+		// The source's first epoch (100) ends in the sink too: 3 batches
+		// and a short one, then the 30 taken from the second.
+		{0, 130, "  - {name: s, type: shuffle, buffer: 64}\n  - {name: b, type: batch, size: 32}\n", 130, 5, 2},
+	} {
+		src := fmt.Sprintf(`version: 1
+name: take-below
+seed: 1
+epochs: %d
+stages:
+  - {name: src, type: range, count: 100}
+  - {name: t, type: take, count: %d}
+%s  - {name: out, type: write_jsonl, path: out.jsonl}
+`, tc.epochs, tc.count, tc.below)
+		rep, err := runSpec(t, t.TempDir(), src)
+		if err != nil {
+			t.Fatal(err)
+		}
+		got := rep.Sinks["out"]
+		if got.Samples != tc.samples || got.Batches != tc.batches || got.Epochs != tc.sinkEpochs {
+			t.Errorf("epochs %d, take %d, then %q: %d samples in %d batches over %d epochs, want %d in %d over %d",
+				tc.epochs, tc.count, strings.TrimSpace(tc.below), got.Samples, got.Batches, got.Epochs, tc.samples, tc.batches, tc.sinkEpochs)
+		}
+	}
+}
