@@ -240,14 +240,24 @@ func TestValidateBudget(t *testing.T) {
 	})
 }
 
-// TestValidateBufferBudget: a shuffle of 1000 float32 images (no batch
-// follows, so they are held as float32) cannot fit in 256MiB.
-func TestValidateBufferBudget(t *testing.T) {
-	const file = "testdata/budget_buffer.yaml"
-	r := run(t, "validate", file)
-	want := file + `:4:11: resources.memory: stage "shuffle" buffers 1000 samples of about 588.25KiB each = 574.47MiB, more than resources.memory (256MiB)` + "\n"
-	if r.code != 1 || r.stdout != want {
-		t.Errorf("got %s\nwant exit 1, stdout %q", r, want)
+// TestValidateBudgets: validate's budget check, one spec per way the
+// declared buffers and samples cannot fit.
+func TestValidateBudgets(t *testing.T) {
+	for _, tc := range []struct{ file, msg string }{
+		// A shuffle of 1000 float32 images (no batch follows, so they are
+		// held as float32).
+		{"testdata/budget_buffer.yaml", `stage "shuffle" buffers 1000 samples of about 588.25KiB each = 574.47MiB, more than resources.memory (256MiB)`},
+		// Without drop_remainder a batch is "up to" 256 images: a full one
+		// bounds the estimate.
+		{"testdata/budget_nodrop.yaml", `stage "batch" emits samples of about 147MiB each, more than resources.memory (64MiB)`},
+		// Two consumers: each copy of a 782KiB sample is reserved.
+		{"testdata/budget_fanout.yaml", `stage "img" emits samples of about 781.58KiB each, reserved once for each of its 2 consumers, more than resources.memory (1MiB)`},
+	} {
+		r := run(t, "validate", tc.file)
+		want := tc.file + ":4:11: resources.memory: " + tc.msg + "\n"
+		if r.code != 1 || r.stdout != want {
+			t.Errorf("got %s\nwant exit 1, stdout %q", r, want)
+		}
 	}
 }
 

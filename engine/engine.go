@@ -460,6 +460,7 @@ func (r *Run) runProcess(ctx context.Context, n *node, p stages.Processor) (err 
 	defer func() { r.finish(o, err, in) }()
 	_, retains := p.(stages.Retainer)
 	em := &emitter{o: o}
+	open, last := false, 0 // samples came since the last end of epoch; the last one's epoch
 	for {
 		it, err := in.next()
 		if err != nil {
@@ -467,8 +468,17 @@ func (r *Run) runProcess(ctx context.Context, n *node, p stages.Processor) (err 
 		}
 		switch {
 		case it.end:
+			// A stream cut part-way through an epoch (take, with endless
+			// epochs) ends without a marker; a batch or shuffle still gives
+			// up what it holds.
+			if ee, ok := p.(stages.EpochEnder); ok && open {
+				if err := ee.EndEpoch(ctx, last, o.emit); err != nil {
+					return n.fail(nil, err)
+				}
+			}
 			return o.flush()
 		case it.eoe:
+			open = false
 			if ee, ok := p.(stages.EpochEnder); ok {
 				if err := ee.EndEpoch(ctx, it.epoch, o.emit); err != nil {
 					return n.fail(nil, err)
@@ -484,7 +494,7 @@ func (r *Run) runProcess(ctx context.Context, n *node, p stages.Processor) (err 
 			}
 			n.in.Add(1)
 			em.in, em.passed, em.emitted = it.s, false, 0
-			epoch := it.s.Epoch // it.s belongs downstream once emitted
+			open, last = true, it.s.Epoch // it.s belongs downstream once emitted
 			err := p.Process(ctx, it.s, em.emit)
 			if !em.passed && !retains {
 				r.budget.Release(it.s.Held)
@@ -492,10 +502,16 @@ func (r *Run) runProcess(ctx context.Context, n *node, p stages.Processor) (err 
 			}
 			if err != nil {
 				if errors.Is(err, io.EOF) {
-					// The stage needs no more input (take): the stream ends
-					// here, so end its epoch too, or a batch or shuffle below
-					// would never give up what it holds.
-					return o.endEpoch(epoch)
+					// The stage needs no more input (take). With a set
+					// number of epochs (one: take ends the stream only
+					// then) the epoch is complete; with endless epochs the
+					// stream is cut part-way, and the end of the stream
+					// tells the stages below (a cache must not take it for
+					// a whole epoch to replay).
+					if r.epochs() > 0 {
+						return o.endEpoch(last)
+					}
+					return o.flush()
 				}
 				if herr := n.handle(it.s, err); herr != nil {
 					return herr

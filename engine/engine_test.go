@@ -682,11 +682,17 @@ func TestTakeEndsTheEpochBelow(t *testing.T) {
 		sinkEpochs    int64
 	}{
 		{1, 50, "  - {name: b, type: batch, size: 32}\n", 50, 2, 1},
-		{0, 50, "  - {name: b, type: batch, size: 32}\n", 50, 2, 1},
+		// With endless epochs take cuts the stream part-way: no epoch
+		// completes, but the batch still gives its short batch.
+		{0, 50, "  - {name: b, type: batch, size: 32}\n", 50, 2, 0},
 		{1, 50, "  - {name: s, type: shuffle, buffer: 64}\n", 50, 0, 1},
-		// The source's first epoch (100) ends in the sink too: 3 batches
-		// and a short one, then the 30 taken from the second.
-		{0, 130, "  - {name: s, type: shuffle, buffer: 64}\n  - {name: b, type: batch, size: 32}\n", 130, 5, 2},
+		// The source's first epoch (100) ends in the sink: 3 batches and a
+		// short one, then the 30 taken from the second.
+		{0, 130, "  - {name: s, type: shuffle, buffer: 64}\n  - {name: b, type: batch, size: 32}\n", 130, 5, 1},
+		// A cache below a take with endless epochs keeps the taken samples
+		// as a partial fill; it must not replay them as whole epochs.
+		{0, 5, "  - {name: c, type: cache}\n", 5, 0, 0},
+		{0, 5, "  - {name: s, type: shuffle, buffer: 8}\n  - {name: c, type: cache}\n", 5, 0, 0},
 	} {
 		src := fmt.Sprintf(`version: 1
 name: take-below
@@ -697,9 +703,11 @@ stages:
   - {name: t, type: take, count: %d}
 %s  - {name: out, type: write_jsonl, path: out.jsonl}
 `, tc.epochs, tc.count, tc.below)
-		rep, err := runSpec(t, t.TempDir(), src)
+		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+		rep, err := runSpecCtx(ctx, t, t.TempDir(), src)
+		cancel()
 		if err != nil {
-			t.Fatal(err)
+			t.Fatalf("take %d then %q: %v", tc.count, strings.TrimSpace(tc.below), err)
 		}
 		got := rep.Sinks["out"]
 		if got.Samples != tc.samples || got.Batches != tc.batches || got.Epochs != tc.sinkEpochs {

@@ -5,11 +5,13 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"reflect"
 	"runtime"
 	"time"
 
 	"go.uber.org/zap"
 
+	"github.com/piperun/piperun/budget"
 	"github.com/piperun/piperun/spec"
 )
 
@@ -60,7 +62,9 @@ func (r *Run) watch(ctx context.Context) {
 		if n == 0 {
 			err = fmt.Errorf("%w (no stage waits for memory: check for a concat whose inputs read one stage)", ErrStalled)
 		}
-		r.log.Debug("stuck run", zap.ByteString("goroutines", stacks()))
+		if ce := r.log.Check(zap.DebugLevel, "stuck run"); ce != nil {
+			ce.Write(zap.ByteString("goroutines", stacks()))
+		}
 		r.fail(err)
 		r.cancel()
 		return
@@ -88,9 +92,11 @@ func stacks() []byte {
 	}
 }
 
-const (
-	enginePkg = "github.com/piperun/piperun/engine."
-	budgetPkg = "github.com/piperun/piperun/budget."
+// The prefixes of the engine's and the budget's functions in a dump, from
+// the types' own package paths so a renamed module still matches.
+var (
+	enginePkg = reflect.TypeFor[Run]().PkgPath() + "."
+	budgetPkg = reflect.TypeFor[budget.Budget]().PkgPath() + "."
 )
 
 // parkedStates are the goroutine states of a wait on a channel, a

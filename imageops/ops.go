@@ -200,10 +200,11 @@ var u8ToF32 = func() (t [256]float32) {
 }()
 
 // FloatTable returns ToFloat as lookup tables, followed by Normalize(mean,
-// std) when mean is not nil, for images whose last axis has c channels (0
-// when unknown: mean and std must then be single values). The tables hold
-// the very float32s ToFloat and Normalize compute, so converting through
-// them later, where the image is copied anyway, changes no bit.
+// std) when mean is not nil (with mean nil, std is ignored), for images
+// whose last axis has c channels (0 when unknown: mean and std must then be
+// single values). The tables hold the very float32s ToFloat and Normalize
+// compute, so converting through them later, where the image is copied
+// anyway, changes no bit.
 func FloatTable(mean, std []float32, c int) (*tensor.FloatLUT, error) {
 	if mean == nil {
 		return &tensor.FloatLUT{Tables: [][256]float32{u8ToF32}, Op: "to_float"}, nil

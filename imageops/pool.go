@@ -54,8 +54,11 @@ func (p *Pool) Get(n int) []byte {
 // hugeShift is the smallest bucket whose fresh buffers are put on
 // transparent huge pages: a decoded frame or a half-resized plane is
 // hundreds of kilobytes, first touched page by page, and each 4 KiB page
-// fault is costly in a virtual machine (see tensor.AdviseHuge).
-const hugeShift = 16
+// fault is costly in a virtual machine (see tensor.AdviseHuge). Smaller
+// scratch is left alone: the advice covers the whole 2 MiB block around a
+// buffer, and one madvise call per small buffer would cost more than it
+// saves.
+const hugeShift = 18
 
 // Put gives b back for reuse. Buffers whose capacity is not a power of two
 // in the pooled range did not come from Get and are left to the GC.

@@ -147,7 +147,7 @@ func makeCoeffs(in, out int, f filter, fixed bool) *coeffs {
 // every size distinct, so the cache is bounded by bytes and simply emptied
 // when full.
 var coeffCache struct {
-	sync.Mutex
+	sync.RWMutex
 	m     map[coeffKey]*coeffs
 	bytes int
 }
@@ -165,9 +165,9 @@ const coeffCacheBytes = 4 << 20
 // filter, from the cache when it can.
 func cachedCoeffs(in, out int, method string, f filter, fixed bool) *coeffs {
 	k := coeffKey{in, out, method, fixed}
-	coeffCache.Lock()
+	coeffCache.RLock()
 	c := coeffCache.m[k]
-	coeffCache.Unlock()
+	coeffCache.RUnlock()
 	if c != nil {
 		return c
 	}

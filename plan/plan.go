@@ -22,6 +22,13 @@ type Bufferer interface {
 	BufferSamples(workers int) int
 }
 
+// OutputSizer is implemented by stage configs that can bound their output
+// sample's size where the schema cannot (a batch without drop_remainder,
+// whose leading dimension is "up to size"); -1 when unknown.
+type OutputSizer interface {
+	OutputBytes() int64
+}
+
 // Reserver is implemented by stage configs that hold memory of their own
 // beyond samples (the on-disk cache's Badger tables); the bytes are taken
 // from the budget when the run starts.
@@ -124,6 +131,9 @@ func Compile(sp *spec.Spec, cat spec.Catalog, opts Options) (*Plan, error) {
 			return nil, fmt.Errorf("stage %q: unknown type %q", st.Name, st.Type)
 		}
 		n := &Node{Stage: st, Parallelism: 1, SampleBytes: st.Schema.EstimateBytes()}
+		if sz, ok := st.Config.(OutputSizer); ok && n.SampleBytes < 0 {
+			n.SampleBytes = sz.OutputBytes()
+		}
 		if t.Parallel {
 			n.Parallelism = st.Parallelism.Resolve(p.Workers)
 		}
@@ -205,9 +215,14 @@ func (p *Plan) Fit() []string {
 		if n.Share <= 0 {
 			continue
 		}
-		if n.SampleBytes > p.Memory {
-			out = append(out, fmt.Sprintf("stage %q emits samples of about %s each, more than resources.memory (%s)",
-				n.Stage.Name, spec.ByteSize(n.SampleBytes), spec.ByteSize(p.Memory)))
+		// Each consumer's copy is reserved on its own (engine: outlet).
+		if copies := int64(max(1, len(n.Stage.Outputs))); n.SampleBytes*copies > p.Memory {
+			each := ""
+			if copies > 1 {
+				each = fmt.Sprintf(", reserved once for each of its %d consumers", copies)
+			}
+			out = append(out, fmt.Sprintf("stage %q emits samples of about %s each%s, more than resources.memory (%s)",
+				n.Stage.Name, spec.ByteSize(n.SampleBytes), each, spec.ByteSize(p.Memory)))
 		}
 		total += n.Share
 		parts = append(parts, fmt.Sprintf("%s %s", n.Stage.Name, spec.ByteSize(n.Share)))

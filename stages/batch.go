@@ -14,7 +14,14 @@ type BatchConfig struct {
 	Size          int               `yaml:"size" jsonschema:"required" jsonschema_description:"Samples per batch."`
 	DropRemainder bool              `yaml:"drop_remainder" jsonschema_description:"Drop the last, smaller batch of each epoch."`
 	Pad           spec.Map[float64] `yaml:"pad" jsonschema_description:"field: value; pads variable-length tensors of the field to the longest in the batch."`
+
+	// full is the output schema of a full batch, for plan's estimates.
+	full sample.Schema
 }
+
+// OutputBytes implements plan.OutputSizer: a batch is at most size samples,
+// so a full one bounds the estimate even when the last may be shorter.
+func (c *BatchConfig) OutputBytes() int64 { return c.full.EstimateBytes() }
 
 // BufferSamples implements plan.Bufferer.
 func (c *BatchConfig) BufferSamples(int) int { return c.Size }
@@ -69,6 +76,7 @@ func (c *BatchConfig) Check(cc *spec.CheckContext) sample.Schema {
 		}
 	}
 	out := sample.Schema{Open: in.Open}
+	c.full = sample.Schema{Open: in.Open}
 	for _, f := range in.Fields {
 		var t sample.Type
 		switch f.Type.Kind {
@@ -101,6 +109,10 @@ func (c *BatchConfig) Check(cc *spec.CheckContext) sample.Schema {
 			t = sample.ListOf(sample.Any)
 		}
 		out.Fields = append(out.Fields, sample.Field{Name: f.Name, Type: t})
+		if t.Kind == sample.Tensor && len(t.Shape) > 0 && t.Shape[0] == b {
+			t.Shape = append([]int{c.Size}, t.Shape[1:]...)
+		}
+		c.full.Fields = append(c.full.Fields, sample.Field{Name: f.Name, Type: t})
 	}
 	return out
 }
@@ -342,9 +354,13 @@ func stackTensors(k string, ts []*tensor.Tensor, padded bool, padValue float64, 
 func stackConverted(ss []*sample.Sample, k string, lut *tensor.FloatLUT) (*tensor.Tensor, error) {
 	var t0 *tensor.Tensor
 	for i, s := range ss {
-		t, ok := s.Fields[k].(*tensor.Tensor)
+		v, ok := s.Fields[k]
 		if !ok {
-			return nil, fmt.Errorf("field %q of %s is %T, want a tensor", k, s.Describe(), s.Fields[k])
+			return nil, fmt.Errorf("field %q is missing from %s", k, s.Describe())
+		}
+		t, ok := v.(*tensor.Tensor)
+		if !ok {
+			return nil, fmt.Errorf("field %q of %s is %T, want a tensor", k, s.Describe(), v)
 		}
 		if err := lut.Check(t); err != nil {
 			return nil, fmt.Errorf("field %q of %s: %w", k, s.Describe(), err)
@@ -360,7 +376,7 @@ func stackConverted(ss []*sample.Sample, k string, lut *tensor.FloatLUT) (*tenso
 	dst := out.Float32()
 	row := t0.Len()
 	for i, s := range ss {
-		lut.Into(dst[i*row:(i+1)*row], s.Fields[k].(*tensor.Tensor))
+		lut.Into(dst[i*row:(i+1)*row:(i+1)*row], s.Fields[k].(*tensor.Tensor))
 	}
 	return out, nil
 }

@@ -17,10 +17,11 @@ type FloatLUT struct {
 // Channels returns how many channels the tables are for; 1 means any.
 func (l *FloatLUT) Channels() int { return len(l.Tables) }
 
-// Apply converts src into dst, which must have the same length. With
-// per-channel tables the channel of element i is i mod Channels.
+// Apply converts the first len(dst) elements of src into dst; src must
+// have that many. With per-channel tables the channel of element i is i mod
+// Channels.
 func (l *FloatLUT) Apply(dst []float32, src []byte) {
-	dst = dst[:len(src)]
+	src = src[:len(dst)]
 	switch len(l.Tables) {
 	case 1:
 		t := &l.Tables[0]
@@ -46,23 +47,13 @@ func (l *FloatLUT) Apply(dst []float32, src []byte) {
 	}
 }
 
-// Into writes t's converted elements to dst (len(dst) = t.Len()): its
-// levels through the tables when t is uint8, a copy when t is already
-// float32 (converted earlier, e.g. replayed from an older cache). t must
-// pass Check.
-func (l *FloatLUT) Into(dst []float32, t *Tensor) {
-	if t.DType == Float32 {
-		copy(dst, t.Float32())
-		return
-	}
-	l.Apply(dst, t.Data)
-}
+// Into writes the converted levels of t, a uint8 tensor that passed
+// Check, to dst (len(dst) = t.Len()).
+func (l *FloatLUT) Into(dst []float32, t *Tensor) { l.Apply(dst, t.Data) }
 
 // Check returns an error when Into cannot convert t.
 func (l *FloatLUT) Check(t *Tensor) error {
-	switch t.DType {
-	case Uint8, Float32:
-	default:
+	if t.DType != Uint8 {
 		return fmt.Errorf("%s: want uint8, got %s", l.Op, t.DType)
 	}
 	if c := len(l.Tables); c > 1 && (len(t.Shape) == 0 || t.Shape[len(t.Shape)-1] != c) {
