@@ -256,26 +256,52 @@ func callOf(n ast.Node, name string, args int) (*ast.CallNode, bool) {
 }
 
 // Uses reports whether the expression src may read the field name: it
-// names it, or reads fields through $env. An expression that does not
-// parse may read anything.
+// names it, reads $env["name"] or $env.name, or reads $env other than by a
+// constant key. An expression that does not parse may read anything.
 func Uses(src, name string) bool {
 	tree, err := parser.Parse(src)
 	if err != nil {
 		return true
 	}
-	v := &uses{name: name}
-	ast.Walk(&tree.Node, v)
-	return v.found
+	u := &uses{name: name, keyed: map[*ast.IdentifierNode]bool{}}
+	ast.Walk(&tree.Node, u)
+	if u.found {
+		return true
+	}
+	for _, e := range u.envs {
+		if !u.keyed[e] {
+			return true
+		}
+	}
+	return false
 }
 
 type uses struct {
 	name  string
 	found bool
+	// envs are the $env identifiers; keyed those read by a constant key.
+	envs  []*ast.IdentifierNode
+	keyed map[*ast.IdentifierNode]bool
 }
 
 func (u *uses) Visit(node *ast.Node) {
-	if id, ok := (*node).(*ast.IdentifierNode); ok && (id.Value == u.name || id.Value == "$env") {
-		u.found = true
+	switch n := (*node).(type) {
+	case *ast.IdentifierNode:
+		if n.Value == u.name {
+			u.found = true
+		}
+		if n.Value == "$env" {
+			u.envs = append(u.envs, n)
+		}
+	case *ast.MemberNode:
+		if id, ok := n.Node.(*ast.IdentifierNode); ok && id.Value == "$env" {
+			if key, ok := n.Property.(*ast.StringNode); ok {
+				u.keyed[id] = true
+				if key.Value == u.name {
+					u.found = true
+				}
+			}
+		}
 	}
 }
 

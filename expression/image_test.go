@@ -191,7 +191,15 @@ func TestUses(t *testing.T) {
 		{`shape(image)`, true},
 		{`image_id + 1`, false},
 		{`$env["image"]`, true},
+		{`$env.image`, true},
 		{`label * 2`, false},
+		// Other fields by a constant key: not the image.
+		{`$env["image/class/label"]`, false},
+		{`$env["label"] + $env.index`, false},
+		// $env by a computed key, or whole, may read anything.
+		{`$env["im" + "age"]`, true},
+		{`$env[name]`, true},
+		{`len($env)`, true},
 		{`(`, true},
 	} {
 		if got := expression.Uses(tc.src, "image"); got != tc.want {

@@ -64,11 +64,13 @@ type Checker interface {
 	Check(c *CheckContext) sample.Schema
 }
 
-// PassThrough is implemented by the configs of stages that hand every
-// sample on with its fields untouched and read none of them (shuffle,
-// prefetch, take, skip): a field may cross them in a deferred form.
+// PassThrough is implemented by the configs of stages that hand samples on
+// with their fields untouched: PassesThrough reports whether the stage
+// also never reads field (shuffle, prefetch, take and skip read none; a
+// filter those its condition names), so the field may cross it in a
+// deferred form.
 type PassThrough interface {
-	PassesFieldsThrough()
+	PassesThrough(field string) bool
 }
 
 // DeferFinisher is implemented by the configs of stages that can finish a
@@ -96,7 +98,7 @@ func DeferrableField(st *Stage, field string) bool {
 		if f, ok := next.Config.(DeferFinisher); ok {
 			return f.FinishesDeferred(field)
 		}
-		if _, ok := next.Config.(PassThrough); !ok {
+		if pt, ok := next.Config.(PassThrough); !ok || !pt.PassesThrough(field) {
 			return false
 		}
 		cur = next

@@ -25,9 +25,21 @@ func TestToFloatDeferredToBatch(t *testing.T) {
   - {name: t, type: take, count: 3}
   - {name: k, type: skip, count: 1}
   - {name: b, type: batch, size: 2}`, "tensor<uint8→float32>[8 8 3]"},
-		{"a filter reads fields", `
+		{"a filter reads the field", `
   - {name: m, type: map, set: {image: ` + decode + `}}
-  - {name: f, type: filter, where: 'true'}
+  - {name: f, type: filter, where: 'shape(image)[0] > 0'}
+  - {name: b, type: batch, size: 2}`, "tensor<float32>[8 8 3]"},
+		{"a filter reads other fields", `
+  - {name: m, type: map, set: {image: ` + decode + `}}
+  - {name: f, type: filter, where: 'path != "" && $env["path"] != "x"'}
+  - {name: b, type: batch, size: 2}`, "tensor<uint8→float32>[8 8 3]"},
+		{"a filter reads $env", `
+  - {name: m, type: map, set: {image: ` + decode + `}}
+  - {name: f, type: filter, where: 'len($env) > 0'}
+  - {name: b, type: batch, size: 2}`, "tensor<float32>[8 8 3]"},
+		{"a cache", `
+  - {name: m, type: map, set: {image: ` + decode + `}}
+  - {name: c, type: cache}
   - {name: b, type: batch, size: 2}`, "tensor<float32>[8 8 3]"},
 		{"batch pads the field", `
   - {name: m, type: map, set: {image: ` + decode + `}}

@@ -17,6 +17,10 @@ type FilterConfig struct {
 	program *expression.Program
 }
 
+// PassesThrough implements spec.PassThrough: a filter passes samples on
+// untouched and reads only the fields its condition names.
+func (c *FilterConfig) PassesThrough(field string) bool { return !expression.Uses(c.Where, field) }
+
 func init() {
 	register(&Type{
 		StageType: spec.StageType{Name: "filter", Role: spec.RoleTransform, Doc: "Keeps the samples for which an expression is true.",

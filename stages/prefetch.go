@@ -15,8 +15,8 @@ type PrefetchConfig struct {
 // BufferSamples implements plan.Bufferer.
 func (c *PrefetchConfig) BufferSamples(workers int) int { return c.Buffer.Resolve(2 * workers) }
 
-// PassesFieldsThrough implements spec.PassThrough.
-func (c *PrefetchConfig) PassesFieldsThrough() {}
+// PassesThrough implements spec.PassThrough: the stage reads no field.
+func (c *PrefetchConfig) PassesThrough(string) bool { return true }
 
 func init() {
 	register(&Type{

@@ -18,8 +18,8 @@ type ShuffleConfig struct {
 // BufferSamples implements plan.Bufferer.
 func (c *ShuffleConfig) BufferSamples(int) int { return c.Buffer }
 
-// PassesFieldsThrough implements spec.PassThrough.
-func (c *ShuffleConfig) PassesFieldsThrough() {}
+// PassesThrough implements spec.PassThrough: the stage reads no field.
+func (c *ShuffleConfig) PassesThrough(string) bool { return true }
 
 // Check implements spec.Checker.
 func (c *ShuffleConfig) Check(cc *spec.CheckContext) sample.Schema {

@@ -13,8 +13,8 @@ type CountConfig struct {
 	Count int64 `yaml:"count" jsonschema:"required" jsonschema_description:"Number of samples per epoch."`
 }
 
-// PassesFieldsThrough implements spec.PassThrough.
-func (c *CountConfig) PassesFieldsThrough() {}
+// PassesThrough implements spec.PassThrough: the stage reads no field.
+func (c *CountConfig) PassesThrough(string) bool { return true }
 
 // Check implements spec.Checker.
 func (c *CountConfig) Check(cc *spec.CheckContext) sample.Schema {
