@@ -252,6 +252,10 @@ func TestValidateBudgets(t *testing.T) {
 		{"testdata/budget_nodrop.yaml", `stage "batch" emits samples of about 147MiB each, more than resources.memory (64MiB)`},
 		// Two consumers: each copy of a 782KiB sample is reserved.
 		{"testdata/budget_fanout.yaml", `stage "img" emits samples of about 781.58KiB each, reserved once for each of its 2 consumers, more than resources.memory (1MiB)`},
+		// A field set from shape(image)[0] is an int64, 8 bytes, so the
+		// batch of 256 uint8 images (36.75MiB out, as much buffered) is
+		// sized rather than left unknown.
+		{"testdata/budget_shape.yaml", `buffers need about 73.73MiB (src 205B, img 147.33KiB, batch 73.58MiB) but resources.memory is 64MiB`},
 	} {
 		r := run(t, "validate", tc.file)
 		want := tc.file + ":4:11: resources.memory: " + tc.msg + "\n"

@@ -4,6 +4,8 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"reflect"
+	"unicode/utf8"
 
 	"github.com/piperun/piperun/imageops"
 	"github.com/piperun/piperun/sample"
@@ -16,17 +18,21 @@ func init() {
 	r.Register(&Func{
 		Name: "shape", Signature: "shape(x)", Doc: "Dimensions of a tensor as a list of ints; [] for a scalar.",
 		MinArgs: 1, MaxArgs: 1,
-		Check: func(a []Arg) (sample.Type, error) { return sample.ListOf(sample.Any), nil },
+		Check: func(a []Arg) (sample.Type, error) { return sample.ListOf(sample.Int), nil },
+		// The list is []any, the one list type a field holds (package
+		// sample), but its elements are always int64, so expr may type it
+		// []int64 and shape(x)[0] is an int64 to validate and plan.
+		Returns: reflect.TypeOf([]int64(nil)),
 		Impl: func(_ *Call, a []any) (any, error) {
 			switch x := a[0].(type) {
 			case *tensor.Tensor:
 				out := make([]any, len(x.Shape))
 				for i, d := range x.Shape {
-					out[i] = d
+					out[i] = int64(d)
 				}
 				return out, nil
 			case []byte, string, [][]byte, []string, []any:
-				return []any{lenOf(x)}, nil
+				return []any{int64(lenOf(x))}, nil
 			}
 			return []any{}, nil
 		},
@@ -75,6 +81,7 @@ func init() {
 	r.Register(&Func{
 		Name: "one_hot", Signature: "one_hot(i, n)", Doc: "A float32 vector of length n with 1 at index i.",
 		MinArgs: 2, MaxArgs: 2,
+		Returns: tensorPtr,
 		Check: func(a []Arg) (sample.Type, error) {
 			if err := wantKind(a, 0, sample.Int); err != nil {
 				return sample.TAny, err
@@ -108,6 +115,7 @@ func init() {
 	r.Register(&Func{
 		Name: "read_file", Signature: "read_file(path)", Doc: "The contents of a file as bytes.",
 		MinArgs: 1, MaxArgs: 1,
+		Returns: reflect.TypeOf([]byte(nil)),
 		Check: func(a []Arg) (sample.Type, error) {
 			return sample.TBytes, wantKind(a, 0, sample.String)
 		},
@@ -175,14 +183,35 @@ func init() {
 	r.Register(&Func{
 		Name: "__len", Signature: "len(x)", MinArgs: 1, MaxArgs: 1,
 		Check: func(a []Arg) (sample.Type, error) { return sample.TInt, nil },
+		// int, as expr's own len: expr compiles == between two ints to an
+		// opcode that asserts int.
+		Returns: reflect.TypeOf(0),
 		Impl: func(_ *Call, a []any) (any, error) {
-			t := a[0].(*tensor.Tensor)
+			t, ok := a[0].(*tensor.Tensor)
+			if !ok {
+				// An argument whose type was unknown at compile time
+				// and is no tensor: what expr's len does.
+				return exprLen(a[0])
+			}
 			if len(t.Shape) == 0 {
 				return 1, nil
 			}
 			return t.Shape[0], nil
 		},
 	})
+}
+
+// exprLen is expr's built-in len: the length of a list, map or array, the
+// runes of a string.
+func exprLen(v any) (int, error) {
+	r := reflect.ValueOf(v)
+	switch r.Kind() {
+	case reflect.Array, reflect.Slice, reflect.Map:
+		return r.Len(), nil
+	case reflect.String:
+		return utf8.RuneCountInString(r.String()), nil
+	}
+	return 0, fmt.Errorf("invalid argument for len (type %T)", v)
 }
 
 func lenOf(v any) int {

@@ -85,6 +85,13 @@ type Func struct {
 	Check func(args []Arg) (sample.Type, error)
 	// Impl runs the function.
 	Impl func(c *Call, args []any) (any, error)
+	// Returns, when not nil, is the Go type of every value Impl returns, as
+	// expr's type checker sees it. It types what is built on a call (an
+	// index, arithmetic, a comparison): without it expr types the call as
+	// any, and shape(x)[0] would reach validate and plan as a field of
+	// unknown type and size. Leave it nil where the result's type depends
+	// on the arguments (cast).
+	Returns reflect.Type
 }
 
 // Registry holds the functions expressions may call.
@@ -182,6 +189,8 @@ func zeroValue(t sample.Type) any {
 		return (*tensor.Tensor)(nil)
 	case sample.List:
 		switch t.Elem {
+		case sample.Int:
+			return []int64(nil)
 		case sample.Bytes:
 			return [][]byte(nil)
 		case sample.String:
@@ -334,7 +343,13 @@ func (r *Registry) compile(src string, in sample.Schema, want sample.Kind, strip
 		} else {
 			fn = func(args ...any) (any, error) { return impl(nil, args) }
 		}
-		cfg.Functions[n] = &builtin.Function{Name: n, Func: fn}
+		bf := &builtin.Function{Name: n, Func: fn}
+		if ret := f.Returns; ret != nil {
+			// Validate types the result without expr checking the
+			// arguments: Check does that, with piperun's messages.
+			bf.Validate = func([]reflect.Type) (reflect.Type, error) { return ret, nil }
+		}
+		cfg.Functions[n] = bf
 	}
 	p := &patcher{reg: r}
 	cfg.Visitors = append(cfg.Visitors, p)
@@ -493,14 +508,31 @@ func (p *patcher) Visit(node *ast.Node) {
 		p.sites++
 		n.Arguments = append(n.Arguments, &ast.IdentifierNode{Value: CtxVar}, &ast.IntegerNode{Value: p.sites})
 	case *ast.MemberNode:
-		if n.Node.Type() == tensorPtr && n.Property.Type() != nil && n.Property.Type().Kind() == reflect.Int {
+		if n.Node.Type() == tensorPtr && isInt(n.Property.Type()) {
 			ast.Patch(node, &ast.CallNode{Callee: &ast.IdentifierNode{Value: "__at"}, Arguments: []ast.Node{n.Node, n.Property}})
 		}
 	case *ast.BuiltinNode:
-		if n.Name == "len" && len(n.Arguments) == 1 && n.Arguments[0].Type() == tensorPtr {
-			ast.Patch(node, &ast.CallNode{Callee: &ast.IdentifierNode{Value: "__len"}, Arguments: n.Arguments})
+		// expr's own len fails on a tensor at run time, so len goes to
+		// __len both where the argument is a tensor and where its type is
+		// known only at run time (say $env[key] with key a field).
+		if n.Name == "len" && len(n.Arguments) == 1 {
+			if t := n.Arguments[0].Type(); t == tensorPtr || t == nil || t.Kind() == reflect.Interface {
+				ast.Patch(node, &ast.CallNode{Callee: &ast.IdentifierNode{Value: "__len"}, Arguments: n.Arguments})
+			}
 		}
 	}
+}
+
+// isInt reports whether t is an integer type that can index a tensor.
+func isInt(t reflect.Type) bool {
+	if t == nil {
+		return false
+	}
+	switch t.Kind() {
+	case reflect.Int, reflect.Int64, reflect.Int32:
+		return true
+	}
+	return false
 }
 
 // inferrer computes piperun types over a checked tree.
@@ -684,6 +716,8 @@ func fromReflect(t reflect.Type) sample.Type {
 			return sample.TBytes
 		case reflect.String:
 			return sample.ListOf(sample.String)
+		case reflect.Int64:
+			return sample.ListOf(sample.Int)
 		case reflect.Slice:
 			if t.Elem().Elem().Kind() == reflect.Uint8 {
 				return sample.ListOf(sample.Bytes)

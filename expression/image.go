@@ -16,6 +16,7 @@ func init() {
 		Name: "decode_image", Signature: "decode_image(bytes, channels[, max_pixels])",
 		Doc:     "Decodes JPEG or PNG to uint8 [H, W, C], upright after EXIF orientation; channels 0 (as stored), 1, 3 or 4.",
 		MinArgs: 2, MaxArgs: 3,
+		Returns: tensorPtr,
 		Check: func(a []Arg) (sample.Type, error) {
 			if err := wantKind(a, 0, sample.Bytes); err != nil {
 				return sample.TAny, err
@@ -44,6 +45,7 @@ func init() {
 		Name: "resize", Signature: "resize(img, h, w[, method])",
 		Doc:     "Resamples to h×w; method bilinear (default), nearest, area or bicubic; antialiased when shrinking.",
 		MinArgs: 3, MaxArgs: 4,
+		Returns: tensorPtr,
 		Check: func(a []Arg) (sample.Type, error) {
 			img, err := imageArg(a, 0)
 			if err != nil {
@@ -65,6 +67,7 @@ func init() {
 	r.Register(&Func{
 		Name: "__decode_resize", Signature: "resize(decode_image(bytes, channels), h, w[, method])",
 		MinArgs: 4, MaxArgs: 5,
+		Returns: tensorPtr,
 		Check: func(a []Arg) (sample.Type, error) {
 			c, err := channelsArg(a[1])
 			if err != nil {
@@ -89,6 +92,7 @@ func init() {
 	r.Register(&Func{
 		Name: "__decode_resize_float", Signature: "to_float(resize(decode_image(bytes, channels), h, w[, method]))",
 		MinArgs: 4, MaxArgs: 5,
+		Returns: tensorPtr,
 		Check: func(a []Arg) (sample.Type, error) {
 			c, err := channelsArg(a[1])
 			if err != nil {
@@ -115,6 +119,7 @@ func init() {
 	r.Register(&Func{
 		Name: "center_crop", Signature: "center_crop(img, h, w)", Doc: "The central h×w window.",
 		MinArgs: 3, MaxArgs: 3,
+		Returns: tensorPtr,
 		Check: func(a []Arg) (sample.Type, error) {
 			img, err := imageArg(a, 0)
 			if err != nil {
@@ -133,6 +138,7 @@ func init() {
 	r.Register(&Func{
 		Name: "random_crop", Signature: "random_crop(img, h, w)", Doc: "A random h×w window.",
 		MinArgs: 3, MaxArgs: 3, Random: true,
+		Returns: tensorPtr,
 		Check: func(a []Arg) (sample.Type, error) {
 			img, err := imageArg(a, 0)
 			if err != nil {
@@ -178,7 +184,8 @@ func init() {
 		Name: "random_resized_crop", Signature: "random_resized_crop(img, h, w[, min_scale, max_scale])",
 		Doc:     "Inception-style crop: a random window of 8–100% of the area (or the given scale range) and aspect ratio 3/4–4/3, resized to h×w.",
 		MinArgs: 3, MaxArgs: 5, Random: true,
-		Check: rrcCheck(0),
+		Returns: tensorPtr,
+		Check:   rrcCheck(0),
 		Impl: func(c *Call, a []any) (any, error) {
 			img, h, w, err := imgHW(a)
 			if err != nil {
@@ -194,7 +201,8 @@ func init() {
 	r.Register(&Func{
 		Name: "__decode_rrc", Signature: "random_resized_crop(decode_image(bytes, channels), h, w[, min_scale, max_scale])",
 		MinArgs: 4, MaxArgs: 6, Random: true,
-		Check: rrcCheck(1),
+		Returns: tensorPtr,
+		Check:   rrcCheck(1),
 		Impl: func(c *Call, a []any) (any, error) {
 			data, ch, opts, done, err := decodeArgs(a[:2])
 			if err != nil {
@@ -221,6 +229,7 @@ func init() {
 	r.Register(&Func{
 		Name: "flip_left_right", Signature: "flip_left_right(img, p)", Doc: "Mirrors the image with probability p.",
 		MinArgs: 2, MaxArgs: 2, Random: true,
+		Returns: tensorPtr,
 		Check: func(a []Arg) (sample.Type, error) {
 			img, err := imageArg(a, 0)
 			if err != nil {
@@ -252,6 +261,7 @@ func init() {
 	r.Register(&Func{
 		Name: "to_float", Signature: "to_float(img)", Doc: "uint8 → float32 in [0, 1].",
 		MinArgs: 1, MaxArgs: 1,
+		Returns: tensorPtr,
 		Check: func(a []Arg) (sample.Type, error) {
 			if a[0].Type.Kind != sample.Tensor && a[0].Type.Kind != sample.Any {
 				return sample.TAny, fmt.Errorf("argument 1 must be a tensor, got %s", a[0].Type)
@@ -269,6 +279,7 @@ func init() {
 	r.Register(&Func{
 		Name: "normalize", Signature: "normalize(img, mean, std)", Doc: "(img - mean) / std as float32; mean and std are numbers or per-channel lists.",
 		MinArgs: 3, MaxArgs: 3,
+		Returns: tensorPtr,
 		Check: func(a []Arg) (sample.Type, error) {
 			img, err := imageArg(a, 0)
 			if err != nil {
@@ -303,6 +314,7 @@ func init() {
 	r.Register(&Func{
 		Name: "transpose", Signature: "transpose(img, perm)", Doc: "Permutes dimensions, e.g. [2, 0, 1] for HWC → CHW.",
 		MinArgs: 2, MaxArgs: 2,
+		Returns: tensorPtr,
 		Check: func(a []Arg) (sample.Type, error) {
 			t := a[0].Type
 			if t.Kind != sample.Tensor && t.Kind != sample.Any {

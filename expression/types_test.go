@@ -1,0 +1,83 @@
+package expression_test
+
+import (
+	"reflect"
+	"strings"
+	"testing"
+
+	"github.com/piperun/piperun/expression"
+	"github.com/piperun/piperun/sample"
+	"github.com/piperun/piperun/tensor"
+)
+
+// TestTypesAndLen: what is built on a function call is typed (shape(x)[0]
+// is an int64, not any, so that plan can size the field), and len works on
+// a tensor whose type is known only at run time, as on one whose type is
+// known at compile time: the length of its first dimension.
+func TestTypesAndLen(t *testing.T) {
+	in := sample.Schema{Fields: []sample.Field{
+		{Name: "image", Type: sample.TensorOf(tensor.Uint8, -1, -1, 3)},
+		{Name: "b", Type: sample.TBytes},
+		{Name: "k", Type: sample.TString},
+		{Name: "hw", Type: sample.ListOf(sample.Int)},
+	}}
+	env := func(k string) map[string]any {
+		return map[string]any{
+			"image": tensor.New(tensor.Uint8, 4, 5, 3),
+			"scalar": func() *tensor.Tensor {
+				s, _ := tensor.FromBytes(tensor.Float32, []int{}, make([]byte, 4))
+				return s
+			}(),
+			"b": []byte("abc"), "s": "héllo", "l": []any{int64(1), "x"}, "i": int64(7),
+			"k": k, "hw": []any{int64(4), int64(5)},
+		}
+	}
+	for _, tc := range []struct {
+		src, key string
+		typ      string // the inferred type
+		want     any    // the value, or the run-time error
+		err      string
+	}{
+		{src: `shape(image)`, typ: "list<int64>", want: []any{int64(4), int64(5), int64(3)}},
+		{src: `shape(image)[0]`, typ: "int64", want: int64(4)},
+		// expr's arithmetic gives int; map normalizes it to int64.
+		{src: `shape(image)[1] * 2 + 1`, typ: "int64", want: 11},
+		{src: `shape(image)[2] == 3`, typ: "bool", want: true},
+		{src: `shape(b)[0]`, typ: "int64", want: int64(3)},
+		{src: `hw[1]`, typ: "int64", want: int64(5)},
+		{src: `len(read_file("/dev/null"))`, typ: "int64", want: 0},
+		// A call giving a tensor is indexed as a tensor field is.
+		{src: `one_hot(2, 4)[2]`, typ: "float64", want: float64(1)},
+		{src: `len(image)`, typ: "int64", want: 4},
+		{src: `len(image) == 4`, typ: "bool", want: true},
+		// $env by a key known only at run time.
+		{src: `len($env[k])`, key: "image", typ: "int64", want: 4},
+		{src: `len($env[k]) == 4`, key: "image", typ: "bool", want: true},
+		{src: `len($env[k])`, key: "scalar", typ: "int64", want: 1},
+		{src: `len($env[k])`, key: "b", typ: "int64", want: 3},
+		{src: `len($env[k])`, key: "s", typ: "int64", want: 5},
+		{src: `len($env[k])`, key: "l", typ: "int64", want: 2},
+		{src: `len($env[k])`, key: "i", typ: "int64", err: "invalid argument for len (type int64)"},
+		{src: `len("héllo")`, typ: "int64", want: 5},
+	} {
+		p, err := expression.Default().Compile(tc.src, in, sample.Any)
+		if err != nil {
+			t.Errorf("%s: %v", tc.src, err)
+			continue
+		}
+		if got := p.Type.String(); got != tc.typ {
+			t.Errorf("%s: type %s, want %s", tc.src, got, tc.typ)
+		}
+		v, err := p.Run(nil, env(tc.key))
+		switch {
+		case tc.err != "":
+			if err == nil || !strings.Contains(err.Error(), tc.err) {
+				t.Errorf("%s with k=%q: got %v, %v; want error %q", tc.src, tc.key, v, err, tc.err)
+			}
+		case err != nil:
+			t.Errorf("%s with k=%q: %v", tc.src, tc.key, err)
+		case !reflect.DeepEqual(v, tc.want):
+			t.Errorf("%s with k=%q: got %#v, want %#v", tc.src, tc.key, v, tc.want)
+		}
+	}
+}
