@@ -24,6 +24,33 @@ type Budget struct {
 	// moves counts reservations and releases, so a watchdog can tell a
 	// budget that is busy from one that is stuck.
 	moves atomic.Uint64
+
+	// spareIdle and spareTrim, when set, are memory kept idle in the
+	// budget's free room (a pool of recycled buffers): each reservation
+	// trims it to what stays free, so samples and idle buffers together
+	// never exceed the limit.
+	spareIdle func() int64
+	spareTrim func(max int64)
+}
+
+// SetSpare lets memory that is idle but not reserved (a pool of recycled
+// buffers) live in the budget's free room: after each reservation, if idle()
+// is more than the bytes left free, trim(free) must shrink it to fit. The
+// spare never blocks a reservation, so it cannot stall a run; it only has to
+// give way. Call it before the budget is shared.
+func (b *Budget) SetSpare(idle func() int64, trim func(max int64)) {
+	b.spareIdle, b.spareTrim = idle, trim
+}
+
+// fitSpare trims the spare to the free room; called outside b.mu, since the
+// spare has its own lock.
+func (b *Budget) fitSpare() {
+	if b.spareIdle == nil {
+		return
+	}
+	if free := b.limit - b.cur.Load(); b.spareIdle() > free {
+		b.spareTrim(free)
+	}
 }
 
 type waiter struct {
@@ -107,11 +134,13 @@ func (b *Budget) TryAcquire(n int64) bool {
 		return true
 	}
 	b.mu.Lock()
-	defer b.mu.Unlock()
 	if len(b.waiters) == 0 && b.used+n <= b.limit {
 		b.add(n)
+		b.mu.Unlock()
+		b.fitSpare()
 		return true
 	}
+	b.mu.Unlock()
 	return false
 }
 
@@ -128,6 +157,7 @@ func (b *Budget) Acquire(ctx context.Context, n int64) error {
 	if len(b.waiters) == 0 && b.used+n <= b.limit {
 		b.add(n)
 		b.mu.Unlock()
+		b.fitSpare()
 		return nil
 	}
 	w := waiter{n: n, ready: make(chan struct{})}
@@ -135,6 +165,7 @@ func (b *Budget) Acquire(ctx context.Context, n int64) error {
 	b.mu.Unlock()
 	select {
 	case <-w.ready:
+		b.fitSpare()
 		return nil
 	case <-ctx.Done():
 		b.mu.Lock()

@@ -2,6 +2,9 @@ package budget
 
 import (
 	"context"
+	"slices"
+	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 )
@@ -68,5 +71,51 @@ func TestCancelledWaiterLeavesNoReservation(t *testing.T) {
 	b.Release(10)
 	if b.Used() != 0 || len(b.waiters) != 0 {
 		t.Errorf("used %d, waiters %d after cancel", b.Used(), len(b.waiters))
+	}
+}
+
+// TestSpareGivesWay checks that memory kept idle in the budget's free room
+// (a buffer pool) is trimmed to the room left after each reservation,
+// including one granted to a waiter, and never blocks a reservation.
+func TestSpareGivesWay(t *testing.T) {
+	b := New(100)
+	ctx := context.Background()
+	var idle atomic.Int64
+	idle.Store(60)
+	var mu sync.Mutex
+	var trims []int64
+	b.SetSpare(idle.Load, func(m int64) {
+		mu.Lock()
+		trims = append(trims, m)
+		mu.Unlock()
+		idle.Store(min(idle.Load(), m))
+	})
+	if !b.TryAcquire(30) { // free 70 >= idle 60: no trim
+		t.Fatal("TryAcquire(30) of 100 failed")
+	}
+	if err := b.Acquire(ctx, 30); err != nil { // free 40
+		t.Fatal(err)
+	}
+	if err := b.Acquire(ctx, 40); err != nil { // free 0
+		t.Fatal(err)
+	}
+	idle.Store(50)
+	done := make(chan struct{})
+	go func() {
+		if err := b.Acquire(ctx, 50); err != nil { // granted by the Release below: free 10
+			t.Error(err)
+		}
+		close(done)
+	}()
+	waitQueued(b, 1)
+	b.Release(60)
+	<-done
+	mu.Lock()
+	defer mu.Unlock()
+	if want := []int64{40, 0, 10}; !slices.Equal(trims, want) {
+		t.Errorf("trims = %v, want %v", trims, want)
+	}
+	if b.Used() != 90 {
+		t.Errorf("Used = %d, want 90", b.Used())
 	}
 }

@@ -17,7 +17,6 @@ import (
 
 	"github.com/piperun/piperun/engine"
 	"github.com/piperun/piperun/plan"
-	"github.com/piperun/piperun/tensor"
 )
 
 func applyCmd(g *globals) *cobra.Command {
@@ -98,13 +97,9 @@ const GCPercent = 25
 
 // setMemoryLimit points the garbage collector at the budget, so it works
 // harder before the heap outgrows it, unless GOMEMLIMIT or GOGC say
-// otherwise. It also sizes the pool of idle tensor buffers at a sixteenth
-// of the budget: enough for the few batches and a batch's worth of samples
-// in flight, while a larger pool, filled by a shuffle draining at the end
-// of an epoch, raised peak RSS by a fifth over 10 epochs of W1 for no
-// speed (bench/RESULTS.md). Idle buffers go after two collections.
+// otherwise. (The pool of idle tensor buffers lives inside the budget's
+// free room: engine.Run binds it.)
 func setMemoryLimit(budget int64) {
-	tensor.SetPoolLimit(budget / 16)
 	if _, ok := os.LookupEnv("GOGC"); !ok {
 		debug.SetGCPercent(GCPercent)
 	}

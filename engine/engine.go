@@ -26,6 +26,7 @@ import (
 	"github.com/piperun/piperun/sample"
 	"github.com/piperun/piperun/spec"
 	"github.com/piperun/piperun/stages"
+	"github.com/piperun/piperun/tensor"
 )
 
 // Options configure a run.
@@ -70,6 +71,8 @@ type Run struct {
 	failed error
 	report *Report
 	err    error
+	// unbindPool hands the tensor pool back when the run ends.
+	unbindPool func()
 }
 
 // node is the run-time state of one stage.
@@ -213,6 +216,7 @@ func Start(ctx context.Context, p *plan.Plan, opts Options) (*Run, error) {
 		}
 	}
 	r.markIdle(byStage)
+	r.bindPool()
 	r.start = time.Now()
 	go r.run(ctx)
 	return r, nil
@@ -234,8 +238,28 @@ func (r *Run) closeAll() {
 	}
 }
 
+// bindPool puts the process's pool of recycled tensor buffers inside this
+// run's budget, if no other run holds it: idle buffers fill only the free
+// room and give way as samples reserve it (tensor.BindPool). A fixed pool
+// either drops the buffers a loose budget's steady state cycles through,
+// churning the heap (W1's peak RSS grew with run length), or holds idle
+// memory beyond a tight budget.
+func (r *Run) bindPool() {
+	if r.budget.Limit() <= 0 {
+		return
+	}
+	b := r.budget
+	if unbind, ok := tensor.BindPool(func() int64 { return b.Limit() - b.Used() }); ok {
+		b.SetSpare(tensor.PoolIdle, tensor.TrimPool)
+		r.unbindPool = unbind
+	}
+}
+
 func (r *Run) run(parent context.Context) {
 	defer close(r.done)
+	if r.unbindPool != nil {
+		defer r.unbindPool()
+	}
 	runCtx, cancel := context.WithCancel(parent)
 	defer cancel()
 	r.cancel = cancel
@@ -383,6 +407,7 @@ func (r *Run) finish(o *outlet, err error, ins ...*inlet) {
 				if !ok {
 					goto next
 				}
+				in.l.queued.Add(-c.bytes)
 				releaseAll(r.budget, c.samples)
 			case <-in.ctx.Done():
 				goto next

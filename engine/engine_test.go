@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/piperun/piperun/engine"
+	"github.com/piperun/piperun/tensor"
 )
 
 // indexes parses {"index":N,...} lines.
@@ -715,4 +716,58 @@ stages:
 				tc.epochs, tc.count, strings.TrimSpace(tc.below), got.Samples, got.Batches, got.Epochs, tc.samples, tc.batches, tc.sinkEpochs)
 		}
 	}
+}
+
+// TestRunBindsThePool checks that a run puts the process's pool of idle
+// tensor buffers inside its budget: idle buffers left over from before
+// (32 MiB) are trimmed to the free room of an 8 MiB budget as soon as
+// samples reserve memory, no other run can bind the pool meanwhile, and
+// the run hands it back when it ends.
+func TestRunBindsThePool(t *testing.T) {
+	var left []*tensor.Tensor
+	for range 32 {
+		left = append(left, tensor.Alloc(tensor.Uint8, 1<<20))
+	}
+	for _, x := range left {
+		x.Recycle()
+	}
+	if got := tensor.PoolIdle(); got < 32<<20 {
+		t.Fatalf("PoolIdle = %d before the run, want at least 32MiB", got)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	done := make(chan error, 1)
+	go func() {
+		_, err := runSpecCtx(ctx, t, t.TempDir(), `
+version: 1
+name: pool
+epochs: 0
+resources: {memory: 8MiB}
+stages:
+  - {name: src, type: range, count: 100}
+  - {name: m, type: map, set: {v: 'one_hot(int(index % 10), 20000)'}}
+  - {name: out, type: discard}
+`)
+		done <- err
+	}()
+	deadline := time.Now().Add(20 * time.Second)
+	for tensor.PoolIdle() > 8<<20 {
+		if time.Now().After(deadline) {
+			t.Fatalf("PoolIdle = %d during a run of an 8MiB budget", tensor.PoolIdle())
+		}
+		time.Sleep(time.Millisecond)
+	}
+	if unbind, ok := tensor.BindPool(func() int64 { return 0 }); ok {
+		unbind()
+		t.Fatal("the pool could be bound while a run holds it")
+	}
+	cancel()
+	if err := <-done; !errors.Is(err, context.Canceled) {
+		t.Fatalf("err = %v, want context.Canceled", err)
+	}
+	unbind, ok := tensor.BindPool(func() int64 { return 0 })
+	if !ok {
+		t.Fatal("the run did not hand the pool back")
+	}
+	unbind()
 }

@@ -4,6 +4,8 @@ import (
 	"context"
 	"errors"
 	"math"
+	"runtime"
+	"sync/atomic"
 
 	"github.com/piperun/piperun/budget"
 	"github.com/piperun/piperun/sample"
@@ -16,6 +18,8 @@ type chunk struct {
 	samples []*sample.Sample
 	eoe     bool
 	epoch   int
+	// bytes is what the samples held when the chunk was sent.
+	bytes int64
 }
 
 // link is one edge of the DAG: the data channel and a stop channel the
@@ -23,6 +27,9 @@ type chunk struct {
 type link struct {
 	ch   chan *chunk
 	stop chan struct{}
+	// queued is the bytes held by the chunks in ch, so a stuck run can
+	// say where its memory waits.
+	queued atomic.Int64
 }
 
 func newLink(capacity int) *link {
@@ -161,6 +168,15 @@ func (o *outlet) flush() error {
 	return err
 }
 
+// yieldBytes is the size of a sent chunk after which the sender yields its
+// processor. A woken receiver waits in the sender's run queue until the
+// sender blocks, and with every other processor busy in a cgo decode it
+// can wait milliseconds: a stage emitting big samples (a batch turning a
+// drained shuffle into 19 MiB float batches) would fill its queue before
+// the consumer frees one, and how full the queues got decided W1's peak
+// memory, run to run. Yielding hands each big chunk over at once.
+const yieldBytes = 1 << 20
+
 func (o *outlet) send(c *chunk) (delivered bool, err error) {
 	// Drop consumers that have stopped: they must not be sent more, even
 	// when their queue has room and select would pick the send.
@@ -204,21 +220,32 @@ func (o *outlet) send(c *chunk) (delivered bool, err error) {
 	}
 	for k, i := range live {
 		l := o.links[i]
+		if !c.eoe {
+			outs[k].bytes = heldBy(outs[k].samples)
+		}
+		// Count before the send: the consumer may take the chunk and
+		// subtract its bytes before this goroutine runs again.
+		l.queued.Add(outs[k].bytes)
 		select {
 		case l.ch <- outs[k]:
 			delivered = true
 		case <-l.stop:
+			l.queued.Add(-outs[k].bytes)
 			o.dead[i] = true
 			o.live--
 			if !c.eoe {
 				releaseAll(o.budget, outs[k].samples)
 			}
 		case <-o.ctx.Done():
+			l.queued.Add(-outs[k].bytes)
 			return delivered, o.ctx.Err()
 		}
 	}
 	if len(live) == 0 && !c.eoe {
 		releaseAll(o.budget, c.samples)
+	}
+	if delivered && c.bytes >= yieldBytes {
+		runtime.Gosched()
 	}
 	if o.live == 0 {
 		return delivered, errDownstreamDone
@@ -241,6 +268,14 @@ func (o *outlet) close() {
 	for _, l := range o.links {
 		close(l.ch)
 	}
+}
+
+func heldBy(ss []*sample.Sample) int64 {
+	var n int64
+	for _, s := range ss {
+		n += s.Held
+	}
+	return n
 }
 
 func releaseAll(b *budget.Budget, ss []*sample.Sample) {
@@ -298,6 +333,7 @@ func (in *inlet) next() (item, error) {
 			in.closed = true
 			return item{end: true}, nil
 		}
+		in.l.queued.Add(-c.bytes)
 		if c.eoe {
 			return item{eoe: true, epoch: c.epoch}, nil
 		}
@@ -341,6 +377,7 @@ func (in *inlet) stop(b *budget.Budget) {
 				in.closed = true
 				return
 			}
+			in.l.queued.Add(-c.bytes)
 			releaseAll(b, c.samples)
 		default:
 			return

@@ -3,6 +3,7 @@ package tensor
 import (
 	"runtime"
 	"sync"
+	"sync/atomic"
 	"time"
 )
 
@@ -36,8 +37,15 @@ const staleGets = 512
 type pool struct {
 	mu    sync.Mutex
 	limit int64
-	idle  int64            // bytes in free and old
-	free  map[int][][]byte // by exact byte length
+	// room, when a run has bound the pool to its memory budget, replaces
+	// limit: the budget's free bytes, so that idle buffers and samples
+	// together stay within it (see BindPool).
+	room func() int64
+	idle int64 // bytes in free and old
+	// idleNow mirrors idle for readers that must not take the lock: the
+	// budget reads it on every reservation.
+	idleNow atomic.Int64
+	free    map[int][][]byte // by exact byte length
 	// old holds the buffers that were idle through the last aging (see
 	// collected); the next one drops them, as sync.Pool's victim cache
 	// does at each collection. So a pool nobody draws from empties within
@@ -88,6 +96,7 @@ func (p *pool) age() {
 		p.idle -= int64(size) * int64(len(l))
 	}
 	p.old, p.free = p.free, map[int][][]byte{}
+	p.idleNow.Store(p.idle)
 }
 
 // take pops a buffer of n bytes from m, if it has one.
@@ -107,6 +116,47 @@ func (p *pool) take(m map[int][][]byte, n int) []byte {
 	return b
 }
 
+// capLocked is how many idle bytes the pool may hold now.
+func (p *pool) capLocked() int64 {
+	if p.room != nil {
+		return max(0, p.room())
+	}
+	return p.limit
+}
+
+// BindPool makes the pool keep idle buffers only within room(), the free
+// bytes of a run's memory budget, instead of a fixed limit: so a run whose
+// budget binds keeps few idle buffers, and one whose budget is loose keeps
+// exactly the buffers its steady state cycles through instead of dropping
+// and reallocating them (garbage the collector frees late, and fresh pages
+// faulted in again). The run's budget calls TrimPool when a reservation
+// leaves less room than the pool holds. The pool is the process's, so only
+// one run can bind it: ok is false if another has; unbind restores the
+// fixed limit.
+func BindPool(room func() int64) (unbind func(), ok bool) {
+	buffers.mu.Lock()
+	defer buffers.mu.Unlock()
+	if buffers.room != nil {
+		return nil, false
+	}
+	buffers.room = room
+	return sync.OnceFunc(func() {
+		buffers.mu.Lock()
+		defer buffers.mu.Unlock()
+		buffers.room = nil
+		buffers.evict(buffers.limit, 0, 0)
+		buffers.idleNow.Store(buffers.idle)
+	}), true
+}
+
+// TrimPool drops idle buffers until the pool holds at most n bytes.
+func TrimPool(n int64) {
+	buffers.mu.Lock()
+	defer buffers.mu.Unlock()
+	buffers.evict(max(0, n), 0, 0)
+	buffers.idleNow.Store(buffers.idle)
+}
+
 // SetPoolLimit sets how many bytes of idle buffers the recycling pool may
 // keep (0 disables it) and returns the previous limit. Buffers beyond the
 // limit are left to the garbage collector.
@@ -115,16 +165,13 @@ func SetPoolLimit(n int64) int64 {
 	defer buffers.mu.Unlock()
 	old := buffers.limit
 	buffers.limit = n
-	buffers.evict(0, 0)
+	buffers.evict(n, 0, 0)
+	buffers.idleNow.Store(buffers.idle)
 	return old
 }
 
 // PoolIdle returns the bytes of idle buffers the pool holds.
-func PoolIdle() int64 {
-	buffers.mu.Lock()
-	defer buffers.mu.Unlock()
-	return buffers.idle
-}
+func PoolIdle() int64 { return buffers.idleNow.Load() }
 
 func (p *pool) get(n int) []byte {
 	if n >= poolMinBytes {
@@ -136,6 +183,7 @@ func (p *pool) get(n int) []byte {
 			b = p.take(p.old, n)
 		}
 		if b != nil {
+			p.idleNow.Store(p.idle)
 			p.mu.Unlock()
 			return b
 		}
@@ -154,14 +202,15 @@ func (p *pool) put(b []byte) {
 	}
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	if p.idle+int64(n) > p.limit && !p.evict(int64(n), n) {
+	defer func() { p.idleNow.Store(p.idle) }()
+	if limit := p.capLocked(); p.idle+int64(n) > limit && !p.evict(limit, int64(n), n) {
 		return
 	}
 	p.free[n] = append(p.free[n], b)
 	p.idle += int64(n)
 }
 
-// evict drops idle buffers until need more bytes fit under the limit, and
+// evict drops idle buffers until need more bytes fit under limit, and
 // reports whether they do. Buffers idle through an aging go first, then
 // stale sizes (the last, short batch of an epoch; the images of a stage
 // that has finished); then buffers of the smallest size, one at a time,
@@ -170,16 +219,16 @@ func (p *pool) put(b []byte) {
 // stacked batch, costs a run of contiguous fresh pages, and dropping it
 // fragments the heap for the next. So the rush of samples from a shuffle
 // draining at the end of an epoch cannot flush out the batch buffers.
-func (p *pool) evict(need int64, keep int) bool {
+func (p *pool) evict(limit, need int64, keep int) bool {
 	for size, l := range p.old {
-		if p.idle+need <= p.limit {
+		if p.idle+need <= limit {
 			return true
 		}
 		p.idle -= int64(size) * int64(len(l))
 		delete(p.old, size)
 	}
 	for size, l := range p.free {
-		if p.idle+need <= p.limit {
+		if p.idle+need <= limit {
 			return true
 		}
 		if p.tick-p.asked[size] > staleGets {
@@ -192,7 +241,7 @@ func (p *pool) evict(need int64, keep int) bool {
 			delete(p.asked, size) // bound the map by the sizes in use
 		}
 	}
-	if p.idle+need <= p.limit {
+	if p.idle+need <= limit {
 		return true
 	}
 	// Only sizes below the newcomer's give way: if dropping all of them
@@ -204,11 +253,11 @@ func (p *pool) evict(need int64, keep int) bool {
 				smaller += int64(size) * int64(len(l))
 			}
 		}
-		if p.idle-smaller+need > p.limit {
+		if p.idle-smaller+need > limit {
 			return false
 		}
 	}
-	for p.idle+need > p.limit {
+	for p.idle+need > limit {
 		least := 0
 		for size := range p.free {
 			if least == 0 || size < least {

@@ -16,8 +16,9 @@ func withPool(t *testing.T, limit int64, f func()) {
 	t.Helper()
 	defer debug.SetGCPercent(debug.SetGCPercent(-1))
 	buffers.mu.Lock()
-	free, aged, idle, old, agedAt := buffers.free, buffers.old, buffers.idle, buffers.limit, buffers.aged
-	buffers.free, buffers.old, buffers.idle, buffers.limit, buffers.asked = map[int][][]byte{}, map[int][][]byte{}, 0, limit, map[int]uint64{}
+	free, aged, idle, old, agedAt, room := buffers.free, buffers.old, buffers.idle, buffers.limit, buffers.aged, buffers.room
+	buffers.free, buffers.old, buffers.idle, buffers.limit, buffers.asked, buffers.room = map[int][][]byte{}, map[int][][]byte{}, 0, limit, map[int]uint64{}, nil
+	buffers.idleNow.Store(0)
 	// A collection from before the test can still run its cleanup, and
 	// so age the pool, at any moment: hold aging off until the test ends
 	// (the tests that age call age themselves).
@@ -25,7 +26,8 @@ func withPool(t *testing.T, limit int64, f func()) {
 	buffers.mu.Unlock()
 	defer func() {
 		buffers.mu.Lock()
-		buffers.free, buffers.old, buffers.idle, buffers.limit, buffers.aged = free, aged, idle, old, agedAt
+		buffers.free, buffers.old, buffers.idle, buffers.limit, buffers.aged, buffers.room = free, aged, idle, old, agedAt, room
+		buffers.idleNow.Store(idle)
 		buffers.mu.Unlock()
 	}()
 	f()
@@ -178,5 +180,53 @@ func TestPoolHookRunsOnGC(t *testing.T) {
 		if got := PoolIdle(); got != 0 {
 			t.Fatalf("PoolIdle = %d after collections over %v, want 0", got, 3*agePeriod)
 		}
+	})
+}
+
+// TestBindPoolKeepsIdleWithinRoom binds the pool to a budget's free room:
+// recycled buffers are kept only while they fit the room, TrimPool shrinks
+// the pool to a smaller room, a second run cannot bind it, and unbinding
+// restores the fixed limit.
+func TestBindPoolKeepsIdleWithinRoom(t *testing.T) {
+	const kb64 = 64 << 10
+	withPool(t, 0, func() {
+		room := int64(3 * kb64)
+		unbind, ok := BindPool(func() int64 { return room })
+		if !ok {
+			t.Fatal("BindPool on an unbound pool failed")
+		}
+		defer unbind()
+		if _, ok := BindPool(func() int64 { return 1 << 30 }); ok {
+			t.Fatal("a second BindPool succeeded while the pool is bound")
+		}
+		var ts []*Tensor
+		for range 4 {
+			ts = append(ts, Alloc(Uint8, kb64))
+		}
+		for _, x := range ts {
+			x.Recycle()
+		}
+		if got := PoolIdle(); got != 3*kb64 {
+			t.Fatalf("PoolIdle = %d after recycling 4 buffers into a room of 3, want %d", got, 3*kb64)
+		}
+		TrimPool(kb64 + 1)
+		if got := PoolIdle(); got != kb64 {
+			t.Fatalf("PoolIdle = %d after TrimPool(64KiB+1), want %d", got, kb64)
+		}
+		room = 0
+		x := Alloc(Uint8, 2*kb64)
+		x.Recycle()
+		if got := PoolIdle(); got != kb64 {
+			t.Fatalf("PoolIdle = %d after recycling into no room, want %d", got, kb64)
+		}
+		unbind()
+		if got := PoolIdle(); got != 0 {
+			t.Fatalf("PoolIdle = %d after unbinding to a fixed limit of 0, want 0", got)
+		}
+		again, ok := BindPool(func() int64 { return 0 })
+		if !ok {
+			t.Fatal("BindPool after unbind failed")
+		}
+		again()
 	})
 }
