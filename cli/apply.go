@@ -155,9 +155,9 @@ func watch(run *engine.Run, g *globals, tty bool, epochs int) {
 
 func progressLine(name string, s engine.SinkReport, elapsed float64, epochs int) string {
 	rate := float64(s.Samples) / max(elapsed, 1e-9)
-	line := fmt.Sprintf("%-12s %10d samples %9.0f/s  %s", name, s.Samples, rate, fmtDur(elapsed))
+	line := fmt.Sprintf("%-12s %10d %-7s %9.0f/s  %s", name, s.Samples, noun(s.Samples, "sample", "samples"), rate, fmtDur(elapsed))
 	if s.Batches > 0 {
-		line += fmt.Sprintf("  %d batches", s.Batches)
+		line += fmt.Sprintf("  %d %s", s.Batches, noun(s.Batches, "batch", "batches"))
 	}
 	// The total is known once a whole epoch has passed through the sink.
 	if epochs > 0 && s.PerEpoch > 0 && rate > 0 {
@@ -165,6 +165,14 @@ func progressLine(name string, s engine.SinkReport, elapsed float64, epochs int)
 		line += fmt.Sprintf("  epoch %d/%d  ETA %s", min(int(s.Epochs)+1, epochs), epochs, fmtDur(max(left, 0)))
 	}
 	return line
+}
+
+// noun returns one when n is 1 and many otherwise: "1 batch", "3 batches".
+func noun(n int64, one, many string) string {
+	if n == 1 {
+		return one
+	}
+	return many
 }
 
 func fmtDur(s float64) string {
@@ -176,9 +184,9 @@ func summary(g *globals, rep *engine.Report) {
 	var parts []string
 	for _, name := range rep.SinkNames() {
 		s := rep.Sinks[name]
-		p := fmt.Sprintf("%s: %d samples", name, s.Samples)
+		p := fmt.Sprintf("%s: %d %s", name, s.Samples, noun(s.Samples, "sample", "samples"))
 		if s.Batches > 0 {
-			p += fmt.Sprintf(" in %d batches", s.Batches)
+			p += fmt.Sprintf(" in %d %s", s.Batches, noun(s.Batches, "batch", "batches"))
 		}
 		parts = append(parts, p)
 	}
@@ -198,6 +206,12 @@ func writeReport(path string, rep *engine.Report) error {
 	}
 	defer os.Remove(f.Name())
 	if err := writeJSON(f, rep); err != nil {
+		f.Close()
+		return fmt.Errorf("report: %w", err)
+	}
+	// CreateTemp makes 0600 files; a report is an ordinary output, read by
+	// whoever collects it (CI, another user), as write_jsonl's are.
+	if err := f.Chmod(0o644); err != nil {
 		f.Close()
 		return fmt.Errorf("report: %w", err)
 	}

@@ -285,10 +285,25 @@ func init() {
 			if err != nil {
 				return sample.TAny, err
 			}
+			channels := -1
+			if n := len(img.Shape); n > 0 {
+				channels = img.Shape[n-1]
+			}
 			for i := 1; i < 3; i++ {
-				if v, ok := floatList(a[i].Const); a[i].IsConst && !ok {
+				v, ok := floatList(a[i].Const)
+				if a[i].IsConst && !ok {
 					return sample.TAny, fmt.Errorf("argument %d must be a number or a list of numbers", i+1)
-				} else if ok && i == 2 {
+				}
+				if !ok {
+					continue
+				}
+				// Checked here, where a wrong count is a spec's mistake,
+				// rather than on the first image at run time.
+				if len(v) != 1 && channels > 0 && len(v) != channels {
+					return sample.TAny, fmt.Errorf("%s has %d values, want %s for the image's %d channel%s",
+						[]string{"", "mean", "std"}[i], len(v), oneOr(channels), channels, plural(channels))
+				}
+				if i == 2 {
 					for _, s := range v {
 						if s == 0 {
 							return sample.TAny, fmt.Errorf("std must not be 0")
@@ -522,6 +537,22 @@ func constFloat(a Arg) (float64, bool) {
 		return 0, false
 	}
 	return toFloat(a.Const)
+}
+
+// oneOr says how many per-channel values fit n channels: "1 or 3", or
+// just "1" for one channel.
+func oneOr(n int) string {
+	if n == 1 {
+		return "1"
+	}
+	return fmt.Sprintf("1 or %d", n)
+}
+
+func plural(n int) string {
+	if n == 1 {
+		return ""
+	}
+	return "s"
 }
 
 func floatList(v any) ([]float32, bool) {

@@ -81,3 +81,31 @@ func TestTypesAndLen(t *testing.T) {
 		}
 	}
 }
+
+// TestNormalizeChannels: mean and std of the wrong length for an image whose
+// channels are known fail at compile time, the count of values that fit
+// said once for one channel ("want 1", not "want 1 or 1").
+func TestNormalizeChannels(t *testing.T) {
+	in := sample.Schema{Fields: []sample.Field{
+		{Name: "gray", Type: sample.TensorOf(tensor.Float32, -1, -1, 1)},
+		{Name: "rgb", Type: sample.TensorOf(tensor.Float32, -1, -1, 3)},
+		{Name: "any", Type: sample.Type{Kind: sample.Tensor, DType: tensor.Float32}},
+	}}
+	for _, tc := range []struct{ src, err string }{
+		{`normalize(gray, [0.5, 0.5, 0.5], 0.2)`, "normalize: mean has 3 values, want 1 for the image's 1 channel (line 1, column 1 of the expression)"},
+		{`normalize(rgb, 0.5, [0.2, 0.2])`, "normalize: std has 2 values, want 1 or 3 for the image's 3 channels (line 1, column 1 of the expression)"},
+		{`normalize(gray, 0.5, 0.2)`, ""},
+		{`normalize(rgb, [0.5, 0.4, 0.3], [0.2, 0.2, 0.2])`, ""},
+		// Channels known only at run time: checked then.
+		{`normalize(any, [0.5, 0.4], 0.2)`, ""},
+	} {
+		_, err := expression.Default().Compile(tc.src, in, sample.Any)
+		got := ""
+		if err != nil {
+			got = err.Error()
+		}
+		if got != tc.err {
+			t.Errorf("%s:\ngot  %q\nwant %q", tc.src, got, tc.err)
+		}
+	}
+}

@@ -48,8 +48,12 @@ func joinPath(path, key string) string {
 	return path + "." + key
 }
 
+// errorf reports that the value n at path could not be decoded. Keys that
+// are unknown or repeated are reported with r.add instead: the value
+// decoded is still whole.
 func (d *decoder) errorf(n *yaml.Node, path, format string, args ...any) {
 	d.r.add(SevError, n.Line, n.Column, path, format, args...)
+	d.r.markUndecoded(path)
 }
 
 func (d *decoder) record(n *yaml.Node, path string) {
@@ -144,7 +148,7 @@ func (d *decoder) decodeOrderedMap(n *yaml.Node, m orderedMap, path string) {
 		k, val := n.Content[i], n.Content[i+1]
 		p := joinPath(path, k.Value)
 		if seen[k.Value] {
-			d.errorf(k, p, "duplicate key %q", k.Value)
+			d.r.add(SevError, k.Line, k.Column, p, "duplicate key %q", k.Value)
 			continue
 		}
 		seen[k.Value] = true
@@ -214,11 +218,11 @@ func (d *decoder) decodeStruct(n *yaml.Node, v reflect.Value, path string) {
 		p := joinPath(path, k.Value)
 		idx, ok := fields[k.Value]
 		if !ok {
-			d.errorf(k, p, "unknown field %q%s", k.Value, suggest(k.Value, append(names, d.extra...)))
+			d.r.add(SevError, k.Line, k.Column, p, "unknown field %q%s", k.Value, suggest(k.Value, append(names, d.extra...)))
 			continue
 		}
 		if seen[k.Value] {
-			d.errorf(k, p, "duplicate key %q", k.Value)
+			d.r.add(SevError, k.Line, k.Column, p, "duplicate key %q", k.Value)
 			continue
 		}
 		seen[k.Value] = true
@@ -226,7 +230,10 @@ func (d *decoder) decodeStruct(n *yaml.Node, v reflect.Value, path string) {
 	}
 	for _, r := range requiredFields(v.Type()) {
 		if !seen[r] {
-			d.errorf(n, path, "missing required field %q", r)
+			// Reported at the mapping, the field having no place of its
+			// own; it is the field that is left undecoded.
+			d.r.add(SevError, n.Line, n.Column, path, "missing required field %q", r)
+			d.r.markUndecoded(joinPath(path, r))
 		}
 	}
 }

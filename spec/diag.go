@@ -108,6 +108,38 @@ func (ds Diagnostics) Sort() {
 type reporter struct {
 	file  string
 	diags Diagnostics
+	// undecoded holds the paths of values the decoder reported (missing,
+	// or of the wrong type): a stage's Check sees them as zero values, and
+	// its own complaint about them would be a second diagnostic for the
+	// one problem.
+	undecoded map[string]bool
+}
+
+// markUndecoded records that the value at path was reported by the decoder.
+func (r *reporter) markUndecoded(path string) {
+	if path == "" {
+		return
+	}
+	if r.undecoded == nil {
+		r.undecoded = map[string]bool{}
+	}
+	r.undecoded[path] = true
+}
+
+// isUndecoded reports whether the value at path, or one that holds it, was
+// reported by the decoder.
+func (r *reporter) isUndecoded(path string) bool {
+	for p := path; p != ""; {
+		if r.undecoded[p] {
+			return true
+		}
+		i := strings.LastIndexAny(p, ".[")
+		if i < 0 {
+			break
+		}
+		p = p[:i]
+	}
+	return false
 }
 
 func (r *reporter) add(sev Severity, line, col int, path, format string, args ...any) {

@@ -555,7 +555,7 @@ func check(sp *Spec, r *reporter, opts Options) {
 		} else if len(st.InSchemas) > 0 {
 			st.Schema = st.InSchemas[0]
 		}
-		st.Valid = len(r.diags.Errors()) == before
+		st.Valid = len(r.diags.Errors()) == before && !c.dropped
 		if !st.Valid {
 			// Downstream stages see an open schema so one mistake does not
 			// cascade into a diagnostic for every later field reference.
@@ -572,6 +572,9 @@ type CheckContext struct {
 	// Environment is true when checks may touch the machine.
 	Environment bool
 	r           *reporter
+	// dropped says an error was left out because the decoder had
+	// reported its field already; the stage is no more valid for that.
+	dropped bool
 }
 
 // Input returns the schema of the stage's first input (empty for sources).
@@ -594,9 +597,15 @@ func (c *CheckContext) FieldPath(field string) string {
 }
 
 // Errorf reports a problem with a field of the stage's config ("" for the
-// stage itself), at that field's position.
+// stage itself), at that field's position. A field the decoder reported
+// (missing, or of the wrong type) gets no second error: the config holds
+// its zero value, and a complaint about that says nothing new.
 func (c *CheckContext) Errorf(field, format string, args ...any) {
 	p := c.FieldPath(field)
+	if c.r.isUndecoded(p) {
+		c.dropped = true
+		return
+	}
 	pos := c.Spec.PosOf(p)
 	c.r.add(SevError, pos.Line, pos.Col, p, format, args...)
 }
@@ -611,7 +620,12 @@ func (c *CheckContext) Warnf(field, format string, args ...any) {
 // ErrorAt reports a problem at an explicit position, for diagnostics inside
 // a value such as an expression.
 func (c *CheckContext) ErrorAt(pos Pos, field, format string, args ...any) {
-	c.r.add(SevError, pos.Line, pos.Col, c.FieldPath(field), format, args...)
+	p := c.FieldPath(field)
+	if c.r.isUndecoded(p) {
+		c.dropped = true
+		return
+	}
+	c.r.add(SevError, pos.Line, pos.Col, p, format, args...)
 }
 
 // Has reports whether the spec sets a field of the stage's config.

@@ -224,3 +224,26 @@ stages:
 		t.Fatalf("diagnostics:\n%v\nwant exactly:\n%s", diags, want)
 	}
 }
+
+// TestOneDiagnosticPerProblem: a config field the decoder reports, missing
+// or of the wrong type, is not reported again by the stage's own check of
+// the zero value it is left with; a bad value that decodes still is.
+func TestOneDiagnosticPerProblem(t *testing.T) {
+	for _, tc := range []struct{ stage, want string }{
+		{`{name: s, type: shuffle}`, `d.yaml:5:5: stages[1]: missing required field "buffer"` + "\n"},
+		{`{name: s, type: shuffle, buffer: ten}`, `d.yaml:5:38: stages[1].buffer: expected an integer, got string "ten"` + "\n"},
+		{`{name: s, type: shuffle, buffer: 0}`, `d.yaml:5:38: stages[1].buffer: must be at least 1, got 0` + "\n"},
+		{`{name: s, type: batch}`, `d.yaml:5:5: stages[1]: missing required field "size"` + "\n"},
+		{`{name: s, type: batch, size: [1]}`, `d.yaml:5:34: stages[1].size: expected an integer, got a list` + "\n"},
+		// A repeated key is no undecoded value: the first one's problem
+		// is reported too.
+		{`{name: s, type: shuffle, buffer: 0, buffer: 2}`, `d.yaml:5:38: stages[1].buffer: must be at least 1, got 0` + "\n" +
+			`d.yaml:5:41: stages[1].buffer: duplicate key "buffer"` + "\n"},
+	} {
+		src := "version: 1\nname: d\nstages:\n  - {name: src, type: range, count: 10}\n  - " + tc.stage + "\n  - {name: out, type: discard}\n"
+		_, diags := spec.Parse("d.yaml", []byte(src), spec.Options{Catalog: stages.Default(), LookupEnv: noEnv})
+		if got := diagText(diags); got != tc.want {
+			t.Errorf("%s:\ngot\n%swant\n%s", tc.stage, got, tc.want)
+		}
+	}
+}
