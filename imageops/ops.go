@@ -214,7 +214,7 @@ func FloatTable(mean, std []float32, c int) (*tensor.FloatLUT, error) {
 	case len(mean) == 0 || len(std) == 0:
 		return nil, fmt.Errorf("imageops: normalize: %w: mean and std need a value each", ErrArgument)
 	case n > 1 && n != c || len(mean) != 1 && len(mean) != n || len(std) != 1 && len(std) != n:
-		return nil, fmt.Errorf("imageops: normalize: %w: mean has %d and std %d values, want 1 or %d (channels)", ErrArgument, len(mean), len(std), c)
+		return nil, fmt.Errorf("imageops: normalize: %w: mean has %d and std %d values, %s", ErrArgument, len(mean), len(std), wantChannels(c))
 	}
 	l := &tensor.FloatLUT{Tables: make([][256]float32, n), Op: "to_float | normalize"}
 	for i := range l.Tables {
@@ -230,6 +230,14 @@ func FloatTable(mean, std []float32, c int) (*tensor.FloatLUT, error) {
 	return l, nil
 }
 
+// wantChannels says how many mean or std values an image of c channels takes.
+func wantChannels(c int) string {
+	if c == 1 {
+		return "want 1 for the image's 1 channel"
+	}
+	return fmt.Sprintf("want 1 or %d for the image's %d channels", c, c)
+}
+
 // Normalize returns (img - mean) / std for a float32 image whose last axis
 // is channels. mean and std hold one value for all channels or one per
 // channel.
@@ -239,7 +247,7 @@ func Normalize(img *tensor.Tensor, mean, std []float32) (*tensor.Tensor, error) 
 	}
 	c := img.Shape[len(img.Shape)-1]
 	if len(mean) != 1 && len(mean) != c || len(std) != 1 && len(std) != c {
-		return nil, fmt.Errorf("imageops: normalize: %w: mean has %d and std %d values, want 1 or %d (channels)", ErrArgument, len(mean), len(std), c)
+		return nil, fmt.Errorf("imageops: normalize: %w: mean has %d and std %d values, %s", ErrArgument, len(mean), len(std), wantChannels(c))
 	}
 	m := make([]float32, c)
 	inv := make([]float32, c)

@@ -405,8 +405,8 @@ func TestFloatTableRejects(t *testing.T) {
 		c         int
 		want      string
 	}{
-		{[]float32{0.5, 0.5, 0.5}, []float32{0.2}, 0, "want 1 or 0 (channels)"},
-		{[]float32{0.5, 0.5}, []float32{0.2}, 3, "mean has 2 and std 1 values, want 1 or 3"},
+		{[]float32{0.5, 0.5, 0.5}, []float32{0.2}, 1, "mean has 3 and std 1 values, want 1 for the image's 1 channel"},
+		{[]float32{0.5, 0.5}, []float32{0.2}, 3, "mean has 2 and std 1 values, want 1 or 3 for the image's 3 channels"},
 		{[]float32{0.5}, []float32{0}, 3, "std is 0 for channel 0"},
 		{[]float32{}, []float32{1}, 3, "mean and std need a value each"},
 	} {
