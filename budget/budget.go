@@ -6,6 +6,8 @@ package budget
 import (
 	"context"
 	"fmt"
+	"math"
+	"strconv"
 	"sync"
 	"sync/atomic"
 )
@@ -55,6 +57,7 @@ func (b *Budget) fitSpare() {
 
 type waiter struct {
 	n     int64
+	who   string
 	ready chan struct{}
 }
 
@@ -65,7 +68,23 @@ type TooLargeError struct {
 }
 
 func (e *TooLargeError) Error() string {
-	return fmt.Sprintf("a sample of %d bytes exceeds the whole memory budget of %d bytes; raise resources.memory", e.Need, e.Limit)
+	return fmt.Sprintf("a sample of %s exceeds the whole memory budget of %s; raise resources.memory", byteSize(e.Need), byteSize(e.Limit))
+}
+
+// byteSize writes n bytes in binary units as resources.memory takes them
+// (spec.ByteSize, which this package does not import: the budget knows
+// nothing of specs).
+func byteSize(n int64) string {
+	v := float64(n)
+	for _, u := range []struct {
+		s string
+		m float64
+	}{{"GiB", 1 << 30}, {"MiB", 1 << 20}, {"KiB", 1 << 10}} {
+		if v >= u.m {
+			return strconv.FormatFloat(math.Round(v/u.m*100)/100, 'f', -1, 64) + u.s
+		}
+	}
+	return fmt.Sprintf("%dB", n)
 }
 
 // New returns a budget of limit bytes.
@@ -101,6 +120,23 @@ func (b *Budget) Moves() uint64 {
 		return 0
 	}
 	return b.moves.Load()
+}
+
+// Waiters names the holders waiting now, in the order they are served,
+// with the bytes each asks for; unnamed ones are left out.
+func (b *Budget) Waiters() []string {
+	if b == nil {
+		return nil
+	}
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	var out []string
+	for _, w := range b.waiters {
+		if w.who != "" {
+			out = append(out, fmt.Sprintf("%s (%s)", w.who, byteSize(w.n)))
+		}
+	}
+	return out
 }
 
 // Waiting returns the number of reservations waiting and the bytes they ask for.
@@ -146,7 +182,11 @@ func (b *Budget) TryAcquire(n int64) bool {
 
 // Acquire reserves n bytes, waiting until they are free. Waiters are served
 // in order, so a large sample is not starved by a stream of small ones.
-func (b *Budget) Acquire(ctx context.Context, n int64) error {
+func (b *Budget) Acquire(ctx context.Context, n int64) error { return b.AcquireAs(ctx, n, "") }
+
+// AcquireAs is Acquire for a named holder (a stage), whom Waiters names
+// while it waits.
+func (b *Budget) AcquireAs(ctx context.Context, n int64, who string) error {
 	if b == nil || n <= 0 {
 		return nil
 	}
@@ -160,7 +200,7 @@ func (b *Budget) Acquire(ctx context.Context, n int64) error {
 		b.fitSpare()
 		return nil
 	}
-	w := waiter{n: n, ready: make(chan struct{})}
+	w := waiter{n: n, who: who, ready: make(chan struct{})}
 	b.waiters = append(b.waiters, w)
 	b.mu.Unlock()
 	select {

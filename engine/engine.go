@@ -369,6 +369,7 @@ func (r *Run) runNode(ctx context.Context, g *errgroup.Group, n *node) error {
 
 func (r *Run) newOutlet(ctx context.Context, n *node) *outlet {
 	o := newOutlet(ctx, n.outs, r.plan.ChunkSize, r.budget)
+	o.name = n.st.Name
 	o.onEmit = func(k int, bytes int64) { n.out.Add(int64(k)); n.outBytes.Add(bytes) }
 	return o
 }

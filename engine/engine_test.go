@@ -423,7 +423,7 @@ stages:
   - {name: m, type: map, set: {v: 'one_hot(0, 100000)'}}
   - {name: out, type: discard}
 `)
-	if err == nil || !strings.Contains(err.Error(), `stage "m" (map)`) || !strings.Contains(err.Error(), "exceeds the whole memory budget of 102400 bytes") {
+	if err == nil || !strings.Contains(err.Error(), `stage "m" (map)`) || !strings.Contains(err.Error(), "a sample of 390.75KiB exceeds the whole memory budget of 100KiB") {
 		t.Errorf("err = %v", err)
 	}
 }
@@ -627,8 +627,8 @@ stages:
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
 	_, err := runSpecCtx(ctx, t, t.TempDir(), src)
-	if !errors.Is(err, engine.ErrStalled) || !strings.Contains(err.Error(), "no stage waits for memory") {
-		t.Fatalf("run: %v, want %v naming no memory wait", err, engine.ErrStalled)
+	if !errors.Is(err, engine.ErrStalled) || !strings.Contains(err.Error(), `no stage waits for memory; concat "c" reads one stage through several inputs and drains them in turn`) {
+		t.Fatalf("run: %v, want %v naming no memory wait and the concat", err, engine.ErrStalled)
 	}
 }
 
@@ -660,8 +660,8 @@ stages:
 					t.Errorf("deterministic %v, run %d: %d samples, want 200", det, i, n)
 				}
 			case errors.Is(err, engine.ErrStalled):
-				if !strings.Contains(err.Error(), "memory budget 4MiB") {
-					t.Errorf("deterministic %v, run %d: %v, want the budget's numbers", det, i, err)
+				if !strings.Contains(err.Error(), "memory budget 4MiB") || !strings.Contains(err.Error(), "inside other stages") || !strings.Contains(err.Error(), "waiting for more: ") {
+					t.Errorf("deterministic %v, run %d: %v, want the budget's numbers and where they are held", det, i, err)
 				}
 			default:
 				t.Errorf("deterministic %v, run %d: %v", det, i, err)

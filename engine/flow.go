@@ -69,6 +69,8 @@ type outlet struct {
 	pendingBytes, maxBytes int64
 	budget                 *budget.Budget
 	onEmit                 func(n int, bytes int64)
+	// name is the stage's, for the budget's list of waiters.
+	name string
 	// copies is how many consumers get each sample: its memory is
 	// reserved that many times over when it is emitted, and each
 	// consumer's copy takes its share at send. Reserving the copies at
@@ -96,12 +98,13 @@ func chunkBytes(budget int64) int64 {
 // budget when it grows. Pending samples are flushed before waiting, so the
 // consumers can free the memory we wait for.
 func (o *outlet) reserve(s *sample.Sample) error {
-	return reserve(o.ctx, o.budget, s, o.copies, o.flush)
+	return reserve(o.ctx, o.budget, s, o.copies, o.name, o.flush)
 }
 
 // reserve makes s.Held match s.Size() × copies (the consumers it will be
-// sent to), waiting for budget when it grows, after calling beforeWait.
-func reserve(ctx context.Context, b *budget.Budget, s *sample.Sample, copies int, beforeWait func() error) error {
+// sent to), waiting for budget as stage who when it grows, after calling
+// beforeWait.
+func reserve(ctx context.Context, b *budget.Budget, s *sample.Sample, copies int, who string, beforeWait func() error) error {
 	n := s.Size() * int64(copies)
 	d := n - s.Held
 	switch {
@@ -112,7 +115,7 @@ func reserve(ctx context.Context, b *budget.Budget, s *sample.Sample, copies int
 					return err
 				}
 			}
-			if err := b.Acquire(ctx, d); err != nil {
+			if err := b.AcquireAs(ctx, d, who); err != nil {
 				return err
 			}
 		}

@@ -119,7 +119,7 @@ func TestReadAheadWaitsForBudgetAfterAnAsk(t *testing.T) {
 	defer cancel()
 	var g errgroup.Group
 	sl := &slot{stream: &sizedStream{n: 3, size: 1100}}
-	r.startReadAhead(ctx, &g, sl, 1, 1)
+	r.startReadAhead(ctx, &g, sl, 1, 1, "interleave")
 	deadline := time.Now().Add(10 * time.Second)
 	for len(sl.items) == 0 && time.Now().Before(deadline) {
 		time.Sleep(time.Millisecond)

@@ -408,7 +408,7 @@ func (r *Run) work(ctx context.Context, n *node, p stages.Processor, j *job, win
 				}
 			}
 		}
-		if err := reserve(ctx, r.budget, s, copies, beforeWait); err != nil {
+		if err := reserve(ctx, r.budget, s, copies, n.st.Name, beforeWait); err != nil {
 			return err
 		}
 		j.out = append(j.out, s)
@@ -504,7 +504,7 @@ func (r *Run) runExpand(ctx context.Context, g *errgroup.Group, n *node, x stage
 					}
 					sl := &slot{stream: st, origin: it.s}
 					if par > 1 {
-						r.startReadAhead(ctx, g, sl, cycle, o.copies)
+						r.startReadAhead(ctx, g, sl, cycle, o.copies, n.st.Name)
 					}
 					slots[i] = sl
 					return true, nil
@@ -582,7 +582,7 @@ func allNil(slots []*slot) bool {
 	return true
 }
 
-func (r *Run) startReadAhead(ctx context.Context, g *errgroup.Group, sl *slot, cycle, copies int) {
+func (r *Run) startReadAhead(ctx context.Context, g *errgroup.Group, sl *slot, cycle, copies int, who string) {
 	// Streams read ahead at most a quarter of the budget between them, so
 	// the stream being consumed always finds memory.
 	limit := r.budget.Limit() / 4 / int64(max(1, cycle))
@@ -620,7 +620,7 @@ func (r *Run) startReadAhead(ctx context.Context, g *errgroup.Group, sl *slot, c
 			}
 			s, err := sl.stream.Next()
 			if err == nil {
-				if rerr := reserve(sctx, r.budget, s, copies, await); rerr != nil {
+				if rerr := reserve(sctx, r.budget, s, copies, who, await); rerr != nil {
 					return nil // cancelled: the consumer has gone
 				}
 			}

@@ -7,12 +7,14 @@ import (
 	"fmt"
 	"reflect"
 	"runtime"
+	"strings"
 	"time"
 
 	"go.uber.org/zap"
 
 	"github.com/piperun/piperun/budget"
 	"github.com/piperun/piperun/spec"
+	"github.com/piperun/piperun/stages"
 )
 
 // A run can stop with every stage waiting on another: a stage holding
@@ -56,12 +58,7 @@ func (r *Run) watch(ctx context.Context) {
 		if stuck++; stuck < stallChecks {
 			continue
 		}
-		n, want := r.budget.Waiting()
-		err := fmt.Errorf("%w (memory budget %s: %s held by samples, %s more asked for by %d waiting): raise resources.memory to hold several batches of the largest samples",
-			ErrStalled, spec.ByteSize(r.budget.Limit()), spec.ByteSize(r.budget.Used()), spec.ByteSize(want), n)
-		if n == 0 {
-			err = fmt.Errorf("%w (no stage waits for memory: check for a concat whose inputs read one stage)", ErrStalled)
-		}
+		err := r.stallError()
 		if ce := r.log.Check(zap.DebugLevel, "stuck run"); ce != nil {
 			ce.Write(zap.ByteString("goroutines", stacks()))
 		}
@@ -69,6 +66,103 @@ func (r *Run) watch(ctx context.Context) {
 		r.cancel()
 		return
 	}
+}
+
+// stallError says where a stuck run's memory is held and who waits for it,
+// or, when nobody waits for memory, which stages join inputs that share a
+// source (a concat draining one input while the other's queue is full).
+func (r *Run) stallError() error {
+	n, want := r.budget.Waiting()
+	if n == 0 {
+		if joins := r.sharedJoins(); len(joins) > 0 {
+			return fmt.Errorf("%w (no stage waits for memory; %s: give each input its own source, or put a shuffle or prefetch with room for a whole epoch before the join)", ErrStalled, strings.Join(joins, "; "))
+		}
+		return fmt.Errorf("%w (no stage waits for memory: check for a concat whose inputs read one stage)", ErrStalled)
+	}
+	var queued []string
+	var inQueues int64
+	for _, nd := range r.nodes {
+		for i, l := range nd.outs {
+			if q := l.queued.Load(); q > 0 {
+				inQueues += q
+				queued = append(queued, fmt.Sprintf("%s %s→%s", spec.ByteSize(q), nd.st.Name, r.consumerOf(nd, i)))
+			}
+		}
+	}
+	where := "none queued between stages"
+	if len(queued) > 0 {
+		where = "queued " + strings.Join(queued, ", ")
+	}
+	rest := r.budget.Used() - inQueues
+	for _, nd := range r.nodes {
+		if h, ok := nd.impl.(stages.Holder); ok && h.Holding() > 0 {
+			where += fmt.Sprintf(", %s in %s %q", spec.ByteSize(h.Holding()), nd.st.Type, nd.st.Name)
+			rest -= h.Holding()
+		}
+	}
+	waits := fmt.Sprintf("%s more asked for by %d waiting", spec.ByteSize(want), n)
+	if who := r.budget.Waiters(); len(who) > 0 {
+		waits = "waiting for more: " + strings.Join(who, ", ")
+	}
+	return fmt.Errorf("%w (memory budget %s: %s held by samples: %s, %s inside other stages; %s): raise resources.memory to hold several batches of the largest samples",
+		ErrStalled, spec.ByteSize(r.budget.Limit()), spec.ByteSize(r.budget.Used()), where, spec.ByteSize(max(0, rest)), waits)
+}
+
+// consumerOf names the stage that reads nd's i-th output.
+func (r *Run) consumerOf(nd *node, i int) string {
+	l := nd.outs[i]
+	for _, c := range r.nodes {
+		for _, in := range c.ins {
+			if in == l {
+				return c.st.Name
+			}
+		}
+	}
+	return "?"
+}
+
+// sharedJoins names the stages with several inputs that descend from one
+// stage.
+func (r *Run) sharedJoins() []string {
+	var out []string
+	for _, nd := range r.nodes {
+		if len(nd.st.Inputs) < 2 {
+			continue
+		}
+		seen := map[*spec.Stage]int{}
+		shared := false
+		for i, in := range nd.st.Inputs {
+			for _, a := range ancestors(in) {
+				if j, ok := seen[a]; ok && j != i {
+					shared = true
+				}
+				seen[a] = i
+			}
+		}
+		if shared {
+			out = append(out, fmt.Sprintf("%s %q reads one stage through several inputs and drains them in turn", nd.st.Type, nd.st.Name))
+		}
+	}
+	return out
+}
+
+// ancestors returns s and every stage upstream of it.
+func ancestors(s *spec.Stage) []*spec.Stage {
+	seen := map[*spec.Stage]bool{}
+	var out []*spec.Stage
+	var walk func(*spec.Stage)
+	walk = func(s *spec.Stage) {
+		if seen[s] {
+			return
+		}
+		seen[s] = true
+		out = append(out, s)
+		for _, in := range s.Inputs {
+			walk(in)
+		}
+	}
+	walk(s)
+	return out
 }
 
 // moves sums the run's counters of progress: memory reserved and released,

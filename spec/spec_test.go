@@ -223,6 +223,17 @@ stages:
 	if len(diags) != 1 || diags[0].String() != want {
 		t.Fatalf("diagnostics:\n%v\nwant exactly:\n%s", diags, want)
 	}
+	_, diags = spec.Parse("twice.yaml", []byte(`version: 1
+name: concat-twice
+stages:
+  - {name: r, type: range, count: 1000}
+  - {name: c, type: concat, inputs: [r, r]}
+  - {name: out, type: discard}
+`), spec.Options{Catalog: stages.Default()})
+	want = `twice.yaml:5:37: warning: stages[1].inputs: inputs name "r" twice, and concat reads it to its end before it reads it again: unless an epoch of "r" fits in the queue to the second input (a few chunks of samples), the run stops. To see every sample twice, use a second source stage, or epochs`
+	if len(diags) != 1 || diags[0].String() != want {
+		t.Fatalf("diagnostics:\n%v\nwant exactly:\n%s", diags, want)
+	}
 }
 
 // TestOneDiagnosticPerProblem: a config field the decoder reports, missing

@@ -35,6 +35,11 @@ func (c *ConcatConfig) Check(cc *spec.CheckContext) sample.Schema {
 			reads[s] = true
 		}
 		for j := i + 1; j < len(ins); j++ {
+			if ins[j] == ins[i] {
+				cc.Warnf("inputs", "inputs name %q twice, and concat reads it to its end before it reads it again: unless an epoch of %q fits in the queue to the second input (a few chunks of samples), the run stops. To see every sample twice, use a second source stage, or epochs",
+					ins[i].Name, ins[i].Name)
+				return sameSchema(cc)
+			}
 			if common := firstCommon(ins[j], reads); common != nil {
 				cc.Warnf("inputs", "inputs %q and %q both read from stage %q, and concat reads %q to its end before it reads %q: unless an epoch of %q fits in the queue to %q (a few chunks of samples), the run stops. Use mix or zip, or give each input its own source",
 					ins[i].Name, ins[j].Name, common.Name, ins[i].Name, ins[j].Name, ins[i].Name, ins[j].Name)

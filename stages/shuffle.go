@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"math/rand/v2"
+	"sync/atomic"
 
 	"github.com/piperun/piperun/sample"
 	"github.com/piperun/piperun/spec"
@@ -54,7 +55,13 @@ type shuffleStage struct {
 	// bytes is what the buffer holds; maxBytes its share of the budget.
 	bytes, maxBytes int64
 	warned          bool
+	// holding mirrors bytes for the engine's watchdog, which reads it
+	// from another goroutine.
+	holding atomic.Int64
 }
+
+// Holding implements Holder.
+func (s *shuffleStage) Holding() int64 { return s.holding.Load() }
 
 // ShuffleShare is the divisor of the memory budget a shuffle buffer may
 // fill: half the budget, leaving the rest for the stages around it.
@@ -77,17 +84,19 @@ func (s *shuffleStage) Process(_ context.Context, in *sample.Sample, emit Emit) 
 	if len(s.buf) < s.size && (s.maxBytes <= 0 || s.bytes+in.Held <= s.maxBytes || len(s.buf) == 0) {
 		s.buf = append(s.buf, in)
 		s.bytes += in.Held
+		s.holding.Store(s.bytes)
 		return nil
 	}
 	if len(s.buf) < s.size && !s.warned {
 		s.warned = true
-		s.env.Log.Warn(fmt.Sprintf("shuffle buffer holds %d of %d samples: %d samples of about %d bytes fill its share of the memory budget (%d of %d bytes); shuffling over %d samples. Raise resources.memory to shuffle over more.",
-			len(s.buf), s.size, len(s.buf), s.bytes/int64(len(s.buf)), s.maxBytes, s.env.Memory, len(s.buf)))
+		s.env.Log.Warn(fmt.Sprintf("shuffle buffer holds %d of %d samples: %d samples of about %s fill its share of the memory budget (%s of %s); shuffling over %d samples. Raise resources.memory to shuffle over more.",
+			len(s.buf), s.size, len(s.buf), spec.ByteSize(s.bytes/int64(len(s.buf))), spec.ByteSize(s.maxBytes), spec.ByteSize(s.env.Memory), len(s.buf)))
 	}
 	j := s.rng.IntN(len(s.buf))
 	out := s.buf[j]
 	s.buf[j] = in
 	s.bytes += in.Held - out.Held
+	s.holding.Store(s.bytes)
 	if err := emit(out); err != nil {
 		return err
 	}
@@ -112,6 +121,7 @@ func (s *shuffleStage) takeRandom() *sample.Sample {
 	s.buf[last] = nil
 	s.buf = s.buf[:last]
 	s.bytes -= out.Held
+	s.holding.Store(s.bytes)
 	return out
 }
 

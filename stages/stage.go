@@ -80,6 +80,13 @@ type Sink interface {
 	Abort() error
 }
 
+// Holder is implemented by stages that keep samples across calls (a
+// shuffle's buffer): Holding returns the bytes they hold, and may be called
+// from another goroutine, so a stuck run can say where its memory is.
+type Holder interface {
+	Holding() int64
+}
+
 // Closer is implemented by stages holding resources released at the end.
 type Closer interface {
 	Close() error
