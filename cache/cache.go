@@ -84,6 +84,8 @@ type Cache struct {
 	pendAt map[int64]int // ID → index in pend
 	err    error         // a failed write; the cache refuses further writes
 	closed bool
+	// readOnly is set when the database was opened read-only (a complete cache).
+	readOnly bool
 }
 
 type pending struct {
@@ -171,18 +173,23 @@ func (c *Cache) open(fingerprint string, meta Manifest) error {
 	if err := writeManifest(c.dir, c.man); err != nil {
 		return err
 	}
-	db, err := badger.Open(c.opts.badgerOptions(filepath.Join(c.dir, badgerName)))
-	if err != nil {
-		// Our lock keeps piperun processes out; Badger's catches anything
-		// else that opened the database directly.
-		if strings.Contains(err.Error(), "Cannot acquire directory lock") {
-			return fmt.Errorf("cache: %s is in use by another process: %w", c.dir, err)
-		}
-		return fmt.Errorf("cache: open %s: %w", c.dir, err)
-	}
-	c.db = db
-	if err := c.scan(); err != nil {
+	// A complete cache is only read, so it is opened read-only: a
+	// writable open scans the whole last value log to find where to append
+	// (the whole of a cache written in one pass: 170 ms for 120 MB, three
+	// times the 50 ms of reading the samples back) and starts a new one.
+	// A read-only open that fails (a log left to truncate by a crash) or
+	// finds the manifest wrong falls back to a writable one.
+	if err := c.openDB(c.man.Complete); err != nil {
 		return err
+	}
+	if c.readOnly && c.count != c.man.Samples {
+		if err := c.db.Close(); err != nil {
+			return fmt.Errorf("cache: close %s: %w", c.dir, err)
+		}
+		c.db = nil
+		if err := c.openDB(false); err != nil {
+			return err
+		}
 	}
 	if c.count != c.man.Samples {
 		if c.man.Complete {
@@ -197,6 +204,32 @@ func (c *Cache) open(fingerprint string, meta Manifest) error {
 		c.bytes = c.man.Bytes
 	}
 	return writeManifest(c.dir, c.man)
+}
+
+// openDB opens the Badger database and counts its keys; readOnly tries a
+// read-only open first.
+func (c *Cache) openDB(readOnly bool) error {
+	path := filepath.Join(c.dir, badgerName)
+	c.count, c.bytes, c.maxID, c.anyID = 0, 0, 0, false
+	if readOnly {
+		db, err := badger.Open(c.opts.badgerOptions(path).WithReadOnly(true))
+		if err == nil {
+			c.db, c.readOnly = db, true
+			return c.scan()
+		}
+		c.logf("cache: %s: read-only open failed (%v); opening it for writing", c.dir, err)
+	}
+	db, err := badger.Open(c.opts.badgerOptions(path))
+	if err != nil {
+		// Our lock keeps piperun processes out; Badger's catches anything
+		// else that opened the database directly.
+		if strings.Contains(err.Error(), "Cannot acquire directory lock") {
+			return fmt.Errorf("cache: %s is in use by another process: %w", c.dir, err)
+		}
+		return fmt.Errorf("cache: open %s: %w", c.dir, err)
+	}
+	c.db, c.readOnly = db, false
+	return c.scan()
 }
 
 // scan counts the stored keys without reading values.

@@ -108,9 +108,21 @@ func TestPutCommitReopen(t *testing.T) {
 	if err := c.Close(); err != nil {
 		t.Fatal(err)
 	}
+	logs, err := filepath.Glob(filepath.Join(dir, "fp1", badgerName, "*.vlog"))
+	if err != nil {
+		t.Fatal(err)
+	}
 
+	// A complete cache reopens read-only: Badger neither scans its value
+	// log nor starts another.
 	c = openT(t, dir, "fp1", Options{})
 	defer c.Close()
+	if !c.readOnly {
+		t.Error("a complete cache was reopened for writing")
+	}
+	if again, _ := filepath.Glob(filepath.Join(dir, "fp1", badgerName, "*.vlog")); len(again) != len(logs) {
+		t.Errorf("value logs %v after a read-only open, want %v", again, logs)
+	}
 	m = c.Manifest()
 	if !m.Complete || m.Samples != 500 || c.Count() != 500 || m.Bytes != bytesAtComplete {
 		t.Fatalf("reopened manifest = %+v, count %d; want complete, 500 samples, %d bytes", m, c.Count(), bytesAtComplete)
@@ -181,6 +193,9 @@ func TestManifestDisagreement(t *testing.T) {
 	defer c.Close()
 	if got := c.Manifest(); got.Complete || got.Samples != 10 || c.Count() != 10 {
 		t.Fatalf("manifest %+v, count %d; want incomplete with 10", got, c.Count())
+	}
+	if c.readOnly {
+		t.Error("a cache found incomplete stayed read-only")
 	}
 	if len(logged) != 1 || !strings.Contains(logged[0], "treating it as incomplete") {
 		t.Fatalf("logged %q", logged)
