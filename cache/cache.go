@@ -84,8 +84,9 @@ type Cache struct {
 	pendAt map[int64]int // ID → index in pend
 	err    error         // a failed write; the cache refuses further writes
 	closed bool
-	// readOnly is set when the database was opened read-only (a complete cache).
-	readOnly bool
+	// readOnly is set when the database was opened read-only (a complete
+	// cache); shared when the directory lock is shared with other readers.
+	readOnly, shared bool
 }
 
 type pending struct {
@@ -105,14 +106,35 @@ var fingerprintRE = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9._-]{0,127}$`)
 // manifest claims a complete cache but the keys disagree with its count,
 // the cache is reopened as incomplete.
 //
-// A cache open in another process is refused with an error naming that
-// process's pid.
+// A cache being written by another process is refused with an error
+// naming that process's pid; a complete cache is shared by the processes
+// that read it, and refused to one that would write it.
 func Open(dir, fingerprint string, meta Manifest, opts Options) (*Cache, error) {
 	if !fingerprintRE.MatchString(fingerprint) {
 		return nil, fmt.Errorf("cache: fingerprint %q must be 1-128 letters, digits, '.', '_' or '-', starting with a letter or digit", fingerprint)
 	}
 	opts = opts.withDefaults()
 	path := filepath.Join(dir, fingerprint)
+	// A complete cache is only read, so processes may share it (one per
+	// accelerator of a data-parallel job, each reading the same cache):
+	// under a shared lock, opening Badger read-only. Anything short of a
+	// clean read-only open takes the exclusive lock and starts again.
+	if m, err := readManifest(path); err == nil && m.Complete && m.Fingerprint == fingerprint && m.Format == codecVersion {
+		if lock, err := lockDirShared(path); err == nil {
+			c := &Cache{dir: path, opts: opts, lock: lock, shared: true, pendAt: make(map[int64]int)}
+			err := c.open(fingerprint, meta)
+			if err == nil {
+				return c, nil
+			}
+			if c.db != nil {
+				c.db.Close()
+			}
+			lock.unlock()
+			if !errors.Is(err, errNeedsWriter) {
+				return nil, err
+			}
+		}
+	}
 	lock, err := lockDir(path)
 	if err != nil {
 		return nil, inUseError("open", path, err)
@@ -127,6 +149,11 @@ func Open(dir, fingerprint string, meta Manifest, opts Options) (*Cache, error) 
 	}
 	return c, nil
 }
+
+// errNeedsWriter tells Open that a cache opened as a shared reader needs
+// the exclusive lock: its manifest said complete, but the database could
+// not be opened read-only or disagrees with it.
+var errNeedsWriter = errors.New("cache needs a writer")
 
 // inUseError turns a lock failure into the error users see.
 func inUseError(op, path string, err error) error {
@@ -183,6 +210,9 @@ func (c *Cache) open(fingerprint string, meta Manifest) error {
 		return err
 	}
 	if c.readOnly && c.count != c.man.Samples {
+		if c.shared {
+			return errNeedsWriter
+		}
 		if err := c.db.Close(); err != nil {
 			return fmt.Errorf("cache: close %s: %w", c.dir, err)
 		}
@@ -216,6 +246,9 @@ func (c *Cache) openDB(readOnly bool) error {
 		if err == nil {
 			c.db, c.readOnly = db, true
 			return c.scan()
+		}
+		if c.shared {
+			return errNeedsWriter
 		}
 		c.logf("cache: %s: read-only open failed (%v); opening it for writing", c.dir, err)
 	}

@@ -307,6 +307,48 @@ func startHelper(t *testing.T, dir, mode string) (*exec.Cmd, *bufio.Scanner) {
 	return cmd, bufio.NewScanner(out)
 }
 
+// TestCompleteCacheIsShared: processes that only read a complete cache
+// share it (a data-parallel job's ranks reading one cache), and a process
+// that would remove it meanwhile is refused.
+func TestCompleteCacheIsShared(t *testing.T) {
+	dir := t.TempDir()
+	c := openT(t, dir, "fp", Options{})
+	for id := int64(0); id < 20; id++ {
+		if err := c.Put(id, testSample(id)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := c.MarkComplete(); err != nil {
+		t.Fatal(err)
+	}
+	if err := c.Close(); err != nil {
+		t.Fatal(err)
+	}
+	cmd, out := startHelper(t, dir, "hold")
+	if !out.Scan() || out.Text() != "open" {
+		t.Fatalf("helper said %q", out.Text())
+	}
+	c, err := Open(dir, "fp", testMeta, Options{})
+	if err != nil {
+		t.Fatalf("Open of a complete cache another process reads: %v", err)
+	}
+	if !c.readOnly || !c.shared {
+		t.Errorf("readOnly %v, shared %v; want both", c.readOnly, c.shared)
+	}
+	checkContents(t, c, 20)
+	if err := Remove(dir, "fp"); err == nil || !strings.Contains(err.Error(), "is in use by another piperun process") {
+		t.Fatalf("Remove of a cache being read = %v, want in use", err)
+	}
+	cmd.Process.Kill()
+	cmd.Wait()
+	if err := c.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if err := Remove(dir, "fp"); err != nil {
+		t.Fatalf("Remove after the readers closed: %v", err)
+	}
+}
+
 func TestInUseByAnotherProcess(t *testing.T) {
 	dir := t.TempDir()
 	cmd, out := startHelper(t, dir, "hold")

@@ -14,6 +14,8 @@ type errLocked struct{ pid int }
 
 func (e errLocked) Error() string { return "locked" }
 
+func lockDirShared(dir string) (*dirLock, error) { return lockDir(dir) }
+
 func lockDir(dir string) (*dirLock, error) {
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return nil, err

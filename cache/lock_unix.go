@@ -11,9 +11,10 @@ import (
 	"syscall"
 )
 
-// dirLock is an exclusive flock on DIR/<fp>/lock held for as long as a
-// process uses the cache. The kernel drops it when the process dies, so a
-// crashed run never leaves a stale lock behind.
+// dirLock is a flock on DIR/<fp>/lock held for as long as a process uses
+// the cache: exclusive for a process that writes it, shared among
+// processes that only read a complete cache. The kernel drops it when the
+// process dies, so a crashed run never leaves a stale lock behind.
 type dirLock struct{ f *os.File }
 
 // errLocked is returned by lockDir when another process holds the lock; pid
@@ -22,11 +23,21 @@ type errLocked struct{ pid int }
 
 func (e errLocked) Error() string { return "locked" }
 
-// lockDir takes the lock of the cache directory dir and records our pid in
-// it. A directory removed by Prune between our open and our flock is
-// detected by comparing inodes and retried, so two processes never both
-// believe they own one directory.
-func lockDir(dir string) (*dirLock, error) {
+// lockDir takes the exclusive lock of the cache directory dir and records
+// our pid in it. A directory removed by Prune between our open and our
+// flock is detected by comparing inodes and retried, so two processes never
+// both believe they own one directory.
+func lockDir(dir string) (*dirLock, error) { return lockDirMode(dir, false) }
+
+// lockDirShared takes dir's lock shared, as readers of a complete cache do.
+// The lock file keeps the pid of the last writer.
+func lockDirShared(dir string) (*dirLock, error) { return lockDirMode(dir, true) }
+
+func lockDirMode(dir string, shared bool) (*dirLock, error) {
+	how := syscall.LOCK_EX
+	if shared {
+		how = syscall.LOCK_SH
+	}
 	path := dir + string(os.PathSeparator) + lockName
 	for attempt := 0; ; attempt++ {
 		if err := os.MkdirAll(dir, 0o755); err != nil {
@@ -36,7 +47,7 @@ func lockDir(dir string) (*dirLock, error) {
 		if err != nil {
 			return nil, err
 		}
-		if err := syscall.Flock(int(f.Fd()), syscall.LOCK_EX|syscall.LOCK_NB); err != nil {
+		if err := syscall.Flock(int(f.Fd()), how|syscall.LOCK_NB); err != nil {
 			pid := readPid(f)
 			f.Close()
 			if errors.Is(err, syscall.EWOULDBLOCK) {
@@ -57,6 +68,9 @@ func lockDir(dir string) (*dirLock, error) {
 		}
 		// The pid is for the error message of the next process only;
 		// failing to write it does not weaken the lock.
+		if shared {
+			return &dirLock{f}, nil
+		}
 		if err := f.Truncate(0); err == nil {
 			f.WriteAt([]byte(strconv.Itoa(os.Getpid())+"\n"), 0)
 		}
@@ -84,6 +98,11 @@ func readPid(f *os.File) int {
 	n, _ := f.ReadAt(buf, 0)
 	pid, err := strconv.Atoi(strings.TrimSpace(string(buf[:n])))
 	if err != nil || pid <= 0 {
+		return 0
+	}
+	// The file names the last writer; the holder now may be a reader of a
+	// complete cache, which records no pid, while that writer is gone.
+	if err := syscall.Kill(pid, 0); errors.Is(err, syscall.ESRCH) {
 		return 0
 	}
 	return pid
