@@ -150,6 +150,8 @@ func TestExitCodes(t *testing.T) {
 		{"plan dot", []string{"plan", "--format", "dot", ok}, 0},
 		{"plan mermaid", []string{"plan", "--format", "mermaid", ok}, 0},
 		{"plan invalid", []string{"plan", bad}, 3},
+		{"plan over budget", []string{"plan", filepath.Join("testdata", "budget.yaml")}, 3},
+		{"plan dot over budget", []string{"plan", "--format", "dot", filepath.Join("testdata", "budget.yaml")}, 3},
 		{"plan no args", []string{"plan"}, 2},
 		{"plan bad format", []string{"plan", "--format", "png", ok}, 2},
 		{"schema", []string{"schema"}, 0},
@@ -255,6 +257,9 @@ func TestValidateBudgets(t *testing.T) {
 		// A field set from shape(image)[0] is an int64, 8 bytes, so the
 		// batch of 256 uint8 images (36.75MiB out, as much buffered) is
 		// sized rather than left unknown.
+		// 300 images fit the budget but not the half a shuffle may fill:
+		// the run would shuffle over 222.
+		{"testdata/budget_shuffle_half.yaml", `stage "shuffle" buffers 300 samples of about 588.25KiB each = 172.34MiB, more than its share of resources.memory (1/2: 128MiB), so it would hold only about 222`},
 		{"testdata/budget_shape.yaml", `buffers need about 73.73MiB (src 205B, img 147.33KiB, batch 73.58MiB) but resources.memory is 64MiB`},
 	} {
 		r := run(t, "validate", tc.file)

@@ -42,9 +42,14 @@ func planCmd(g *globals) *cobra.Command {
 				p.Mermaid(g.stdout)
 			default:
 				p.Text(g.stdout)
-				for _, msg := range p.Fit() {
-					fmt.Fprintf(g.stdout, "warning: %s\n", msg)
+			}
+			// The plan is still shown, since its shares are what explain
+			// the misfit; but a spec validate rejects is invalid here too.
+			if fit := p.Fit(); len(fit) > 0 {
+				for _, m := range fit {
+					fmt.Fprintf(g.stderr, "%s: resources.memory: %s\n", sp.PosOf("resources.memory"), m)
 				}
+				return exit(ExitInvalid, fmt.Errorf("%s: the pipeline's buffers do not fit in resources.memory", args[0]))
 			}
 			return nil
 		},

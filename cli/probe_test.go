@@ -33,8 +33,9 @@ stages:
 	if !strings.Contains(r.stdout, want) || !strings.Contains(r.stdout, "more than resources.memory (64MiB)") {
 		t.Errorf("stdout:\n%s\nwant it to contain %q", r.stdout, want)
 	}
+	// plan shows the measured sizes, and rejects the spec as validate does.
 	p := run(t, "plan", "--probe", "32", spec)
-	if p.code != 0 || !strings.Contains(p.stdout, "~") {
-		t.Errorf("plan --probe shows no measured size:\n%s%s", p.stdout, p.stderr)
+	if p.code != 3 || !strings.Contains(p.stdout, "~") || !strings.Contains(p.stderr, want) {
+		t.Errorf("plan --probe: exit %d, want 3 with measured sizes and %q:\n%s%s", p.code, want, p.stdout, p.stderr)
 	}
 }

@@ -22,6 +22,13 @@ type Bufferer interface {
 	BufferSamples(workers int) int
 }
 
+// BufferSharer is implemented by stage configs whose buffer may fill only a
+// share of the budget (a shuffle: half), and shrinks at run time past it:
+// BufferShare is the divisor.
+type BufferSharer interface {
+	BufferShare() int
+}
+
 // OutputSizer is implemented by stage configs that can bound their output
 // sample's size where the schema cannot (a batch without drop_remainder,
 // whose leading dimension is "up to size"); -1 when unknown.
@@ -226,9 +233,20 @@ func (p *Plan) Fit() []string {
 		}
 		total += n.Share
 		parts = append(parts, fmt.Sprintf("%s %s", n.Stage.Name, spec.ByteSize(n.Share)))
-		if n.Buffer > 0 && int64(n.Buffer)*n.InSampleBytes > p.Memory {
-			out = append(out, fmt.Sprintf("stage %q buffers %d samples of about %s each = %s, more than resources.memory (%s)",
-				n.Stage.Name, n.Buffer, spec.ByteSize(n.InSampleBytes), spec.ByteSize(int64(n.Buffer)*n.InSampleBytes), spec.ByteSize(p.Memory)))
+		if n.Buffer > 0 && n.InSampleBytes > 0 {
+			need := int64(n.Buffer) * n.InSampleBytes
+			if bs, ok := n.Stage.Config.(BufferSharer); ok && bs.BufferShare() > 1 && need <= p.Memory {
+				// The run would shrink the buffer to its share and warn;
+				// validate says so first, since it changes how well the
+				// data is mixed.
+				if room := p.Memory / int64(bs.BufferShare()); need > room {
+					out = append(out, fmt.Sprintf("stage %q buffers %d samples of about %s each = %s, more than its share of resources.memory (1/%d: %s), so it would hold only about %d",
+						n.Stage.Name, n.Buffer, spec.ByteSize(n.InSampleBytes), spec.ByteSize(need), bs.BufferShare(), spec.ByteSize(room), room/n.InSampleBytes))
+				}
+			} else if need > p.Memory {
+				out = append(out, fmt.Sprintf("stage %q buffers %d samples of about %s each = %s, more than resources.memory (%s)",
+					n.Stage.Name, n.Buffer, spec.ByteSize(n.InSampleBytes), spec.ByteSize(need), spec.ByteSize(p.Memory)))
+			}
 		}
 	}
 	if len(out) == 0 && total > p.Memory {

@@ -19,6 +19,9 @@ type ShuffleConfig struct {
 // BufferSamples implements plan.Bufferer.
 func (c *ShuffleConfig) BufferSamples(int) int { return c.Buffer }
 
+// BufferShare implements plan.BufferSharer.
+func (c *ShuffleConfig) BufferShare() int { return ShuffleShare }
+
 // PassesThrough implements spec.PassThrough: the stage reads no field.
 func (c *ShuffleConfig) PassesThrough(string) bool { return true }
 
