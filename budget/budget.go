@@ -30,7 +30,8 @@ type Budget struct {
 	// spareIdle and spareTrim, when set, are memory kept idle in the
 	// budget's free room (a pool of recycled buffers): each reservation
 	// trims it to what stays free, so samples and idle buffers together
-	// never exceed the limit.
+	// stay within the limit (give or take a buffer the spare is adding at
+	// that moment, which it trims itself).
 	spareIdle func() int64
 	spareTrim func(max int64)
 }

@@ -23,6 +23,7 @@ import (
 	"os"
 	"path/filepath"
 	"regexp"
+	"runtime"
 	"sort"
 	"strings"
 	"sync"
@@ -117,26 +118,45 @@ func Open(dir, fingerprint string, meta Manifest, opts Options) (*Cache, error) 
 	path := filepath.Join(dir, fingerprint)
 	// A complete cache is only read, so processes may share it (one per
 	// accelerator of a data-parallel job, each reading the same cache):
-	// under a shared lock, opening Badger read-only. Anything short of a
-	// clean read-only open takes the exclusive lock and starts again.
-	if m, err := readManifest(path); err == nil && m.Complete && m.Fingerprint == fingerprint && m.Format == codecVersion {
-		if lock, err := lockDirShared(path); err == nil {
-			c := &Cache{dir: path, opts: opts, lock: lock, shared: true, pendAt: make(map[int64]int)}
-			err := c.open(fingerprint, meta)
-			if err == nil {
-				return c, nil
-			}
-			if c.db != nil {
-				c.db.Close()
-			}
-			lock.unlock()
-			if !errors.Is(err, errNeedsWriter) {
-				return nil, err
-			}
+	// under a shared lock, opening Badger read-only. A process holding it
+	// exclusively is repairing it (after a crash) or removing it, briefly:
+	// wait a little for it. Anything short of a clean read-only open takes
+	// the exclusive lock and starts again.
+	deadline := time.Now().Add(sharedWait)
+	for {
+		c, err, busy := openShared(path, fingerprint, meta, opts)
+		if c != nil || err != nil {
+			return c, err
 		}
+		if busy && time.Now().Before(deadline) {
+			time.Sleep(sharedRetry)
+			continue
+		}
+		c, err = openExclusive(path, fingerprint, meta, opts)
+		var locked errLocked
+		// Readers of a crashed complete cache all find it needs repair,
+		// and all but one lose the race for the exclusive lock: they wait
+		// for the one repairing it to share it.
+		if errors.As(err, &locked) && completeManifest(path, fingerprint) && time.Now().Before(deadline) {
+			time.Sleep(sharedRetry)
+			continue
+		}
+		if errors.As(err, &locked) {
+			return nil, inUseError("open", path, err)
+		}
+		return c, err
 	}
+}
+
+// openExclusive opens the cache at path under the exclusive lock, as a
+// writer.
+func openExclusive(path, fingerprint string, meta Manifest, opts Options) (*Cache, error) {
 	lock, err := lockDir(path)
 	if err != nil {
+		var locked errLocked
+		if errors.As(err, &locked) {
+			return nil, locked // Open words it, once it stops waiting
+		}
 		return nil, inUseError("open", path, err)
 	}
 	c := &Cache{dir: path, opts: opts, lock: lock, pendAt: make(map[int64]int)}
@@ -147,7 +167,79 @@ func Open(dir, fingerprint string, meta Manifest, opts Options) (*Cache, error) 
 		lock.unlock()
 		return nil, err
 	}
+	// A complete cache that needed a writable open (Badger had a log to
+	// truncate after a crash) is repaired now: reopen it read-only and
+	// share it, so the other readers of a job that start with us get in.
+	if c.man.Complete && !c.readOnly && readOnlyWorks {
+		if err := c.reopenShared(); err != nil {
+			if c.db != nil {
+				c.db.Close()
+			}
+			lock.unlock()
+			return nil, err
+		}
+	}
 	return c, nil
+}
+
+// completeManifest reports whether path's manifest says a complete cache
+// of fingerprint in this format.
+func completeManifest(path, fingerprint string) bool {
+	m, err := readManifest(path)
+	return err == nil && m.Complete && m.Fingerprint == fingerprint && m.Format == codecVersion
+}
+
+// sharedWait bounds how long Open waits for a process holding a complete
+// cache exclusively (repairing or removing it); sharedRetry is the step.
+const (
+	sharedWait  = 5 * time.Second
+	sharedRetry = 50 * time.Millisecond
+)
+
+// readOnlyWorks is false where Badger cannot open a database read-only
+// (Windows), so that a complete cache is not tried read-only first there.
+const readOnlyWorks = runtime.GOOS != "windows"
+
+// openShared opens the complete cache at path as one of its readers. It
+// returns nil and no error when that is not the way: the manifest does not
+// say complete, or the cache needs a writer (busy is false), or another
+// process holds it exclusively (busy is true).
+func openShared(path, fingerprint string, meta Manifest, opts Options) (c *Cache, err error, busy bool) {
+	if !readOnlyWorks || !completeManifest(path, fingerprint) {
+		return nil, nil, false
+	}
+	lock, err := lockDirShared(path)
+	if err != nil {
+		var locked errLocked
+		return nil, nil, errors.As(err, &locked)
+	}
+	c = &Cache{dir: path, opts: opts, lock: lock, shared: true, pendAt: make(map[int64]int)}
+	err = c.open(fingerprint, meta)
+	if err == nil {
+		return c, nil, false
+	}
+	if c.db != nil {
+		c.db.Close()
+	}
+	lock.unlock()
+	if errors.Is(err, errNeedsWriter) {
+		return nil, nil, false
+	}
+	return nil, err, false
+}
+
+// reopenShared turns a writable open of a complete cache into a shared,
+// read-only one.
+func (c *Cache) reopenShared() error {
+	if err := c.db.Close(); err != nil {
+		return fmt.Errorf("cache: close %s: %w", c.dir, err)
+	}
+	c.db = nil
+	if err := c.lock.share(); err != nil {
+		return fmt.Errorf("cache: share %s: %w", c.dir, err)
+	}
+	c.shared = true
+	return c.openDB(true)
 }
 
 // errNeedsWriter tells Open that a cache opened as a shared reader needs
@@ -160,6 +252,9 @@ func inUseError(op, path string, err error) error {
 	var locked errLocked
 	if !errors.As(err, &locked) {
 		return fmt.Errorf("cache: %s %s: %w", op, path, err)
+	}
+	if locked.readers {
+		return fmt.Errorf("cache: %s is being read by other piperun processes", path)
 	}
 	if locked.pid > 0 {
 		return fmt.Errorf("cache: %s is in use by another piperun process (pid %d)", path, locked.pid)
@@ -241,7 +336,12 @@ func (c *Cache) open(fingerprint string, meta Manifest) error {
 func (c *Cache) openDB(readOnly bool) error {
 	path := filepath.Join(c.dir, badgerName)
 	c.count, c.bytes, c.maxID, c.anyID = 0, 0, 0, false
-	if readOnly {
+	if c.shared && !readOnly {
+		// The manifest changed between Open's look and ours (a prune, a
+		// repair): writing needs the exclusive lock.
+		return errNeedsWriter
+	}
+	if readOnly && readOnlyWorks {
 		db, err := badger.Open(c.opts.badgerOptions(path).WithReadOnly(true))
 		if err == nil {
 			c.db, c.readOnly = db, true

@@ -18,8 +18,12 @@ import (
 type dirLock struct{ f *os.File }
 
 // errLocked is returned by lockDir when another process holds the lock; pid
-// is 0 when the lock file does not say.
-type errLocked struct{ pid int }
+// is 0 when the lock file does not say, and readers is set when only
+// processes reading a complete cache hold it.
+type errLocked struct {
+	pid     int
+	readers bool
+}
 
 func (e errLocked) Error() string { return "locked" }
 
@@ -48,12 +52,17 @@ func lockDirMode(dir string, shared bool) (*dirLock, error) {
 			return nil, err
 		}
 		if err := syscall.Flock(int(f.Fd()), how|syscall.LOCK_NB); err != nil {
-			pid := readPid(f)
-			f.Close()
-			if errors.Is(err, syscall.EWOULDBLOCK) {
-				return nil, errLocked{pid}
+			defer f.Close()
+			if !errors.Is(err, syscall.EWOULDBLOCK) {
+				return nil, fmt.Errorf("lock %s: %w", path, err)
 			}
-			return nil, fmt.Errorf("lock %s: %w", path, err)
+			// Readers record no pid, and the file names the last writer,
+			// who may still live: if a shared lock can be had, only
+			// readers hold the cache.
+			if !shared && syscall.Flock(int(f.Fd()), syscall.LOCK_SH|syscall.LOCK_NB) == nil {
+				return nil, errLocked{readers: true}
+			}
+			return nil, errLocked{pid: readPid(f)}
 		}
 		same, err := sameFile(f, path)
 		if err != nil || !same {
@@ -66,11 +75,11 @@ func lockDirMode(dir string, shared bool) (*dirLock, error) {
 			}
 			return nil, fmt.Errorf("lock %s: %w", path, err)
 		}
-		// The pid is for the error message of the next process only;
-		// failing to write it does not weaken the lock.
 		if shared {
 			return &dirLock{f}, nil
 		}
+		// The pid is for the error message of the next process only;
+		// failing to write it does not weaken the lock.
 		if err := f.Truncate(0); err == nil {
 			f.WriteAt([]byte(strconv.Itoa(os.Getpid())+"\n"), 0)
 		}
@@ -100,12 +109,20 @@ func readPid(f *os.File) int {
 	if err != nil || pid <= 0 {
 		return 0
 	}
-	// The file names the last writer; the holder now may be a reader of a
-	// complete cache, which records no pid, while that writer is gone.
+	// The file names the last writer, who may be gone (the lock is then
+	// held by readers, or by a process that has not written its pid yet).
 	if err := syscall.Kill(pid, 0); errors.Is(err, syscall.ESRCH) {
 		return 0
 	}
 	return pid
+}
+
+// share turns an exclusive lock into a shared one. The kernel may drop the
+// lock for a moment in between: a pruner slipping in then makes the
+// read-only open that follows fail, and a writer cannot (the manifest says
+// complete, so it opens as a reader).
+func (l *dirLock) share() error {
+	return syscall.Flock(int(l.f.Fd()), syscall.LOCK_SH)
 }
 
 // unlock releases the lock. The file stays: deleting a lock file while

@@ -41,11 +41,8 @@ func applyCmd(g *globals) *cobra.Command {
 			if err != nil {
 				return exit(ExitInvalid, err)
 			}
-			if fit := p.Fit(); len(fit) > 0 {
-				for _, m := range fit {
-					fmt.Fprintf(g.stderr, "%s: resources.memory: %s\n", sp.PosOf("resources.memory"), m)
-				}
-				return exit(ExitInvalid, fmt.Errorf("%s: the pipeline's buffers do not fit in resources.memory", args[0]))
+			if err := checkFit(g, p, args[0]); err != nil {
+				return err
 			}
 			g.log.Info("starting", zap.String("pipeline", sp.Name), zap.Uint64("seed", p.Seed), zap.Bool("seed_random", p.SeedRandom),
 				zap.Int("epochs", sp.Epochs), zap.String("memory", fmt.Sprint(p.Memory)), zap.Int("workers", p.Workers))
@@ -79,6 +76,19 @@ func applyCmd(g *globals) *cobra.Command {
 	cmd.Flags().StringVar(&reportPath, "report", "", "write a JSON report of the run to this file")
 	cmd.Flags().StringVar(&progress, "progress", "auto", "progress display: auto (live on a terminal), always or never")
 	return cmd
+}
+
+// checkFit prints the ways p's buffers do not fit its memory budget, and
+// fails with ExitInvalid if any is more than a warning.
+func checkFit(g *globals, p *plan.Plan, file string) error {
+	diags := p.FitDiagnostics()
+	for _, d := range diags {
+		fmt.Fprintln(g.stderr, d.String())
+	}
+	if diags.HasErrors() {
+		return exit(ExitInvalid, fmt.Errorf("%s: the pipeline's buffers do not fit in resources.memory", file))
+	}
+	return nil
 }
 
 // MemoryHeadroom is what Go's soft memory limit allows beyond the budget:

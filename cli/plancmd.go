@@ -44,14 +44,8 @@ func planCmd(g *globals) *cobra.Command {
 				p.Text(g.stdout)
 			}
 			// The plan is still shown, since its shares are what explain
-			// the misfit; but a spec validate rejects is invalid here too.
-			if fit := p.Fit(); len(fit) > 0 {
-				for _, m := range fit {
-					fmt.Fprintf(g.stderr, "%s: resources.memory: %s\n", sp.PosOf("resources.memory"), m)
-				}
-				return exit(ExitInvalid, fmt.Errorf("%s: the pipeline's buffers do not fit in resources.memory", args[0]))
-			}
-			return nil
+			// a misfit; but a spec validate rejects is invalid here too.
+			return checkFit(g, p, args[0])
 		},
 	}
 	cmd.Flags().StringVar(&format, "format", "text", "output format: text, dot or mermaid")

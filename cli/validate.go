@@ -101,10 +101,7 @@ func validateFile(ctx context.Context, g *globals, file string, set []string, en
 		}
 		p.ApplyProbe(avg)
 	}
-	for _, msg := range p.Fit() {
-		diags = append(diags, spec.Diagnostic{Pos: sp.PosOf("resources.memory"), Path: "resources.memory", Message: msg, Severity: spec.SevError})
-	}
-	return diags
+	return append(diags, p.FitDiagnostics()...)
 }
 
 func ghEscape(s string) string {

@@ -221,13 +221,16 @@ func (o *outlet) send(c *chunk) (delivered bool, err error) {
 			}
 		}
 	}
+	var sent int64 // read before the consumers own the chunks
 	for k, i := range live {
 		l := o.links[i]
 		if !c.eoe {
 			outs[k].bytes = heldBy(outs[k].samples)
+			sent = max(sent, outs[k].bytes)
 		}
 		// Count before the send: the consumer may take the chunk and
-		// subtract its bytes before this goroutine runs again.
+		// subtract its bytes before this goroutine runs again. (So a
+		// chunk whose sender waits on a full queue counts as queued.)
 		l.queued.Add(outs[k].bytes)
 		select {
 		case l.ch <- outs[k]:
@@ -247,7 +250,7 @@ func (o *outlet) send(c *chunk) (delivered bool, err error) {
 	if len(live) == 0 && !c.eoe {
 		releaseAll(o.budget, c.samples)
 	}
-	if delivered && c.bytes >= yieldBytes {
+	if delivered && sent >= yieldBytes {
 		runtime.Gosched()
 	}
 	if o.live == 0 {
@@ -273,6 +276,7 @@ func (o *outlet) close() {
 	}
 }
 
+// heldBy sums the bytes ss hold.
 func heldBy(ss []*sample.Sample) int64 {
 	var n int64
 	for _, s := range ss {

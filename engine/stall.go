@@ -75,7 +75,7 @@ func (r *Run) stallError() error {
 	n, want := r.budget.Waiting()
 	if n == 0 {
 		if joins := r.sharedJoins(); len(joins) > 0 {
-			return fmt.Errorf("%w (no stage waits for memory; %s: give each input its own source, or put a shuffle or prefetch with room for a whole epoch before the join)", ErrStalled, strings.Join(joins, "; "))
+			return fmt.Errorf("%w (no stage waits for memory; %s: give each input its own source, or room for a whole epoch between the common stage and the join, e.g. a prefetch)", ErrStalled, strings.Join(joins, "; "))
 		}
 		return fmt.Errorf("%w (no stage waits for memory: check for a concat whose inputs read one stage)", ErrStalled)
 	}
@@ -140,7 +140,11 @@ func (r *Run) sharedJoins() []string {
 			}
 		}
 		if shared {
-			out = append(out, fmt.Sprintf("%s %q reads one stage through several inputs and drains them in turn", nd.st.Type, nd.st.Name))
+			how := "reads one stage through several inputs"
+			if nd.st.Type == "concat" {
+				how += " and drains them in turn"
+			}
+			out = append(out, fmt.Sprintf("%s %q %s", nd.st.Type, nd.st.Name, how))
 		}
 	}
 	return out

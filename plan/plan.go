@@ -205,18 +205,34 @@ func DefaultMemory() int64 {
 	return 1 << 30
 }
 
+// FitProblem is one way the planned buffers do not fit the memory budget.
+type FitProblem struct {
+	// Path is the spec path it points at: resources.memory, or the key of
+	// the buffer at fault.
+	Path    string
+	Message string
+	// Warning marks what a run copes with (a shuffle holding fewer
+	// samples than asked), as opposed to what it cannot do.
+	Warning bool
+}
+
 // Fit returns a problem for each way the planned buffers cannot fit in the
 // memory budget, with the numbers.
-func (p *Plan) Fit() []string {
+func (p *Plan) Fit() []FitProblem {
 	var total int64
 	var parts []string
-	var out []string
+	var out []FitProblem
+	add := func(path string, warn bool, format string, args ...any) {
+		out = append(out, FitProblem{Path: path, Message: fmt.Sprintf(format, args...), Warning: warn})
+	}
+	errs := 0
 	for _, n := range p.Nodes {
 		if n.Reserved > 0 {
 			total += n.Reserved
 			parts = append(parts, fmt.Sprintf("%s %s (reserved)", n.Stage.Name, spec.ByteSize(n.Reserved)))
 			if n.Reserved > p.Memory {
-				out = append(out, fmt.Sprintf("stage %q needs %s for its own use, more than resources.memory (%s)", n.Stage.Name, spec.ByteSize(n.Reserved), spec.ByteSize(p.Memory)))
+				add("resources.memory", false, "stage %q needs %s for its own use, more than resources.memory (%s)", n.Stage.Name, spec.ByteSize(n.Reserved), spec.ByteSize(p.Memory))
+				errs++
 			}
 		}
 		if n.Share <= 0 {
@@ -228,30 +244,57 @@ func (p *Plan) Fit() []string {
 			if copies > 1 {
 				each = fmt.Sprintf(", reserved once for each of its %d consumers", copies)
 			}
-			out = append(out, fmt.Sprintf("stage %q emits samples of about %s each%s, more than resources.memory (%s)",
-				n.Stage.Name, spec.ByteSize(n.SampleBytes), each, spec.ByteSize(p.Memory)))
+			add("resources.memory", false, "stage %q emits samples of about %s each%s, more than resources.memory (%s)",
+				n.Stage.Name, spec.ByteSize(n.SampleBytes), each, spec.ByteSize(p.Memory))
+			errs++
 		}
 		total += n.Share
 		parts = append(parts, fmt.Sprintf("%s %s", n.Stage.Name, spec.ByteSize(n.Share)))
 		if n.Buffer > 0 && n.InSampleBytes > 0 {
 			need := int64(n.Buffer) * n.InSampleBytes
 			if bs, ok := n.Stage.Config.(BufferSharer); ok && bs.BufferShare() > 1 && need <= p.Memory {
-				// The run would shrink the buffer to its share and warn;
-				// validate says so first, since it changes how well the
-				// data is mixed.
+				// The run shrinks such a buffer to its share and warns; a
+				// warning here says so before the run, since it changes how
+				// well the data is mixed.
 				if room := p.Memory / int64(bs.BufferShare()); need > room {
-					out = append(out, fmt.Sprintf("stage %q buffers %d samples of about %s each = %s, more than its share of resources.memory (1/%d: %s), so it would hold only about %d",
-						n.Stage.Name, n.Buffer, spec.ByteSize(n.InSampleBytes), spec.ByteSize(need), bs.BufferShare(), spec.ByteSize(room), room/n.InSampleBytes))
+					add(p.stagePath(n.Stage, "buffer"), true, "%d samples of about %s each = %s, more than the 1/%d of resources.memory (%s) a %s may fill: it will hold about %d",
+						n.Buffer, spec.ByteSize(n.InSampleBytes), spec.ByteSize(need), bs.BufferShare(), spec.ByteSize(room), n.Stage.Type, max(1, room/n.InSampleBytes))
 				}
 			} else if need > p.Memory {
-				out = append(out, fmt.Sprintf("stage %q buffers %d samples of about %s each = %s, more than resources.memory (%s)",
-					n.Stage.Name, n.Buffer, spec.ByteSize(n.InSampleBytes), spec.ByteSize(need), spec.ByteSize(p.Memory)))
+				add("resources.memory", false, "stage %q buffers %d samples of about %s each = %s, more than resources.memory (%s)",
+					n.Stage.Name, n.Buffer, spec.ByteSize(n.InSampleBytes), spec.ByteSize(need), spec.ByteSize(p.Memory))
+				errs++
 			}
 		}
 	}
-	if len(out) == 0 && total > p.Memory {
-		out = append(out, fmt.Sprintf("buffers need about %s (%s) but resources.memory is %s",
-			spec.ByteSize(total), strings.Join(parts, ", "), spec.ByteSize(p.Memory)))
+	if errs == 0 && total > p.Memory {
+		add("resources.memory", false, "buffers need about %s (%s) but resources.memory is %s",
+			spec.ByteSize(total), strings.Join(parts, ", "), spec.ByteSize(p.Memory))
+	}
+	return out
+}
+
+// stagePath is the spec path of key in st's entry: stages[i].key.
+func (p *Plan) stagePath(st *spec.Stage, key string) string {
+	for i, s := range p.Spec.Stages {
+		if s == st {
+			return fmt.Sprintf("stages[%d].%s", i, key)
+		}
+	}
+	return "resources.memory"
+}
+
+// FitDiagnostics returns Fit's problems as diagnostics at their positions
+// in the spec: errors for what a run cannot do, warnings for what it copes
+// with.
+func (p *Plan) FitDiagnostics() spec.Diagnostics {
+	var out spec.Diagnostics
+	for _, f := range p.Fit() {
+		sev := spec.SevError
+		if f.Warning {
+			sev = spec.SevWarning
+		}
+		out = append(out, spec.Diagnostic{Pos: p.Spec.PosOf(f.Path), Path: f.Path, Message: f.Message, Severity: sev})
 	}
 	return out
 }

@@ -140,6 +140,8 @@ func BindPool(room func() int64) (unbind func(), ok bool) {
 		return nil, false
 	}
 	buffers.room = room
+	buffers.evict(max(0, room()), 0, 0)
+	buffers.idleNow.Store(buffers.idle)
 	return sync.OnceFunc(func() {
 		buffers.mu.Lock()
 		defer buffers.mu.Unlock()
@@ -158,8 +160,9 @@ func TrimPool(n int64) {
 }
 
 // SetPoolLimit sets how many bytes of idle buffers the recycling pool may
-// keep (0 disables it) and returns the previous limit. Buffers beyond the
-// limit are left to the garbage collector.
+// keep (0 disables it) while no run has bound it (BindPool), and returns
+// the previous limit. Buffers beyond the limit are left to the garbage
+// collector.
 func SetPoolLimit(n int64) int64 {
 	buffers.mu.Lock()
 	defer buffers.mu.Unlock()
@@ -208,6 +211,16 @@ func (p *pool) put(b []byte) {
 	}
 	p.free[n] = append(p.free[n], b)
 	p.idle += int64(n)
+	if p.room != nil {
+		// A reservation that landed after capLocked read the room has
+		// trimmed the pool by the idle bytes it saw, without this buffer:
+		// publish them and look at the room again, so one of the two
+		// sides sees the other.
+		p.idleNow.Store(p.idle)
+		if limit := p.capLocked(); p.idle > limit {
+			p.evict(limit, 0, 0)
+		}
+	}
 }
 
 // evict drops idle buffers until need more bytes fit under limit, and
