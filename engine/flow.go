@@ -18,7 +18,8 @@ type chunk struct {
 	samples []*sample.Sample
 	eoe     bool
 	epoch   int
-	// bytes is what the samples held when the chunk was sent.
+	// bytes is what the samples hold for this consumer (each consumer of
+	// a fan-out holds its share): what its queue counts while it waits.
 	bytes int64
 }
 
@@ -162,7 +163,7 @@ func (o *outlet) flush() error {
 		bytes += s.Held / int64(o.copies)
 	}
 	n := len(batch)
-	delivered, err := o.send(&chunk{samples: batch})
+	delivered, err := o.send(&chunk{samples: batch, bytes: bytes})
 	// Count what a consumer took: a chunk every consumer refused was not
 	// emitted.
 	if delivered && o.onEmit != nil {
@@ -207,7 +208,7 @@ func (o *outlet) send(c *chunk) (delivered bool, err error) {
 			outs[k] = c
 			continue
 		}
-		outs[k] = &chunk{samples: make([]*sample.Sample, len(c.samples))}
+		outs[k] = &chunk{samples: make([]*sample.Sample, len(c.samples)), bytes: c.bytes}
 	}
 	if !c.eoe && o.copies > 1 && len(live) > 0 {
 		for j, s := range c.samples {
@@ -221,13 +222,9 @@ func (o *outlet) send(c *chunk) (delivered bool, err error) {
 			}
 		}
 	}
-	var sent int64 // read before the consumers own the chunks
+	sent := c.bytes // read before the consumers own the chunks
 	for k, i := range live {
 		l := o.links[i]
-		if !c.eoe {
-			outs[k].bytes = heldBy(outs[k].samples)
-			sent = max(sent, outs[k].bytes)
-		}
 		// Count before the send: the consumer may take the chunk and
 		// subtract its bytes before this goroutine runs again. (So a
 		// chunk whose sender waits on a full queue counts as queued.)
@@ -274,15 +271,6 @@ func (o *outlet) close() {
 	for _, l := range o.links {
 		close(l.ch)
 	}
-}
-
-// heldBy sums the bytes ss hold.
-func heldBy(ss []*sample.Sample) int64 {
-	var n int64
-	for _, s := range ss {
-		n += s.Held
-	}
-	return n
 }
 
 func releaseAll(b *budget.Budget, ss []*sample.Sample) {
