@@ -12,6 +12,7 @@ import (
 	"os"
 	"path/filepath"
 	"regexp"
+	"sort"
 	"strings"
 
 	"go.yaml.in/yaml/v3"
@@ -324,7 +325,7 @@ func Parse(file string, data []byte, opts Options) (*Spec, Diagnostics) {
 			sp.Stages = append(sp.Stages, st)
 		}
 	}
-	link(sp, r)
+	link(sp, r, opts.Catalog)
 	check(sp, r, opts)
 	r.diags.Sort()
 	return sp, r.diags
@@ -407,7 +408,23 @@ func posLC(sp *Spec, path string) (int, int) {
 }
 
 // link resolves inputs, checks names and roles, and orders the DAG.
-func link(sp *Spec, r *reporter) {
+// sinkNames lists the catalog's sink types, for the error of a pipeline
+// without one.
+func sinkNames(cat Catalog) []string {
+	var out []string
+	if cat == nil {
+		return out
+	}
+	for _, n := range cat.Names() {
+		if t, ok := cat.Lookup(n); ok && t.Role == RoleSink {
+			out = append(out, n)
+		}
+	}
+	sort.Strings(out)
+	return out
+}
+
+func link(sp *Spec, r *reporter, cat Catalog) {
 	byName := map[string]*Stage{}
 	for _, st := range sp.Stages {
 		if st.Name == "" {
@@ -510,7 +527,7 @@ func link(sp *Spec, r *reporter) {
 		}
 	}
 	if len(sp.Stages) > 0 && !hasSink {
-		r.add(SevError, sp.Stages[0].Pos.Line, sp.Stages[0].Pos.Col, "stages", "the pipeline has no sink: add write_tfrecord, write_jsonl, serve or discard")
+		r.add(SevError, sp.Stages[0].Pos.Line, sp.Stages[0].Pos.Col, "stages", "the pipeline has no sink: add one of %s", strings.Join(sinkNames(cat), ", "))
 	}
 }
 
