@@ -362,6 +362,15 @@ func (r *Registry) compile(src string, in sample.Schema, want sample.Kind, strip
 	if err == nil {
 		_, err = new(checker.Checker).PatchAndCheck(tree, cfg)
 	}
+	if err == nil {
+		// The patch passes check the tree and drop what they find; a call
+		// they typed (through Returns) then keeps its type and is not
+		// visited again, so an unknown name among its arguments
+		// (read_file(nope)) would pass. One more check, with the calls'
+		// types cleared, visits every argument.
+		ast.Walk(&tree.Node, untypeCalls{})
+		_, err = checker.Check(tree, cfg)
+	}
 	if err != nil {
 		return nil, r.explain(toError(err), src, in)
 	}
@@ -520,6 +529,16 @@ func (p *patcher) Visit(node *ast.Node) {
 				ast.Patch(node, &ast.CallNode{Callee: &ast.IdentifierNode{Value: "__len"}, Arguments: n.Arguments})
 			}
 		}
+	}
+}
+
+// untypeCalls clears the types of call nodes, so that the checker visits
+// their arguments again.
+type untypeCalls struct{}
+
+func (untypeCalls) Visit(node *ast.Node) {
+	if c, ok := (*node).(*ast.CallNode); ok {
+		c.SetType(nil)
 	}
 }
 

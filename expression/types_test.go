@@ -109,3 +109,26 @@ func TestNormalizeChannels(t *testing.T) {
 		}
 	}
 }
+
+// TestUnknownNamesInArguments: a name that is neither a field nor a function
+// is an error wherever it stands, also among the arguments of a call whose
+// result type is declared (expr's patch passes type those calls and would
+// not look at their arguments again).
+func TestUnknownNamesInArguments(t *testing.T) {
+	in := sample.Schema{Fields: []sample.Field{{Name: "path", Type: sample.TString}, {Name: "index", Type: sample.TInt}}}
+	const funcs = "(functions: cast, center_crop, decode_image, flip_left_right, normalize, one_hot, random_crop, random_resized_crop, read_file, resize, shape, to_float, transpose)"
+	for _, tc := range []struct{ src, want string }{
+		{`read_file(nope)`, `unknown field "nope" (fields here: path, index) (line 1, column 11 of the expression)`},
+		{`len(nope)`, `unknown field "nope" (fields here: path, index) (line 1, column 5 of the expression)`},
+		{`resize(nope, 2, 2)`, `unknown field "nope" (fields here: path, index) (line 1, column 8 of the expression)`},
+		{`one_hot(foo(1), 3)`, `unknown function foo ` + funcs + ` (line 1, column 9 of the expression)`},
+		{`to_float(flipx(0.5))`, `unknown function flipx ` + funcs + ` (line 1, column 10 of the expression)`},
+		{`decode_image(read_file(path), 3) | flipx(0.5) | to_float()`, `unknown function flipx ` + funcs + ` (line 1, column 36 of the expression)`},
+		{`nope + 1`, `unknown field "nope" (fields here: path, index) (line 1, column 1 of the expression)`},
+	} {
+		_, err := expression.Default().Compile(tc.src, in, sample.Any)
+		if err == nil || err.Error() != tc.want {
+			t.Errorf("%s: %v\nwant %s", tc.src, err, tc.want)
+		}
+	}
+}
