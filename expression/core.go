@@ -145,6 +145,12 @@ func init() {
 		Name: "__at", Signature: "x[i]", MinArgs: 2, MaxArgs: 2,
 		Check: func(a []Arg) (sample.Type, error) {
 			t := a[0].Type
+			if t.Kind == sample.Any {
+				return sample.TAny, nil
+			}
+			if t.Kind != sample.Tensor {
+				return sample.Type{}, fmt.Errorf("cannot index %s: only tensors and lists take x[i]", t)
+			}
 			if len(t.Shape) > 1 {
 				return sample.TensorOf(t.DType, t.Shape[1:]...), nil
 			}
@@ -157,7 +163,10 @@ func init() {
 			return sample.TInt, nil
 		},
 		Impl: func(_ *Call, a []any) (any, error) {
-			t := a[0].(*tensor.Tensor)
+			t, ok := a[0].(*tensor.Tensor)
+			if !ok || t == nil {
+				return nil, fmt.Errorf("cannot index a value of type %T: only tensors and lists take x[i]", a[0])
+			}
 			i, _ := toInt(a[1])
 			if len(t.Shape) == 0 {
 				return nil, fmt.Errorf("cannot index a scalar tensor")

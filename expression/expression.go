@@ -517,7 +517,10 @@ func (p *patcher) Visit(node *ast.Node) {
 		p.sites++
 		n.Arguments = append(n.Arguments, &ast.IdentifierNode{Value: CtxVar}, &ast.IntegerNode{Value: p.sites})
 	case *ast.MemberNode:
-		if n.Node.Type() == tensorPtr && isInt(n.Property.Type()) {
+		// x[i][j]: the inner index was patched just before (the walk
+		// visits children first) and is typed any, as its result is a
+		// tensor or a number depending on the rank; __at takes both.
+		if (n.Node.Type() == tensorPtr || isAt(n.Node)) && isInt(n.Property.Type()) {
 			ast.Patch(node, &ast.CallNode{Callee: &ast.IdentifierNode{Value: "__at"}, Arguments: []ast.Node{n.Node, n.Property}})
 		}
 	case *ast.BuiltinNode:
@@ -530,6 +533,16 @@ func (p *patcher) Visit(node *ast.Node) {
 			}
 		}
 	}
+}
+
+// isAt reports whether n is a call of __at, a tensor index.
+func isAt(n ast.Node) bool {
+	c, ok := n.(*ast.CallNode)
+	if !ok {
+		return false
+	}
+	id, ok := c.Callee.(*ast.IdentifierNode)
+	return ok && id.Value == "__at"
 }
 
 // untypeCalls clears the types of call nodes, so that the checker visits
@@ -637,7 +650,10 @@ func (in *inferrer) infer(n ast.Node) sample.Type {
 		if f.Random && len(argNodes) >= 2 {
 			argNodes = argNodes[:len(argNodes)-2]
 		}
-		name := strings.TrimPrefix(f.Name, "__")
+		name := f.Name
+		if strings.HasPrefix(name, "__") {
+			name = f.Signature // what the user wrote: x[i], len(x)
+		}
 		if len(argNodes) < f.MinArgs || (f.MaxArgs >= 0 && len(argNodes) > f.MaxArgs) {
 			return in.fail(n, "%s: wrong number of arguments: got %d, want %s", f.Signature, len(argNodes), arity(f))
 		}

@@ -48,6 +48,9 @@ func TestTypesAndLen(t *testing.T) {
 		{src: `len(read_file("/dev/null"))`, typ: "int64", want: 0},
 		// A call giving a tensor is indexed as a tensor field is.
 		{src: `one_hot(2, 4)[2]`, typ: "float64", want: float64(1)},
+		// Chained indexes go down the dimensions.
+		{src: `shape(image[1][2])`, typ: "list<int64>", want: []any{int64(3)}},
+		{src: `image[1][2][0]`, typ: "int64", want: int64(0)},
 		{src: `len(image)`, typ: "int64", want: 4},
 		{src: `len(image) == 4`, typ: "bool", want: true},
 		// $env by a key known only at run time.
@@ -78,6 +81,19 @@ func TestTypesAndLen(t *testing.T) {
 			t.Errorf("%s with k=%q: %v", tc.src, tc.key, err)
 		case !reflect.DeepEqual(v, tc.want):
 			t.Errorf("%s with k=%q: got %#v, want %#v", tc.src, tc.key, v, tc.want)
+		}
+	}
+}
+
+// TestIndexPastTheRank: indexing the number a 1-D tensor's index gives is
+// a compile error, not a run-time one.
+func TestIndexPastTheRank(t *testing.T) {
+	for _, tc := range []struct{ src, want string }{
+		{`one_hot(2, 4)[0][0]`, "x[i]: cannot index float64: only tensors and lists take x[i] (line 1, column 17 of the expression)"},
+	} {
+		_, err := expression.Default().Compile(tc.src, sample.Schema{}, sample.Any)
+		if err == nil || err.Error() != tc.want {
+			t.Errorf("%s: %v\nwant %s", tc.src, err, tc.want)
 		}
 	}
 }
