@@ -576,6 +576,15 @@ func (c *Cache) MarkComplete() error {
 		c.man.Complete = false
 		return err
 	}
+	// From here on this process only reads the cache, as others may: let
+	// them in now, not when it ends (the first rank of a job fills the
+	// cache, and the others, started with it, wait to read it).
+	if readOnlyWorks {
+		if err := c.reopenShared(); err != nil {
+			c.err = err
+			return err
+		}
+	}
 	return nil
 }
 
@@ -756,9 +765,12 @@ func (c *Cache) Close() error {
 		errs = append(errs, writeManifest(c.dir, c.man))
 	}
 	c.closed = true
-	if err := c.db.Close(); err != nil {
-		errs = append(errs, fmt.Errorf("cache: close %s: %w", c.dir, err))
+	if c.db != nil { // a failed reopen leaves none
+		if err := c.db.Close(); err != nil {
+			errs = append(errs, fmt.Errorf("cache: close %s: %w", c.dir, err))
+		}
 	}
+
 	if err := c.lock.unlock(); err != nil {
 		errs = append(errs, fmt.Errorf("cache: unlock %s: %w", c.dir, err))
 	}

@@ -365,6 +365,32 @@ func TestCompleteCacheIsShared(t *testing.T) {
 	}
 }
 
+// TestWriterSharesOnceComplete: a process that filled a cache lets readers
+// in as soon as it is complete, while it goes on reading it.
+func TestWriterSharesOnceComplete(t *testing.T) {
+	dir := t.TempDir()
+	w := openT(t, dir, "fp", Options{})
+	defer w.Close()
+	for id := int64(0); id < 20; id++ {
+		if err := w.Put(id, testSample(id)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if _, err := Open(dir, "fp", testMeta, Options{}); err == nil {
+		t.Fatal("a cache being filled was opened twice")
+	}
+	if err := w.MarkComplete(); err != nil {
+		t.Fatal(err)
+	}
+	r, err := Open(dir, "fp", testMeta, Options{})
+	if err != nil {
+		t.Fatalf("Open of a cache its writer completed: %v", err)
+	}
+	defer r.Close()
+	checkContents(t, r, 20)
+	checkContents(t, w, 20)
+}
+
 // TestReadersAfterACrash: a writer killed after completing its cache leaves
 // Badger with a log to truncate, which a read-only open refuses. Readers
 // that start together then (the ranks of a restarted job) all get in: one
