@@ -863,11 +863,12 @@ func List(dir string) ([]Manifest, error) {
 // (any age when olderThan is 0), always keeping the keepLast most recently
 // used ones. A cache in use by a process is never removed, whatever its
 // age; it is skipped, not reported as an error. Prune returns the
-// manifests of the caches it removed.
-func Prune(dir string, olderThan time.Duration, keepLast int, now time.Time) (removed []Manifest, err error) {
+// manifests of the caches it removed, and of those it would have removed
+// but found in use.
+func Prune(dir string, olderThan time.Duration, keepLast int, now time.Time) (removed, inUse []Manifest, err error) {
 	all, err := List(dir)
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	for i, m := range all {
 		if i < keepLast || now.Sub(m.LastUsed) <= olderThan {
@@ -876,14 +877,15 @@ func Prune(dir string, olderThan time.Duration, keepLast int, now time.Time) (re
 		err := remove(filepath.Join(dir, m.Fingerprint))
 		var locked errLocked
 		if errors.As(err, &locked) {
+			inUse = append(inUse, m)
 			continue
 		}
 		if err != nil {
-			return removed, fmt.Errorf("cache: prune %s: %w", m.Fingerprint, err)
+			return removed, inUse, fmt.Errorf("cache: prune %s: %w", m.Fingerprint, err)
 		}
 		removed = append(removed, m)
 	}
-	return removed, nil
+	return removed, inUse, nil
 }
 
 // Remove deletes the cache DIR/<fingerprint>. It fails if a process has

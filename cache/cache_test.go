@@ -440,9 +440,9 @@ func TestInUseByAnotherProcess(t *testing.T) {
 	if err != nil || len(ms) != 1 || ms[0].Fingerprint != "fp" {
 		t.Fatalf("List = %+v, %v", ms, err)
 	}
-	removed, err := Prune(dir, 0, 0, time.Now().Add(time.Hour))
-	if err != nil || len(removed) != 0 {
-		t.Fatalf("Prune removed %+v, %v; want nothing", removed, err)
+	removed, inUse, err := Prune(dir, 0, 0, time.Now().Add(time.Hour))
+	if err != nil || len(removed) != 0 || len(inUse) != 1 || inUse[0].Fingerprint != "fp" {
+		t.Fatalf("Prune removed %+v, kept in use %+v, %v; want nothing removed, fp kept", removed, inUse, err)
 	}
 	if err := Remove(dir, "fp"); err == nil || err.Error() != want {
 		t.Fatalf("Remove while held = %v, want %q", err, want)
@@ -514,11 +514,11 @@ func TestListPruneRemove(t *testing.T) {
 	// Now is day 5: a (day 0) and b (day 1) are older than 3 days; keepLast
 	// 3 protects b, c and d whatever their age.
 	now := base.Add(5 * 24 * time.Hour)
-	removed, err := Prune(dir, 3*24*time.Hour, 3, now)
+	removed, _, err := Prune(dir, 3*24*time.Hour, 3, now)
 	if err != nil || len(removed) != 1 || removed[0].Fingerprint != "a" {
 		t.Fatalf("Prune = %+v, %v; want a", removed, err)
 	}
-	removed, err = Prune(dir, 3*24*time.Hour, 1, now)
+	removed, _, err = Prune(dir, 3*24*time.Hour, 1, now)
 	if err != nil || len(removed) != 1 || removed[0].Fingerprint != "b" {
 		t.Fatalf("Prune = %+v, %v; want b", removed, err)
 	}

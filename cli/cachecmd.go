@@ -88,9 +88,12 @@ func cacheCmd(g *globals) *cobra.Command {
 				return err
 			}
 			for _, d := range dirs {
-				removed, err := cache.Prune(d, olderThan, keepLast, time.Now())
+				removed, inUse, err := cache.Prune(d, olderThan, keepLast, time.Now())
 				for _, m := range removed {
 					fmt.Fprintf(g.stdout, "removed %s (%s/%s, %d samples, %s)\n", filepath.Join(d, m.Fingerprint), m.Pipeline, m.Stage, m.Samples, spec.ByteSize(m.Bytes))
+				}
+				for _, m := range inUse {
+					fmt.Fprintf(g.stdout, "kept %s (%s/%s): in use by another piperun process\n", filepath.Join(d, m.Fingerprint), m.Pipeline, m.Stage)
 				}
 				if err != nil {
 					return exit(ExitFailed, err)
