@@ -69,7 +69,11 @@ type TooLargeError struct {
 }
 
 func (e *TooLargeError) Error() string {
-	return fmt.Sprintf("a sample of %s exceeds the whole memory budget of %s; raise resources.memory", byteSize(e.Need), byteSize(e.Limit))
+	need, limit := byteSize(e.Need), byteSize(e.Limit)
+	if need == limit { // rounded alike: say by how much
+		need = fmt.Sprintf("%s (%d bytes more)", need, e.Need-e.Limit)
+	}
+	return fmt.Sprintf("a sample of %s exceeds the whole memory budget of %s; raise resources.memory", need, limit)
 }
 
 // byteSize writes n bytes in binary units as resources.memory takes them
@@ -124,17 +128,33 @@ func (b *Budget) Moves() uint64 {
 }
 
 // Waiters names the holders waiting now, in the order they are served,
-// with the bytes each asks for; unnamed ones are left out.
+// with the bytes they ask for (and how many wait, where one holder waits
+// several times over, as a read-ahead does); unnamed ones are left out.
 func (b *Budget) Waiters() []string {
 	if b == nil {
 		return nil
 	}
 	b.mu.Lock()
 	defer b.mu.Unlock()
-	var out []string
+	var order []string
+	count := map[string]int{}
+	bytes := map[string]int64{}
 	for _, w := range b.waiters {
-		if w.who != "" {
-			out = append(out, fmt.Sprintf("%s (%s)", w.who, byteSize(w.n)))
+		if w.who == "" {
+			continue
+		}
+		if count[w.who] == 0 {
+			order = append(order, w.who)
+		}
+		count[w.who]++
+		bytes[w.who] += w.n
+	}
+	out := make([]string, len(order))
+	for i, who := range order {
+		if count[who] == 1 {
+			out[i] = fmt.Sprintf("%s (%s)", who, byteSize(bytes[who]))
+		} else {
+			out[i] = fmt.Sprintf("%s (%d waiting, %s)", who, count[who], byteSize(bytes[who]))
 		}
 	}
 	return out

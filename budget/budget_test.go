@@ -119,3 +119,36 @@ func TestSpareGivesWay(t *testing.T) {
 		t.Errorf("Used = %d, want 90", b.Used())
 	}
 }
+
+// TestMessages: sizes in binary units, exact where rounding would hide the
+// difference; waiters grouped by holder, in the order they are served.
+func TestMessages(t *testing.T) {
+	for _, tc := range []struct {
+		err  TooLargeError
+		want string
+	}{
+		{TooLargeError{Need: 200, Limit: 100}, "a sample of 200B exceeds the whole memory budget of 100B; raise resources.memory"},
+		{TooLargeError{Need: 3 << 20, Limit: 1 << 20}, "a sample of 3MiB exceeds the whole memory budget of 1MiB; raise resources.memory"},
+		{TooLargeError{Need: 1<<20 + 128, Limit: 1 << 20}, "a sample of 1MiB (128 bytes more) exceeds the whole memory budget of 1MiB; raise resources.memory"},
+	} {
+		if got := tc.err.Error(); got != tc.want {
+			t.Errorf("got %q\nwant %q", got, tc.want)
+		}
+	}
+	b := New(10)
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	if err := b.Acquire(ctx, 10); err != nil {
+		t.Fatal(err)
+	}
+	for i, w := range []struct {
+		who string
+		n   int64
+	}{{"b", 4}, {"r", 2}, {"", 1}, {"r", 3}} {
+		go b.AcquireAs(ctx, w.n, w.who)
+		waitQueued(b, i+1)
+	}
+	if got, want := b.Waiters(), []string{"b (4B)", "r (2 waiting, 5B)"}; !slices.Equal(got, want) {
+		t.Errorf("Waiters = %q, want %q", got, want)
+	}
+}

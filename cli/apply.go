@@ -17,6 +17,7 @@ import (
 
 	"github.com/piperun/piperun/engine"
 	"github.com/piperun/piperun/plan"
+	"github.com/piperun/piperun/spec"
 )
 
 func applyCmd(g *globals) *cobra.Command {
@@ -45,7 +46,7 @@ func applyCmd(g *globals) *cobra.Command {
 				return err
 			}
 			g.log.Info("starting", zap.String("pipeline", sp.Name), zap.Uint64("seed", p.Seed), zap.Bool("seed_random", p.SeedRandom),
-				zap.Int("epochs", sp.Epochs), zap.String("memory", fmt.Sprint(p.Memory)), zap.Int("workers", p.Workers))
+				zap.Int("epochs", sp.Epochs), zap.String("memory", spec.ByteSize(p.Memory).String()), zap.Int("workers", p.Workers))
 			setMemoryLimit(p.Memory)
 			run, err := engine.Start(cmd.Context(), p, engine.Options{Registry: g.registry, Log: g.log})
 			if err != nil {
@@ -203,7 +204,7 @@ func summary(g *globals, rep *engine.Report) {
 	for stage, n := range rep.Skipped {
 		parts = append(parts, fmt.Sprintf("skipped %d in %s", n, stage))
 	}
-	fmt.Fprintf(g.stderr, "done in %.2fs; %s; peak memory %d of %d bytes\n", rep.ElapsedS, strings.Join(parts, "; "), rep.PeakMemoryBytes, rep.MemoryBudgetBytes)
+	fmt.Fprintf(g.stderr, "done in %.2fs; %s; peak memory %s of %s\n", rep.ElapsedS, strings.Join(parts, "; "), spec.ByteSize(rep.PeakMemoryBytes), spec.ByteSize(rep.MemoryBudgetBytes))
 }
 
 // writeReport writes the report aside and renames it, so a reader never

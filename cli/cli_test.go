@@ -272,7 +272,7 @@ func TestValidateBudgets(t *testing.T) {
 // fewer samples, as validate says), in validate, plan and apply alike.
 func TestShuffleOverItsShareWarns(t *testing.T) {
 	const file = "testdata/budget_shuffle_half.yaml"
-	want := file + ":12:44: warning: stages[2].buffer: 300 samples of about 588.25KiB each = 172.34MiB, more than the 1/2 of resources.memory (128MiB) a shuffle may fill: it will hold about 222\n"
+	want := file + ":12:44: warning: stages[2].buffer: 300 samples of about 588.25KiB each = 172.34MiB, more than the 1/2 of resources.memory (128MiB) a shuffle may fill: it will hold about 222 samples\n"
 	if r := run(t, "validate", file); r.code != 0 || r.stdout != want {
 		t.Errorf("validate: got %s\nwant exit 0, stdout %q", r, want)
 	}

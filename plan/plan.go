@@ -257,7 +257,7 @@ func (p *Plan) Fit() []FitProblem {
 				// warning here says so before the run, since it changes how
 				// well the data is mixed.
 				if room := p.Memory / int64(bs.BufferShare()); need > room {
-					add(p.stagePath(n.Stage, "buffer"), true, "%d samples of about %s each = %s, more than the 1/%d of resources.memory (%s) a %s may fill: it will hold about %d",
+					add(p.stagePath(n.Stage, "buffer"), true, "%d samples of about %s each = %s, more than the 1/%d of resources.memory (%s) a %s may fill: it will hold about %d samples",
 						n.Buffer, spec.ByteSize(n.InSampleBytes), spec.ByteSize(need), bs.BufferShare(), spec.ByteSize(room), n.Stage.Type, max(1, room/n.InSampleBytes))
 				}
 			} else if need > p.Memory {
