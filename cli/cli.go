@@ -162,7 +162,9 @@ func (g *globals) load(file string, set []string, environment bool) (*spec.Spec,
 	}
 	if sp == nil || diags.HasErrors() {
 		n := len(diags.Errors())
-		return nil, exit(ExitInvalid, fmt.Errorf("%s: %d problem%s; run `piperun validate %s` for details", file, n, plural(n), file))
+		// The problems are printed above; naming validate here would send
+		// a user of --set to a command that, without it, finds none.
+		return nil, exit(ExitInvalid, fmt.Errorf("%s: %d problem%s (above)", file, n, plural(n)))
 	}
 	return sp, nil
 }
