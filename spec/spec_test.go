@@ -234,6 +234,20 @@ stages:
 	if len(diags) != 1 || diags[0].String() != want {
 		t.Fatalf("diagnostics:\n%v\nwant exactly:\n%s", diags, want)
 	}
+	// Two maps of one map of the source: the stage they share is the map.
+	_, diags = spec.Parse("near.yaml", []byte(`version: 1
+name: concat-near
+stages:
+  - {name: r, type: range, count: 1000}
+  - {name: big, type: map, set: {x: 'index'}}
+  - {name: m1, type: map, input: big, set: {y: 'x'}}
+  - {name: m2, type: map, input: big, set: {y: 'x + 1'}}
+  - {name: c, type: concat, inputs: [m1, m2]}
+  - {name: out, type: discard}
+`), spec.Options{Catalog: stages.Default()})
+	if len(diags) != 1 || !strings.Contains(diags[0].String(), `inputs "m1" and "m2" both read from stage "big"`) {
+		t.Fatalf("diagnostics:\n%v\nwant the nearest shared stage, big", diags)
+	}
 }
 
 // TestOneDiagnosticPerProblem: a config field the decoder reports, missing

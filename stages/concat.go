@@ -56,9 +56,12 @@ func firstCommon(st *spec.Stage, set map[*spec.Stage]bool) *spec.Stage {
 	if set[st] {
 		return st
 	}
-	for _, s := range upstream(st) {
-		if set[s] {
-			return s
+	// upstream lists ancestors before their descendants: look from the
+	// end, so the stage named is the nearest one the inputs share.
+	up := upstream(st)
+	for i := len(up) - 1; i >= 0; i-- {
+		if set[up[i]] {
+			return up[i]
 		}
 	}
 	return nil
