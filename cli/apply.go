@@ -50,11 +50,25 @@ func applyCmd(g *globals) *cobra.Command {
 			setMemoryLimit(p.Memory)
 			run, err := engine.Start(cmd.Context(), p, engine.Options{Registry: g.registry, Log: g.log})
 			if err != nil {
+				// A CI job reads the report to learn why: write one for a
+				// run that could not start (a cache in use) too.
+				if reportPath != "" {
+					rep := &engine.Report{Error: err.Error(), MemoryBudgetBytes: p.Memory, Seed: p.Seed,
+						Sinks: map[string]engine.SinkReport{}, Skipped: map[string]int64{}, Stages: map[string]engine.StageReport{}}
+					if werr := writeReport(reportPath, rep); werr != nil {
+						g.log.Error("write report", zap.Error(werr))
+					}
+				}
 				return exit(ExitFailed, err)
 			}
 			tty := progress == "always" || (progress == "auto" && isTerminal(g.stderr))
 			watch(run, g, tty, sp.Epochs)
 			rep, runErr := run.Wait()
+			interrupted := errors.Is(runErr, context.Canceled)
+			if interrupted {
+				runErr = fmt.Errorf("interrupted after %.1fs; no output was committed", rep.ElapsedS)
+				rep.Error = runErr.Error()
+			}
 			if reportPath != "" {
 				if err := writeReport(reportPath, rep); err != nil {
 					g.log.Error("write report", zap.Error(err))
@@ -64,9 +78,6 @@ func applyCmd(g *globals) *cobra.Command {
 				}
 			}
 			if runErr != nil {
-				if errors.Is(runErr, context.Canceled) {
-					return exit(ExitFailed, fmt.Errorf("interrupted after %.1fs; no output was committed", rep.ElapsedS))
-				}
 				return exit(ExitFailed, runErr)
 			}
 			summary(g, rep)

@@ -1,0 +1,60 @@
+package cli_test
+
+import (
+	"encoding/json"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/piperun/piperun/cache"
+	"github.com/piperun/piperun/spec"
+	"github.com/piperun/piperun/stages"
+)
+
+// TestReportOfARunThatCannotStart: a run that fails before its first
+// sample (its cache is being filled by another holder) still writes the
+// --report file, with ok false and the reason.
+func TestReportOfARunThatCannotStart(t *testing.T) {
+	dir := t.TempDir()
+	p := writeSpec(t, dir, "c.yaml", `version: 1
+name: held
+stages:
+  - {name: src, type: range, count: 10}
+  - {name: c, type: cache, dir: caches}
+  - {name: out, type: discard}
+`)
+	sp, diags := spec.Load(p, spec.Options{Catalog: stages.Default()})
+	if diags.HasErrors() {
+		t.Fatal(diags)
+	}
+	fp, _, err := stages.Fingerprint(sp, sp.Stages[1])
+	if err != nil {
+		t.Fatal(err)
+	}
+	held, err := cache.Open(filepath.Join(dir, "caches"), fp, cache.Manifest{}, cache.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer held.Close()
+	report := filepath.Join(dir, "report.json")
+	r := run(t, "apply", "--progress", "never", "--report", report, p)
+	if r.code != 1 || !strings.Contains(r.stderr, "is in use by another piperun process") {
+		t.Fatalf("got %s\nwant exit 1, in use", r)
+	}
+	b, err := os.ReadFile(report)
+	if err != nil {
+		t.Fatalf("no report: %v", err)
+	}
+	var rep struct {
+		OK     *bool  `json:"ok"`
+		Error  string `json:"error"`
+		Budget int64  `json:"memory_budget_bytes"`
+	}
+	if err := json.Unmarshal(b, &rep); err != nil {
+		t.Fatal(err)
+	}
+	if rep.OK == nil || *rep.OK || !strings.Contains(rep.Error, "is in use by another piperun process") || rep.Budget <= 0 {
+		t.Errorf("report %s: want ok false, the error and the budget", b)
+	}
+}
