@@ -183,6 +183,13 @@ func TestCacheCommands(t *testing.T) {
 	if r := run(t, "cache", "info", filepath.Join(dir, "cache"), ms[0].Fingerprint[:6]); r.code != 0 || !strings.Contains(r.stdout, `"samples": 300`) {
 		t.Errorf("cache info: %d %s %s", r.code, r.stdout, r.stderr)
 	}
+	if r := run(t, "cache", "ls", filepath.Join(t.TempDir(), "nope")); r.code != 1 || !strings.Contains(r.stderr, "nope is not a cache directory") {
+		t.Errorf("ls of a missing directory: %s", r)
+	}
+	// --older-than 0s is a limit (any age), not a missing flag.
+	if r := run(t, "cache", "prune", "--older-than", "0s", filepath.Join(t.TempDir())); r.code != 0 {
+		t.Errorf("prune --older-than 0s: %s", r)
+	}
 	if r := run(t, "cache", "prune", spec); r.code != 2 {
 		t.Errorf("prune without limits: exit %d", r.code)
 	}

@@ -2,6 +2,7 @@ package cli
 
 import (
 	"fmt"
+	"os"
 	"path/filepath"
 	"sort"
 	"strings"
@@ -80,7 +81,7 @@ func cacheCmd(g *globals) *cobra.Command {
 		Short: "Remove caches last used longer ago than --older-than, keeping the --keep-last most recent; caches in use are never removed",
 		Args:  minArgs(1, "a cache directory or spec"),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			if olderThan == 0 && keepLast == 0 && !cmd.Flags().Changed("keep-last") {
+			if !cmd.Flags().Changed("older-than") && !cmd.Flags().Changed("keep-last") {
 				return exit(ExitUsage, fmt.Errorf("prune: give --older-than and/or --keep-last (prune removes nothing by default)"))
 			}
 			dirs, err := g.cacheDirs(args)
@@ -138,6 +139,11 @@ func (g *globals) cacheDirs(args []string) ([]string, error) {
 	var dirs []string
 	for _, a := range args {
 		if !strings.HasSuffix(a, ".yaml") && !strings.HasSuffix(a, ".yml") {
+			// A directory named outright must exist (a spec's may not
+			// yet: its first run makes it).
+			if fi, err := os.Stat(a); err != nil || !fi.IsDir() {
+				return nil, exit(ExitFailed, fmt.Errorf("%s is not a cache directory (or a spec ending in .yaml)", a))
+			}
 			dirs = append(dirs, a)
 			continue
 		}

@@ -3,6 +3,7 @@ package stages
 import (
 	"context"
 	"fmt"
+	"strings"
 
 	"github.com/piperun/piperun/sample"
 	"github.com/piperun/piperun/spec"
@@ -70,7 +71,7 @@ func (c *BatchConfig) Check(cc *spec.CheckContext) sample.Schema {
 		t, ok := in.Lookup(e.Key)
 		switch {
 		case !ok:
-			cc.Errorf("pad."+e.Key, "unknown field %q (fields here: %v)", e.Key, in.Names())
+			cc.Errorf("pad."+e.Key, "unknown field %q (fields here: %s)", e.Key, strings.Join(in.Names(), ", "))
 		case t.Kind != sample.Tensor && t.Kind != sample.Any:
 			cc.Errorf("pad."+e.Key, "pad applies to tensor fields; %q is %s", e.Key, t)
 		}

@@ -3,6 +3,7 @@ package stages
 import (
 	"context"
 	"fmt"
+	"strings"
 	"sync"
 
 	"github.com/piperun/piperun/expression"
@@ -59,12 +60,12 @@ func (c *MapConfig) Check(cc *spec.CheckContext) sample.Schema {
 	}
 	for i, k := range c.Keep {
 		if _, ok := s.Lookup(k); !ok {
-			cc.Errorf(fmt.Sprintf("keep[%d]", i), "unknown field %q (fields here: %v)", k, s.Names())
+			cc.Errorf(fmt.Sprintf("keep[%d]", i), "unknown field %q (fields here: %s)", k, strings.Join(s.Names(), ", "))
 		}
 	}
 	for i, k := range c.Drop {
 		if _, ok := s.Lookup(k); !ok {
-			cc.Errorf(fmt.Sprintf("drop[%d]", i), "unknown field %q (fields here: %v)", k, s.Names())
+			cc.Errorf(fmt.Sprintf("drop[%d]", i), "unknown field %q (fields here: %s)", k, strings.Join(s.Names(), ", "))
 		}
 	}
 	if len(c.Keep) > 0 {
