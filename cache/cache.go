@@ -167,9 +167,18 @@ func openExclusive(path, fingerprint string, meta Manifest, opts Options) (*Cach
 		lock.unlock()
 		return nil, err
 	}
-	// A complete cache that needed a writable open (Badger had a log to
-	// truncate after a crash) is repaired now: reopen it read-only and
-	// share it, so the other readers of a job that start with us get in.
+	// A complete cache is only read from here: share it. One opened
+	// read-only (it became complete after openShared looked) needs only
+	// the lock shared; one that needed a writable open (Badger had a log
+	// to truncate after a crash) is repaired now and reopened read-only.
+	if c.man.Complete && c.readOnly && readOnlyWorks {
+		if err := c.lock.share(); err != nil {
+			c.db.Close()
+			lock.unlock()
+			return nil, fmt.Errorf("cache: share %s: %w", c.dir, err)
+		}
+		c.shared = true
+	}
 	if c.man.Complete && !c.readOnly && readOnlyWorks {
 		if err := c.reopenShared(); err != nil {
 			if c.db != nil {
@@ -465,8 +474,19 @@ func (c *Cache) writable() error {
 	return nil
 }
 
+// noDB is the error of a cache whose database a failed reopen left closed.
+func (c *Cache) noDB() error {
+	if c.err != nil {
+		return c.err
+	}
+	return fmt.Errorf("cache: %s has no open database", c.dir)
+}
+
 // stored reports whether id is in the database and the size of its value.
 func (c *Cache) stored(id int64) (size int64, found bool, err error) {
+	if c.db == nil {
+		return 0, false, c.noDB()
+	}
 	err = c.db.View(func(txn *badger.Txn) error {
 		item, err := txn.Get(key(id))
 		if errors.Is(err, badger.ErrKeyNotFound) {
@@ -581,8 +601,8 @@ func (c *Cache) MarkComplete() error {
 	// cache, and the others, started with it, wait to read it).
 	if readOnlyWorks {
 		if err := c.reopenShared(); err != nil {
-			c.err = err
-			return err
+			c.err = fmt.Errorf("cache: reopen %s read-only after completing it: %w", c.dir, err)
+			return c.err
 		}
 	}
 	return nil
@@ -613,6 +633,9 @@ func (c *Cache) Get(id int64) (s *sample.Sample, found bool, err error) {
 	defer c.mu.Unlock()
 	if c.closed {
 		return nil, false, errors.New("cache: get on a closed cache")
+	}
+	if c.db == nil {
+		return nil, false, c.noDB()
 	}
 	if _, ok := c.pendAt[id]; ok {
 		if err := c.flush(); err != nil {
@@ -667,6 +690,10 @@ func (c *Cache) Iterate(ctx context.Context, fn func(s *sample.Sample) error) er
 	if c.closed {
 		c.mu.Unlock()
 		return errors.New("cache: closed")
+	}
+	if c.db == nil {
+		c.mu.Unlock()
+		return c.noDB()
 	}
 	if c.err == nil {
 		if err := c.flush(); err != nil {

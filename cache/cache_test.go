@@ -391,6 +391,41 @@ func TestWriterSharesOnceComplete(t *testing.T) {
 	checkContents(t, w, 20)
 }
 
+// TestExclusiveOpenOfACompleteCacheShares: a process that took the
+// exclusive lock of a cache that turned out complete (it became complete
+// after the process looked) shares it, rather than keeping the others out
+// for its whole run.
+func TestExclusiveOpenOfACompleteCacheShares(t *testing.T) {
+	dir := t.TempDir()
+	w := openT(t, dir, "fp", Options{})
+	for id := int64(0); id < 5; id++ {
+		if err := w.Put(id, testSample(id)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := w.MarkComplete(); err != nil {
+		t.Fatal(err)
+	}
+	if err := w.Close(); err != nil {
+		t.Fatal(err)
+	}
+	c, err := openExclusive(filepath.Join(dir, "fp"), "fp", testMeta, Options{}.withDefaults())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	if !c.readOnly || !c.shared {
+		t.Errorf("readOnly %v, shared %v; want both", c.readOnly, c.shared)
+	}
+	start := time.Now()
+	r, err := Open(dir, "fp", testMeta, Options{})
+	if err != nil {
+		t.Fatalf("Open beside it: %v (after %v)", err, time.Since(start))
+	}
+	defer r.Close()
+	checkContents(t, r, 5)
+}
+
 // TestReadersAfterACrash: a writer killed after completing its cache leaves
 // Badger with a log to truncate, which a read-only open refuses. Readers
 // that start together then (the ranks of a restarted job) all get in: one

@@ -117,10 +117,10 @@ func readPid(f *os.File) int {
 	return pid
 }
 
-// share turns an exclusive lock into a shared one. The kernel may drop the
-// lock for a moment in between: a pruner slipping in then makes the
-// read-only open that follows fail, and a writer cannot (the manifest says
-// complete, so it opens as a reader).
+// share turns an exclusive lock into a shared one. The kernel drops the
+// lock for a moment in between: a pruner slipping in makes the read-only
+// open that follows fail (with an error, never a wrong read), and another
+// process's exclusive lock taken then makes share wait for it to end.
 func (l *dirLock) share() error {
 	return syscall.Flock(int(l.f.Fd()), syscall.LOCK_SH)
 }
