@@ -2,6 +2,7 @@ package expression
 
 import (
 	"fmt"
+	"github.com/expr-lang/expr/vm/runtime"
 	"io"
 	"os"
 	"reflect"
@@ -145,27 +146,36 @@ func init() {
 		Name: "__at", Signature: "x[i]", MinArgs: 2, MaxArgs: 2,
 		Check: func(a []Arg) (sample.Type, error) {
 			t := a[0].Type
-			if t.Kind == sample.Any {
+			switch {
+			case t.Kind == sample.Any:
 				return sample.TAny, nil
-			}
-			if t.Kind != sample.Tensor {
+			case t.Kind != sample.Tensor:
 				return sample.Type{}, fmt.Errorf("cannot index %s: only tensors and lists take x[i]", t)
-			}
-			if len(t.Shape) > 1 {
-				return sample.TensorOf(t.DType, t.Shape[1:]...), nil
-			}
-			if t.DType.IsFloat() {
-				return sample.TFloat, nil
-			}
-			if t.Shape == nil {
+			case t.Shape == nil: // rank unknown: a tensor or a number
 				return sample.TAny, nil
+			case len(t.Shape) == 0:
+				return sample.Type{}, fmt.Errorf("cannot index a scalar tensor")
+			case len(t.Shape) > 1:
+				return sample.TensorOf(t.DType, t.Shape[1:]...), nil
+			case t.DType.IsFloat():
+				return sample.TFloat, nil
 			}
 			return sample.TInt, nil
 		},
-		Impl: func(_ *Call, a []any) (any, error) {
+		Impl: func(_ *Call, a []any) (v any, err error) {
 			t, ok := a[0].(*tensor.Tensor)
-			if !ok || t == nil {
-				return nil, fmt.Errorf("cannot index a value of type %T: only tensors and lists take x[i]", a[0])
+			if !ok {
+				// A value typed only at run time (cast's result, $env[k])
+				// that is not a tensor is indexed as expr indexes it.
+				defer func() {
+					if r := recover(); r != nil {
+						v, err = nil, fmt.Errorf("%v", r)
+					}
+				}()
+				return runtime.Fetch(a[0], a[1]), nil
+			}
+			if t == nil {
+				return nil, fmt.Errorf("cannot index a nil tensor")
 			}
 			i, _ := toInt(a[1])
 			if len(t.Shape) == 0 {

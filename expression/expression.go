@@ -519,8 +519,10 @@ func (p *patcher) Visit(node *ast.Node) {
 	case *ast.MemberNode:
 		// x[i][j]: the inner index was patched just before (the walk
 		// visits children first) and is typed any, as its result is a
-		// tensor or a number depending on the rank; __at takes both.
-		if (n.Node.Type() == tensorPtr || isAt(n.Node)) && isInt(n.Property.Type()) {
+		// tensor or a number depending on the rank; __at takes both, and
+		// any other value typed only at run time (cast's result, $env[k]),
+		// which may be a tensor too.
+		if (n.Node.Type() == tensorPtr || isAt(n.Node) || isAny(n.Node.Type())) && isInt(n.Property.Type()) {
 			ast.Patch(node, &ast.CallNode{Callee: &ast.IdentifierNode{Value: "__at"}, Arguments: []ast.Node{n.Node, n.Property}})
 		}
 	case *ast.BuiltinNode:
@@ -534,6 +536,10 @@ func (p *patcher) Visit(node *ast.Node) {
 		}
 	}
 }
+
+// isAny reports whether t is an interface type: a value whose type is
+// known only at run time.
+func isAny(t reflect.Type) bool { return t == nil || t.Kind() == reflect.Interface }
 
 // isAt reports whether n is a call of __at, a tensor index.
 func isAt(n ast.Node) bool {

@@ -20,6 +20,7 @@ func TestTypesAndLen(t *testing.T) {
 		{Name: "b", Type: sample.TBytes},
 		{Name: "k", Type: sample.TString},
 		{Name: "hw", Type: sample.ListOf(sample.Int)},
+		{Name: "batched", Type: sample.Type{Kind: sample.Tensor, DType: tensor.Float32}}, // rank unknown
 	}}
 	env := func(k string) map[string]any {
 		return map[string]any{
@@ -30,6 +31,7 @@ func TestTypesAndLen(t *testing.T) {
 			}(),
 			"b": []byte("abc"), "s": "héllo", "l": []any{int64(1), "x"}, "i": int64(7),
 			"k": k, "hw": []any{int64(4), int64(5)},
+			"batched": tensor.New(tensor.Float32, 2, 3),
 		}
 	}
 	for _, tc := range []struct {
@@ -51,6 +53,13 @@ func TestTypesAndLen(t *testing.T) {
 		// Chained indexes go down the dimensions.
 		{src: `shape(image[1][2])`, typ: "list<int64>", want: []any{int64(3)}},
 		{src: `image[1][2][0]`, typ: "int64", want: int64(0)},
+		// Indexes on values typed only at run time: a tensor of unknown
+		// rank, cast's result, $env by a computed key (a tensor or a list).
+		{src: `batched[1][2]`, typ: "any", want: float64(0)},
+		{src: `cast(one_hot(1, 3), "uint8")[1]`, typ: "int64", want: int64(1)},
+		{src: `$env[k][0][1][2]`, key: "image", typ: "any", want: int64(0)},
+		{src: `$env[k][1]`, key: "l", typ: "any", want: "x"},
+		{src: `$env[k][5]`, key: "l", typ: "any", err: "index out of range"},
 		{src: `len(image)`, typ: "int64", want: 4},
 		{src: `len(image) == 4`, typ: "bool", want: true},
 		// $env by a key known only at run time.
