@@ -70,7 +70,7 @@ type TooLargeError struct {
 
 func (e *TooLargeError) Error() string {
 	need, limit := byteSize(e.Need), byteSize(e.Limit)
-	if need == limit { // rounded alike: say by how much
+	if e.Need-e.Limit < e.Limit/100 { // within rounding: say by how much
 		need = fmt.Sprintf("%s (%d bytes more)", need, e.Need-e.Limit)
 	}
 	return fmt.Sprintf("a sample of %s exceeds the whole memory budget of %s; raise resources.memory", need, limit)

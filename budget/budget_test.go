@@ -130,6 +130,7 @@ func TestMessages(t *testing.T) {
 		{TooLargeError{Need: 200, Limit: 100}, "a sample of 200B exceeds the whole memory budget of 100B; raise resources.memory"},
 		{TooLargeError{Need: 3 << 20, Limit: 1 << 20}, "a sample of 3MiB exceeds the whole memory budget of 1MiB; raise resources.memory"},
 		{TooLargeError{Need: 1<<20 + 128, Limit: 1 << 20}, "a sample of 1MiB (128 bytes more) exceeds the whole memory budget of 1MiB; raise resources.memory"},
+		{TooLargeError{Need: 1 << 20, Limit: 1<<20 - 8}, "a sample of 1MiB (8 bytes more) exceeds the whole memory budget of 1023.99KiB; raise resources.memory"},
 	} {
 		if got := tc.err.Error(); got != tc.want {
 			t.Errorf("got %q\nwant %q", got, tc.want)

@@ -34,32 +34,39 @@ func applyCmd(g *globals) *cobra.Command {
 			if progress != "auto" && progress != "always" && progress != "never" {
 				return exit(ExitUsage, fmt.Errorf("--progress must be auto, always or never"))
 			}
+			// A CI job reads the report to learn why a run failed, also one
+			// that never started (an invalid spec, a cache in use): it gets
+			// a report with ok false and the reason, never an older file.
+			failed := func(err error, p *plan.Plan) error {
+				if reportPath == "" {
+					return err
+				}
+				rep := &engine.Report{Error: err.Error(), Sinks: map[string]engine.SinkReport{}, Skipped: map[string]int64{}, Stages: map[string]engine.StageReport{}}
+				if p != nil {
+					rep.MemoryBudgetBytes, rep.Seed = p.Memory, p.Seed
+				}
+				if werr := writeReport(reportPath, rep); werr != nil {
+					g.log.Error("write report", zap.Error(werr))
+				}
+				return err
+			}
 			sp, err := g.load(args[0], set, true)
 			if err != nil {
-				return err
+				return failed(err, nil)
 			}
 			p, err := plan.Compile(sp, g.registry, plan.Options{})
 			if err != nil {
-				return exit(ExitInvalid, err)
+				return failed(exit(ExitInvalid, err), nil)
 			}
 			if err := checkFit(g, p, args[0]); err != nil {
-				return err
+				return failed(err, p)
 			}
 			g.log.Info("starting", zap.String("pipeline", sp.Name), zap.Uint64("seed", p.Seed), zap.Bool("seed_random", p.SeedRandom),
 				zap.Int("epochs", sp.Epochs), zap.String("memory", spec.ByteSize(p.Memory).String()), zap.Int("workers", p.Workers))
 			setMemoryLimit(p.Memory)
 			run, err := engine.Start(cmd.Context(), p, engine.Options{Registry: g.registry, Log: g.log})
 			if err != nil {
-				// A CI job reads the report to learn why: write one for a
-				// run that could not start (a cache in use) too.
-				if reportPath != "" {
-					rep := &engine.Report{Error: err.Error(), MemoryBudgetBytes: p.Memory, Seed: p.Seed,
-						Sinks: map[string]engine.SinkReport{}, Skipped: map[string]int64{}, Stages: map[string]engine.StageReport{}}
-					if werr := writeReport(reportPath, rep); werr != nil {
-						g.log.Error("write report", zap.Error(werr))
-					}
-				}
-				return exit(ExitFailed, err)
+				return failed(exit(ExitFailed, err), p)
 			}
 			tty := progress == "always" || (progress == "auto" && isTerminal(g.stderr))
 			watch(run, g, tty, sp.Epochs)

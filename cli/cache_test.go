@@ -186,6 +186,11 @@ func TestCacheCommands(t *testing.T) {
 	if r := run(t, "cache", "ls", filepath.Join(t.TempDir(), "nope")); r.code != 1 || !strings.Contains(r.stderr, "nope is not a cache directory") {
 		t.Errorf("ls of a missing directory: %s", r)
 	}
+	for _, flag := range [][]string{{"--older-than", "-1h"}, {"--keep-last", "-3"}} {
+		if r := run(t, append([]string{"cache", "prune"}, append(flag, spec)...)...); r.code != 2 {
+			t.Errorf("prune %v: %s, want exit 2", flag, r)
+		}
+	}
 	// --older-than 0s is a limit (any age), not a missing flag.
 	if r := run(t, "cache", "prune", "--older-than", "0s", filepath.Join(t.TempDir())); r.code != 0 {
 		t.Errorf("prune --older-than 0s: %s", r)

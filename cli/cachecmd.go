@@ -84,6 +84,9 @@ func cacheCmd(g *globals) *cobra.Command {
 			if !cmd.Flags().Changed("older-than") && !cmd.Flags().Changed("keep-last") {
 				return exit(ExitUsage, fmt.Errorf("prune: give --older-than and/or --keep-last (prune removes nothing by default)"))
 			}
+			if olderThan < 0 || keepLast < 0 {
+				return exit(ExitUsage, fmt.Errorf("prune: --older-than and --keep-last cannot be negative"))
+			}
 			dirs, err := g.cacheDirs(args)
 			if err != nil {
 				return err

@@ -58,3 +58,31 @@ stages:
 		t.Errorf("report %s: want ok false, the error and the budget", b)
 	}
 }
+
+// TestReportOfAnInvalidSpec: an apply that stops at validation replaces an
+// older report with one saying it failed.
+func TestReportOfAnInvalidSpec(t *testing.T) {
+	dir := t.TempDir()
+	p := writeSpec(t, dir, "bad.yaml", invalidSpec)
+	report := filepath.Join(dir, "report.json")
+	if err := os.WriteFile(report, []byte(`{"ok": true}`), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if r := run(t, "apply", "--progress", "never", "--report", report, p); r.code != 3 {
+		t.Fatalf("got %s\nwant exit 3", r)
+	}
+	b, err := os.ReadFile(report)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var rep struct {
+		OK    *bool  `json:"ok"`
+		Error string `json:"error"`
+	}
+	if err := json.Unmarshal(b, &rep); err != nil {
+		t.Fatal(err)
+	}
+	if rep.OK == nil || *rep.OK || !strings.Contains(rep.Error, "bad.yaml: ") {
+		t.Errorf("report %s: want ok false and the spec's problems", b)
+	}
+}
