@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/spf13/cobra"
+	"go.uber.org/zap"
 
 	"github.com/piperun/piperun/cache"
 	"github.com/piperun/piperun/spec"
@@ -26,7 +27,7 @@ func cacheCmd(g *globals) *cobra.Command {
 	var format string
 	ls := &cobra.Command{
 		Use:   "ls DIR|SPEC...",
-		Short: "List caches: fingerprint, pipeline, stage, samples, size, complete, last used",
+		Short: "List caches: fingerprint, pipeline, stage, samples, size, complete or partial and in use, last used",
 		Args:  minArgs(1, "a cache directory or spec"),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			ms, err := g.caches(args)
@@ -39,12 +40,8 @@ func cacheCmd(g *globals) *cobra.Command {
 			tw := tabwriter.NewWriter(g.stdout, 0, 0, 2, ' ', 0)
 			fmt.Fprintln(tw, "FINGERPRINT\tPIPELINE\tSTAGE\tSAMPLES\tSIZE\tSTATE\tLAST USED\tDIR")
 			for _, m := range ms {
-				state := "partial"
-				if m.Complete {
-					state = "complete"
-				}
 				fmt.Fprintf(tw, "%s\t%s\t%s\t%d\t%s\t%s\t%s\t%s\n", m.Fingerprint, m.Pipeline, m.Stage, m.Samples,
-					spec.ByteSize(m.Bytes), state, m.LastUsed.Local().Format("2006-01-02 15:04:05"), m.dir)
+					spec.ByteSize(m.Bytes), m.state(), m.LastUsed.Local().Format("2006-01-02 15:04:05"), filepath.Join(m.dir, m.Fingerprint))
 			}
 			return tw.Flush()
 		},
@@ -116,15 +113,36 @@ func cacheCmd(g *globals) *cobra.Command {
 type dirManifest struct {
 	cache.Manifest
 	dir string
+	// use and pids tell whether processes hold the cache now.
+	use  cache.Use
+	pids []int
 }
 
-// MarshalJSON adds the directory to the manifest's JSON.
+// MarshalJSON adds the directory and the cache's users to the manifest's
+// JSON.
 func (d dirManifest) MarshalJSON() ([]byte, error) {
 	type plain cache.Manifest
 	return jsonMarshal(struct {
 		plain
-		Dir string `json:"dir"`
-	}{plain(d.Manifest), filepath.Join(d.dir, d.Fingerprint)})
+		Dir  string    `json:"dir"`
+		Use  cache.Use `json:"in_use,omitempty"`
+		PIDs []int     `json:"pids,omitempty"`
+	}{plain(d.Manifest), filepath.Join(d.dir, d.Fingerprint), d.use, d.pids})
+}
+
+// state is the STATE column: complete or partial, and how it is in use.
+func (d dirManifest) state() string {
+	s := "partial"
+	if d.Complete {
+		s = "complete"
+	}
+	switch d.use {
+	case cache.Writing:
+		s += fmt.Sprintf(", being written (pid %d)", d.pids[0])
+	case cache.Reading:
+		s += fmt.Sprintf(", being read (%d %s)", len(d.pids), noun(int64(len(d.pids)), "process", "processes"))
+	}
+	return s
 }
 
 func minArgs(n int, what string) cobra.PositionalArgs {
@@ -180,7 +198,11 @@ func (g *globals) caches(args []string) ([]dirManifest, error) {
 			return nil, exit(ExitFailed, err)
 		}
 		for _, m := range ms {
-			out = append(out, dirManifest{m, d})
+			use, pids, err := cache.Users(d, m.Fingerprint)
+			if err != nil {
+				g.log.Warn("cache users", zap.Error(err))
+			}
+			out = append(out, dirManifest{Manifest: m, dir: d, use: use, pids: pids})
 		}
 	}
 	sort.SliceStable(out, func(i, j int) bool { return out[i].LastUsed.After(out[j].LastUsed) })
