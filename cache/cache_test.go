@@ -322,17 +322,23 @@ func startHelper(t *testing.T, dir, mode string) (*exec.Cmd, *bufio.Scanner) {
 	return cmd, bufio.NewScanner(out)
 }
 
+// putN puts the test samples 0..n-1.
+func putN(t *testing.T, c *Cache, n int64) {
+	t.Helper()
+	for id := range n {
+		if err := c.Put(id, testSample(id)); err != nil {
+			t.Fatal(err)
+		}
+	}
+}
+
 // TestCompleteCacheIsShared: processes that only read a complete cache
 // share it (a data-parallel job's ranks reading one cache), and a process
 // that would remove it meanwhile is refused.
 func TestCompleteCacheIsShared(t *testing.T) {
 	dir := t.TempDir()
 	c := openT(t, dir, "fp", Options{})
-	for id := int64(0); id < 20; id++ {
-		if err := c.Put(id, testSample(id)); err != nil {
-			t.Fatal(err)
-		}
-	}
+	putN(t, c, 20)
 	if err := c.MarkComplete(); err != nil {
 		t.Fatal(err)
 	}
@@ -371,11 +377,7 @@ func TestWriterSharesOnceComplete(t *testing.T) {
 	dir := t.TempDir()
 	w := openT(t, dir, "fp", Options{})
 	defer w.Close()
-	for id := int64(0); id < 20; id++ {
-		if err := w.Put(id, testSample(id)); err != nil {
-			t.Fatal(err)
-		}
-	}
+	putN(t, w, 20)
 	if _, err := Open(dir, "fp", testMeta, Options{}); err == nil {
 		t.Fatal("a cache being filled was opened twice")
 	}
@@ -398,11 +400,7 @@ func TestWriterSharesOnceComplete(t *testing.T) {
 func TestExclusiveOpenOfACompleteCacheShares(t *testing.T) {
 	dir := t.TempDir()
 	w := openT(t, dir, "fp", Options{})
-	for id := int64(0); id < 5; id++ {
-		if err := w.Put(id, testSample(id)); err != nil {
-			t.Fatal(err)
-		}
-	}
+	putN(t, w, 5)
 	if err := w.MarkComplete(); err != nil {
 		t.Fatal(err)
 	}
