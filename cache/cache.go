@@ -124,7 +124,7 @@ func Open(dir, fingerprint string, meta Manifest, opts Options) (*Cache, error) 
 	// the exclusive lock and starts again.
 	deadline := time.Now().Add(sharedWait)
 	for {
-		c, err, busy := openShared(path, fingerprint, meta, opts)
+		c, busy, err := openShared(path, fingerprint, meta, opts)
 		if c != nil || err != nil {
 			return c, err
 		}
@@ -213,28 +213,28 @@ const readOnlyWorks = runtime.GOOS != "windows"
 // returns nil and no error when that is not the way: the manifest does not
 // say complete, or the cache needs a writer (busy is false), or another
 // process holds it exclusively (busy is true).
-func openShared(path, fingerprint string, meta Manifest, opts Options) (c *Cache, err error, busy bool) {
+func openShared(path, fingerprint string, meta Manifest, opts Options) (c *Cache, busy bool, err error) {
 	if !readOnlyWorks || !completeManifest(path, fingerprint) {
-		return nil, nil, false
+		return nil, false, nil
 	}
 	lock, err := lockDirShared(path)
 	if err != nil {
 		var locked errLocked
-		return nil, nil, errors.As(err, &locked)
+		return nil, errors.As(err, &locked), nil
 	}
 	c = &Cache{dir: path, opts: opts, lock: lock, shared: true, pendAt: make(map[int64]int)}
 	err = c.open(fingerprint, meta)
 	if err == nil {
-		return c, nil, false
+		return c, false, nil
 	}
 	if c.db != nil {
 		c.db.Close()
 	}
 	lock.unlock()
 	if errors.Is(err, errNeedsWriter) {
-		return nil, nil, false
+		return nil, false, nil
 	}
-	return nil, err, false
+	return nil, false, err
 }
 
 // reopenShared turns a writable open of a complete cache into a shared,
