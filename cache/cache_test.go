@@ -322,6 +322,20 @@ func startHelper(t *testing.T, dir, mode string) (*exec.Cmd, *bufio.Scanner) {
 	return cmd, bufio.NewScanner(out)
 }
 
+// writeComplete fills the cache dir/fp with the test samples 0..n-1,
+// completes it and closes it.
+func writeComplete(t *testing.T, dir string, n int64) {
+	t.Helper()
+	c := openT(t, dir, "fp", Options{})
+	putN(t, c, n)
+	if err := c.MarkComplete(); err != nil {
+		t.Fatal(err)
+	}
+	if err := c.Close(); err != nil {
+		t.Fatal(err)
+	}
+}
+
 // putN puts the test samples 0..n-1.
 func putN(t *testing.T, c *Cache, n int64) {
 	t.Helper()
@@ -337,14 +351,7 @@ func putN(t *testing.T, c *Cache, n int64) {
 // that would remove it meanwhile is refused.
 func TestCompleteCacheIsShared(t *testing.T) {
 	dir := t.TempDir()
-	c := openT(t, dir, "fp", Options{})
-	putN(t, c, 20)
-	if err := c.MarkComplete(); err != nil {
-		t.Fatal(err)
-	}
-	if err := c.Close(); err != nil {
-		t.Fatal(err)
-	}
+	writeComplete(t, dir, 20)
 	cmd, out := startHelper(t, dir, "hold")
 	if !out.Scan() || out.Text() != "open" {
 		t.Fatalf("helper said %q", out.Text())
@@ -399,14 +406,7 @@ func TestWriterSharesOnceComplete(t *testing.T) {
 // for its whole run.
 func TestExclusiveOpenOfACompleteCacheShares(t *testing.T) {
 	dir := t.TempDir()
-	w := openT(t, dir, "fp", Options{})
-	putN(t, w, 5)
-	if err := w.MarkComplete(); err != nil {
-		t.Fatal(err)
-	}
-	if err := w.Close(); err != nil {
-		t.Fatal(err)
-	}
+	writeComplete(t, dir, 5)
 	c, err := openExclusive(filepath.Join(dir, "fp"), "fp", testMeta, Options{}.withDefaults())
 	if err != nil {
 		t.Fatal(err)

@@ -127,17 +127,7 @@ stages:
 	if r.code != 1 {
 		t.Fatalf("apply: %s\nwant exit 1", r)
 	}
-	b, err := os.ReadFile(reportPath)
-	if err != nil {
-		t.Fatal(err)
-	}
-	var got struct {
-		OK    *bool  `json:"ok"`
-		Error string `json:"error"`
-	}
-	if err := json.Unmarshal(b, &got); err != nil {
-		t.Fatal(err)
-	}
+	got, b := readReport(t, reportPath)
 	const want = `stage "out" (write_jsonl): sample 5 (epoch 0): field "y": +Inf cannot be written as JSON`
 	if got.OK == nil || *got.OK || got.Error != want {
 		t.Errorf("report %s: want ok false and error %q", b, want)

@@ -42,18 +42,7 @@ stages:
 	if r.code != 1 || !strings.Contains(r.stderr, "is in use by another piperun process") {
 		t.Fatalf("got %s\nwant exit 1, in use", r)
 	}
-	b, err := os.ReadFile(report)
-	if err != nil {
-		t.Fatalf("no report: %v", err)
-	}
-	var rep struct {
-		OK     *bool  `json:"ok"`
-		Error  string `json:"error"`
-		Budget int64  `json:"memory_budget_bytes"`
-	}
-	if err := json.Unmarshal(b, &rep); err != nil {
-		t.Fatal(err)
-	}
+	rep, b := readReport(t, report)
 	if rep.OK == nil || *rep.OK || !strings.Contains(rep.Error, "is in use by another piperun process") || rep.Budget <= 0 {
 		t.Errorf("report %s: want ok false, the error and the budget", b)
 	}
@@ -71,18 +60,30 @@ func TestReportOfAnInvalidSpec(t *testing.T) {
 	if r := run(t, "apply", "--progress", "never", "--report", report, p); r.code != 3 {
 		t.Fatalf("got %s\nwant exit 3", r)
 	}
-	b, err := os.ReadFile(report)
-	if err != nil {
-		t.Fatal(err)
-	}
-	var rep struct {
-		OK    *bool  `json:"ok"`
-		Error string `json:"error"`
-	}
-	if err := json.Unmarshal(b, &rep); err != nil {
-		t.Fatal(err)
-	}
+	rep, b := readReport(t, report)
 	if rep.OK == nil || *rep.OK || !strings.Contains(rep.Error, "bad.yaml: ") {
 		t.Errorf("report %s: want ok false and the spec's problems", b)
 	}
+}
+
+// report is what the failure tests read of an --report file.
+type report struct {
+	OK     *bool  `json:"ok"`
+	Error  string `json:"error"`
+	Budget int64  `json:"memory_budget_bytes"`
+}
+
+// readReport reads and decodes the --report file at path, and returns its
+// bytes too, for messages.
+func readReport(t *testing.T, path string) (report, []byte) {
+	t.Helper()
+	b, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatalf("no report: %v", err)
+	}
+	var rep report
+	if err := json.Unmarshal(b, &rep); err != nil {
+		t.Fatal(err)
+	}
+	return rep, b
 }
