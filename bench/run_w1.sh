@@ -42,10 +42,10 @@ others() { # busy0 t0 our_cpu_s -> cores used by other processes meanwhile
   awk -v b0="$1" -v t0="$2" -v c="$3" -v b1="$(busy)" -v t1="$(now)" 'BEGIN{printf "%.2f", (b1-b0-c)/(t1-t0)}'
 }
 
-piperun_row() { # round row spec
-  local r=$1 row=$2 spec=$3 rep=$OUT/w1/$2.$1.json tf=$OUT/w1/$2.$1.time b0 t0
+piperun_row() { # round row spec [apply flags]
+  local r=$1 row=$2 spec=$3 rep=$OUT/w1/$2.$1.json tf=$OUT/w1/$2.$1.time b0 t0; shift 3
   b0=$(busy); t0=$(now)
-  timeout $TO /usr/bin/time -f '%U %S' -o "$tf" "$OUT/piperun" apply "bench/$spec" --progress never --log-level warn --report "$rep" >/dev/null
+  timeout $TO /usr/bin/time -f '%U %S' -o "$tf" "$OUT/piperun" apply "bench/$spec" --progress never --log-level warn --report "$rep" "$@" >/dev/null
   local o; o=$(others "$b0" "$t0" "$(awk '{print $(NF-1)+$NF}' "$tf")")
   "$PY" - "$r" "$row" "$rep" "$tf" "$o" >>"$log" <<'PYEOF'
 import json, sys
@@ -85,6 +85,11 @@ micro_rows() { # round: single-core decode+resize reference rates
     "$PY" -c 'import json,sys; print("%s\tmicro:pil%s\t%.1f\t\t\t\t" % (sys.argv[2], sys.argv[3], json.load(open(sys.argv[1]))["images_per_s"]))' \
       "$OUT/w1/micro_pil$d.$r.json" "$r" "$d" >>"$log"
   done
+  # what the first write to freshly mapped memory costs here (ms per MiB):
+  # every buffer W1 holds pays it once per run, a warm loop never does
+  (cd bench && timeout $TO "$OUT/bench.test" -test.run '^$' -test.bench 'FirstTouch' -test.benchtime 4x) >"$OUT/w1/micro_touch.$r.txt"
+  awk -v r="$r" '/^BenchmarkFirstTouch/ { name=$1; sub(/^Benchmark/, "", name); sub(/-[0-9]+$/, "", name)
+      for (i = 2; i < NF; i++) if ($(i+1) == "ms/MiB") printf "%s\tmicro:%s\t%s\t\t\t\t\n", r, name, $i }' "$OUT/w1/micro_touch.$r.txt" >>"$log"
   # the same single-core benchmark as NCPU concurrent processes: what all
   # cores give together right now (the machine is shared)
   local i
@@ -101,6 +106,9 @@ micro_rows() { # round: single-core decode+resize reference rates
 for r in $(seq 1 "$REPS"); do
   echo "== round $r/$REPS (load $(cut -d' ' -f1-3 /proc/loadavg))"
   piperun_row "$r" piperun_w1 w1.yaml
+  # W1 for 10 epochs: with the 2-epoch row, the rate of epochs 3-10 alone,
+  # once the run's buffers exist (see "steady" below)
+  piperun_row "$r" piperun_w1_e10 w1.yaml --set epochs=10
   torch_row   "$r" torch_w1
   piperun_row "$r" piperun_w1_unfused w1_unfused.yaml
   piperun_row "$r" piperun_w1_rrc w1_rrc.yaml
@@ -123,8 +131,14 @@ def per_round(fn): return stat([fn(r) for r in rounds])
 ips = lambda row: (lambda r: rows[row][r]["ips"])
 cpu_ips = lambda row: (lambda r: rows[row][r]["images"] / rows[row][r]["cpu"])
 ratio = lambda a, b, k=1: (lambda r: rows[a][r]["ips"] / (k * rows[b][r]["ips"]))
+# W1's rate once warm: the images of epochs 3-10 over the time the 10-epoch
+# run took beyond the 2-epoch one (both start cold; the difference is steady
+# running). "warm-up" is what the 2-epoch run took beyond 400 images at that
+# rate: first touches of its buffers, the pipeline's fill and final drain.
+steady = lambda r: (rows["piperun_w1_e10"][r]["images"] - rows["piperun_w1"][r]["images"]) / (rows["piperun_w1_e10"][r]["elapsed"] - rows["piperun_w1"][r]["elapsed"])
+warmup = lambda r: rows["piperun_w1"][r]["elapsed"] - rows["piperun_w1"][r]["images"] / steady(r)
 res = {"photos": photos, "cores": ncpu, "rounds": len(rounds), "when": time.strftime("%Y-%m-%dT%H:%M:%S"),
-       "rates_images_per_s": {k: per_round(ips(k)) for k in rows},
+       "rates_images_per_s": {k: per_round(ips(k)) for k in rows if "FirstTouch" not in k},
        "images_per_cpu_s": {k: per_round(cpu_ips(k)) for k in rows if "cpu" in rows[k][rounds[0]]},
        "elapsed_s": {k: per_round(lambda r, k=k: rows[k][r]["elapsed"]) for k in rows if "elapsed" in rows[k][rounds[0]]}}
 ref = "micro:DecodeResize224NoFloat/dctscale"; reff = "micro:DecodeResize224NoFloat/full"; ref2 = "micro:DecodeResize224NoFloat/dct2x"
@@ -137,6 +151,13 @@ checks = [
   (f"W1-unfused piperun / ({ncpu} x 1-core turbo decode+resize, full decode)", ratio("piperun_w1_unfused", reff, ncpu), 0.85),
   (f"W1 piperun / ({ncpu} x 1-core PIL decode+resize, libjpeg-turbo)", ratio("piperun_w1", "micro:pil", ncpu), 0.85),
   (f"W1 piperun / ({ncpu} x 1-core PIL decode+resize, draft to 2x)", ratio("piperun_w1", "micro:pil--draft", ncpu), None),
+  (f"W1 epochs 3-10 (steady) / ({ncpu} x 1-core turbo decode+resize, dctscale)", lambda r: steady(r) / (ncpu * rows[ref][r]["ips"]), None),
+  (f"W1 epochs 3-10 (steady) / ({ncpu} x 1-core turbo decode+resize, dct2x as W1 decodes)", lambda r: steady(r) / (ncpu * rows[ref2][r]["ips"]), None),
+  ("W1 epochs 3-10 (steady), images/s", steady, None),
+  ("W1 2-epoch run: seconds beyond 400 images at the steady rate (warm-up)", warmup, None),
+  ("W1 2-epoch run: warm-up share of elapsed", lambda r: warmup(r) / rows["piperun_w1"][r]["elapsed"], None),
+  ("first write to fresh memory, ms per MiB, transparent huge pages", ips("micro:FirstTouch/huge"), None),
+  ("first write to fresh memory, ms per MiB, 4 KiB pages", ips("micro:FirstTouch/4k"), None),
   (f"W1 piperun / ({ncpu} concurrent 1-core dctscale benchmarks, summed)", ratio("piperun_w1", "micro_allcores:" + ref[6:]), 0.85),
   (f"W1-unfused piperun / ({ncpu} concurrent 1-core full-decode benchmarks, summed)", ratio("piperun_w1_unfused", "micro_allcores:" + reff[6:]), 0.85),
   ("W1 piperun images per CPU-s / 1-core dctscale rate", lambda r: rows["piperun_w1"][r]["images"] / rows["piperun_w1"][r]["cpu"] / rows[ref][r]["ips"], None),
@@ -149,7 +170,7 @@ res["ratios"] = {}
 fmt = lambda s: f"{s['median']:.2f} ({s['min']:.2f}-{s['max']:.2f})"
 print(f"\nW1 on {photos}: {len(rounds)} rounds, median (min-max); {ncpu} cores")
 print(f"{'row':40s} {'images/s':>22s} {'images per CPU-s':>22s}")
-for k in rows:
+for k in res["rates_images_per_s"]:
     s = res["rates_images_per_s"][k]; c = res["images_per_cpu_s"].get(k)
     print(f"{k:40s} {fmt(s):>22s} {fmt(c) if c else '':>22s}")
 print(f"\n{'ratio':72s} {'value':>18s} target")
