@@ -109,6 +109,9 @@ for r in $(seq 1 "$REPS"); do
   # W1 for 10 epochs: with the 2-epoch row, the rate of epochs 3-10 alone,
   # once the run's buffers exist (see "steady" below)
   piperun_row "$r" piperun_w1_e10 w1.yaml --set epochs=10
+  # W1 as written: the shuffle stays behind the decoding map (the planner
+  # otherwise moves it above, where it holds paths, not images)
+  piperun_row "$r" piperun_w1_as_written w1.yaml --set optimize=false
   torch_row   "$r" torch_w1
   piperun_row "$r" piperun_w1_unfused w1_unfused.yaml
   piperun_row "$r" piperun_w1_rrc w1_rrc.yaml
@@ -145,6 +148,8 @@ ref = "micro:DecodeResize224NoFloat/dctscale"; reff = "micro:DecodeResize224NoFl
 checks = [
   ("W1 piperun / torch", ratio("piperun_w1", "torch_w1"), 1.9),
   ("W1-unfused piperun / torch", ratio("piperun_w1_unfused", "torch_w1"), 1.9),
+  ("W1 as written (optimize: false) / torch", ratio("piperun_w1_as_written", "torch_w1"), 1.9),
+  ("W1 / W1 as written (the shuffle moved above the map)", ratio("piperun_w1", "piperun_w1_as_written"), None),
   ("W1-RRC piperun / torch --augment", ratio("piperun_w1_rrc", "torch_w1_rrc"), 2.2),
   (f"W1 piperun / ({ncpu} x 1-core turbo decode+resize, dctscale)", ratio("piperun_w1", ref, ncpu), 0.85),
   (f"W1 piperun / ({ncpu} x 1-core turbo decode+resize, dct2x as W1 decodes)", ratio("piperun_w1", ref2, ncpu), None),

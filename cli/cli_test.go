@@ -281,6 +281,29 @@ func TestShuffleOverItsShareWarns(t *testing.T) {
 	}
 }
 
+// TestShuffleAboveTheMapFits: the specs of the two tests above without
+// optimize: false. The planner moves the shuffle above the decoding map,
+// so it holds range samples of 205 bytes rather than images, and the
+// budget problems go away; plan says what it moved.
+func TestShuffleAboveTheMapFits(t *testing.T) {
+	dir := t.TempDir()
+	for _, file := range []string{"testdata/budget_buffer.yaml", "testdata/budget_shuffle_half.yaml"} {
+		b, err := os.ReadFile(file)
+		if err != nil {
+			t.Fatal(err)
+		}
+		p := writeSpec(t, dir, filepath.Base(file), strings.Replace(string(b), "optimize: false", "", 1))
+		if r := run(t, "validate", p); r.code != 0 || r.stdout != "" {
+			t.Errorf("validate %s: got %s\nwant exit 0 and no problems", file, r)
+		}
+		r := run(t, "plan", p)
+		want := `rewritten: shuffle "shuffle" runs before map "img", so it holds samples as they were before it, not after; the samples out and their order are the same (optimize: false runs the stages as written)`
+		if r.code != 0 || !strings.Contains(r.stdout, want) || !strings.Contains(r.stdout, "\nshuffle          shuffle         src ") {
+			t.Errorf("plan %s: got %s\nwant the rewrite and shuffle reading src", file, r)
+		}
+	}
+}
+
 func TestValidateJSONClean(t *testing.T) {
 	ok := writeSpec(t, t.TempDir(), "ok.yaml", okSpec)
 	r := run(t, "validate", "--format", "json", ok)

@@ -605,7 +605,9 @@ type Report struct {
 	Caches            map[string]stages.CacheStats `json:"caches,omitempty"`
 	Error             string                       `json:"error,omitempty"`
 	Extra             map[string]any               `json:"extra,omitempty"`
-	sinkOrder         []string
+	// Rewrites lists what the planner changed in the DAG as written.
+	Rewrites  []plan.Rewrite `json:"rewrites,omitempty"`
+	sinkOrder []string
 }
 
 // SinkReport counts what one sink received.
@@ -637,6 +639,7 @@ func (r *Run) snapshot(err error) *Report {
 		OK: err == nil, ElapsedS: time.Since(r.start).Seconds(),
 		Sinks: map[string]SinkReport{}, Skipped: map[string]int64{}, Stages: map[string]StageReport{},
 		PeakMemoryBytes: r.budget.Peak(), MemoryBudgetBytes: r.budget.Limit(), Seed: r.plan.Seed,
+		Rewrites: r.plan.Rewrites,
 	}
 	if err != nil {
 		rep.Error = err.Error()

@@ -8,6 +8,8 @@ import (
 	"sort"
 	"strings"
 	"testing"
+
+	"github.com/piperun/piperun/engine"
 )
 
 // TestImageEdgeFilesThroughPipeline decodes every edge-case JPEG and PNG of
@@ -79,10 +81,10 @@ stages:
 }
 
 // TestDeferredToFloatIsExact: with the map's to_float and normalize left to
-// the batch (map → shuffle → batch), the batches are bit for bit those of
-// the same pipeline converting in the map (a filter reading the image in
-// between stops the deferral), over two epochs with random crops and a
-// short last batch.
+// the batch (map → shuffle → batch, kept as written by optimize: false),
+// the batches are bit for bit those of the same pipeline converting in the
+// map (a filter reading the image in between stops the deferral), over two
+// epochs with random crops and a short last batch.
 func TestDeferredToFloatIsExact(t *testing.T) {
 	dir := t.TempDir()
 	for i := range 10 {
@@ -94,6 +96,7 @@ version: 1
 name: ` + name + `
 seed: 7
 epochs: 2
+optimize: false
 stages:
   - {name: files, type: files, pattern: '*.jpg', shuffle: true}
   - name: decode
@@ -129,5 +132,77 @@ stages:
 	}
 	if deferred != direct {
 		t.Errorf("deferred conversion changes the batches")
+	}
+}
+
+// TestShuffleAboveMapsIsExact: the planner's move of a shuffle above the
+// maps feeding it changes nothing in the output. The same pipelines run as
+// written (optimize: false) and moved give the same bytes, over two
+// epochs, with parallel maps drawing random crops and flips, a shuffle
+// buffer smaller and one larger than the epoch, and a chain of two maps;
+// and the moved shuffle holds paths instead of images.
+func TestShuffleAboveMapsIsExact(t *testing.T) {
+	dir := t.TempDir()
+	for i := range 10 {
+		writeJPEG(t, filepath.Join(dir, fmt.Sprintf("img%02d.jpg", i)), 40+7*i, 30+5*i, int64(i))
+	}
+	for _, tc := range []struct{ name, maps string }{
+		{"one map, buffer 6", `
+  - name: decode
+    type: map
+    parallelism: 2
+    set:
+      image: 'decode_image(read_file(path), 3) | random_resized_crop(16, 16) | flip_left_right(0.5) | to_float()'
+      label: 'len(path)'
+  - {name: shuffle, type: shuffle, buffer: 6}
+  - {name: batch, type: batch, size: 4}`},
+		{"two maps, buffer 32", `
+  - {name: label, type: map, parallelism: 2, set: {label: 'len(path) % 3'}}
+  - name: decode
+    type: map
+    parallelism: 2
+    set:
+      image: 'decode_image(read_file(path), 3) | random_crop(24, 24) | flip_left_right(0.5)'
+    keep: [image, path, label]
+  - {name: shuffle, type: shuffle, buffer: 32}`},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			run := func(optimize string) (string, *engine.Report) {
+				spec := `
+version: 1
+name: moved
+seed: 11
+epochs: 2
+optimize: ` + optimize + `
+stages:
+  - {name: files, type: files, pattern: '*.jpg', shuffle: true}` + tc.maps + `
+  - {name: out, type: write_jsonl, path: out-` + optimize + `.jsonl}
+`
+				rep, err := runSpec(t, dir, spec)
+				if err != nil {
+					t.Fatal(err)
+				}
+				b, err := os.ReadFile(filepath.Join(dir, "out-"+optimize+".jsonl"))
+				if err != nil {
+					t.Fatal(err)
+				}
+				return string(b), rep
+			}
+			asWritten, rw := run("false")
+			moved, rm := run("true")
+			if len(rw.Rewrites) != 0 || len(rm.Rewrites) != 1 || rm.Rewrites[0].Stage != "shuffle" {
+				t.Fatalf("rewrites %v as written, %v moved; want none, then the shuffle", rw.Rewrites, rm.Rewrites)
+			}
+			if n := strings.Count(asWritten, "\n"); n < 6 {
+				t.Fatalf("%d lines of output", n)
+			}
+			if moved != asWritten {
+				t.Errorf("moving the shuffle changed the output")
+			}
+			// Paths of about 60 bytes against images of at least 16×16×3.
+			if w, m := rw.Stages["shuffle"].Bytes, rm.Stages["shuffle"].Bytes; m <= 0 || m*3 > w {
+				t.Errorf("shuffle passed %d bytes as written, %d moved; want under a third", w, m)
+			}
+		})
 	}
 }

@@ -72,6 +72,8 @@ type Plan struct {
 	Workers    int
 	ChunkSize  int
 	Nodes      []*Node
+	// Rewrites lists what the planner changed in the DAG as written.
+	Rewrites []Rewrite
 }
 
 // Node is one stage as planned.
@@ -103,7 +105,9 @@ func (p *Plan) Node(name string) *Node {
 	return nil
 }
 
-// Compile plans a spec that validated without errors.
+// Compile plans a spec that validated without errors. Unless the spec
+// says optimize: false, it first rewrites the spec's DAG in place where
+// that keeps the output the same (pushShuffles); compile a spec once.
 func Compile(sp *spec.Spec, cat spec.Catalog, opts Options) (*Plan, error) {
 	p := &Plan{Spec: sp, Workers: opts.Workers, ChunkSize: opts.ChunkSize}
 	if p.Workers <= 0 {
@@ -131,6 +135,9 @@ func Compile(sp *spec.Spec, cat spec.Catalog, opts Options) (*Plan, error) {
 		}
 		p.Seed = binary.LittleEndian.Uint64(b[:]) >> 1
 		p.SeedRandom = true
+	}
+	if sp.Optimize {
+		p.Rewrites = pushShuffles(sp)
 	}
 	for _, st := range sp.Order {
 		t, ok := cat.Lookup(st.Type)
@@ -311,6 +318,9 @@ func (p *Plan) Text(w io.Writer) {
 	}
 	fmt.Fprintf(w, "pipeline %s: %d stages, seed %s, epochs %s, deterministic %v, memory %s, workers %d\n",
 		p.Spec.Name, len(p.Nodes), seed, epochs, p.Spec.Deterministic, spec.ByteSize(p.Memory), p.Workers)
+	for _, r := range p.Rewrites {
+		fmt.Fprintf(w, "rewritten: %s (optimize: false runs the stages as written)\n", r.Why)
+	}
 	fmt.Fprintf(w, "%-16s %-15s %-16s %4s %8s %10s %10s  %s\n", "STAGE", "TYPE", "INPUTS", "PAR", "BUFFER", "SAMPLE", "SHARE", "OUTPUT")
 	for _, n := range p.Nodes {
 		ins := make([]string, len(n.Stage.Inputs))

@@ -125,7 +125,10 @@ type Spec struct {
 	Seed          *int64
 	Epochs        int
 	Deterministic bool
-	Resources     Resources
+	// Optimize lets the planner reorder stages where that changes memory
+	// and speed but not the output (plan: moving a shuffle above maps).
+	Optimize  bool
+	Resources Resources
 
 	Stages []*Stage
 	// Order lists the stages so that every stage follows its inputs.
@@ -233,6 +236,7 @@ type document struct {
 	Seed          *int64    `yaml:"seed" jsonschema_description:"Seed for every random choice; absent = random, printed at start."`
 	Epochs        *int      `yaml:"epochs" jsonschema_description:"Passes over the sources; 0 = until stopped. Default 1."`
 	Deterministic *bool     `yaml:"deterministic" jsonschema_description:"Output order independent of parallelism. Default true."`
+	Optimize      *bool     `yaml:"optimize" jsonschema_description:"Let the planner reorder stages where the output stays the same: a shuffle fed by maps runs before them and holds their inputs. piperun plan lists what it changed. Default true."`
 	Resources     Resources `yaml:"resources"`
 	Stages        []rawNode `yaml:"stages" jsonschema:"required"`
 }
@@ -289,7 +293,7 @@ func Parse(file string, data []byte, opts Options) (*Spec, Diagnostics) {
 	if err != nil {
 		dir = filepath.Dir(file)
 	}
-	sp := &Spec{File: file, Dir: dir, pos: map[string]Pos{}, Epochs: 1, Deterministic: true}
+	sp := &Spec{File: file, Dir: dir, pos: map[string]Pos{}, Epochs: 1, Deterministic: true, Optimize: true}
 	d := &decoder{r: r, pos: sp.pos}
 	var top document
 	d.decode(doc, reflect_(&top), "")
@@ -302,6 +306,9 @@ func Parse(file string, data []byte, opts Options) (*Spec, Diagnostics) {
 	}
 	if top.Deterministic != nil {
 		sp.Deterministic = *top.Deterministic
+	}
+	if top.Optimize != nil {
+		sp.Optimize = *top.Optimize
 	}
 	at := func(path string) (int, int) { p := sp.PosOf(path); return p.Line, p.Col }
 	if _, ok := sp.pos["version"]; ok && sp.Version != Version {
