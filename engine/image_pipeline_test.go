@@ -190,7 +190,7 @@ stages:
 			}
 			asWritten, rw := run("false")
 			moved, rm := run("true")
-			if len(rw.Rewrites) != 0 || len(rm.Rewrites) != 1 || rm.Rewrites[0].Stage != "shuffle" {
+			if len(rw.Rewrites) != 0 || len(rm.Rewrites) != 1 || rm.Rewrites[0].Stage != "shuffle" || !rm.Rewrites[0].SameOrder {
 				t.Fatalf("rewrites %v as written, %v moved; want none, then the shuffle", rw.Rewrites, rm.Rewrites)
 			}
 			if n := strings.Count(asWritten, "\n"); n < 6 {

@@ -14,6 +14,10 @@ type Rewrite struct {
 	// nearest first.
 	Stage string   `json:"stage"`
 	Past  []string `json:"past"`
+	// SameOrder says the output is the same as optimize: false gives,
+	// sample for sample; false when the shuffle as written would have
+	// shrunk to its share of the budget (see pushShuffles).
+	SameOrder bool `json:"same_order"`
 	// Why is a sentence for people.
 	Why string `json:"why"`
 }
@@ -24,7 +28,8 @@ type Rewrite struct {
 // write anyway. A shuffle holds its whole buffer, so behind a decoding map
 // it holds decoded images (W1: 200 × 147 KiB, and every one of them fresh
 // memory in the first epoch); in front of it, the paths or records the map
-// reads. The output is the same, sample for sample:
+// reads. The output of a run that succeeds is the same, sample for sample,
+// when the spec is deterministic:
 //
 //   - a map keeps each sample's ID, and its random functions draw from
 //     generators keyed by (seed, epoch, ID, stage, call site), so its output
@@ -35,9 +40,14 @@ type Rewrite struct {
 //     and the epoch). A map that skips bad samples would change the count
 //     the shuffle sees, and so its draws: it stays where it is.
 //
-// A shuffle whose buffer outgrows its share of the budget shuffles over
-// fewer samples; in front of the map it holds smaller samples, so it
-// shrinks less often, and never where it did not before.
+// One exception, which the rewrite states: a shuffle whose samples would
+// outgrow its share of the budget shuffles over fewer samples (and draws
+// depending on their sizes). If the plan estimates that the shuffle as
+// written would do so, the moved one, holding smaller samples, shuffles
+// over more: the same samples come out, in a better-mixed but different
+// order than with optimize: false. (A run that fails on a bad sample may
+// also name a different one first: the moved map decodes in shuffled
+// order, and only what the shuffle has emitted.)
 //
 // Only a map whose one consumer is the shuffle moves (another consumer
 // would see a different stream), only when no cache is downstream of the
@@ -46,12 +56,13 @@ type Rewrite struct {
 // input is known to be smaller than its output (see heldBytes): a map
 // that decodes a small crop out of an encoded image may shrink its
 // samples, and then the shuffle is better where it is.
-func pushShuffles(sp *spec.Spec) []Rewrite {
+func pushShuffles(sp *spec.Spec, memory int64, workers int) []Rewrite {
 	var out []Rewrite
 	for _, sh := range sp.Order {
 		if sh.Type != "shuffle" || len(sh.Inputs) != 1 || cacheBelow(sh) {
 			continue
 		}
+		asWritten := heldBytes(sh.InSchemas[0])
 		var past []string
 		for {
 			m := sh.Inputs[0]
@@ -65,10 +76,19 @@ func pushShuffles(sp *spec.Spec) []Rewrite {
 			swapDown(sp, m, sh)
 			past = append(past, m.Name)
 		}
-		if len(past) > 0 {
-			out = append(out, Rewrite{Stage: sh.Name, Past: past,
-				Why: fmt.Sprintf("shuffle %q runs before %s, so it holds samples as they were before %s, not after; the samples out and their order are the same", sh.Name, quoteList("map", past), pronoun(past))})
+		if len(past) == 0 {
+			continue
 		}
+		r := Rewrite{Stage: sh.Name, Past: past, SameOrder: true,
+			Why: fmt.Sprintf("shuffle %q runs before %s, so it holds samples as they were before %s, not after", sh.Name, quoteList("map", past), pronoun(past))}
+		if held := shrunkTo(sh, asWritten, memory, workers); held > 0 {
+			r.SameOrder = false
+			r.Why += fmt.Sprintf(". As written, samples of about %s would fill its share of resources.memory at about %d of its %d, so it now shuffles over more: the same samples come out, in another order than with optimize: false",
+				spec.ByteSize(asWritten), held, sh.Config.(Bufferer).BufferSamples(workers))
+		} else {
+			r.Why += "; the samples out and their order are the same"
+		}
+		out = append(out, r)
 	}
 	return out
 }
@@ -78,22 +98,25 @@ func pushShuffles(sp *spec.Spec) []Rewrite {
 const pathBytes = 4096
 
 // heldBytes estimates a sample of schema s as the plan does, except that
-// a string counts as pathBytes instead of unknown; -1 if any field's size
-// is unknown (bytes, tensors of unknown shape), which is where a map may
-// as well shrink samples as grow them.
-func heldBytes(s sample.Schema) int64 {
-	var n int64
-	for _, f := range s.Fields {
-		b := f.Type.EstimateBytes()
-		if f.Type.Kind == sample.String {
-			b = pathBytes
-		}
-		if b < 0 {
-			return -1
-		}
-		n += b + int64(len(f.Name))
+// a string counts as pathBytes instead of unknown; -1 if the size of any
+// field is unknown (bytes, tensors of unknown shape, fields of an open
+// schema), which is where a map may as well shrink samples as grow them.
+func heldBytes(s sample.Schema) int64 { return s.EstimateBytesStrings(pathBytes) }
+
+// shrunkTo returns about how many samples of bytes each the shuffle sh
+// would hold before they fill its share of the budget, if that is fewer
+// than its buffer; 0 if the buffer fits (see stages.shuffleStage).
+func shrunkTo(sh *spec.Stage, bytes, memory int64, workers int) int64 {
+	b, ok := sh.Config.(Bufferer)
+	bs, ok2 := sh.Config.(BufferSharer)
+	if !ok || !ok2 || bytes <= 0 || memory <= 0 {
+		return 0
 	}
-	return n
+	room := memory / int64(max(1, bs.BufferShare()))
+	if int64(b.BufferSamples(workers))*bytes <= room {
+		return 0
+	}
+	return max(1, room/bytes)
 }
 
 // cacheBelow reports whether a cache stage is downstream of st.

@@ -114,6 +114,14 @@ func TestPushShuffles(t *testing.T) {
   - {name: sh, type: shuffle, buffer: 4}
   - {name: out, type: discard}`,
 			"src big<src m<big sh<m out<sh", ""},
+		{"overheads count: eight fields collapse into one small tensor",
+			"", `
+  - {name: m0, type: map, set: {a: '1', b: '2', c: '3', d: '4', e: '5', f: '6', g: '7', h: '8'}}
+  - {name: keep, type: filter, where: 'a > 0'}
+  - {name: m1, type: map, set: {t: 'one_hot(index % 6, 6)'}, keep: [t]}
+  - {name: sh, type: shuffle, buffer: 4}
+  - {name: out, type: discard}`,
+			"src m0<src keep<m0 m1<keep sh<m1 out<sh", ""},
 		{"a cache below the shuffle replays its order",
 			"", `
   - {name: m, type: map, set: {x: 'index * 2'}}
@@ -170,6 +178,58 @@ func TestPushShuffles(t *testing.T) {
 	}
 }
 
+// TestPushShufflesOpenSchema: a map after jsonl, whose schema is open
+// (fields unknown until read, of any size), may shrink its samples: the
+// shuffle stays.
+func TestPushShufflesOpenSchema(t *testing.T) {
+	p := compile(t, `version: 1
+name: p
+stages:
+  - {name: files, type: files, pattern: 'docs.jsonl'}
+  - {name: lines, type: jsonl}
+  - {name: m, type: map, set: {y: 'one_hot(int(label), 10)'}, keep: [y]}
+  - {name: sh, type: shuffle, buffer: 100}
+  - {name: out, type: discard}
+`)
+	if got := edges(p); got != "files lines<files m<lines sh<m out<sh" || len(p.Rewrites) != 0 {
+		t.Errorf("plan %s, rewrites %v; want the shuffle where it is", got, p.Rewrites)
+	}
+	if n := p.Node("lines"); n.SampleBytes != -1 {
+		t.Errorf("jsonl samples estimated at %d bytes, want unknown (-1)", n.SampleBytes)
+	}
+}
+
+// TestPushShufflesSaysWhenTheOrderChanges: a shuffle whose samples as
+// written would fill its half of the budget before its buffer (200 ×
+// 39 KiB > 4 MiB) shuffles over fewer samples than the moved one, so the
+// rewrite says the order differs (the run as written warns that its
+// shuffle holds 103 of 200); under a budget where they fit it says
+// the order is the same.
+func TestPushShufflesSaysWhenTheOrderChanges(t *testing.T) {
+	src := `version: 1
+name: p
+resources: {memory: %s}
+stages:
+  - {name: src, type: range, count: 400}
+  - {name: big, type: map, set: {v: 'one_hot(index %% 10000, 10000)'}}
+  - {name: sh, type: shuffle, buffer: 200}
+  - {name: out, type: discard}
+`
+	for _, tc := range []struct {
+		memory string
+		same   bool
+		why    string
+	}{
+		{"8MiB", false, "As written, samples of about 39.39KiB would fill its share of resources.memory at about 103 of its 200, so it now shuffles over more"},
+		{"64MiB", true, "; the samples out and their order are the same"},
+	} {
+		p := compile(t, fmt.Sprintf(src, tc.memory))
+		if len(p.Rewrites) != 1 || p.Rewrites[0].SameOrder != tc.same || !strings.Contains(p.Rewrites[0].Why, tc.why) {
+			t.Errorf("memory %s: rewrites %+v; want same_order %v and %q", tc.memory, p.Rewrites, tc.same, tc.why)
+		}
+	}
+}
+
 // TestPushShufflesShrinksTheBuffer: the moved shuffle's buffer is sized
 // by the map's input, not its output.
 func TestPushShufflesShrinksTheBuffer(t *testing.T) {
@@ -208,7 +268,8 @@ stages:
 	p.Text(os.Stdout)
 	// Output:
 	// pipeline w: 4 stages, seed 1, epochs 1, deterministic true, memory 1GiB, workers 2
-	// rewritten: shuffle "shuffle" runs before map "decode", so it holds samples as they were before it, not after; the samples out and their order are the same (optimize: false runs the stages as written)
+	// rewritten: shuffle "shuffle" runs before map "decode", so it holds samples as they were before it, not after; the samples out and their order are the same
+	// (optimize: false runs the stages as written)
 	// STAGE            TYPE            INPUTS            PAR   BUFFER     SAMPLE      SHARE  OUTPUT
 	// files            range           -                   1        0       205B       205B  {index: int64}
 	// shuffle          shuffle         files               1       50       205B   10.21KiB  {index: int64}

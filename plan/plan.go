@@ -137,7 +137,7 @@ func Compile(sp *spec.Spec, cat spec.Catalog, opts Options) (*Plan, error) {
 		p.SeedRandom = true
 	}
 	if sp.Optimize {
-		p.Rewrites = pushShuffles(sp)
+		p.Rewrites = pushShuffles(sp, p.Memory, p.Workers)
 	}
 	for _, st := range sp.Order {
 		t, ok := cat.Lookup(st.Type)
@@ -319,7 +319,10 @@ func (p *Plan) Text(w io.Writer) {
 	fmt.Fprintf(w, "pipeline %s: %d stages, seed %s, epochs %s, deterministic %v, memory %s, workers %d\n",
 		p.Spec.Name, len(p.Nodes), seed, epochs, p.Spec.Deterministic, spec.ByteSize(p.Memory), p.Workers)
 	for _, r := range p.Rewrites {
-		fmt.Fprintf(w, "rewritten: %s (optimize: false runs the stages as written)\n", r.Why)
+		fmt.Fprintf(w, "rewritten: %s\n", r.Why)
+	}
+	if len(p.Rewrites) > 0 {
+		fmt.Fprintln(w, "(optimize: false runs the stages as written)")
 	}
 	fmt.Fprintf(w, "%-16s %-15s %-16s %4s %8s %10s %10s  %s\n", "STAGE", "TYPE", "INPUTS", "PAR", "BUFFER", "SAMPLE", "SHARE", "OUTPUT")
 	for _, n := range p.Nodes {

@@ -331,11 +331,21 @@ func (s Schema) Names() []string {
 }
 
 // EstimateBytes estimates one sample's size, or -1 if any field's size is
-// unknown without data.
-func (s Schema) EstimateBytes() int64 {
+// unknown without data, or the schema is open (fields it does not list).
+func (s Schema) EstimateBytes() int64 { return s.EstimateBytesStrings(-1) }
+
+// EstimateBytesStrings is EstimateBytes counting each string field as
+// str bytes; a negative str leaves strings unknown.
+func (s Schema) EstimateBytesStrings(str int64) int64 {
+	if s.Open {
+		return -1
+	}
 	n := int64(sampleOverhead)
 	for _, f := range s.Fields {
 		b := f.Type.EstimateBytes()
+		if f.Type.Kind == String {
+			b = str
+		}
 		if b < 0 {
 			return -1
 		}
