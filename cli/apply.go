@@ -43,7 +43,7 @@ func applyCmd(g *globals) *cobra.Command {
 				}
 				rep := &engine.Report{Error: err.Error(), Sinks: map[string]engine.SinkReport{}, Skipped: map[string]int64{}, Stages: map[string]engine.StageReport{}}
 				if p != nil {
-					rep.MemoryBudgetBytes, rep.Seed = p.Memory, p.Seed
+					rep.MemoryBudgetBytes, rep.Seed, rep.Rewrites = p.Memory, p.Seed, p.Rewrites
 				}
 				if werr := writeReport(reportPath, rep); werr != nil {
 					g.log.Error("write report", zap.Error(werr))
