@@ -276,3 +276,27 @@ stages:
 	// decode           map             shuffle             2        0    4.24KiB    4.24KiB  {index: int64, image: tensor<float32>[1000]}
 	// out              discard         decode              1        0          -          -  -
 }
+
+// TestRewritesInDotAndMermaid: the graph formats draw the moved DAG and
+// carry the rewrite as a comment.
+func TestRewritesInDotAndMermaid(t *testing.T) {
+	p := compile(t, `version: 1
+name: p
+stages:
+  - {name: src, type: range, count: 10}
+  - {name: decode, type: map, set: {v: 'one_hot(index, 1000)'}}
+  - {name: shuffle, type: shuffle, buffer: 4}
+  - {name: out, type: discard}
+`)
+	var dot, mermaid strings.Builder
+	p.Dot(&dot)
+	p.Mermaid(&mermaid)
+	for _, c := range []struct{ name, got, comment, edge string }{
+		{"dot", dot.String(), "\n  // rewritten: shuffle \"shuffle\" runs before map \"decode\"", "\n  s_shuffle -> s_decode;\n"},
+		{"mermaid", mermaid.String(), "\n  %% rewritten: shuffle \"shuffle\" runs before map \"decode\"", "\n  s_shuffle --> s_decode\n"},
+	} {
+		if !strings.Contains(c.got, c.comment) || !strings.Contains(c.got, c.edge) {
+			t.Errorf("%s:\n%s\nwant %q and %q", c.name, c.got, c.comment, c.edge)
+		}
+	}
+}

@@ -392,7 +392,11 @@ func (n *Node) label() string {
 
 // Dot writes the DAG in Graphviz's dot language.
 func (p *Plan) Dot(w io.Writer) {
-	fmt.Fprintf(w, "digraph %q {\n  rankdir=TB;\n  node [shape=box, fontname=\"monospace\"];\n", p.Spec.Name)
+	fmt.Fprintf(w, "digraph %q {\n", p.Spec.Name)
+	for _, r := range p.Rewrites {
+		fmt.Fprintf(w, "  // rewritten: %s\n", r.Why)
+	}
+	fmt.Fprintf(w, "  rankdir=TB;\n  node [shape=box, fontname=\"monospace\"];\n")
 	for _, n := range p.Nodes {
 		shape := ""
 		switch n.Stage.Role {
@@ -412,6 +416,9 @@ func (p *Plan) Dot(w io.Writer) {
 // Mermaid writes the DAG as a Mermaid flowchart.
 func (p *Plan) Mermaid(w io.Writer) {
 	fmt.Fprintln(w, "flowchart TD")
+	for _, r := range p.Rewrites {
+		fmt.Fprintf(w, "  %%%% rewritten: %s\n", r.Why)
+	}
 	for _, n := range p.Nodes {
 		l := strings.ReplaceAll(n.label(), "\\n", "<br/>")
 		fmt.Fprintf(w, "  %s[\"%s\"]\n", ident(n.Stage.Name), l)
