@@ -64,7 +64,7 @@ func applyCmd(g *globals) *cobra.Command {
 			g.log.Info("starting", zap.String("pipeline", sp.Name), zap.Uint64("seed", p.Seed), zap.Bool("seed_random", p.SeedRandom),
 				zap.Int("epochs", sp.Epochs), zap.String("memory", spec.ByteSize(p.Memory).String()), zap.Int("workers", p.Workers))
 			for _, r := range p.Rewrites {
-				g.log.Info("rewritten: "+r.Why, zap.String("stage", r.Stage), zap.Strings("past", r.Past))
+				g.log.Info("rewritten: "+r.Why, zap.String("stage", r.Stage), zap.Strings("past", r.Past), zap.Bool("same_order", r.SameOrder))
 			}
 			setMemoryLimit(p.Memory)
 			run, err := engine.Start(cmd.Context(), p, engine.Options{Registry: g.registry, Log: g.log})

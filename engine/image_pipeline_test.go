@@ -165,6 +165,11 @@ func TestShuffleAboveMapsIsExact(t *testing.T) {
       image: 'decode_image(read_file(path), 3) | random_crop(24, 24) | flip_left_right(0.5)'
     keep: [image, path, label]
   - {name: shuffle, type: shuffle, buffer: 32}`},
+		{"decode, then a map that keeps the size", `
+  - {name: decode, type: map, parallelism: 2, set: {image: 'decode_image(read_file(path), 3) | random_resized_crop(48, 48) | flip_left_right(0.5)'}}
+  - {name: norm, type: map, set: {image: 'normalize(to_float(image), [0.485, 0.456, 0.406], [0.229, 0.224, 0.225])'}, keep: [image]}
+  - {name: shuffle, type: shuffle, buffer: 6}
+  - {name: batch, type: batch, size: 3}`},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			run := func(optimize string) (string, *engine.Report) {

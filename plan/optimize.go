@@ -8,15 +8,17 @@ import (
 )
 
 // Rewrite is one change the planner made to the DAG as written, for the
-// plan's text and the run's log and report.
+// plan's text and the run's log and report; or, in Plan.Kept, one it
+// considered and did not make.
 type Rewrite struct {
 	// Stage is the stage that moved; Past lists the stages it moved above,
-	// nearest first.
+	// nearest first (none for a stage kept where it is).
 	Stage string   `json:"stage"`
 	Past  []string `json:"past"`
-	// SameOrder says the output is the same as optimize: false gives,
-	// sample for sample; false when the shuffle as written would have
-	// shrunk to its share of the budget (see pushShuffles).
+	// SameOrder says a run that succeeds gives the same output as with
+	// optimize: false, sample for sample. It is false where that is not
+	// certain: the spec is not deterministic, or the shuffle as written
+	// might have shrunk to its share of the budget (see pushShuffles).
 	SameOrder bool `json:"same_order"`
 	// Why is a sentence for people.
 	Why string `json:"why"`
@@ -28,8 +30,8 @@ type Rewrite struct {
 // write anyway. A shuffle holds its whole buffer, so behind a decoding map
 // it holds decoded images (W1: 200 × 147 KiB, and every one of them fresh
 // memory in the first epoch); in front of it, the paths or records the map
-// reads. The output of a run that succeeds is the same, sample for sample,
-// when the spec is deterministic:
+// reads. A deterministic run that succeeds gives the same output, sample
+// for sample:
 //
 //   - a map keeps each sample's ID, and its random functions draw from
 //     generators keyed by (seed, epoch, ID, stage, call site), so its output
@@ -40,57 +42,102 @@ type Rewrite struct {
 //     and the epoch). A map that skips bad samples would change the count
 //     the shuffle sees, and so its draws: it stays where it is.
 //
-// One exception, which the rewrite states: a shuffle whose samples would
-// outgrow its share of the budget shuffles over fewer samples (and draws
-// depending on their sizes). If the plan estimates that the shuffle as
-// written would do so, the moved one, holding smaller samples, shuffles
-// over more: the same samples come out, in a better-mixed but different
-// order than with optimize: false. (A run that fails on a bad sample may
-// also name a different one first: the moved map decodes in shuffled
-// order, and only what the shuffle has emitted.)
+// The exception, which the rewrite states (SameOrder false): a shuffle
+// whose samples outgrow its share of the budget shuffles over fewer of
+// them, drawing by their sizes. Where the plan cannot rule that out for
+// the shuffle as written, the moved one, holding smaller samples, may
+// shuffle over more: the same samples come out, maybe in another order.
+// Runs that fail differ too: the moved map decodes in shuffled order and
+// only what the shuffle emits, so a bad file may be met later, or, with a
+// take below, not at all.
 //
-// Only a map whose one consumer is the shuffle moves (another consumer
-// would see a different stream), only when no cache is downstream of the
-// shuffle (a cache stores and replays the order it receives, and the
-// stages above it may skip work it already holds), and only when the map's
-// input is known to be smaller than its output (see heldBytes): a map
-// that decodes a small crop out of an encoded image may shrink its
-// samples, and then the shuffle is better where it is.
-func pushShuffles(sp *spec.Spec, memory int64, workers int) []Rewrite {
-	var out []Rewrite
+// A shuffle moves above the chain of maps right above it that each have
+// on_error: fail and the next stage as their one consumer (another
+// consumer would see a different stream), when no cache is downstream of
+// it (a cache stores and replays the order it receives, and the stages
+// above it may skip work it holds), as far up the chain as makes its
+// samples smallest, and only if that is known to be smaller than what it
+// holds as written (see heldBytes): a map that decodes a small crop out of
+// an encoded image may shrink its samples, and then the shuffle is better
+// where it is. Shuffles that stay behind a map are listed in kept, with
+// the reason.
+func pushShuffles(sp *spec.Spec, memory int64, workers int) (moved, kept []Rewrite) {
 	for _, sh := range sp.Order {
-		if sh.Type != "shuffle" || len(sh.Inputs) != 1 || cacheBelow(sh) {
+		if sh.Type != "shuffle" || len(sh.Inputs) != 1 || sh.Inputs[0].Type != "map" {
+			continue
+		}
+		keep := func(format string, args ...any) {
+			kept = append(kept, Rewrite{Stage: sh.Name, Past: []string{}, SameOrder: true,
+				Why: fmt.Sprintf("shuffle %q stays behind map %q: ", sh.Name, sh.Inputs[0].Name) + fmt.Sprintf(format, args...)})
+		}
+		if cacheBelow(sh) {
+			keep("a cache below it stores the order it receives")
+			continue
+		}
+		// chain[i] is the i-th map above the shuffle; size[i] what the
+		// shuffle would hold above chain[i] (its input).
+		var chain []*spec.Stage
+		var size []int64
+		for m := sh.Inputs[0]; m.Type == "map" && len(m.Inputs) == 1; m = m.Inputs[0] {
+			if m.Skip() || len(m.Outputs) != 1 {
+				if len(chain) == 0 {
+					if m.Skip() {
+						keep("a map that skips bad samples changes what the shuffle draws from")
+					} else {
+						keep("the map's other consumers would see its output in another order")
+					}
+				}
+				break
+			}
+			chain = append(chain, m)
+			size = append(size, heldBytes(m.InSchemas[0]))
+		}
+		if len(chain) == 0 {
 			continue
 		}
 		asWritten := heldBytes(sh.InSchemas[0])
+		best := -1
+		for i, b := range size {
+			if b >= 0 && (best < 0 || b < size[best]) {
+				best = i
+			}
+		}
+		if asWritten < 0 || best < 0 || size[best] >= asWritten {
+			what := "its samples as written are of unknown size"
+			switch {
+			case asWritten >= 0 && best < 0:
+				what = "the maps' inputs are of unknown size (bytes, tensors of unknown shape or the open fields of jsonl): they may be larger than their outputs"
+			case asWritten >= 0:
+				what = fmt.Sprintf("its samples would be no smaller above the maps (counting a string as %s)", spec.ByteSize(pathBytes))
+			}
+			keep("%s", what)
+			continue
+		}
 		var past []string
-		for {
-			m := sh.Inputs[0]
-			if m.Type != "map" || m.Skip() || len(m.Outputs) != 1 || len(m.Inputs) != 1 {
-				break
-			}
-			in, out := heldBytes(m.InSchemas[0]), heldBytes(m.Schema)
-			if in < 0 || out < 0 || in >= out {
-				break
-			}
+		for _, m := range chain[:best+1] {
 			swapDown(sp, m, sh)
 			past = append(past, m.Name)
 		}
-		if len(past) == 0 {
-			continue
-		}
 		r := Rewrite{Stage: sh.Name, Past: past, SameOrder: true,
-			Why: fmt.Sprintf("shuffle %q runs before %s, so it holds samples as they were before %s, not after", sh.Name, quoteList("map", past), pronoun(past))}
-		if held := shrunkTo(sh, asWritten, memory, workers); held > 0 {
+			Why: fmt.Sprintf("shuffle %q moved above %s: it holds %s samples instead of %s%s", sh.Name, quoteList("map", past),
+				sh.Schema, chain[0].Schema, about(chain[0].Schema))}
+		switch n, buffer := shrunkTo(sh, asWritten, memory, workers); {
+		case !sp.Deterministic:
 			r.SameOrder = false
-			r.Why += fmt.Sprintf(". As written, samples of about %s would fill its share of resources.memory at about %d of its %d, so it now shuffles over more: the same samples come out, in another order than with optimize: false",
-				spec.ByteSize(asWritten), held, sh.Config.(Bufferer).BufferSamples(workers))
-		} else {
-			r.Why += "; the samples out and their order are the same"
+			r.Why += "; the spec is not deterministic, so its output differs run to run either way"
+		case n < 0:
+			r.SameOrder = false
+			r.Why += fmt.Sprintf("; as written, its %d samples would not fit resources.memory at all (validate rejects the spec with optimize: false)", buffer)
+		case n > 0:
+			r.SameOrder = false
+			r.Why += fmt.Sprintf("; as written, its %d samples might fill its share of resources.memory (%s), and then it shuffles over fewer: the same samples come out, maybe in another order than with optimize: false",
+				buffer, spec.ByteSize(memory/int64(sh.Config.(BufferSharer).BufferShare())))
+		default:
+			r.Why += "; a run that succeeds gives the same output as with optimize: false"
 		}
-		out = append(out, r)
+		moved = append(moved, r)
 	}
-	return out
+	return moved, kept
 }
 
 // pathBytes is what heldBytes counts for a string: Linux's longest path.
@@ -103,20 +150,35 @@ const pathBytes = 4096
 // schema), which is where a map may as well shrink samples as grow them.
 func heldBytes(s sample.Schema) int64 { return s.EstimateBytesStrings(pathBytes) }
 
-// shrunkTo returns about how many samples of bytes each the shuffle sh
-// would hold before they fill its share of the budget, if that is fewer
-// than its buffer; 0 if the buffer fits (see stages.shuffleStage).
-func shrunkTo(sh *spec.Stage, bytes, memory int64, workers int) int64 {
+// about is " (about N bytes)" for a schema the plan can size, "" for one
+// it cannot (strings among its fields, say).
+func about(s sample.Schema) string {
+	if b := s.EstimateBytes(); b >= 0 {
+		return fmt.Sprintf(" (about %s)", spec.ByteSize(b))
+	}
+	return ""
+}
+
+// shrunkTo says whether the shuffle sh, holding samples of about bytes
+// each (plus an origin path of up to pathBytes, which the run counts and
+// the schema does not), might fill its share of the budget before its
+// buffer: n is then at least how many it would hold (-1 when its buffer
+// would not fit the whole budget, which validate rejects), 0 when it fits.
+func shrunkTo(sh *spec.Stage, bytes, memory int64, workers int) (n int64, buffer int) {
 	b, ok := sh.Config.(Bufferer)
 	bs, ok2 := sh.Config.(BufferSharer)
 	if !ok || !ok2 || bytes <= 0 || memory <= 0 {
-		return 0
+		return 0, 0
 	}
-	room := memory / int64(max(1, bs.BufferShare()))
-	if int64(b.BufferSamples(workers))*bytes <= room {
-		return 0
+	buffer = b.BufferSamples(workers)
+	per := bytes + pathBytes
+	switch room := memory / int64(max(1, bs.BufferShare())); {
+	case int64(buffer)*bytes > memory:
+		return -1, buffer
+	case int64(buffer)*per > room:
+		return max(1, room/per), buffer
 	}
-	return max(1, room/bytes)
+	return 0, buffer
 }
 
 // cacheBelow reports whether a cache stage is downstream of st.

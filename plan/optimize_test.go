@@ -51,7 +51,7 @@ func TestPushShuffles(t *testing.T) {
 	for _, tc := range []struct {
 		name, top, stages string
 		want              string // stages in order, each "<" its inputs
-		moved             string // "shuffle past m1,m2" or ""
+		outcome           string // "sh past m2,m1", "sh kept: <reason, start>" or ""
 	}{
 		{"one map",
 			"", `
@@ -78,14 +78,14 @@ func TestPushShuffles(t *testing.T) {
   - {name: m, type: map, on_error: skip, set: {x: 'index * 2'}}
   - {name: sh, type: shuffle, buffer: 4}
   - {name: out, type: discard}`,
-			"src m<src sh<m out<sh", ""},
+			"src m<src sh<m out<sh", "sh kept: a map that skips bad samples changes what the shuffle draws from"},
 		{"a map with a second consumer",
 			"", `
   - {name: m, type: map, set: {x: 'index * 2'}}
   - {name: sh, type: shuffle, buffer: 4}
   - {name: out, type: discard}
   - {name: all, type: discard, input: m}`,
-			"src m<src sh<m all<m out<sh", ""},
+			"src m<src sh<m all<m out<sh", "sh kept: the map's other consumers would see its output in another order"},
 		{"a filter stops the move",
 			"", `
   - {name: m, type: map, set: {x: 'index * 2'}}
@@ -100,20 +100,27 @@ func TestPushShuffles(t *testing.T) {
   - {name: sh, type: shuffle, buffer: 4}
   - {name: out, type: discard}`,
 			"src f<src sh<f m<sh out<m", "sh past m"},
-		{"a map from bytes may shrink its samples",
+		{"through a map that reads bytes to the top of the chain",
 			"", `
   - {name: b, type: map, set: {data: 'read_file("x.jpg")'}}
   - {name: m, type: map, set: {img: 'decode_image(data, 3) | resize(8, 8)'}, keep: [img]}
   - {name: sh, type: shuffle, buffer: 4}
   - {name: out, type: discard}`,
-			"src b<src m<b sh<m out<sh", ""},
+			"src sh<src b<sh m<b out<m", "sh past m,b"},
+		{"past a map that keeps the size, to the decode above it",
+			"", `
+  - {name: decode, type: map, set: {img: 'one_hot(index, 1000)'}}
+  - {name: scale, type: map, set: {img: 'cast(img, "float32")'}}
+  - {name: sh, type: shuffle, buffer: 4}
+  - {name: out, type: discard}`,
+			"src sh<src decode<sh scale<decode out<scale", "sh past scale,decode"},
 		{"a map that shrinks a known tensor",
 			"", `
   - {name: big, type: map, set: {v: 'one_hot(index, 5000)'}}
   - {name: m, type: map, set: {n: 'shape(v)[0]'}, keep: [n]}
   - {name: sh, type: shuffle, buffer: 4}
   - {name: out, type: discard}`,
-			"src big<src m<big sh<m out<sh", ""},
+			"src big<src m<big sh<m out<sh", "sh kept: its samples would be no smaller above the maps"},
 		{"overheads count: eight fields collapse into one small tensor",
 			"", `
   - {name: m0, type: map, set: {a: '1', b: '2', c: '3', d: '4', e: '5', f: '6', g: '7', h: '8'}}
@@ -121,14 +128,14 @@ func TestPushShuffles(t *testing.T) {
   - {name: m1, type: map, set: {t: 'one_hot(index % 6, 6)'}, keep: [t]}
   - {name: sh, type: shuffle, buffer: 4}
   - {name: out, type: discard}`,
-			"src m0<src keep<m0 m1<keep sh<m1 out<sh", ""},
+			"src m0<src keep<m0 m1<keep sh<m1 out<sh", "sh kept: its samples would be no smaller above the maps"},
 		{"a cache below the shuffle replays its order",
 			"", `
   - {name: m, type: map, set: {x: 'index * 2'}}
   - {name: sh, type: shuffle, buffer: 4}
   - {name: c, type: cache}
   - {name: out, type: discard}`,
-			"src m<src sh<m c<sh out<c", ""},
+			"src m<src sh<m c<sh out<c", "sh kept: a cache below it stores the order it receives"},
 		{"a cache above the maps does not matter",
 			"", `
   - {name: c, type: cache}
@@ -151,12 +158,15 @@ func TestPushShuffles(t *testing.T) {
 			if got := edges(p); got != tc.want {
 				t.Errorf("plan\n got %s\nwant %s", got, tc.want)
 			}
-			var moved []string
+			var outcome []string
 			for _, r := range p.Rewrites {
-				moved = append(moved, r.Stage+" past "+strings.Join(r.Past, ","))
+				outcome = append(outcome, r.Stage+" past "+strings.Join(r.Past, ","))
 			}
-			if got := strings.Join(moved, "; "); got != tc.moved {
-				t.Errorf("rewrites %q, want %q", got, tc.moved)
+			for _, r := range p.Kept {
+				outcome = append(outcome, r.Stage+" kept: "+r.Why[strings.Index(r.Why, ": ")+2:])
+			}
+			if got := strings.Join(outcome, "; "); tc.outcome == "" && got != "" || !strings.HasPrefix(got, tc.outcome) {
+				t.Errorf("outcome %q, want %q", got, tc.outcome)
 			}
 			// Every stage's inputs name it among their outputs, and the
 			// shuffle emits what its input emits.
@@ -191,8 +201,9 @@ stages:
   - {name: sh, type: shuffle, buffer: 100}
   - {name: out, type: discard}
 `)
-	if got := edges(p); got != "files lines<files m<lines sh<m out<sh" || len(p.Rewrites) != 0 {
-		t.Errorf("plan %s, rewrites %v; want the shuffle where it is", got, p.Rewrites)
+	if got := edges(p); got != "files lines<files m<lines sh<m out<sh" || len(p.Rewrites) != 0 || len(p.Kept) != 1 ||
+		!strings.Contains(p.Kept[0].Why, "the maps' inputs are of unknown size") {
+		t.Errorf("plan %s, rewrites %v, kept %v; want the shuffle where it is, and why", got, p.Rewrites, p.Kept)
 	}
 	if n := p.Node("lines"); n.SampleBytes != -1 {
 		t.Errorf("jsonl samples estimated at %d bytes, want unknown (-1)", n.SampleBytes)
@@ -200,11 +211,12 @@ stages:
 }
 
 // TestPushShufflesSaysWhenTheOrderChanges: a shuffle whose samples as
-// written would fill its half of the budget before its buffer (200 ×
+// written might fill its half of the budget before its buffer (200 ×
 // 39 KiB > 4 MiB) shuffles over fewer samples than the moved one, so the
-// rewrite says the order differs (the run as written warns that its
-// shuffle holds 103 of 200); under a budget where they fit it says
-// the order is the same.
+// rewrite says the order may differ (the run as written warns that its
+// shuffle holds 103 of 200); under a budget where they fit it says the
+// output is the same; under one they exceed, that the spec as written
+// does not fit at all.
 func TestPushShufflesSaysWhenTheOrderChanges(t *testing.T) {
 	src := `version: 1
 name: p
@@ -220,13 +232,32 @@ stages:
 		same   bool
 		why    string
 	}{
-		{"8MiB", false, "As written, samples of about 39.39KiB would fill its share of resources.memory at about 103 of its 200, so it now shuffles over more"},
-		{"64MiB", true, "; the samples out and their order are the same"},
+		{"8MiB", false, "; as written, its 200 samples might fill its share of resources.memory (4MiB), and then it shuffles over fewer: the same samples come out, maybe in another order than with optimize: false"},
+		{"64MiB", true, "; a run that succeeds gives the same output as with optimize: false"},
+		{"6MiB", false, "; as written, its 200 samples would not fit resources.memory at all (validate rejects the spec with optimize: false)"},
 	} {
 		p := compile(t, fmt.Sprintf(src, tc.memory))
-		if len(p.Rewrites) != 1 || p.Rewrites[0].SameOrder != tc.same || !strings.Contains(p.Rewrites[0].Why, tc.why) {
+		if len(p.Rewrites) != 1 || p.Rewrites[0].SameOrder != tc.same || !strings.HasSuffix(p.Rewrites[0].Why, tc.why) {
 			t.Errorf("memory %s: rewrites %+v; want same_order %v and %q", tc.memory, p.Rewrites, tc.same, tc.why)
 		}
+	}
+}
+
+// TestPushShufflesNotDeterministic: without deterministic output the
+// order differs run to run anyway, and the rewrite says so.
+func TestPushShufflesNotDeterministic(t *testing.T) {
+	p := compile(t, `version: 1
+name: p
+deterministic: false
+stages:
+  - {name: src, type: range, count: 10}
+  - {name: m, type: map, parallelism: 2, set: {v: 'one_hot(index, 100)'}}
+  - {name: sh, type: shuffle, buffer: 4}
+  - {name: out, type: discard}
+`)
+	want := "; the spec is not deterministic, so its output differs run to run either way"
+	if len(p.Rewrites) != 1 || p.Rewrites[0].SameOrder || !strings.HasSuffix(p.Rewrites[0].Why, want) {
+		t.Errorf("rewrites %+v; want same_order false and %q", p.Rewrites, want)
 	}
 }
 
@@ -268,7 +299,7 @@ stages:
 	p.Text(os.Stdout)
 	// Output:
 	// pipeline w: 4 stages, seed 1, epochs 1, deterministic true, memory 1GiB, workers 2
-	// rewritten: shuffle "shuffle" runs before map "decode", so it holds samples as they were before it, not after; the samples out and their order are the same
+	// rewritten: shuffle "shuffle" moved above map "decode": it holds {index: int64} samples instead of {index: int64, image: tensor<float32>[1000]} (about 4.24KiB); a run that succeeds gives the same output as with optimize: false
 	// (optimize: false runs the stages as written)
 	// STAGE            TYPE            INPUTS            PAR   BUFFER     SAMPLE      SHARE  OUTPUT
 	// files            range           -                   1        0       205B       205B  {index: int64}
@@ -292,8 +323,8 @@ stages:
 	p.Dot(&dot)
 	p.Mermaid(&mermaid)
 	for _, c := range []struct{ name, got, comment, edge string }{
-		{"dot", dot.String(), "\n  // rewritten: shuffle \"shuffle\" runs before map \"decode\"", "\n  s_shuffle -> s_decode;\n"},
-		{"mermaid", mermaid.String(), "\n  %% rewritten: shuffle \"shuffle\" runs before map \"decode\"", "\n  s_shuffle --> s_decode\n"},
+		{"dot", dot.String(), "\n  // rewritten: shuffle \"shuffle\" moved above map \"decode\"", "\n  s_shuffle -> s_decode;\n"},
+		{"mermaid", mermaid.String(), "\n  %% rewritten: shuffle \"shuffle\" moved above map \"decode\"", "\n  s_shuffle --> s_decode\n"},
 	} {
 		if !strings.Contains(c.got, c.comment) || !strings.Contains(c.got, c.edge) {
 			t.Errorf("%s:\n%s\nwant %q and %q", c.name, c.got, c.comment, c.edge)

@@ -72,8 +72,9 @@ type Plan struct {
 	Workers    int
 	ChunkSize  int
 	Nodes      []*Node
-	// Rewrites lists what the planner changed in the DAG as written.
-	Rewrites []Rewrite
+	// Rewrites lists what the planner changed in the DAG as written; Kept
+	// the shuffles it left behind a map, and why.
+	Rewrites, Kept []Rewrite
 }
 
 // Node is one stage as planned.
@@ -137,7 +138,7 @@ func Compile(sp *spec.Spec, cat spec.Catalog, opts Options) (*Plan, error) {
 		p.SeedRandom = true
 	}
 	if sp.Optimize {
-		p.Rewrites = pushShuffles(sp, p.Memory, p.Workers)
+		p.Rewrites, p.Kept = pushShuffles(sp, p.Memory, p.Workers)
 	}
 	for _, st := range sp.Order {
 		t, ok := cat.Lookup(st.Type)
@@ -320,6 +321,9 @@ func (p *Plan) Text(w io.Writer) {
 		p.Spec.Name, len(p.Nodes), seed, epochs, p.Spec.Deterministic, spec.ByteSize(p.Memory), p.Workers)
 	for _, r := range p.Rewrites {
 		fmt.Fprintf(w, "rewritten: %s\n", r.Why)
+	}
+	for _, r := range p.Kept {
+		fmt.Fprintf(w, "not rewritten: %s\n", r.Why)
 	}
 	if len(p.Rewrites) > 0 {
 		fmt.Fprintln(w, "(optimize: false runs the stages as written)")

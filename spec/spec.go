@@ -236,7 +236,7 @@ type document struct {
 	Seed          *int64    `yaml:"seed" jsonschema_description:"Seed for every random choice; absent = random, printed at start."`
 	Epochs        *int      `yaml:"epochs" jsonschema_description:"Passes over the sources; 0 = until stopped. Default 1."`
 	Deterministic *bool     `yaml:"deterministic" jsonschema_description:"Output order independent of parallelism. Default true."`
-	Optimize      *bool     `yaml:"optimize" jsonschema_description:"Let the planner reorder stages where the output stays the same: a shuffle fed by maps runs before them and holds their inputs. piperun plan lists what it changed. Default true."`
+	Optimize      *bool     `yaml:"optimize" jsonschema_description:"Let the planner move a shuffle above the maps that feed it, where it then holds smaller samples; a deterministic run that succeeds gives the same output unless the plan says otherwise (piperun plan lists what it changed and why). Default true."`
 	Resources     Resources `yaml:"resources"`
 	Stages        []rawNode `yaml:"stages" jsonschema:"required"`
 }
