@@ -356,16 +356,23 @@ func (p *Plan) Text(w io.Writer) {
 	}
 }
 
+// ident turns a stage name into a node ID for dot and Mermaid, one to
+// one: letters and digits stay, '_' becomes "__" and any other character
+// "_" and its code in hex, so "a-b" and "a_b" stay apart.
 func ident(s string) string {
 	var b strings.Builder
+	b.WriteString("s_")
 	for _, r := range s {
-		if r == '_' || r >= '0' && r <= '9' || r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z' {
+		switch {
+		case r == '_':
+			b.WriteString("__")
+		case r >= '0' && r <= '9' || r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z':
 			b.WriteRune(r)
-		} else {
-			b.WriteByte('_')
+		default:
+			fmt.Fprintf(&b, "_%x", r)
 		}
 	}
-	return "s_" + b.String()
+	return b.String()
 }
 
 func (p *Plan) edges() [][2]*Node {
