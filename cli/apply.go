@@ -42,6 +42,9 @@ func applyCmd(g *globals) *cobra.Command {
 					return err
 				}
 				rep := &engine.Report{Error: err.Error(), Sinks: map[string]engine.SinkReport{}, Skipped: map[string]int64{}, Stages: map[string]engine.StageReport{}}
+				if pe := (*problemsError)(nil); errors.As(err, &pe) {
+					rep.Error = pe.Problems()
+				}
 				if p != nil {
 					rep.MemoryBudgetBytes, rep.Seed, rep.Rewrites = p.Memory, p.Seed, p.Rewrites
 				}

@@ -44,7 +44,24 @@ func (e *exitError) Error() string {
 	return e.err.Error()
 }
 
+func (e *exitError) Unwrap() error { return e.err }
+
 func exit(code int, err error) error { return &exitError{code: code, err: err} }
+
+// problemsError is a spec's errors, printed on stderr when found; a
+// report, which has no "above", carries them whole (Problems).
+type problemsError struct {
+	file     string
+	problems []string
+}
+
+func (e *problemsError) Error() string {
+	n := len(e.problems)
+	return fmt.Sprintf("%s: %d problem%s (above)", e.file, n, plural(n))
+}
+
+// Problems is the diagnostics, one per line.
+func (e *problemsError) Problems() string { return strings.Join(e.problems, "\n") }
 
 // Version is set at build time with -ldflags "-X github.com/piperun/piperun/cli.Version=...".
 var Version = ""
@@ -161,10 +178,13 @@ func (g *globals) load(file string, set []string, environment bool) (*spec.Spec,
 		fmt.Fprintln(g.stderr, d.String())
 	}
 	if sp == nil || diags.HasErrors() {
-		n := len(diags.Errors())
 		// The problems are printed above; naming validate here would send
 		// a user of --set to a command that, without it, finds none.
-		return nil, exit(ExitInvalid, fmt.Errorf("%s: %d problem%s (above)", file, n, plural(n)))
+		pe := &problemsError{file: file}
+		for _, d := range diags.Errors() {
+			pe.problems = append(pe.problems, d.String())
+		}
+		return nil, exit(ExitInvalid, pe)
 	}
 	return sp, nil
 }

@@ -49,7 +49,8 @@ stages:
 }
 
 // TestReportOfAnInvalidSpec: an apply that stops at validation replaces an
-// older report with one saying it failed.
+// older report with one saying it failed, and why: the problems as
+// validate prints them (stderr's "above" means nothing in a file).
 func TestReportOfAnInvalidSpec(t *testing.T) {
 	dir := t.TempDir()
 	p := writeSpec(t, dir, "bad.yaml", invalidSpec)
@@ -61,7 +62,8 @@ func TestReportOfAnInvalidSpec(t *testing.T) {
 		t.Fatalf("got %s\nwant exit 3", r)
 	}
 	rep, b := readReport(t, report)
-	if rep.OK == nil || *rep.OK || !strings.Contains(rep.Error, "bad.yaml: ") {
+	want := p + `:5:35: stages[1].set.y: unknown field "nosuch" (fields here: index)`
+	if rep.OK == nil || *rep.OK || !strings.HasPrefix(rep.Error, want) || strings.Contains(rep.Error, "above") {
 		t.Errorf("report %s: want ok false and the spec's problems", b)
 	}
 }
