@@ -191,6 +191,14 @@ func TestCacheCommands(t *testing.T) {
 			t.Errorf("prune %v: %s, want exit 2", flag, r)
 		}
 	}
+	// Days, as people say it; a bad value names both forms.
+	if r := run(t, "cache", "prune", "--older-than", "7d", filepath.Join(t.TempDir())); r.code != 0 {
+		t.Errorf("prune --older-than 7d: %s", r)
+	}
+	if r := run(t, "cache", "prune", "--older-than", "7days", filepath.Join(t.TempDir())); r.code != 2 ||
+		!strings.Contains(r.stderr, `want a number of days (7d) or a duration (36h), got "7days"`) {
+		t.Errorf("prune --older-than 7days: %s", r)
+	}
 	// --older-than 0s is a limit (any age), not a missing flag.
 	if r := run(t, "cache", "prune", "--older-than", "0s", filepath.Join(t.TempDir())); r.code != 0 {
 		t.Errorf("prune --older-than 0s: %s", r)

@@ -2,9 +2,11 @@ package cli
 
 import (
 	"fmt"
+	"math"
 	"os"
 	"path/filepath"
 	"sort"
+	"strconv"
 	"strings"
 	"text/tabwriter"
 	"time"
@@ -71,7 +73,7 @@ func cacheCmd(g *globals) *cobra.Command {
 			return exit(ExitFailed, fmt.Errorf("fingerprint prefix %q is ambiguous: %d caches match", args[1], len(hits)))
 		},
 	}
-	var olderThan time.Duration
+	var olderThan age
 	var keepLast int
 	prune := &cobra.Command{
 		Use:   "prune DIR|SPEC... [--older-than D] [--keep-last N]",
@@ -89,7 +91,7 @@ func cacheCmd(g *globals) *cobra.Command {
 				return err
 			}
 			for _, d := range dirs {
-				removed, inUse, err := cache.Prune(d, olderThan, keepLast, time.Now())
+				removed, inUse, err := cache.Prune(d, time.Duration(olderThan), keepLast, time.Now())
 				for _, m := range removed {
 					fmt.Fprintf(g.stdout, "removed %s (%s/%s, %d samples, %s)\n", filepath.Join(d, m.Fingerprint), m.Pipeline, m.Stage, m.Samples, spec.ByteSize(m.Bytes))
 				}
@@ -103,7 +105,7 @@ func cacheCmd(g *globals) *cobra.Command {
 			return nil
 		},
 	}
-	prune.Flags().DurationVar(&olderThan, "older-than", 0, "remove caches last used longer ago than this, e.g. 168h")
+	prune.Flags().Var(&olderThan, "older-than", "remove caches last used longer ago than this, e.g. 7d or 36h")
 	prune.Flags().IntVar(&keepLast, "keep-last", 0, "always keep this many most recently used caches per directory")
 	cmd.AddCommand(ls, info, prune)
 	return cmd
@@ -207,4 +209,28 @@ func (g *globals) caches(args []string) ([]dirManifest, error) {
 	}
 	sort.SliceStable(out, func(i, j int) bool { return out[i].LastUsed.After(out[j].LastUsed) })
 	return out, nil
+}
+
+// age is a --older-than value: a Go duration, or a number of days ("7d"),
+// which is how people say how old a cache is.
+type age time.Duration
+
+func (a *age) String() string { return time.Duration(*a).String() }
+func (a *age) Type() string   { return "duration" }
+
+func (a *age) Set(s string) error {
+	if d, ok := strings.CutSuffix(s, "d"); ok {
+		n, err := strconv.ParseFloat(d, 64)
+		if err != nil || math.IsInf(n, 0) || math.IsNaN(n) || math.Abs(n) > 1e5 {
+			return fmt.Errorf("want a number of days (7d) or a duration (36h), got %q", s)
+		}
+		*a = age(n * 24 * float64(time.Hour))
+		return nil
+	}
+	d, err := time.ParseDuration(s)
+	if err != nil {
+		return fmt.Errorf("want a number of days (7d) or a duration (36h), got %q", s)
+	}
+	*a = age(d)
+	return nil
 }

@@ -41,8 +41,12 @@ func interpolate(n *yaml.Node, path string, lookup func(string) (string, bool), 
 			return
 		}
 		n.Value = out
-		if n.Style == 0 {
+		// A plain value is resolved again, so ${N:-5} is a number; one
+		// that expands to nothing stays an empty string, not null.
+		if n.Style == 0 && out != "" {
 			n.Tag = ""
+		} else if out == "" {
+			n.Tag = "!!str"
 		}
 	}
 }

@@ -83,6 +83,9 @@ func checkWritable(path string) error {
 				if errors.As(err, &pe) {
 					err = pe.Err // the probe's random name means nothing to the user
 				}
+				if d != dir {
+					return fmt.Errorf("output directory %s cannot be made in %s: %w", dir, d, err)
+				}
 				return fmt.Errorf("output directory %s is not writable: %w", d, err)
 			}
 			f.Close()
