@@ -98,6 +98,9 @@ func cacheCmd(g *globals) *cobra.Command {
 				for _, m := range inUse {
 					fmt.Fprintf(g.stdout, "kept %s (%s/%s): in use by another piperun process\n", filepath.Join(d, m.Fingerprint), m.Pipeline, m.Stage)
 				}
+				if len(removed) == 0 && len(inUse) == 0 && err == nil {
+					fmt.Fprintf(g.stdout, "%s: nothing to remove\n", d)
+				}
 				if err != nil {
 					return exit(ExitFailed, err)
 				}

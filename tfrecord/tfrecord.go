@@ -273,7 +273,13 @@ func (r *Reader) next() ([]byte, error) {
 	}
 	length := binary.LittleEndian.Uint64(r.hdr[:8])
 	if got, want := MaskedCRC(r.hdr[:8]), binary.LittleEndian.Uint32(r.hdr[8:]); got != want {
-		return nil, r.corrupt(fmt.Sprintf("length crc mismatch (got 0x%08x, want 0x%08x)", got, want), nil)
+		reason := fmt.Sprintf("length crc mismatch (got 0x%08x, want 0x%08x)", got, want)
+		if r.idx == 0 && r.off == 0 {
+			// The very first header: more likely not a TFRecord file (or
+			// a compressed one read as plain) than a damaged one.
+			reason += ": not a TFRecord file, or compressed (set compression)"
+		}
+		return nil, r.corrupt(reason, nil)
 	}
 	if length > r.maxSize {
 		return nil, r.corrupt(fmt.Sprintf("record length %d exceeds the maximum of %d bytes", length, r.maxSize), nil)

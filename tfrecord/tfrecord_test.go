@@ -590,3 +590,29 @@ func TestCompressionString(t *testing.T) {
 		}
 	}
 }
+
+// TestNotATFRecord: a first header that fails its check says the file may
+// not be a TFRecord at all; a later one is plain corruption.
+func TestNotATFRecord(t *testing.T) {
+	jpeg := append([]byte("\xff\xd8\xff\xe0\x00\x10JFIF\x00"), make([]byte, 64)...)
+	r, err := NewReader(bytes.NewReader(jpeg), None, "photo.jpg")
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, err = r.Next()
+	if want := ": not a TFRecord file, or compressed (set compression)"; err == nil || !strings.HasSuffix(err.Error(), want) {
+		t.Errorf("Next = %v, want it to end %q", err, want)
+	}
+	b := beamBytes(t, beamStreams[1].hex, "")
+	b[19+9]++ // length crc of record 1
+	r, err = NewReader(bytes.NewReader(b), None, "x.tfrecord")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := r.Next(); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := r.Next(); err == nil || strings.Contains(err.Error(), "not a TFRecord") || !strings.Contains(err.Error(), "record 1 at byte offset 19: length crc mismatch") {
+		t.Errorf("second Next = %v, want a plain length crc mismatch of record 1", err)
+	}
+}
