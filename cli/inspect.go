@@ -2,9 +2,11 @@ package cli
 
 import (
 	"encoding/hex"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
+	"math"
 	"os"
 	"sort"
 	"strconv"
@@ -81,10 +83,15 @@ type inspectRecord struct {
 }
 
 type inspectFeature struct {
-	Key    string   `json:"key"`
-	Kind   string   `json:"kind"`
-	Length int      `json:"length"`
-	Values []string `json:"values"`
+	Key    string `json:"key"`
+	Kind   string `json:"kind"`
+	Length int    `json:"length"`
+	// Values are the first values as JSON gives them: numbers for int64
+	// and float features; for bytes, the text itself when it is short
+	// text, else a description ("JPEG 500×375 (110201 bytes)", a hex
+	// prefix). shown is how the text format prints each.
+	Values []any `json:"values"`
+	shown  []string
 	// Truncated is set when only the first values are listed.
 	Truncated bool `json:"truncated,omitempty"`
 }
@@ -167,22 +174,38 @@ func describeRecord(i int, rec []byte) inspectRecord {
 }
 
 func describeFeature(key string, f *example.Feature) inspectFeature {
-	out := inspectFeature{Key: key, Length: f.Len(), Values: []string{}}
+	out := inspectFeature{Key: key, Length: f.Len(), Values: []any{}}
+	add := func(v any, shown string) {
+		out.Values = append(out.Values, v)
+		out.shown = append(out.shown, shown)
+	}
 	switch f.Kind {
 	case example.KindInt64:
 		out.Kind = "int64"
 		for _, v := range f.Ints[:min(len(f.Ints), inspectMaxValues)] {
-			out.Values = append(out.Values, strconv.FormatInt(v, 10))
+			add(v, strconv.FormatInt(v, 10))
 		}
 	case example.KindFloat:
 		out.Kind = "float"
 		for _, v := range f.Floats[:min(len(f.Floats), inspectMaxValues)] {
-			out.Values = append(out.Values, strconv.FormatFloat(float64(v), 'g', -1, 32))
+			// The float32's shortest form, which JSON has no type for
+			// (NaN and the infinities, which JSON cannot hold, as text).
+			t := strconv.FormatFloat(float64(v), 'g', -1, 32)
+			if math.IsNaN(float64(v)) || math.IsInf(float64(v), 0) {
+				add(t, t)
+			} else {
+				add(json.Number(t), t)
+			}
 		}
 	case example.KindBytes:
 		out.Kind = "bytes"
 		for _, v := range f.Bytes[:min(len(f.Bytes), inspectMaxValues)] {
-			out.Values = append(out.Values, bytesPreview(v))
+			p := bytesPreview(v)
+			if q, err := strconv.Unquote(p); err == nil {
+				add(q, p) // short text, whole
+			} else {
+				add(p, p)
+			}
 		}
 	default:
 		// A Feature with no kind set: TFX writes one for a missing value.
@@ -237,7 +260,7 @@ func (rep *inspectReport) text(w io.Writer) {
 			width = max(width, len(f.Key))
 		}
 		for _, f := range r.Features {
-			vals := strings.Join(f.Values, ", ")
+			vals := strings.Join(f.shown, ", ")
 			if f.Truncated {
 				vals += ", …"
 			}

@@ -3,6 +3,7 @@ package cli_test
 import (
 	"bytes"
 	"encoding/json"
+	"math"
 	"os"
 	"path/filepath"
 	"strings"
@@ -168,6 +169,51 @@ func TestInspectPreviews(t *testing.T) {
 		"  text  bytes [1]  \"" + long[:64] + "\"… (100 bytes)\n"
 	if r.code != 0 || r.stdout != want {
 		t.Errorf("got %s\nwant stdout\n%s", r, want)
+	}
+
+	// JSON gives typed values: numbers, short text itself, descriptions
+	// of the rest.
+	w = tfrecord.NewWriter(&buf, tfrecord.None)
+	buf.Reset()
+	if err := w.Write(example.Marshal(&example.Example{Features: map[string]*example.Feature{
+		"ints":   {Kind: example.KindInt64, Ints: []int64{-3, 1 << 40}},
+		"floats": {Kind: example.KindFloat, Floats: []float32{0.1, float32(math.Inf(1))}},
+		"text":   {Kind: example.KindBytes, Bytes: [][]byte{[]byte("cat \"tabby\""), bin}},
+	}})); err != nil {
+		t.Fatal(err)
+	}
+	if err := w.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(path, buf.Bytes(), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	r = run(t, "inspect", "--format", "json", path)
+	var got struct {
+		Shown []struct {
+			Features []struct {
+				Key    string
+				Values json.RawMessage
+			}
+		}
+	}
+	if err := json.Unmarshal([]byte(r.stdout), &got); err != nil || len(got.Shown) != 1 {
+		t.Fatalf("inspect --format json: %v\n%s", err, r)
+	}
+	values := map[string]string{}
+	for _, f := range got.Shown[0].Features {
+		var compact bytes.Buffer
+		json.Compact(&compact, f.Values)
+		values[f.Key] = compact.String()
+	}
+	for k, want := range map[string]string{
+		"floats": `[0.1,"+Inf"]`,
+		"ints":   `[-3,1099511627776]`,
+		"text":   `["cat \"tabby\"","0x000102030405060708090a0b0c0d0e0f… (40 bytes)"]`,
+	} {
+		if values[k] != want {
+			t.Errorf("%s: values %s, want %s", k, values[k], want)
+		}
 	}
 }
 
