@@ -21,6 +21,7 @@ func TestAgeSet(t *testing.T) {
 		{"1w", 0, false},
 		{"1e9d", 0, false},
 		{"NaNd", 0, false},
+		{"1_0d", 0, false},
 	} {
 		var a age
 		err := a.Set(tc.in)

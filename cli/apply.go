@@ -111,7 +111,12 @@ func checkFit(g *globals, p *plan.Plan, file string) error {
 		fmt.Fprintln(g.stderr, d.String())
 	}
 	if diags.HasErrors() {
-		return exit(ExitInvalid, fmt.Errorf("%s: the pipeline's buffers do not fit in resources.memory", file))
+		// A report gets the numbers too (problemsError), not just "above".
+		pe := &problemsError{file: file, what: "the pipeline's buffers do not fit in resources.memory"}
+		for _, d := range diags.Errors() {
+			pe.problems = append(pe.problems, d.String())
+		}
+		return exit(ExitInvalid, pe)
 	}
 	return nil
 }

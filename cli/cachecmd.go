@@ -109,6 +109,8 @@ func cacheCmd(g *globals) *cobra.Command {
 		},
 	}
 	prune.Flags().Var(&olderThan, "older-than", "remove caches last used longer ago than this, e.g. 7d or 36h")
+	// Unset means no age limit; "0s" would read as a limit that removes all.
+	prune.Flags().Lookup("older-than").DefValue = ""
 	prune.Flags().IntVar(&keepLast, "keep-last", 0, "always keep this many most recently used caches per directory")
 	cmd.AddCommand(ls, info, prune)
 	return cmd
@@ -222,10 +224,10 @@ func (a *age) String() string { return time.Duration(*a).String() }
 func (a *age) Type() string   { return "duration" }
 
 func (a *age) Set(s string) error {
-	if d, ok := strings.CutSuffix(s, "d"); ok {
+	if d, ok := strings.CutSuffix(s, "d"); ok && !strings.Contains(d, "_") {
 		n, err := strconv.ParseFloat(d, 64)
 		if err != nil || math.IsInf(n, 0) || math.IsNaN(n) || math.Abs(n) > 1e5 {
-			return fmt.Errorf("want a number of days (7d) or a duration (36h), got %q", s)
+			return fmt.Errorf("want a number of days up to 100000 (7d) or a duration (36h), got %q", s)
 		}
 		*a = age(n * 24 * float64(time.Hour))
 		return nil

@@ -53,9 +53,14 @@ func exit(code int, err error) error { return &exitError{code: code, err: err} }
 type problemsError struct {
 	file     string
 	problems []string
+	// what, when set, replaces the count in the message.
+	what string
 }
 
 func (e *problemsError) Error() string {
+	if e.what != "" {
+		return e.file + ": " + e.what
+	}
 	n := len(e.problems)
 	return fmt.Sprintf("%s: %d problem%s (above)", e.file, n, plural(n))
 }

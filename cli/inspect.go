@@ -87,9 +87,13 @@ type inspectFeature struct {
 	Kind   string `json:"kind"`
 	Length int    `json:"length"`
 	// Values are the first values as JSON gives them: numbers for int64
-	// and float features; for bytes, the text itself when it is short
-	// text, else a description ("JPEG 500×375 (110201 bytes)", a hex
-	// prefix). shown is how the text format prints each.
+	// and float features (a float32's shortest form; NaN and the
+	// infinities, which JSON cannot hold, as the strings "NaN", "+Inf",
+	// "-Inf"; int64 beyond 2^53 exactly, which JavaScript rounds); for
+	// bytes, the text itself when it is short text, else an object
+	// {"bytes": length, "about": description} ("JPEG 500×375 (110201
+	// bytes)", a hex prefix), so text never reads as a description. shown
+	// is how the text format prints each.
 	Values []any `json:"values"`
 	shown  []string
 	// Truncated is set when only the first values are listed.
@@ -204,7 +208,7 @@ func describeFeature(key string, f *example.Feature) inspectFeature {
 			if q, err := strconv.Unquote(p); err == nil {
 				add(q, p) // short text, whole
 			} else {
-				add(p, p)
+				add(map[string]any{"bytes": len(v), "about": p}, p)
 			}
 		}
 	default:

@@ -209,7 +209,7 @@ func TestInspectPreviews(t *testing.T) {
 	for k, want := range map[string]string{
 		"floats": `[0.1,"+Inf"]`,
 		"ints":   `[-3,1099511627776]`,
-		"text":   `["cat \"tabby\"","0x000102030405060708090a0b0c0d0e0f… (40 bytes)"]`,
+		"text":   `["cat \"tabby\"",{"about":"0x000102030405060708090a0b0c0d0e0f… (40 bytes)","bytes":40}]`,
 	} {
 		if values[k] != want {
 			t.Errorf("%s: values %s, want %s", k, values[k], want)

@@ -89,3 +89,19 @@ func readReport(t *testing.T, path string) (report, []byte) {
 	}
 	return rep, b
 }
+
+// TestReportOfASpecThatDoesNotFit: a spec whose buffers cannot fit the
+// budget fails before it starts, and its report gives the numbers.
+func TestReportOfASpecThatDoesNotFit(t *testing.T) {
+	report := filepath.Join(t.TempDir(), "report.json")
+	const file = "testdata/budget_buffer.yaml"
+	if r := run(t, "apply", "--progress", "never", "--report", report, file); r.code != 3 ||
+		!strings.Contains(r.stderr, file+": the pipeline's buffers do not fit in resources.memory") {
+		t.Fatalf("got %s\nwant exit 3", r)
+	}
+	rep, b := readReport(t, report)
+	want := file + `:4:11: resources.memory: stage "shuffle" buffers 1000 samples of about 588.25KiB each = 574.47MiB, more than resources.memory (256MiB)`
+	if rep.OK == nil || *rep.OK || rep.Error != want {
+		t.Errorf("report %s: want ok false and %q", b, want)
+	}
+}

@@ -90,12 +90,12 @@ func pushShuffles(sp *spec.Spec, memory int64, workers int) (moved, kept []Rewri
 				break
 			}
 			chain = append(chain, m)
-			size = append(size, heldBytes(m.InSchemas[0]))
+			size = append(size, heldBytes(m.Inputs[0], m.InSchemas[0]))
 		}
 		if len(chain) == 0 {
 			continue
 		}
-		asWritten := heldBytes(sh.InSchemas[0])
+		asWritten := heldBytes(chain[0], sh.InSchemas[0])
 		best := -1
 		for i, b := range size {
 			if b >= 0 && (best < 0 || b < size[best]) {
@@ -103,12 +103,12 @@ func pushShuffles(sp *spec.Spec, memory int64, workers int) (moved, kept []Rewri
 			}
 		}
 		if asWritten < 0 || best < 0 || size[best] >= asWritten {
-			what := "its samples as written are of unknown size"
+			what := "its samples as written are of unknown size (bytes, strings not from files, tensors of unknown shape or the open fields of jsonl)"
 			switch {
 			case asWritten >= 0 && best < 0:
-				what = "the maps' inputs are of unknown size (bytes, tensors of unknown shape or the open fields of jsonl): they may be larger than their outputs"
+				what = "the maps' inputs are of unknown size (bytes, strings not from files, tensors of unknown shape or the open fields of jsonl): they may be larger than their outputs"
 			case asWritten >= 0:
-				what = fmt.Sprintf("its samples would be no smaller above the maps (counting a string as %s)", spec.ByteSize(pathBytes))
+				what = "its samples would be no smaller above the maps"
 			}
 			keep("%s", what)
 			continue
@@ -121,13 +121,20 @@ func pushShuffles(sp *spec.Spec, memory int64, workers int) (moved, kept []Rewri
 		r := Rewrite{Stage: sh.Name, Past: past, SameOrder: true,
 			Why: fmt.Sprintf("shuffle %q moved above %s: it holds %s samples instead of %s%s", sh.Name, quoteList("map", past),
 				sh.Schema, chain[0].Schema, about(chain[0].Schema))}
-		switch n, buffer := shrunkTo(sh, asWritten, memory, workers); {
+		origin := int64(0)
+		if fromFiles(sh) {
+			origin = pathBytes
+		}
+		switch n, buffer := shrunkTo(sh, asWritten+origin, memory, workers); {
 		case !sp.Deterministic:
 			r.SameOrder = false
 			r.Why += "; the spec is not deterministic, so its output differs run to run either way"
 		case n < 0:
 			r.SameOrder = false
-			r.Why += fmt.Sprintf("; as written, its %d samples would not fit resources.memory at all (validate rejects the spec with optimize: false)", buffer)
+			r.Why += fmt.Sprintf("; as written, its %d samples would not fit resources.memory at all", buffer)
+			if est := chain[0].Schema.EstimateBytes(); est >= 0 && int64(buffer)*est > memory {
+				r.Why += " (validate rejects the spec with optimize: false)"
+			}
 		case n > 0:
 			r.SameOrder = false
 			r.Why += fmt.Sprintf("; as written, its %d samples might fill its share of resources.memory (%s), and then it shuffles over fewer: the same samples come out, maybe in another order than with optimize: false",
@@ -140,15 +147,72 @@ func pushShuffles(sp *spec.Spec, memory int64, workers int) (moved, kept []Rewri
 	return moved, kept
 }
 
-// pathBytes is what heldBytes counts for a string: Linux's longest path.
-// Strings in samples are mostly paths, labels and class names.
+// pathBytes bounds a string that a files source made (a path, a class
+// name): Linux's longest path. It also bounds a sample's origin, the path
+// of the file it came from, which the run counts and the schema does not.
 const pathBytes = 4096
 
-// heldBytes estimates a sample of schema s as the plan does, except that
-// a string counts as pathBytes instead of unknown; -1 if the size of any
-// field is unknown (bytes, tensors of unknown shape, fields of an open
+// FieldSetter is implemented by the configs of stages that write fields
+// (map): SetsField reports whether the stage writes field.
+type FieldSetter interface {
+	SetsField(field string) bool
+}
+
+// heldBytes estimates a sample of schema s, emitted by stage st, as the
+// plan does, except that a string a files source made counts as
+// pathBytes instead of unknown; -1 if the size of any field is unknown
+// (bytes, other strings, tensors of unknown shape, the fields of an open
 // schema), which is where a map may as well shrink samples as grow them.
-func heldBytes(s sample.Schema) int64 { return s.EstimateBytesStrings(pathBytes) }
+func heldBytes(st *spec.Stage, s sample.Schema) int64 {
+	for _, f := range s.Fields {
+		if f.Type.Kind == sample.String && !fromFilesField(st, f.Name) {
+			return -1
+		}
+	}
+	return s.EstimateBytesStrings(pathBytes)
+}
+
+// fromFilesField reports whether field, as stage st emits it, was made by
+// a files source and only passed on since: no map wrote it, and every
+// stage on the way hands fields on untouched (spec.PassThrough) or is a
+// map that does not write it.
+func fromFilesField(st *spec.Stage, field string) bool {
+	if st.Type == "files" {
+		return true
+	}
+	_, pass := st.Config.(spec.PassThrough)
+	if fs, ok := st.Config.(FieldSetter); ok {
+		pass = !fs.SetsField(field)
+	}
+	if !pass || len(st.Inputs) == 0 {
+		return false
+	}
+	found := false
+	for i, in := range st.Inputs {
+		if _, ok := st.InSchemas[i].Lookup(field); !ok {
+			continue
+		}
+		found = true
+		if !fromFilesField(in, field) {
+			return false
+		}
+	}
+	return found
+}
+
+// fromFiles reports whether a files source is upstream of st, so that its
+// samples may carry an origin path.
+func fromFiles(st *spec.Stage) bool {
+	if st.Type == "files" {
+		return true
+	}
+	for _, in := range st.Inputs {
+		if fromFiles(in) {
+			return true
+		}
+	}
+	return false
+}
 
 // about is " (about N bytes)" for a schema the plan can size, "" for one
 // it cannot (strings among its fields, say).
@@ -159,11 +223,10 @@ func about(s sample.Schema) string {
 	return ""
 }
 
-// shrunkTo says whether the shuffle sh, holding samples of about bytes
-// each (plus an origin path of up to pathBytes, which the run counts and
-// the schema does not), might fill its share of the budget before its
-// buffer: n is then at least how many it would hold (-1 when its buffer
-// would not fit the whole budget, which validate rejects), 0 when it fits.
+// shrunkTo says whether the shuffle sh, holding samples of at most bytes
+// each, might fill its share of the budget before its buffer: n is then
+// at least how many it would hold (-1 when its buffer would not fit the
+// whole budget), 0 when it fits.
 func shrunkTo(sh *spec.Stage, bytes, memory int64, workers int) (n int64, buffer int) {
 	b, ok := sh.Config.(Bufferer)
 	bs, ok2 := sh.Config.(BufferSharer)
@@ -171,12 +234,11 @@ func shrunkTo(sh *spec.Stage, bytes, memory int64, workers int) (n int64, buffer
 		return 0, 0
 	}
 	buffer = b.BufferSamples(workers)
-	per := bytes + pathBytes
 	switch room := memory / int64(max(1, bs.BufferShare())); {
 	case int64(buffer)*bytes > memory:
 		return -1, buffer
-	case int64(buffer)*per > room:
-		return max(1, room/per), buffer
+	case int64(buffer)*bytes > room:
+		return max(1, room/bytes), buffer
 	}
 	return 0, buffer
 }

@@ -129,6 +129,30 @@ func TestPushShuffles(t *testing.T) {
   - {name: sh, type: shuffle, buffer: 4}
   - {name: out, type: discard}`,
 			"src m0<src keep<m0 m1<keep sh<m1 out<sh", "sh kept: its samples would be no smaller above the maps"},
+		{"to the smallest point of the chain, in its middle",
+			"", `
+  - {name: pre, type: map, on_error: skip, set: {pad: 'one_hot(index, 100)'}}
+  - {name: m1, type: map, keep: [index]}
+  - {name: m2, type: map, set: {pad: 'one_hot(index, 100)'}}
+  - {name: m3, type: map, set: {v: 'one_hot(index, 1000)'}}
+  - {name: sh, type: shuffle, buffer: 4}
+  - {name: out, type: discard}`,
+			"src pre<src m1<pre sh<m1 m2<sh m3<m2 out<m3", "sh past m3,m2"},
+		{"not past a map with a second consumer further up",
+			"", `
+  - {name: a, type: map, set: {x: 'index * 2'}}
+  - {name: b, type: map, set: {v: 'one_hot(index, 1000)'}}
+  - {name: sh, type: shuffle, buffer: 4}
+  - {name: out, type: discard}
+  - {name: all, type: discard, input: a}`,
+			"src a<src sh<a b<sh all<a out<b", "sh past b"},
+		{"a string a map made may be long",
+			"", `
+  - {name: cap, type: map, set: {caption: 'repeat("x", 10000)'}}
+  - {name: m, type: map, set: {v: 'one_hot(index, 1000)'}}
+  - {name: sh, type: shuffle, buffer: 4}
+  - {name: out, type: discard}`,
+			"src cap<src m<cap sh<m out<sh", "sh kept: its samples as written are of unknown size"},
 		{"a cache below the shuffle replays its order",
 			"", `
   - {name: m, type: map, set: {x: 'index * 2'}}
@@ -258,6 +282,36 @@ stages:
 	want := "; the spec is not deterministic, so its output differs run to run either way"
 	if len(p.Rewrites) != 1 || p.Rewrites[0].SameOrder || !strings.HasSuffix(p.Rewrites[0].Why, want) {
 		t.Errorf("rewrites %+v; want same_order false and %q", p.Rewrites, want)
+	}
+}
+
+// TestPushShufflesStringsFromFiles: strings a files source made (paths,
+// class names) count as 4 KiB and the shuffle moves; each sample's origin
+// path counts too, so a buffer that fits only without it may shrink as
+// written (the plan says the order may differ).
+func TestPushShufflesStringsFromFiles(t *testing.T) {
+	src := `version: 1
+name: p
+resources: {memory: %s}
+stages:
+  - {name: files, type: files, pattern: 'photos/**/*.jpg', labels: from_dir}
+  - {name: m, type: map, set: {v: 'one_hot(label, 1000)'}, keep: [v, path, class_name]}
+  - {name: sh, type: shuffle, buffer: 100}
+  - {name: out, type: discard}
+`
+	// As written a sample is about 4.1 KiB of tensor and overheads plus
+	// two 4 KiB strings; the origin adds 4 KiB more.
+	for _, tc := range []struct {
+		memory string
+		same   bool
+	}{
+		{"4MiB", true},     // 100 × 16.7 KiB < 2 MiB
+		{"3000KiB", false}, // 100 × 12.7 KiB ≤ 1500 KiB < 100 × 16.7 KiB
+	} {
+		p := compile(t, fmt.Sprintf(src, tc.memory))
+		if len(p.Rewrites) != 1 || p.Rewrites[0].SameOrder != tc.same {
+			t.Errorf("memory %s: rewrites %+v, kept %+v; want the move with same_order %v", tc.memory, p.Rewrites, p.Kept, tc.same)
+		}
 	}
 }
 

@@ -358,7 +358,7 @@ func (p *Plan) Text(w io.Writer) {
 
 // ident turns a stage name into a node ID for dot and Mermaid, one to
 // one: letters and digits stay, '_' becomes "__" and any other character
-// "_" and its code in hex, so "a-b" and "a_b" stay apart.
+// "_" and its code in six hex digits, so "a-b" and "a_b" stay apart.
 func ident(s string) string {
 	var b strings.Builder
 	b.WriteString("s_")
@@ -369,7 +369,7 @@ func ident(s string) string {
 		case r >= '0' && r <= '9' || r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z':
 			b.WriteRune(r)
 		default:
-			fmt.Fprintf(&b, "_%x", r)
+			fmt.Fprintf(&b, "_%06x", r)
 		}
 	}
 	return b.String()

@@ -18,7 +18,7 @@ stages:
 `)
 	var dot strings.Builder
 	p.Dot(&dot)
-	for _, want := range []string{"\n  s_src -> s_a_2db;\n", "\n  s_a_2db -> s_a__b;\n", "\n  s_a__b -> s_out;\n"} {
+	for _, want := range []string{"\n  s_src -> s_a_00002db;\n", "\n  s_a_00002db -> s_a__b;\n", "\n  s_a__b -> s_out;\n"} {
 		if !strings.Contains(dot.String(), want) {
 			t.Errorf("dot:\n%s\nwant %q", dot.String(), want)
 		}

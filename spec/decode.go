@@ -120,11 +120,12 @@ func (d *decoder) decode(n *yaml.Node, v reflect.Value, path string) {
 			return
 		}
 		if v.Kind() == reflect.String {
-			if n.ShortTag() == "!!null" {
-				d.errorf(n, path, "expected string, got null")
-				return
+			// Null is absent, as for every other key: the empty string,
+			// which the stage then judges ("path: must not be empty").
+			// `${DIR:-}` expanding to nothing is null too.
+			if n.ShortTag() != "!!null" {
+				v.SetString(n.Value)
 			}
-			v.SetString(n.Value)
 			return
 		}
 		p := reflect.New(v.Type())

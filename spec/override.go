@@ -41,12 +41,10 @@ func interpolate(n *yaml.Node, path string, lookup func(string) (string, bool), 
 			return
 		}
 		n.Value = out
-		// A plain value is resolved again, so ${N:-5} is a number; one
-		// that expands to nothing stays an empty string, not null.
-		if n.Style == 0 && out != "" {
+		// A plain value is resolved again, so ${N:-5} is a number and one
+		// that expands to nothing is null: absent, like an unset key.
+		if n.Style == 0 {
 			n.Tag = ""
-		} else if out == "" {
-			n.Tag = "!!str"
 		}
 	}
 }

@@ -21,6 +21,17 @@ type MapConfig struct {
 	programs []*expression.Program
 }
 
+// SetsField implements plan.FieldSetter: the map writes field, so a value
+// there comes from its expression, not from upstream.
+func (c *MapConfig) SetsField(field string) bool {
+	for _, e := range c.Set.Entries {
+		if e.Key == field {
+			return true
+		}
+	}
+	return false
+}
+
 func init() {
 	register(&Type{
 		StageType: spec.StageType{Name: "map", Role: spec.RoleTransform, Doc: "Sets fields from expressions, then keeps or drops fields; parallel and order-preserving.",
