@@ -121,14 +121,14 @@ func pushShuffles(sp *spec.Spec, memory int64, workers int) (moved, kept []Rewri
 		r := Rewrite{Stage: sh.Name, Past: past, SameOrder: true,
 			Why: fmt.Sprintf("shuffle %q moved above %s: it holds %s samples instead of %s%s", sh.Name, quoteList("map", past),
 				sh.Schema, chain[0].Schema, about(chain[0].Schema))}
-		origin := int64(0)
-		if fromFiles(sh) {
-			origin = pathBytes
-		}
+		origin := originBytes(chain[0])
 		switch n, buffer := shrunkTo(sh, asWritten+origin, memory, workers); {
 		case !sp.Deterministic:
 			r.SameOrder = false
 			r.Why += "; the spec is not deterministic, so its output differs run to run either way"
+		case origin < 0:
+			r.SameOrder = false
+			r.Why += "; its samples' origins (the file each came from) are of unknown length, so as written it might shrink to its share of resources.memory: the same samples come out, maybe in another order than with optimize: false"
 		case n < 0:
 			r.SameOrder = false
 			r.Why += fmt.Sprintf("; as written, its %d samples would not fit resources.memory at all", buffer)
@@ -148,8 +148,8 @@ func pushShuffles(sp *spec.Spec, memory int64, workers int) (moved, kept []Rewri
 }
 
 // pathBytes bounds a string that a files source made (a path, a class
-// name): Linux's longest path. It also bounds a sample's origin, the path
-// of the file it came from, which the run counts and the schema does not.
+// name): Linux's longest path. It also bounds the path in a sample's
+// origin (see originBytes).
 const pathBytes = 4096
 
 // FieldSetter is implemented by the configs of stages that write fields
@@ -200,18 +200,40 @@ func fromFilesField(st *spec.Stage, field string) bool {
 	return found
 }
 
-// fromFiles reports whether a files source is upstream of st, so that its
-// samples may carry an origin path.
-func fromFiles(st *spec.Stage) bool {
-	if st.Type == "files" {
-		return true
-	}
-	for _, in := range st.Inputs {
-		if fromFiles(in) {
-			return true
+// describeBytes bounds the name a sample without an origin gets in a
+// batch's origin: "sample N (epoch E)".
+const describeBytes = 64
+
+// originBytes bounds the origin of the samples st emits, which the run
+// counts in their size and the schema does not: a files source's path; a
+// record's or line's path and number; a batch's "batch N (epoch E) of
+// FIRST … LAST", twice what it batches; whatever other stages pass on.
+// -1 if unbounded: records read from a path no files source made.
+func originBytes(st *spec.Stage) int64 {
+	switch st.Type {
+	case "files":
+		return pathBytes
+	case "tfrecord", "jsonl":
+		if len(st.Inputs) == 1 && fromFilesField(st.Inputs[0], "path") {
+			return pathBytes + describeBytes
 		}
+		return -1
+	case "batch":
+		in := originBytes(st.Inputs[0])
+		if in < 0 {
+			return -1
+		}
+		return describeBytes + 2*max(in, describeBytes)
 	}
-	return false
+	var n int64
+	for _, in := range st.Inputs {
+		b := originBytes(in)
+		if b < 0 {
+			return -1
+		}
+		n = max(n, b)
+	}
+	return n
 }
 
 // about is " (about N bytes)" for a schema the plan can size, "" for one

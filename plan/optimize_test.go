@@ -315,6 +315,50 @@ stages:
 	}
 }
 
+// TestPushShufflesCountsOrigins: a batch names each batch by its first
+// and last sample ("batch N (epoch E) of … …"), which the run counts in a
+// sample's size: near the shuffle's share the plan says the order may
+// differ. (A tester's counterexample: as written, the shuffle held 498 of
+// 500; moved, all 500.) Records read from a path a map made carry an
+// origin of unknown length.
+func TestPushShufflesCountsOrigins(t *testing.T) {
+	src := `version: 1
+name: p
+seed: 7
+resources: {memory: %d}
+stages:
+  - {name: src, type: range, count: 2000}
+  - {name: pairs, type: batch, size: 2, drop_remainder: true}
+  - {name: widen, type: map, set: {oh: 'one_hot(0, 4096)'}}
+  - {name: sh, type: shuffle, buffer: 500}
+  - {name: out, type: discard}
+`
+	for _, tc := range []struct {
+		memory int64
+		same   bool
+	}{{16800000, false}, {17200000, true}} {
+		p := compile(t, fmt.Sprintf(src, tc.memory))
+		if len(p.Rewrites) != 1 || p.Rewrites[0].SameOrder != tc.same {
+			t.Errorf("memory %d: rewrites %+v; want the move with same_order %v", tc.memory, p.Rewrites, tc.same)
+		}
+	}
+	p := compile(t, `version: 1
+name: p
+stages:
+  - {name: src, type: range, count: 3}
+  - {name: name, type: map, set: {path: '"data-" + string(index) + ".tfrecord"'}}
+  - {name: records, type: tfrecord}
+  - {name: parse, type: map, set: {n: 'len(record)'}, keep: [n]}
+  - {name: widen, type: map, set: {v: 'one_hot(n, 1000)'}}
+  - {name: sh, type: shuffle, buffer: 10}
+  - {name: out, type: discard}
+`)
+	want := "; its samples' origins (the file each came from) are of unknown length"
+	if len(p.Rewrites) != 1 || p.Rewrites[0].SameOrder || !strings.Contains(p.Rewrites[0].Why, want) {
+		t.Errorf("rewrites %+v; want same_order false and %q", p.Rewrites, want)
+	}
+}
+
 // TestPushShufflesShrinksTheBuffer: the moved shuffle's buffer is sized
 // by the map's input, not its output.
 func TestPushShufflesShrinksTheBuffer(t *testing.T) {
