@@ -234,6 +234,15 @@ stages:
 	}
 }
 
+// wantOneMove checks that p moved one shuffle, with SameOrder same and a
+// reason containing why.
+func wantOneMove(t *testing.T, label string, p *plan.Plan, same bool, why string) {
+	t.Helper()
+	if len(p.Rewrites) != 1 || p.Rewrites[0].SameOrder != same || !strings.Contains(p.Rewrites[0].Why, why) {
+		t.Errorf("%s: rewrites %+v, kept %+v; want one move with same_order %v and %q", label, p.Rewrites, p.Kept, same, why)
+	}
+}
+
 // TestPushShufflesSaysWhenTheOrderChanges: a shuffle whose samples as
 // written might fill its half of the budget before its buffer (200 ×
 // 39 KiB > 4 MiB) shuffles over fewer samples than the moved one, so the
@@ -261,9 +270,7 @@ stages:
 		{"6MiB", false, "; as written, its 200 samples would not fit resources.memory at all (validate rejects the spec with optimize: false)"},
 	} {
 		p := compile(t, fmt.Sprintf(src, tc.memory))
-		if len(p.Rewrites) != 1 || p.Rewrites[0].SameOrder != tc.same || !strings.HasSuffix(p.Rewrites[0].Why, tc.why) {
-			t.Errorf("memory %s: rewrites %+v; want same_order %v and %q", tc.memory, p.Rewrites, tc.same, tc.why)
-		}
+		wantOneMove(t, "memory "+tc.memory, p, tc.same, tc.why)
 	}
 }
 
@@ -280,9 +287,7 @@ stages:
   - {name: out, type: discard}
 `)
 	want := "; the spec is not deterministic, so its output differs run to run either way"
-	if len(p.Rewrites) != 1 || p.Rewrites[0].SameOrder || !strings.HasSuffix(p.Rewrites[0].Why, want) {
-		t.Errorf("rewrites %+v; want same_order false and %q", p.Rewrites, want)
-	}
+	wantOneMove(t, "not deterministic", p, false, want)
 }
 
 // TestPushShufflesStringsFromFiles: strings a files source made (paths,
@@ -309,9 +314,7 @@ stages:
 		{"3000KiB", false}, // 100 × 12.7 KiB ≤ 1500 KiB < 100 × 16.7 KiB
 	} {
 		p := compile(t, fmt.Sprintf(src, tc.memory))
-		if len(p.Rewrites) != 1 || p.Rewrites[0].SameOrder != tc.same {
-			t.Errorf("memory %s: rewrites %+v, kept %+v; want the move with same_order %v", tc.memory, p.Rewrites, p.Kept, tc.same)
-		}
+		wantOneMove(t, "memory "+tc.memory, p, tc.same, "")
 	}
 }
 
@@ -338,9 +341,7 @@ stages:
 		same   bool
 	}{{16800000, false}, {17200000, true}} {
 		p := compile(t, fmt.Sprintf(src, tc.memory))
-		if len(p.Rewrites) != 1 || p.Rewrites[0].SameOrder != tc.same {
-			t.Errorf("memory %d: rewrites %+v; want the move with same_order %v", tc.memory, p.Rewrites, tc.same)
-		}
+		wantOneMove(t, fmt.Sprint("memory ", tc.memory), p, tc.same, "")
 	}
 	p := compile(t, `version: 1
 name: p
@@ -354,9 +355,7 @@ stages:
   - {name: out, type: discard}
 `)
 	want := "; its samples' origins (the file each came from) are of unknown length"
-	if len(p.Rewrites) != 1 || p.Rewrites[0].SameOrder || !strings.Contains(p.Rewrites[0].Why, want) {
-		t.Errorf("rewrites %+v; want same_order false and %q", p.Rewrites, want)
-	}
+	wantOneMove(t, "records from a path a map made", p, false, want)
 }
 
 // TestPushShufflesShrinksTheBuffer: the moved shuffle's buffer is sized
