@@ -19,6 +19,14 @@ var update = flag.Bool("update", false, "rewrite golden files")
 // machine's environment.
 func noEnv(string) (string, bool) { return "", false }
 
+// wantOnlyDiag fails unless ds is exactly one diagnostic, reading want.
+func wantOnlyDiag(t *testing.T, ds spec.Diagnostics, want string) {
+	t.Helper()
+	if len(ds) != 1 || ds[0].String() != want {
+		t.Fatalf("diagnostics:\n%v\nwant exactly:\n%s", ds, want)
+	}
+}
+
 func diagText(ds spec.Diagnostics) string {
 	var b strings.Builder
 	for _, d := range ds {
@@ -220,9 +228,7 @@ stages:
 		t.Fatalf("errors: %v", diags)
 	}
 	want := `concat.yaml:7:37: warning: stages[3].inputs: inputs "a" and "b" both read from stage "src", and concat reads "a" to its end before it reads "b": unless an epoch of "a" fits in the queue to "b" (a few chunks of samples), the run stops. Use mix or zip, or give each input its own source`
-	if len(diags) != 1 || diags[0].String() != want {
-		t.Fatalf("diagnostics:\n%v\nwant exactly:\n%s", diags, want)
-	}
+	wantOnlyDiag(t, diags, want)
 	_, diags = spec.Parse("twice.yaml", []byte(`version: 1
 name: concat-twice
 stages:
@@ -231,9 +237,7 @@ stages:
   - {name: out, type: discard}
 `), spec.Options{Catalog: stages.Default()})
 	want = `twice.yaml:5:37: warning: stages[1].inputs: inputs name "r" twice, and concat reads it to its end before it reads it again: unless an epoch of "r" fits in the queue to the second input (a few chunks of samples), the run stops. To see every sample twice, use a second source stage, or epochs`
-	if len(diags) != 1 || diags[0].String() != want {
-		t.Fatalf("diagnostics:\n%v\nwant exactly:\n%s", diags, want)
-	}
+	wantOnlyDiag(t, diags, want)
 	// Two maps of one map of the source: the stage they share is the map.
 	_, diags = spec.Parse("near.yaml", []byte(`version: 1
 name: concat-near
