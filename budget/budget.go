@@ -7,6 +7,7 @@ import (
 	"context"
 	"fmt"
 	"math"
+	"sort"
 	"strconv"
 	"sync"
 	"sync/atomic"
@@ -59,8 +60,25 @@ func (b *Budget) fitSpare() {
 type waiter struct {
 	n     int64
 	who   string
+	rank  int
 	ready chan struct{}
 }
+
+// Holder names who reserves memory and how far down the pipeline it sits.
+// When memory frees, the waiter with the highest Rank is served first (in
+// order among equals), and a reservation that fits may pass waiters of a
+// lower rank: the stages further down are the ones whose progress frees
+// memory, while a stage above only adds to what is held. Served in plain
+// order, a stage above waiting for a large batch would hold back the one
+// below that needs a few bytes to pass its samples on to the sinks, and
+// the run would stop.
+type Holder struct {
+	Name string
+	Rank int
+}
+
+// lowest is the rank of holders that pass no waiter.
+const lowest = math.MinInt
 
 // TooLargeError reports a single reservation larger than the whole budget,
 // which could never be satisfied.
@@ -139,7 +157,7 @@ func (b *Budget) Waiters() []string {
 	var order []string
 	count := map[string]int{}
 	bytes := map[string]int64{}
-	for _, w := range b.waiters {
+	for _, w := range b.served() {
 		if w.who == "" {
 			continue
 		}
@@ -185,13 +203,35 @@ func (b *Budget) add(n int64) {
 	}
 }
 
-// TryAcquire reserves n bytes if they are free now.
-func (b *Budget) TryAcquire(n int64) bool {
+// served returns the waiters in the order they are served.
+func (b *Budget) served() []waiter {
+	out := append([]waiter(nil), b.waiters...)
+	sort.SliceStable(out, func(i, j int) bool { return out[i].rank > out[j].rank })
+	return out
+}
+
+// mayPassLocked reports whether a reservation at rank may be granted
+// while others wait: only if they all rank below it.
+func (b *Budget) mayPassLocked(rank int) bool {
+	for _, w := range b.waiters {
+		if w.rank >= rank {
+			return false
+		}
+	}
+	return true
+}
+
+// TryAcquire reserves n bytes if they are free now and nobody waits.
+func (b *Budget) TryAcquire(n int64) bool { return b.TryAcquireAt(n, lowest) }
+
+// TryAcquireAt reserves n bytes if they are free now and nobody of the
+// same or a higher rank waits.
+func (b *Budget) TryAcquireAt(n int64, rank int) bool {
 	if b == nil || n <= 0 {
 		return true
 	}
 	b.mu.Lock()
-	if len(b.waiters) == 0 && b.used+n <= b.limit {
+	if b.used+n <= b.limit && b.mayPassLocked(rank) {
 		b.add(n)
 		b.mu.Unlock()
 		b.fitSpare()
@@ -208,6 +248,12 @@ func (b *Budget) Acquire(ctx context.Context, n int64) error { return b.AcquireA
 // AcquireAs is Acquire for a named holder (a stage), whom Waiters names
 // while it waits.
 func (b *Budget) AcquireAs(ctx context.Context, n int64, who string) error {
+	return b.AcquireFor(ctx, n, Holder{Name: who, Rank: lowest})
+}
+
+// AcquireFor is Acquire for holder h: it is served by h.Rank (see Holder)
+// and named by Waiters while it waits.
+func (b *Budget) AcquireFor(ctx context.Context, n int64, h Holder) error {
 	if b == nil || n <= 0 {
 		return nil
 	}
@@ -215,13 +261,13 @@ func (b *Budget) AcquireAs(ctx context.Context, n int64, who string) error {
 		return &TooLargeError{Need: n, Limit: b.limit}
 	}
 	b.mu.Lock()
-	if len(b.waiters) == 0 && b.used+n <= b.limit {
+	if b.used+n <= b.limit && b.mayPassLocked(h.Rank) {
 		b.add(n)
 		b.mu.Unlock()
 		b.fitSpare()
 		return nil
 	}
-	w := waiter{n: n, who: who, ready: make(chan struct{})}
+	w := waiter{n: n, who: h.Name, rank: h.Rank, ready: make(chan struct{})}
 	b.waiters = append(b.waiters, w)
 	b.mu.Unlock()
 	select {
@@ -268,12 +314,18 @@ func (b *Budget) releaseLocked(n int64) {
 
 func (b *Budget) notifyLocked() {
 	for len(b.waiters) > 0 {
-		w := b.waiters[0]
+		first := 0
+		for i, w := range b.waiters {
+			if w.rank > b.waiters[first].rank {
+				first = i
+			}
+		}
+		w := b.waiters[first]
 		if b.used+w.n > b.limit {
 			return
 		}
 		b.add(w.n)
 		close(w.ready)
-		b.waiters = b.waiters[1:]
+		b.waiters = append(b.waiters[:first], b.waiters[first+1:]...)
 	}
 }

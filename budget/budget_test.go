@@ -57,6 +57,70 @@ func TestWaitersServedInOrder(t *testing.T) {
 	}
 }
 
+// TestLowerStagesServedFirst: a holder further down the pipeline (a
+// higher rank) is served before waiters above it, and may pass them when
+// what it asks for fits; among equal ranks the order holds. This is the
+// stall the quickstart hit at 8MiB: batch waited for 865KiB at the head
+// of the queue while prefetch, below it, waited behind for the few bytes
+// that would have let the sinks free memory.
+func TestLowerStagesServedFirst(t *testing.T) {
+	b := New(10)
+	ctx := context.Background()
+	if err := b.Acquire(ctx, 9); err != nil {
+		t.Fatal(err)
+	}
+	got := make(chan string, 4)
+	for i, w := range []struct {
+		n    int64
+		name string
+		rank int
+	}{{5, "batch", 6}, {1, "records", 1}, {2, "labels", 9}, {2, "out", 9}} {
+		go func() {
+			if err := b.AcquireFor(ctx, w.n, Holder{Name: w.name, Rank: w.rank}); err != nil {
+				t.Error(err)
+			}
+			got <- w.name
+		}()
+		waitQueued(b, i+1)
+		if i == 2 {
+			// labels (rank 9) passed the others: 1 byte was free but it asks 2.
+			break
+		}
+	}
+	if w := b.Waiters(); !slices.Equal(w, []string{"labels (2B)", "batch (5B)", "records (1B)"}) {
+		t.Fatalf("waiters in service order: %q", w)
+	}
+	if !b.TryAcquireAt(1, 10) {
+		t.Fatal("a 1-byte reservation of rank 10 that fits was refused while only lower ranks wait")
+	}
+	if b.TryAcquireAt(1, 9) || b.TryAcquire(1) {
+		t.Fatal("a reservation passed a waiter of its own rank or higher")
+	}
+	b.Release(1)
+	b.Release(2) // 2 free: labels fits
+	if n := <-got; n != "labels" {
+		t.Fatalf("first grant %s, want labels", n)
+	}
+	// A rank-9 reservation that fits passes batch and records at once.
+	go func() {
+		if err := b.AcquireFor(ctx, 1, Holder{Name: "out", Rank: 9}); err != nil {
+			t.Error(err)
+		}
+		got <- "out"
+	}()
+	if n := <-got; n != "out" {
+		t.Fatalf("grant %s, want out passing the waiters above it", n)
+	}
+	b.Release(5) // room for batch alone, which records may not pass
+	if n := <-got; n != "batch" {
+		t.Fatalf("then %s, want batch", n)
+	}
+	b.Release(1)
+	if n := <-got; n != "records" || b.Used() != 10 {
+		t.Errorf("then %s with %d used, want records with 10", n, b.Used())
+	}
+}
+
 func TestCancelledWaiterLeavesNoReservation(t *testing.T) {
 	b := New(10)
 	_ = b.Acquire(context.Background(), 10)

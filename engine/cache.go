@@ -115,7 +115,7 @@ func (r *Run) runCache(ctx context.Context, n *node, c stages.Cacher) (err error
 						return n.fail(s, err)
 					}
 					if ok {
-						r.budget.Release(s.Held)
+						release(r.budget, s)
 						stored.Epoch = s.Epoch
 						s = stored
 					}

@@ -77,8 +77,11 @@ type Run struct {
 
 // node is the run-time state of one stage.
 type node struct {
-	pn      *plan.Node
-	st      *spec.Stage
+	pn *plan.Node
+	st *spec.Stage
+	// holder names the stage to the budget and ranks it by its place in
+	// the plan, so the stages further down are served first.
+	holder  budget.Holder
 	impl    any
 	env     *stages.Env
 	ins     []*link
@@ -170,16 +173,22 @@ func Start(ctx context.Context, p *plan.Plan, opts Options) (*Run, error) {
 	byStage := map[*spec.Stage]*node{}
 	skips := skipChains(p)
 	caches := map[*spec.Stage]*stages.Cacher{}
+	// Every stage follows its inputs in Order, so its place there ranks
+	// it below them for the budget.
+	rank := map[*spec.Stage]int{}
+	for i, st := range p.Spec.Order {
+		rank[st] = i
+	}
 	for _, pn := range p.Nodes {
 		t, ok := opts.Registry.Type(pn.Stage.Type)
 		if !ok {
 			return nil, fmt.Errorf("stage %q: unknown type %q", pn.Stage.Name, pn.Stage.Type)
 		}
-		n := &node{pn: pn, st: pn.Stage}
+		n := &node{pn: pn, st: pn.Stage, holder: budget.Holder{Name: pn.Stage.Name, Rank: rank[pn.Stage]}}
 		n.env = &stages.Env{
 			Spec: p.Spec, Stage: pn.Stage, Seed: p.Seed, Workers: pn.Parallelism, Memory: p.Memory,
 			Log:        opts.Log.With(zap.String("stage", pn.Stage.Name)),
-			Release:    func(s *sample.Sample) { r.budget.Release(s.Held); s.Held = 0 },
+			Release:    func(s *sample.Sample) { release(r.budget, s) },
 			TryReserve: r.budget.TryAcquire,
 		}
 		if c, ok := skips[pn.Stage]; ok {
@@ -369,7 +378,7 @@ func (r *Run) runNode(ctx context.Context, g *errgroup.Group, n *node) error {
 
 func (r *Run) newOutlet(ctx context.Context, n *node) *outlet {
 	o := newOutlet(ctx, n.outs, r.plan.ChunkSize, r.budget)
-	o.name = n.st.Name
+	o.holder = n.holder
 	o.onEmit = func(k int, bytes int64) { n.out.Add(int64(k)); n.outBytes.Add(bytes) }
 	return o
 }
@@ -521,7 +530,7 @@ func (r *Run) runProcess(ctx context.Context, n *node, p stages.Processor) (err 
 			}
 		default:
 			if allStopped(n.outs) {
-				r.budget.Release(it.s.Held)
+				release(r.budget, it.s)
 				return errDownstreamDone
 			}
 			n.in.Add(1)
@@ -529,8 +538,7 @@ func (r *Run) runProcess(ctx context.Context, n *node, p stages.Processor) (err 
 			open, last = true, it.s.Epoch // it.s belongs downstream once emitted
 			err := p.Process(ctx, it.s, em.emit)
 			if !em.passed && !retains {
-				r.budget.Release(it.s.Held)
-				it.s.Held = 0
+				release(r.budget, it.s)
 			}
 			if err != nil {
 				if errors.Is(err, io.EOF) {
@@ -583,8 +591,7 @@ func (r *Run) runSink(ctx context.Context, n *node, sk stages.Sink) (err error) 
 			n.out.Add(1)
 		}
 		err = sk.Write(ctx, it.s)
-		r.budget.Release(it.s.Held)
-		it.s.Held = 0
+		release(r.budget, it.s)
 		if err != nil {
 			return n.fail(it.s, err)
 		}

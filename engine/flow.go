@@ -70,13 +70,14 @@ type outlet struct {
 	pendingBytes, maxBytes int64
 	budget                 *budget.Budget
 	onEmit                 func(n int, bytes int64)
-	// name is the stage's, for the budget's list of waiters.
-	name string
-	// copies is how many consumers get each sample: its memory is
-	// reserved that many times over when it is emitted, and each
-	// consumer's copy takes its share at send. Reserving the copies at
-	// send instead could wait for memory that only the consumers, who
-	// have not been sent anything, can free.
+	// holder is the stage, for the budget's order of service and its
+	// list of waiters.
+	holder budget.Holder
+	// copies is how many consumers get each sample: its values are
+	// reserved once and its field map that many times over when it is
+	// emitted (see need), and each consumer's copy takes its share at
+	// send. Reserving the copies at send instead could wait for memory
+	// that only the consumers, who have not been sent anything, can free.
 	copies int
 }
 
@@ -95,28 +96,27 @@ func chunkBytes(budget int64) int64 {
 	return max(1, budget/64)
 }
 
-// reserve makes s.Held match its size times the consumers, waiting for
+// reserve makes s.Held match what s needs for all consumers, waiting for
 // budget when it grows. Pending samples are flushed before waiting, so the
 // consumers can free the memory we wait for.
 func (o *outlet) reserve(s *sample.Sample) error {
-	return reserve(o.ctx, o.budget, s, o.copies, o.name, o.flush)
+	return reserve(o.ctx, o.budget, s, o.copies, o.holder, o.flush)
 }
 
-// reserve makes s.Held match s.Size() × copies (the consumers it will be
-// sent to), waiting for budget as stage who when it grows, after calling
-// beforeWait.
-func reserve(ctx context.Context, b *budget.Budget, s *sample.Sample, copies int, who string, beforeWait func() error) error {
-	n := s.Size() * int64(copies)
+// reserve makes s.Held match need(s, copies), waiting for budget as stage
+// who when it grows, after calling beforeWait.
+func reserve(ctx context.Context, b *budget.Budget, s *sample.Sample, copies int, who budget.Holder, beforeWait func() error) error {
+	n := need(b, s, copies)
 	d := n - s.Held
 	switch {
 	case d > 0:
-		if !b.TryAcquire(d) {
+		if !b.TryAcquireAt(d, who.Rank) {
 			if beforeWait != nil {
 				if err := beforeWait(); err != nil {
 					return err
 				}
 			}
-			if err := b.AcquireAs(ctx, d, who); err != nil {
+			if err := b.AcquireFor(ctx, d, who); err != nil {
 				return err
 			}
 		}
@@ -127,21 +127,53 @@ func reserve(ctx context.Context, b *budget.Budget, s *sample.Sample, copies int
 	return nil
 }
 
+// need is what s must reserve on its own to be sent to copies consumers:
+// its field values once, since the copies a fan-out makes share them, and
+// a field map per copy. Values still covered by a Shared from a fan-out
+// above are not counted again; a sample changed since that fan-out leaves
+// its Shared first and counts all it holds.
+func need(b *budget.Budget, s *sample.Sample, copies int) int64 {
+	if s.Shared != nil && !s.Shared.Covers(s) {
+		unshare(b, s)
+	}
+	vals := s.ValueBytes()
+	over := s.Size() - vals
+	if s.Shared != nil {
+		return over * int64(copies)
+	}
+	return vals + over*int64(copies)
+}
+
+// unshare takes s out of its Shared; the last copy to leave releases it.
+func unshare(b *budget.Budget, s *sample.Sample) {
+	if s.Shared.Drop() {
+		b.Release(s.Shared.Bytes)
+	}
+	s.Shared, s.SharedPart = nil, 0
+}
+
+// release gives back everything s holds of the budget.
+func release(b *budget.Budget, s *sample.Sample) {
+	b.Release(s.Held)
+	s.Held = 0
+	if s.Shared != nil {
+		unshare(b, s)
+	}
+}
+
 // emit queues s for the consumers. It owns s from the call on: what s
 // held is released if it cannot be queued.
 func (o *outlet) emit(s *sample.Sample) error {
 	if o.live == 0 {
-		o.budget.Release(s.Held)
-		s.Held = 0
+		release(o.budget, s)
 		return errDownstreamDone
 	}
 	if err := o.reserve(s); err != nil {
-		o.budget.Release(s.Held)
-		s.Held = 0
+		release(o.budget, s)
 		return err
 	}
 	o.pending = append(o.pending, s)
-	o.pendingBytes += s.Held
+	o.pendingBytes += s.Charge()
 	if len(o.pending) >= o.size || o.pendingBytes >= o.maxBytes {
 		return o.flush()
 	}
@@ -157,13 +189,8 @@ func (o *outlet) flush() error {
 	batch := o.pending
 	o.pending = make([]*sample.Sample, 0, o.size)
 	o.pendingBytes = 0
-	// Sum before sending: once sent, the chunk belongs to its consumers.
-	var bytes int64
-	for _, s := range batch {
-		bytes += s.Held / int64(o.copies)
-	}
 	n := len(batch)
-	delivered, err := o.send(&chunk{samples: batch, bytes: bytes})
+	bytes, delivered, err := o.send(&chunk{samples: batch})
 	// Count what a consumer took: a chunk every consumer refused was not
 	// emitted.
 	if delivered && o.onEmit != nil {
@@ -181,7 +208,9 @@ func (o *outlet) flush() error {
 // memory, run to run. Yielding hands each big chunk over at once.
 const yieldBytes = 1 << 20
 
-func (o *outlet) send(c *chunk) (delivered bool, err error) {
+// send hands c to every live consumer and returns the bytes one
+// consumer's copy of it accounts for.
+func (o *outlet) send(c *chunk) (bytes int64, delivered bool, err error) {
 	// Drop consumers that have stopped: they must not be sent more, even
 	// when their queue has room and select would pick the send.
 	var live []int
@@ -200,29 +229,56 @@ func (o *outlet) send(c *chunk) (delivered bool, err error) {
 	}
 	// Each consumer owns its samples' field maps (values are shared), so
 	// every extra consumer gets clones, made before any consumer can touch
-	// the originals. Each copy takes one share of what emit reserved; the
-	// shares of consumers that stopped are returned.
+	// the originals. The values' bytes, reserved once, become a Shared that
+	// the last copy releases; each copy keeps one field map's share of what
+	// emit reserved, and the shares of consumers that stopped are returned.
 	outs := make([]*chunk, len(live))
 	for k := range live {
 		if k == 0 || c.eoe {
 			outs[k] = c
 			continue
 		}
-		outs[k] = &chunk{samples: make([]*sample.Sample, len(c.samples)), bytes: c.bytes}
+		outs[k] = &chunk{samples: make([]*sample.Sample, len(c.samples))}
 	}
 	if !c.eoe && o.copies > 1 && len(live) > 0 {
+		n := int64(len(live))
 		for j, s := range c.samples {
-			per := s.Held / int64(o.copies)
-			o.budget.Release(s.Held - per*int64(len(live)))
-			s.Held = per
+			var vals int64
+			if s.Shared == nil {
+				vals = s.ValueBytes()
+			}
+			over := (s.Held - vals) / int64(o.copies)
+			o.budget.Release(s.Held - vals - over*n)
+			s.Held = over + vals
+			if n == 1 {
+				continue
+			}
+			if s.Shared == nil {
+				s.Shared, s.SharedPart = sample.Share(s, int(n)), vals
+				s.Held = over
+			} else {
+				s.Shared.AddRefs(int(n) - 1)
+			}
+			part := s.SharedPart / n
+			s.SharedPart -= part * (n - 1)
 			for k := 1; k < len(live); k++ {
 				cl := s.Clone()
-				cl.Held = per
+				cl.Held, cl.Shared, cl.SharedPart = over, s.Shared, part
 				outs[k].samples[j] = cl
 			}
 		}
 	}
-	sent := c.bytes // read before the consumers own the chunks
+	if !c.eoe {
+		for _, oc := range outs {
+			oc.bytes = 0
+			for _, s := range oc.samples {
+				oc.bytes += s.Charge()
+			}
+		}
+	}
+	if len(outs) > 0 {
+		bytes = outs[0].bytes // read before the consumers own the chunks
+	}
 	for k, i := range live {
 		l := o.links[i]
 		// Count before the send: the consumer may take the chunk and
@@ -241,19 +297,19 @@ func (o *outlet) send(c *chunk) (delivered bool, err error) {
 			}
 		case <-o.ctx.Done():
 			l.queued.Add(-outs[k].bytes)
-			return delivered, o.ctx.Err()
+			return bytes, delivered, o.ctx.Err()
 		}
 	}
 	if len(live) == 0 && !c.eoe {
 		releaseAll(o.budget, c.samples)
 	}
-	if delivered && sent >= yieldBytes {
+	if delivered && bytes >= yieldBytes {
 		runtime.Gosched()
 	}
 	if o.live == 0 {
-		return delivered, errDownstreamDone
+		return bytes, delivered, errDownstreamDone
 	}
-	return delivered, nil
+	return bytes, delivered, nil
 }
 
 func (o *outlet) endEpoch(epoch int) error {
@@ -263,7 +319,7 @@ func (o *outlet) endEpoch(epoch int) error {
 	if o.live == 0 {
 		return errDownstreamDone
 	}
-	_, err := o.send(&chunk{eoe: true, epoch: epoch})
+	_, _, err := o.send(&chunk{eoe: true, epoch: epoch})
 	return err
 }
 
@@ -275,8 +331,7 @@ func (o *outlet) close() {
 
 func releaseAll(b *budget.Budget, ss []*sample.Sample) {
 	for _, s := range ss {
-		b.Release(s.Held)
-		s.Held = 0
+		release(b, s)
 	}
 }
 

@@ -41,36 +41,132 @@ func TestEmitReleasesWhatItCannotQueue(t *testing.T) {
 	}
 }
 
-// TestOutletReservesACopyPerConsumer: a sample sent to two consumers is
-// reserved twice when emitted, each copy holds one share, and the share of
-// a consumer that stopped is returned at send.
-func TestOutletReservesACopyPerConsumer(t *testing.T) {
+// TestOutletSharesValuesAmongConsumers: a sample sent to several
+// consumers reserves its values once and a field map per consumer; the
+// share of a consumer that stopped is returned at send, and the values go
+// back to the budget only when the last copy is released.
+func TestOutletSharesValuesAmongConsumers(t *testing.T) {
 	b := budget.New(1 << 20)
 	live, stopped := newLink(4), newLink(4)
 	o := newOutlet(context.Background(), []*link{live, stopped, newLink(4)}, 64, b)
 	close(stopped.stop)
 	s := sample.New(1, 0, "")
 	s.Fields["v"] = make([]byte, 1000)
-	n := s.Size()
+	vals := s.ValueBytes()
+	over := s.Size() - vals
+	if vals != 1000 || over <= 0 {
+		t.Fatalf("values %d bytes, map %d: want 1000 and more than 0", vals, over)
+	}
 	if err := o.emit(s); err != nil {
 		t.Fatal(err)
 	}
-	if got := b.Used(); got != 3*n {
-		t.Fatalf("after emit the budget holds %d, want 3 × %d", got, n)
+	if got, want := b.Used(), vals+3*over; got != want {
+		t.Fatalf("after emit the budget holds %d, want %d (values once, three field maps)", got, want)
 	}
 	if err := o.flush(); err != nil {
 		t.Fatal(err)
 	}
-	if got := b.Used(); got != 2*n {
-		t.Fatalf("after send the budget holds %d, want 2 × %d (the stopped consumer's share returned)", got, n)
+	if got, want := b.Used(), vals+2*over; got != want {
+		t.Fatalf("after send the budget holds %d, want %d (the stopped consumer's map returned)", got, want)
 	}
 	a := <-live.ch
-	if len(a.samples) != 1 || a.samples[0].Held != n {
-		t.Fatalf("first consumer got %d samples holding %d, want one holding %d", len(a.samples), a.samples[0].Held, n)
-	}
 	c := <-o.links[2].ch
-	if len(c.samples) != 1 || c.samples[0] == a.samples[0] || c.samples[0].Held != n {
-		t.Fatalf("third consumer's copy: %+v", c.samples)
+	if len(a.samples) != 1 || len(c.samples) != 1 || a.samples[0] == c.samples[0] {
+		t.Fatalf("consumers got %d and %d samples, want one copy each", len(a.samples), len(c.samples))
+	}
+	x, y := a.samples[0], c.samples[0]
+	if x.Held != over || y.Held != over || x.Shared == nil || x.Shared != y.Shared || x.Shared.Bytes != vals {
+		t.Fatalf("copies hold %d and %d with shared %p/%p: want %d each and one shared of %d", x.Held, y.Held, x.Shared, y.Shared, over, vals)
+	}
+	if x.SharedPart+y.SharedPart != vals || a.bytes != x.Charge() || c.bytes != y.Charge() {
+		t.Fatalf("parts %d + %d, chunks %d and %d: want parts summing to %d and chunks counting them", x.SharedPart, y.SharedPart, a.bytes, c.bytes, vals)
+	}
+	release(b, x)
+	if got, want := b.Used(), vals+over; got != want {
+		t.Fatalf("after the first copy is released the budget holds %d, want %d (the values stay for the other copy)", got, want)
+	}
+	release(b, y)
+	if got := b.Used(); got != 0 {
+		t.Fatalf("after both copies are released the budget holds %d, want 0", got)
+	}
+}
+
+// TestSharedCopyDownstream: a copy that reaches another outlet unchanged
+// reserves only its field map there; one changed since the fan-out leaves
+// the shared reservation and reserves all it holds; a second fan-out of an
+// unchanged copy joins the first's reservation. Every path ends with the
+// budget empty once all copies are released.
+func TestSharedCopyDownstream(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		// change alters the second copy before it is emitted again.
+		change func(s *sample.Sample)
+		// consumers is how many the second outlet has.
+		consumers int
+		// shared says whether the copy still holds the fan-out's reservation.
+		shared bool
+	}{
+		{"unchanged", func(*sample.Sample) {}, 1, true},
+		{"scalar rewritten", func(s *sample.Sample) { s.Fields["n"] = int64(7) }, 1, true},
+		{"field replaced", func(s *sample.Sample) { s.Fields["v"] = make([]byte, 1000) }, 1, false},
+		{"field added", func(s *sample.Sample) { s.Fields["w"] = int64(1) }, 1, false},
+		{"field removed", func(s *sample.Sample) { delete(s.Fields, "v") }, 1, false},
+		{"second fan-out", func(*sample.Sample) {}, 3, true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			b := budget.New(1 << 20)
+			o := newOutlet(context.Background(), []*link{newLink(4), newLink(4)}, 64, b)
+			s := sample.New(1, 0, "")
+			s.Fields["v"] = make([]byte, 1000)
+			s.Fields["n"] = int64(1)
+			if err := o.emit(s); err != nil {
+				t.Fatal(err)
+			}
+			if err := o.flush(); err != nil {
+				t.Fatal(err)
+			}
+			first, second := (<-o.links[0].ch).samples[0], (<-o.links[1].ch).samples[0]
+			before, held := b.Used(), second.Held
+			tc.change(second)
+			var links []*link
+			for range tc.consumers {
+				links = append(links, newLink(4))
+			}
+			o2 := newOutlet(context.Background(), links, 64, b)
+			if err := o2.emit(second); err != nil {
+				t.Fatal(err)
+			}
+			if err := o2.flush(); err != nil {
+				t.Fatal(err)
+			}
+			var copies []*sample.Sample
+			for _, l := range links {
+				copies = append(copies, (<-l.ch).samples[0])
+			}
+			if got := second.Shared != nil; got != tc.shared {
+				t.Fatalf("second copy shared = %v, want %v", got, tc.shared)
+			}
+			over := second.Size() - second.ValueBytes()
+			grew := b.Used() - before
+			var want int64
+			switch {
+			case tc.shared:
+				// Its map was already reserved; the new consumers add theirs.
+				want = over * int64(tc.consumers-1)
+			default:
+				want = second.Size() - held // all it holds, on its own now
+			}
+			if grew != want {
+				t.Fatalf("the second outlet reserved %d more, want %d", grew, want)
+			}
+			release(b, first)
+			for _, c := range copies {
+				release(b, c)
+			}
+			if got := b.Used(); got != 0 {
+				t.Fatalf("after every copy is released the budget holds %d, want 0", got)
+			}
+		})
 	}
 }
 
@@ -119,7 +215,7 @@ func TestReadAheadWaitsForBudgetAfterAnAsk(t *testing.T) {
 	defer cancel()
 	var g errgroup.Group
 	sl := &slot{stream: &sizedStream{n: 3, size: 1100}}
-	r.startReadAhead(ctx, &g, sl, 1, 1, "interleave")
+	r.startReadAhead(ctx, &g, sl, 1, 1, budget.Holder{Name: "interleave"})
 	deadline := time.Now().Add(10 * time.Second)
 	for len(sl.items) == 0 && time.Now().Before(deadline) {
 		time.Sleep(time.Millisecond)

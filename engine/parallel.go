@@ -11,6 +11,7 @@ import (
 
 	"golang.org/x/sync/errgroup"
 
+	"github.com/piperun/piperun/budget"
 	"github.com/piperun/piperun/sample"
 	"github.com/piperun/piperun/stages"
 )
@@ -261,7 +262,7 @@ func (r *Run) runParallel(ctx context.Context, g *errgroup.Group, n *node, p sta
 	emitOut := func(out []*sample.Sample, early int64, in int) error {
 		var held int64
 		for _, s := range out {
-			held += s.Held
+			held += s.Charge()
 		}
 		win.held.Add(-early)
 		win.done(in, held, len(out))
@@ -393,9 +394,9 @@ func (r *Run) work(ctx context.Context, n *node, p stages.Processor, j *job, win
 			// Not the head: take memory only while it is free and the
 			// window's early holds stay within their quarter; else wait
 			// to be the head, when the collector has emitted what is before.
-			if d := s.Size()*int64(copies) - s.Held; d > 0 {
+			if d := need(r.budget, s, copies) - s.Held; d > 0 {
 				if win.holdEarly(d) {
-					if r.budget.TryAcquire(d) {
+					if r.budget.TryAcquireAt(d, n.holder.Rank) {
 						j.early += d
 						s.Held += d
 						j.out = append(j.out, s)
@@ -408,7 +409,7 @@ func (r *Run) work(ctx context.Context, n *node, p stages.Processor, j *job, win
 				}
 			}
 		}
-		if err := reserve(ctx, r.budget, s, copies, n.st.Name, beforeWait); err != nil {
+		if err := reserve(ctx, r.budget, s, copies, n.holder, beforeWait); err != nil {
 			return err
 		}
 		j.out = append(j.out, s)
@@ -418,8 +419,7 @@ func (r *Run) work(ctx context.Context, n *node, p stages.Processor, j *job, win
 		cur, passed = s, false
 		err := p.Process(ctx, s, emit)
 		if !passed {
-			r.budget.Release(s.Held)
-			s.Held = 0
+			release(r.budget, s)
 		}
 		if err := n.handle(s, err); err != nil {
 			j.err = err
@@ -495,8 +495,7 @@ func (r *Run) runExpand(ctx context.Context, g *errgroup.Group, n *node, x stage
 					n.in.Add(1)
 					st, err := x.Open(ctx, it.s)
 					if err != nil {
-						r.budget.Release(it.s.Held)
-						it.s.Held = 0
+						release(r.budget, it.s)
 						if herr := n.handle(it.s, err); herr != nil {
 							return false, herr
 						}
@@ -504,7 +503,7 @@ func (r *Run) runExpand(ctx context.Context, g *errgroup.Group, n *node, x stage
 					}
 					sl := &slot{stream: st, origin: it.s}
 					if par > 1 {
-						r.startReadAhead(ctx, g, sl, cycle, o.copies, n.st.Name)
+						r.startReadAhead(ctx, g, sl, cycle, o.copies, n.holder)
 					}
 					slots[i] = sl
 					return true, nil
@@ -582,7 +581,7 @@ func allNil(slots []*slot) bool {
 	return true
 }
 
-func (r *Run) startReadAhead(ctx context.Context, g *errgroup.Group, sl *slot, cycle, copies int, who string) {
+func (r *Run) startReadAhead(ctx context.Context, g *errgroup.Group, sl *slot, cycle, copies int, who budget.Holder) {
 	// Streams read ahead at most a quarter of the budget between them, so
 	// the stream being consumed always finds memory.
 	limit := r.budget.Limit() / 4 / int64(max(1, cycle))
@@ -625,14 +624,14 @@ func (r *Run) startReadAhead(ctx context.Context, g *errgroup.Group, sl *slot, c
 				}
 			}
 			if s != nil {
-				sl.held.Add(s.Held)
+				sl.held.Add(s.Charge())
 			}
 			select {
 			case sl.items <- streamItem{s, err}:
 				wanted = false
 			case <-sctx.Done():
 				if s != nil {
-					r.budget.Release(s.Held)
+					release(r.budget, s)
 				}
 				return nil
 			}
@@ -672,7 +671,7 @@ func (r *Run) nextFromSlot(ctx context.Context, sl *slot, flush func() error) (*
 		return nil, io.EOF
 	}
 	if it.s != nil {
-		sl.held.Add(-it.s.Held)
+		sl.held.Add(-it.s.Charge())
 	}
 	return it.s, it.err
 }
@@ -685,14 +684,13 @@ func (r *Run) closeSlot(sl *slot) {
 		sl.cancel()
 		for it := range sl.items {
 			if it.s != nil {
-				r.budget.Release(it.s.Held)
+				release(r.budget, it.s)
 			}
 		}
 	}
 	sl.stream.Close()
 	if sl.origin != nil {
-		r.budget.Release(sl.origin.Held)
-		sl.origin.Held = 0
+		release(r.budget, sl.origin)
 		sl.origin = nil
 	}
 }
@@ -739,8 +737,7 @@ func (r *Run) runJoin(ctx context.Context, n *node, j stages.Joiner) (err error)
 		releasePulled := func(keep *sample.Sample) {
 			for _, s := range pulled {
 				if s != keep {
-					r.budget.Release(s.Held)
-					s.Held = 0
+					release(r.budget, s)
 				}
 			}
 			pulled = pulled[:0]

@@ -173,11 +173,12 @@ func Compile(sp *spec.Spec, cat spec.Catalog, opts Options) (*Plan, error) {
 }
 
 // share is what a stage must be able to hold for the pipeline to make
-// progress: its own buffer of input samples and one output sample per
-// consumer. Queues between stages take whatever else the budget allows;
-// they apply backpressure rather than need a fixed share.
+// progress: its own buffer of input samples and one output sample, whose
+// values the copies sent to several consumers share (engine: need).
+// Queues between stages take whatever else the budget allows; they apply
+// backpressure rather than need a fixed share.
 func share(n *Node) int64 {
-	return int64(n.Buffer)*n.InSampleBytes + int64(max(1, len(n.Stage.Outputs)))*n.SampleBytes
+	return int64(n.Buffer)*n.InSampleBytes + n.SampleBytes
 }
 
 // ApplyProbe replaces unknown sample-size estimates with sizes measured
@@ -246,14 +247,11 @@ func (p *Plan) Fit() []FitProblem {
 		if n.Share <= 0 {
 			continue
 		}
-		// Each consumer's copy is reserved on its own (engine: outlet).
-		if copies := int64(max(1, len(n.Stage.Outputs))); n.SampleBytes*copies > p.Memory {
-			each := ""
-			if copies > 1 {
-				each = fmt.Sprintf(", reserved once for each of its %d consumers", copies)
-			}
-			add("resources.memory", false, "stage %q emits samples of about %s each%s, more than resources.memory (%s)",
-				n.Stage.Name, spec.ByteSize(n.SampleBytes), each, spec.ByteSize(p.Memory))
+		// The copies a fan-out sends share their values, which are
+		// reserved once (engine: need).
+		if n.SampleBytes > p.Memory {
+			add("resources.memory", false, "stage %q emits samples of about %s each, more than resources.memory (%s)",
+				n.Stage.Name, spec.ByteSize(n.SampleBytes), spec.ByteSize(p.Memory))
 			errs++
 		}
 		total += n.Share

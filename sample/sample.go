@@ -14,6 +14,8 @@ import (
 	"math"
 	"sort"
 	"strings"
+	"sync/atomic"
+	"unsafe"
 
 	"github.com/piperun/piperun/tensor"
 )
@@ -36,6 +38,12 @@ type Sample struct {
 	// Held is the number of bytes the engine reserved for this sample in the
 	// memory budget. Only the engine writes it.
 	Held int64
+	// Shared, when set, is a reservation this sample holds together with
+	// the other copies a fan-out made of it; SharedPart is this copy's
+	// part of it, for accounts of who holds what. Only the engine writes
+	// them.
+	Shared     *Shared
+	SharedPart int64
 }
 
 // New returns an empty sample.
@@ -58,6 +66,20 @@ func (s *Sample) Size() int64 {
 	}
 	return n
 }
+
+// ValueBytes is the part of Size that the field values hold; the rest is
+// the sample's own struct and field map, which every copy has its own of.
+func (s *Sample) ValueBytes() int64 {
+	var n int64
+	for _, v := range s.Fields {
+		n += ValueSize(v)
+	}
+	return n
+}
+
+// Charge is the budget this sample accounts for: its own reservation and
+// its part of a shared one.
+func (s *Sample) Charge() int64 { return s.Held + s.SharedPart }
 
 // Clone returns a copy whose field map can be changed without affecting s.
 // Values are shared: stages never mutate a value in place, and tensors are
@@ -435,4 +457,101 @@ func Normalize(v any) (any, error) {
 		return t, nil
 	}
 	return nil, fmt.Errorf("unsupported value type %T", v)
+}
+
+// Shared is the memory reservation that the copies of one sample, sent by
+// a fan-out to several consumers, hold together: the bytes of the values
+// they share, reserved once and released by the last copy. Each copy
+// still reserves its own field map (Held), and a copy whose values have
+// changed since (a map set a field) leaves the Shared and reserves what it
+// now holds on its own.
+type Shared struct {
+	// Bytes is what the shared values hold.
+	Bytes int64
+	refs  atomic.Int32
+	keys  []string
+	vals  []any
+}
+
+// Share starts a Shared for s and the n-1 clones a fan-out is about to
+// make of it, covering s's current values. It does not touch s.
+func Share(s *Sample, n int) *Shared {
+	sh := &Shared{Bytes: s.ValueBytes(), keys: make([]string, 0, len(s.Fields)), vals: make([]any, 0, len(s.Fields))}
+	for k, v := range s.Fields {
+		sh.keys = append(sh.keys, k)
+		sh.vals = append(sh.vals, v)
+	}
+	sh.refs.Store(int32(n))
+	return sh
+}
+
+// AddRefs counts n more copies holding sh.
+func (sh *Shared) AddRefs(n int) { sh.refs.Add(int32(n)) }
+
+// Drop counts one copy fewer and reports whether it was the last, whose
+// caller releases Bytes.
+func (sh *Shared) Drop() bool { return sh.refs.Add(-1) == 0 }
+
+// Covers reports whether s holds exactly the values sh was made of, by
+// identity: a field set anew, added or removed means s holds memory the
+// Shared does not count.
+func (sh *Shared) Covers(s *Sample) bool {
+	if len(s.Fields) != len(sh.keys) {
+		return false
+	}
+	for i, k := range sh.keys {
+		v, ok := s.Fields[k]
+		if !ok || !sameValue(v, sh.vals[i]) {
+			return false
+		}
+	}
+	return true
+}
+
+// sameValue reports whether a and b are the same value in memory (not
+// merely equal): the same tensor, or slices and strings over the same
+// bytes. Scalars only need the same type: their size never changes, and
+// each copy's field map holds its own.
+func sameValue(a, b any) bool {
+	switch x := a.(type) {
+	case *tensor.Tensor:
+		y, ok := b.(*tensor.Tensor)
+		return ok && x == y
+	case []byte:
+		y, ok := b.([]byte)
+		return ok && len(x) == len(y) && unsafe.SliceData(x) == unsafe.SliceData(y)
+	case string:
+		y, ok := b.(string)
+		return ok && len(x) == len(y) && unsafe.StringData(x) == unsafe.StringData(y)
+	case [][]byte:
+		y, ok := b.([][]byte)
+		return ok && len(x) == len(y) && unsafe.SliceData(x) == unsafe.SliceData(y)
+	case []string:
+		y, ok := b.([]string)
+		return ok && len(x) == len(y) && unsafe.SliceData(x) == unsafe.SliceData(y)
+	case []any:
+		y, ok := b.([]any)
+		return ok && len(x) == len(y) && unsafe.SliceData(x) == unsafe.SliceData(y)
+	case nil:
+		return b == nil
+	case int64:
+		_, ok := b.(int64)
+		return ok
+	case float64:
+		_, ok := b.(float64)
+		return ok
+	case bool:
+		_, ok := b.(bool)
+		return ok
+	case int:
+		_, ok := b.(int)
+		return ok
+	case float32:
+		_, ok := b.(float32)
+		return ok
+	case int32:
+		_, ok := b.(int32)
+		return ok
+	}
+	return false
 }
