@@ -1,0 +1,78 @@
+package sample
+
+import (
+	"testing"
+
+	"github.com/piperun/piperun/tensor"
+)
+
+// TestSharedCovers: a Shared covers a copy only while the copy holds the
+// very values it was made of; a field set anew (even to an equal value),
+// added or removed means the copy holds memory the Shared does not count.
+// Scalars only need their type, since their size cannot change.
+func TestSharedCovers(t *testing.T) {
+	img := tensor.New(tensor.Uint8, 2, 2, 3)
+	raw := []byte("jpeg bytes")
+	text := string([]byte("a caption"))
+	base := func() *Sample {
+		s := New(1, 0, "a.tfrecord record 3")
+		s.Fields["image"] = img
+		s.Fields["raw"] = raw
+		s.Fields["text"] = text
+		s.Fields["label"] = int64(3)
+		s.Fields["list"] = []any{int64(1)}
+		return s
+	}
+	for _, tc := range []struct {
+		name   string
+		change func(s *Sample)
+		want   bool
+	}{
+		{"unchanged", func(*Sample) {}, true},
+		{"scalar rewritten", func(s *Sample) { s.Fields["label"] = int64(9) }, true},
+		{"scalar changes type", func(s *Sample) { s.Fields["label"] = 9.5 }, false},
+		{"equal tensor anew", func(s *Sample) { s.Fields["image"] = tensor.New(tensor.Uint8, 2, 2, 3) }, false},
+		{"bytes resliced", func(s *Sample) { s.Fields["raw"] = raw[:4] }, false},
+		{"bytes copied", func(s *Sample) { s.Fields["raw"] = append([]byte(nil), raw...) }, false},
+		{"equal string anew", func(s *Sample) { s.Fields["text"] = string([]byte("a caption")) }, false},
+		{"list anew", func(s *Sample) { s.Fields["list"] = []any{int64(1)} }, false},
+		{"field added", func(s *Sample) { s.Fields["n"] = int64(1) }, false},
+		{"field removed", func(s *Sample) { delete(s.Fields, "raw") }, false},
+		{"field renamed", func(s *Sample) { s.Fields["img"] = s.Fields["image"]; delete(s.Fields, "image") }, false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			s := base()
+			sh := Share(s, 2)
+			c := s.Clone()
+			tc.change(c)
+			if got := sh.Covers(c); got != tc.want {
+				t.Errorf("Covers = %v, want %v", got, tc.want)
+			}
+			if !sh.Covers(s) {
+				t.Error("the original no longer covered after changing its clone")
+			}
+		})
+	}
+}
+
+// TestSharedRefs: the last of n copies to drop a Shared is told so, and
+// copies added later count too; Bytes is what the values hold.
+func TestSharedRefs(t *testing.T) {
+	s := New(1, 0, "")
+	s.Fields["v"] = make([]byte, 1000)
+	s.Fields["n"] = int64(1)
+	sh := Share(s, 2)
+	if sh.Bytes != 1008 || s.ValueBytes() != 1008 || s.Size() != 1008+sampleOverhead+2*fieldOverhead+2 {
+		t.Fatalf("Bytes %d, ValueBytes %d, Size %d", sh.Bytes, s.ValueBytes(), s.Size())
+	}
+	sh.AddRefs(1)
+	for i, want := range []bool{false, false, true} {
+		if got := sh.Drop(); got != want {
+			t.Fatalf("drop %d: last = %v, want %v", i+1, got, want)
+		}
+	}
+	s.Held, s.SharedPart = 200, 504
+	if s.Charge() != 704 {
+		t.Errorf("Charge = %d, want 704", s.Charge())
+	}
+}
