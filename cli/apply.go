@@ -16,13 +16,14 @@ import (
 	"golang.org/x/term"
 
 	"github.com/piperun/piperun/engine"
+	"github.com/piperun/piperun/gpu"
 	"github.com/piperun/piperun/plan"
 	"github.com/piperun/piperun/spec"
 )
 
 func applyCmd(g *globals) *cobra.Command {
 	var set []string
-	var reportPath, progress string
+	var reportPath, progress, gpuMode string
 	cmd := &cobra.Command{
 		Use:   "apply FILE",
 		Short: "Compile a spec and run it to its sinks",
@@ -33,6 +34,9 @@ func applyCmd(g *globals) *cobra.Command {
 		RunE: func(cmd *cobra.Command, args []string) error {
 			if progress != "auto" && progress != "always" && progress != "never" {
 				return exit(ExitUsage, fmt.Errorf("--progress must be auto, always or never"))
+			}
+			if gpuMode != "auto" && gpuMode != "off" {
+				return exit(ExitUsage, fmt.Errorf("--gpu must be auto or off"))
 			}
 			// A CI job reads the report to learn why a run failed, also one
 			// that never started (an invalid spec, a cache in use): it gets
@@ -74,9 +78,11 @@ func applyCmd(g *globals) *cobra.Command {
 			if err != nil {
 				return failed(exit(ExitFailed, err), p)
 			}
+			stopGPU := watchGPU(g, gpuMode)
 			tty := progress == "always" || (progress == "auto" && isTerminal(g.stderr))
 			watch(run, g, tty, sp.Epochs)
 			rep, runErr := run.Wait()
+			rep.GPU = stopGPU()
 			interrupted := errors.Is(runErr, context.Canceled)
 			if interrupted {
 				runErr = fmt.Errorf("interrupted after %.1fs; no output was committed", rep.ElapsedS)
@@ -100,7 +106,49 @@ func applyCmd(g *globals) *cobra.Command {
 	cmd.Flags().StringArrayVar(&set, "set", nil, "override a spec value, path=value, e.g. --set resources.memory=1GiB --set stages.decode.parallelism=4 (repeatable)")
 	cmd.Flags().StringVar(&reportPath, "report", "", "write a JSON report of the run to this file")
 	cmd.Flags().StringVar(&progress, "progress", "auto", "progress display: auto (live on a terminal), always or never")
+	cmd.Flags().StringVar(&gpuMode, "gpu", "auto", "watch the NVIDIA GPUs through NVML during the run and say whether a process on them starved: auto (where the driver is) or off")
 	return cmd
+}
+
+// GPUInterval is how often apply reads the GPUs: NVML's utilization
+// covers a sample period of 1/6 s to 1 s, so a faster pace only repeats it.
+const GPUInterval = 500 * time.Millisecond
+
+// watchGPU starts the NVML monitor for a run (mode auto) and returns the
+// function that stops it and sums up what it saw: nil with --gpu off, an
+// unavailable summary (and a debug log line) where NVML cannot be used.
+func watchGPU(g *globals, mode string) func() *gpu.Summary {
+	if mode == "off" {
+		return func() *gpu.Summary { return nil }
+	}
+	src, err := gpu.Open()
+	if err != nil {
+		g.log.Debug("gpu monitor off", zap.Error(err))
+		return func() *gpu.Summary { return gpu.Unavailable(err) }
+	}
+	m, err := gpu.NewMonitor(src)
+	if err != nil {
+		src.Close()
+		g.log.Warn("gpu monitor off", zap.Error(err))
+		return func() *gpu.Summary { return gpu.Unavailable(err) }
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		m.Run(ctx, GPUInterval)
+	}()
+	return func() *gpu.Summary {
+		cancel()
+		<-done
+		m.Sample() // a run shorter than the interval still gets a reading at its end
+		s := m.Summary()
+		if err := m.Close(); err != nil {
+			g.log.Warn("gpu monitor", zap.Error(err))
+		}
+		g.log.Info("gpu: " + s.Verdict)
+		return s
+	}
 }
 
 // checkFit prints the ways p's buffers do not fit its memory budget, and

@@ -45,15 +45,16 @@ func TestApplyReport(t *testing.T) {
 	if err := json.Unmarshal(b, &rep); err != nil {
 		t.Fatalf("%v\n%s", err, b)
 	}
-	// DESIGN.md §3 requires these keys; the engine adds seed and stages, and
-	// skip_causes, error and extra when they have content. Anything else is
-	// a rename or an undocumented addition.
+	// DESIGN.md §3 requires these keys; the engine adds seed and stages,
+	// apply adds gpu (the NVML monitor, --gpu auto), and skip_causes, error
+	// and extra come when they have content. Anything else is a rename or
+	// an undocumented addition.
 	var keys []string
 	for k := range rep {
 		keys = append(keys, k)
 	}
 	sort.Strings(keys)
-	if got, want := strings.Join(keys, ","), "elapsed_s,memory_budget_bytes,ok,peak_memory_bytes,seed,sinks,skipped,stages"; got != want {
+	if got, want := strings.Join(keys, ","), "elapsed_s,gpu,memory_budget_bytes,ok,peak_memory_bytes,seed,sinks,skipped,stages"; got != want {
 		t.Errorf("report keys %s, want %s", got, want)
 	}
 	var got struct {
@@ -106,6 +107,52 @@ func TestApplyReport(t *testing.T) {
 	assertFiles(t, filepath.Join(dir, "out"), "small.jsonl")
 	if !strings.Contains(r.stderr, "done in ") || !strings.Contains(r.stderr, "out: 10 samples in 3 batches") {
 		t.Errorf("summary missing from stderr:\n%s", r.stderr)
+	}
+}
+
+// TestApplyGPU: the report's gpu key. Without an NVIDIA driver (these
+// machines) it says the GPUs could not be watched and why, and the run
+// goes on; --gpu off leaves the key out; any other mode is a usage error.
+// (gpu/'s tests read a mock DGX H200 through the same NVML adapter.)
+func TestApplyGPU(t *testing.T) {
+	for _, lib := range []string{"/usr/lib/x86_64-linux-gnu/libnvidia-ml.so.1", "/usr/lib64/libnvidia-ml.so.1"} {
+		if _, err := os.Stat(lib); err == nil {
+			t.Skipf("this machine has an NVIDIA driver (%s); the report would hold real readings", lib)
+		}
+	}
+	dir := t.TempDir()
+	p := writeSpec(t, dir, "small.yaml", smallSpec)
+	for _, tc := range []struct {
+		mode string
+		want string
+	}{
+		{"auto", `{"available":false,"why":"nvml unavailable: no NVIDIA driver (libnvidia-ml.so.1 not found)","starving":false}`},
+		{"off", ""},
+	} {
+		reportPath := filepath.Join(dir, tc.mode+".json")
+		if r := run(t, "apply", "--progress", "never", "--gpu", tc.mode, "--report", reportPath, p); r.code != 0 {
+			t.Fatalf("--gpu %s: %s", tc.mode, r)
+		}
+		b, err := os.ReadFile(reportPath)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var rep map[string]json.RawMessage
+		if err := json.Unmarshal(b, &rep); err != nil {
+			t.Fatal(err)
+		}
+		var compact bytes.Buffer
+		if rep["gpu"] != nil {
+			if err := json.Compact(&compact, rep["gpu"]); err != nil {
+				t.Fatal(err)
+			}
+		}
+		if got := compact.String(); got != tc.want {
+			t.Errorf("--gpu %s: gpu = %s, want %s", tc.mode, got, tc.want)
+		}
+	}
+	if r := run(t, "apply", "--gpu", "on", p); r.code != 2 || !strings.Contains(r.stderr, "--gpu must be auto or off") {
+		t.Errorf("--gpu on: %s\nwant exit 2 and the modes", r)
 	}
 }
 

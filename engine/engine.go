@@ -22,6 +22,7 @@ import (
 	"golang.org/x/sync/errgroup"
 
 	"github.com/piperun/piperun/budget"
+	"github.com/piperun/piperun/gpu"
 	"github.com/piperun/piperun/plan"
 	"github.com/piperun/piperun/sample"
 	"github.com/piperun/piperun/spec"
@@ -613,7 +614,9 @@ type Report struct {
 	Error             string                       `json:"error,omitempty"`
 	Extra             map[string]any               `json:"extra,omitempty"`
 	// Rewrites lists what the planner changed in the DAG as written.
-	Rewrites  []plan.Rewrite `json:"rewrites,omitempty"`
+	Rewrites []plan.Rewrite `json:"rewrites,omitempty"`
+	// GPU is what the NVML monitor saw during the run (apply --gpu).
+	GPU       *gpu.Summary `json:"gpu,omitempty"`
 	sinkOrder []string
 }
 

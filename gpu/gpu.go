@@ -1,0 +1,232 @@
+// Package gpu watches the NVIDIA GPUs of the machine while a pipeline runs,
+// through NVML, to tell whether a trainer on them waited for data: a GPU
+// that a process is using but that runs kernels only part of the time is
+// starving (or its model is too small to keep it busy). It imports nothing
+// of piperun's; the CLI starts a Monitor next to a run and puts its Summary
+// in the report.
+package gpu
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"time"
+)
+
+// StarvedBelow is the utilization, in percent, under which a reading counts
+// as starved: NVML's utilization is the share of its last sample period
+// (1/6 s to 1 s) in which a kernel ran, and a fed training loop keeps it
+// near 100.
+const StarvedBelow = 50
+
+// StarvedShare is the share of a used device's readings that must be
+// starved for the Summary to call the device starving.
+const StarvedShare = 0.5
+
+// ErrUnavailable is wrapped by the error Open returns where NVML cannot be
+// used: no NVIDIA driver, or a build without cgo.
+var ErrUnavailable = errors.New("nvml unavailable")
+
+// Device names one GPU.
+type Device struct {
+	Index       int
+	Name        string
+	UUID        string
+	MemoryTotal uint64
+}
+
+// Reading is one look at one device.
+type Reading struct {
+	// Utilization is the percent of the last sample period in which a
+	// kernel ran.
+	Utilization uint32
+	MemoryUsed  uint64
+	// Processes is how many compute processes use the device; -1 where
+	// the driver does not say.
+	Processes int
+}
+
+// Source is what a Monitor reads: NVML (Open), or a fake in tests.
+type Source interface {
+	Devices() ([]Device, error)
+	Read(index int) (Reading, error)
+	Close() error
+}
+
+// Monitor collects readings of every device of a Source.
+type Monitor struct {
+	src     Source
+	devices []Device
+
+	mu     sync.Mutex
+	stats  []deviceStats
+	errors int
+	lastEr error
+}
+
+type deviceStats struct {
+	readings, starved, used int
+	sum                     uint64
+	min, max                uint32
+	memMax                  uint64
+}
+
+// NewMonitor lists src's devices; it fails when they cannot be listed.
+func NewMonitor(src Source) (*Monitor, error) {
+	ds, err := src.Devices()
+	if err != nil {
+		return nil, fmt.Errorf("list gpus: %w", err)
+	}
+	return &Monitor{src: src, devices: ds, stats: make([]deviceStats, len(ds))}, nil
+}
+
+// Sample takes one reading of every device. A device that cannot be read
+// is counted, not fatal: the run it watches matters more.
+func (m *Monitor) Sample() {
+	for i, d := range m.devices {
+		r, err := m.src.Read(d.Index)
+		m.mu.Lock()
+		if err != nil {
+			m.errors++
+			m.lastEr = fmt.Errorf("gpu %d: %w", d.Index, err)
+			m.mu.Unlock()
+			continue
+		}
+		s := &m.stats[i]
+		if s.readings == 0 || r.Utilization < s.min {
+			s.min = r.Utilization
+		}
+		s.max = max(s.max, r.Utilization)
+		s.readings++
+		s.sum += uint64(r.Utilization)
+		if r.Utilization < StarvedBelow {
+			s.starved++
+		}
+		if r.Processes > 0 {
+			s.used++
+		}
+		s.memMax = max(s.memMax, r.MemoryUsed)
+		m.mu.Unlock()
+	}
+}
+
+// Run samples every interval until ctx ends.
+func (m *Monitor) Run(ctx context.Context, every time.Duration) {
+	t := time.NewTicker(every)
+	defer t.Stop()
+	m.Sample()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+			m.Sample()
+		}
+	}
+}
+
+// Summary is what the report says of the GPUs (its "gpu" key).
+type Summary struct {
+	// Available is false where NVML could not be used; Why says why.
+	Available bool            `json:"available"`
+	Why       string          `json:"why,omitempty"`
+	Devices   []DeviceSummary `json:"devices,omitempty"`
+	// Starving is true when some device was used by a process in at
+	// least one reading and starved (under StarvedBelow percent busy) in
+	// at least StarvedShare of its readings.
+	Starving bool `json:"starving"`
+	// Verdict says the same in words.
+	Verdict       string `json:"verdict,omitempty"`
+	ReadErrors    int    `json:"read_errors,omitempty"`
+	LastReadError string `json:"last_read_error,omitempty"`
+}
+
+// DeviceSummary is one device's readings over the run.
+type DeviceSummary struct {
+	Index    int    `json:"index"`
+	Name     string `json:"name"`
+	UUID     string `json:"uuid,omitempty"`
+	Readings int    `json:"readings"`
+	// UsedReadings counts the readings in which a process used the device.
+	UsedReadings       int     `json:"used_readings"`
+	UtilizationMeanPct float64 `json:"utilization_mean_pct"`
+	UtilizationMinPct  uint32  `json:"utilization_min_pct"`
+	UtilizationMaxPct  uint32  `json:"utilization_max_pct"`
+	// StarvedShare is the share of readings under StarvedBelow percent.
+	StarvedShare       float64 `json:"starved_share"`
+	MemoryUsedMaxBytes uint64  `json:"memory_used_max_bytes"`
+	MemoryTotalBytes   uint64  `json:"memory_total_bytes"`
+}
+
+// Summary sums up the readings so far.
+func (m *Monitor) Summary() *Summary {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	out := &Summary{Available: true, ReadErrors: m.errors}
+	if m.lastEr != nil {
+		out.LastReadError = m.lastEr.Error()
+	}
+	var starving, used []string
+	for i, d := range m.devices {
+		s := m.stats[i]
+		ds := DeviceSummary{Index: d.Index, Name: d.Name, UUID: d.UUID, Readings: s.readings, UsedReadings: s.used,
+			UtilizationMinPct: s.min, UtilizationMaxPct: s.max, MemoryUsedMaxBytes: s.memMax, MemoryTotalBytes: d.MemoryTotal}
+		if s.readings > 0 {
+			ds.UtilizationMeanPct = float64(s.sum) / float64(s.readings)
+			ds.StarvedShare = float64(s.starved) / float64(s.readings)
+		}
+		out.Devices = append(out.Devices, ds)
+		if s.used == 0 {
+			continue
+		}
+		desc := fmt.Sprintf("gpu %d (%s) under %d%% busy in %d of %d readings, %.0f%% on average",
+			d.Index, d.Name, StarvedBelow, s.starved, s.readings, ds.UtilizationMeanPct)
+		if ds.StarvedShare >= StarvedShare {
+			starving = append(starving, desc)
+		} else {
+			used = append(used, desc)
+		}
+	}
+	switch {
+	case len(m.devices) == 0:
+		out.Verdict = "no gpu found"
+	case len(starving) > 0:
+		out.Starving = true
+		out.Verdict = fmt.Sprintf("starving: %s while a process used it: it waited for input, or its work is too small to keep it busy", joinAnd(starving))
+	case len(used) > 0:
+		out.Verdict = fmt.Sprintf("fed: %s", joinAnd(used))
+	default:
+		out.Verdict = "no process used a gpu during the run"
+	}
+	return out
+}
+
+// Unavailable is the Summary of a run that could not watch the GPUs.
+func Unavailable(err error) *Summary {
+	return &Summary{Available: false, Why: err.Error()}
+}
+
+// Close closes the Source.
+func (m *Monitor) Close() error { return m.src.Close() }
+
+func joinAnd(parts []string) string {
+	switch len(parts) {
+	case 1:
+		return parts[0]
+	case 2:
+		return parts[0] + " and " + parts[1]
+	}
+	out := ""
+	for i, p := range parts {
+		switch {
+		case i == len(parts)-1:
+			out += ", and " + p
+		case i > 0:
+			out += ", " + p
+		default:
+			out = p
+		}
+	}
+	return out
+}

@@ -1,0 +1,145 @@
+package gpu
+
+import (
+	"errors"
+	"fmt"
+	"strings"
+	"testing"
+)
+
+// script is a Source that replays readings per device.
+type script struct {
+	devices []Device
+	reads   map[int][]Reading
+	fail    map[int]bool
+	pos     map[int]int
+	closed  bool
+}
+
+func (s *script) Devices() ([]Device, error) { return s.devices, nil }
+
+func (s *script) Read(i int) (Reading, error) {
+	if s.fail[i] {
+		return Reading{}, errors.New("ERROR_GPU_IS_LOST")
+	}
+	if s.pos == nil {
+		s.pos = map[int]int{}
+	}
+	rs := s.reads[i]
+	r := rs[s.pos[i]%len(rs)]
+	s.pos[i]++
+	return r, nil
+}
+
+func (s *script) Close() error { s.closed = true; return nil }
+
+func busy(pcts ...uint32) []Reading {
+	out := make([]Reading, len(pcts))
+	for i, p := range pcts {
+		out[i] = Reading{Utilization: p, MemoryUsed: uint64(p) << 20, Processes: 1}
+	}
+	return out
+}
+
+func idle(n int) []Reading { return make([]Reading, n) }
+
+// TestSummary: the verdict for each way a run can look from the GPU.
+func TestSummary(t *testing.T) {
+	h200 := Device{Index: 0, Name: "NVIDIA H200", MemoryTotal: 141 << 30}
+	second := Device{Index: 1, Name: "NVIDIA H200"}
+	for _, tc := range []struct {
+		name     string
+		devices  []Device
+		reads    map[int][]Reading
+		fail     map[int]bool
+		starving bool
+		verdict  string
+		mean     float64
+		share    float64
+	}{
+		{"fed", []Device{h200}, map[int][]Reading{0: busy(98, 97, 99, 30)}, nil, false,
+			"fed: gpu 0 (NVIDIA H200) under 50% busy in 1 of 4 readings, 81% on average", 81, 0.25},
+		{"starving", []Device{h200}, map[int][]Reading{0: busy(20, 35, 90, 10)}, nil, true,
+			"starving: gpu 0 (NVIDIA H200) under 50% busy in 3 of 4 readings, 39% on average while a process used it: it waited for input, or its work is too small to keep it busy", 38.75, 0.75},
+		{"half starved is starving", []Device{h200}, map[int][]Reading{0: busy(49, 50)}, nil, true,
+			"starving: gpu 0 (NVIDIA H200) under 50% busy in 1 of 2 readings, 50% on average while a process used it: it waited for input, or its work is too small to keep it busy", 49.5, 0.5},
+		{"nobody uses it", []Device{h200}, map[int][]Reading{0: idle(4)}, nil, false,
+			"no process used a gpu during the run", 0, 1},
+		{"one of two starves", []Device{h200, second}, map[int][]Reading{0: busy(99, 99), 1: busy(5, 5)}, nil, true,
+			"starving: gpu 1 (NVIDIA H200) under 50% busy in 2 of 2 readings, 5% on average while a process used it: it waited for input, or its work is too small to keep it busy", 99, 0},
+		{"no devices", nil, nil, nil, false, "no gpu found", 0, 0},
+		{"a lost device", []Device{h200, second}, map[int][]Reading{0: busy(99, 99)}, map[int]bool{1: true}, false,
+			"fed: gpu 0 (NVIDIA H200) under 50% busy in 0 of 2 readings, 99% on average", 99, 0},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			src := &script{devices: tc.devices, reads: tc.reads, fail: tc.fail}
+			m, err := NewMonitor(src)
+			if err != nil {
+				t.Fatal(err)
+			}
+			n := 2
+			for _, rs := range tc.reads {
+				n = max(n, len(rs))
+			}
+			for range n {
+				m.Sample()
+			}
+			got := m.Summary()
+			if !got.Available || got.Starving != tc.starving || got.Verdict != tc.verdict {
+				t.Errorf("available %v, starving %v, verdict %q\nwant available, starving %v, verdict %q", got.Available, got.Starving, got.Verdict, tc.starving, tc.verdict)
+			}
+			if len(got.Devices) != len(tc.devices) {
+				t.Fatalf("%d devices in the summary, want %d", len(got.Devices), len(tc.devices))
+			}
+			if len(got.Devices) > 0 {
+				d := got.Devices[0]
+				if d.UtilizationMeanPct != tc.mean || d.StarvedShare != tc.share {
+					t.Errorf("gpu 0: mean %v, starved share %v; want %v and %v", d.UtilizationMeanPct, d.StarvedShare, tc.mean, tc.share)
+				}
+			}
+			if tc.fail[1] && (got.ReadErrors != n || !strings.Contains(got.LastReadError, "gpu 1: ERROR_GPU_IS_LOST")) {
+				t.Errorf("read errors %d (%q), want %d naming gpu 1", got.ReadErrors, got.LastReadError, n)
+			}
+		})
+	}
+}
+
+// TestSummaryKeepsExtremes: min, max and the most memory used are over
+// every reading.
+func TestSummaryKeepsExtremes(t *testing.T) {
+	m, err := NewMonitor(&script{devices: []Device{{Index: 0, Name: "g"}}, reads: map[int][]Reading{0: busy(60, 3, 100, 70)}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for range 4 {
+		m.Sample()
+	}
+	d := m.Summary().Devices[0]
+	if d.UtilizationMinPct != 3 || d.UtilizationMaxPct != 100 || d.MemoryUsedMaxBytes != 100<<20 || d.Readings != 4 || d.UsedReadings != 4 {
+		t.Errorf("got %+v", d)
+	}
+}
+
+// ExampleMonitor watches a GPU (here a scripted one; Open gives the
+// machine's through NVML) and sums up what it saw.
+func ExampleMonitor() {
+	src := &script{
+		devices: []Device{{Index: 0, Name: "NVIDIA H200"}},
+		reads:   map[int][]Reading{0: {{Utilization: 30, Processes: 1}, {Utilization: 45, Processes: 1}, {Utilization: 95, Processes: 1}}},
+	}
+	m, err := NewMonitor(src)
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
+	defer m.Close()
+	for range 3 {
+		m.Sample() // Run(ctx, interval) does this on a ticker
+	}
+	s := m.Summary()
+	fmt.Println(s.Starving)
+	fmt.Println(s.Verdict)
+	// Output:
+	// true
+	// starving: gpu 0 (NVIDIA H200) under 50% busy in 2 of 3 readings, 57% on average while a process used it: it waited for input, or its work is too small to keep it busy
+}
