@@ -1,0 +1,220 @@
+package cli_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/piperun/piperun/cli"
+	"github.com/piperun/piperun/serve"
+	"github.com/piperun/piperun/tensor"
+)
+
+// servedSpec batches COUNT samples of four kinds of field (a float32
+// vector of WIDTH, an int64, a float64 and a string) by four, for two
+// epochs, to the serve sink at SOCK; the map fails at sample LIMIT.
+const servedSpec = `version: 1
+name: served
+seed: 3
+epochs: 2
+resources:
+  memory: 8MiB
+stages:
+  - {name: src, type: range, count: COUNT}
+  - name: m
+    type: map
+    on_error: fail
+    set:
+      vec: 'one_hot(index % 3, WIDTH)'
+      label: 'index'
+      name: '"n" + string(index)'
+      half: 'index / 2'
+      check: 'index < LIMIT ? 1 : one_hot(5, 2)[9]'
+    drop: [check]
+  - {name: batch, type: batch, size: 4}
+  - {name: out, type: serve, listen: 'unix://SOCK'}
+`
+
+// startServe writes the spec with the socket, the count, the vector's width
+// and the map's failure point (count never fails), and runs apply in the
+// background; the returned channel yields apply's result.
+func startServe(t *testing.T, count, width, limit string) (sock string, done chan result, cancel context.CancelFunc) {
+	t.Helper()
+	dir := t.TempDir()
+	sock = filepath.Join(dir, "p.sock")
+	body := strings.NewReplacer("SOCK", sock, "COUNT", count, "WIDTH", width, "LIMIT", limit).Replace(servedSpec)
+	p := writeSpec(t, dir, "served.yaml", body)
+	ctx, cancel := context.WithCancel(context.Background())
+	done = make(chan result, 1)
+	go func() {
+		var out, errb strings.Builder
+		code := cli.Run(ctx, []string{"apply", "--progress", "never", "--gpu", "off", p}, &out, &errb)
+		done <- result{code: code, stdout: out.String(), stderr: errb.String()}
+	}()
+	// The socket exists once the sink listens.
+	for i := 0; ; i++ {
+		if _, err := os.Stat(sock); err == nil {
+			break
+		}
+		select {
+		case r := <-done:
+			t.Fatalf("apply ended before listening: %s", r)
+		default:
+		}
+		if i > 1000 {
+			t.Fatal("no socket after 10 s")
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	return sock, done, cancel
+}
+
+func pythonWith(t *testing.T, modules string) string {
+	t.Helper()
+	for _, p := range []string{"/usr/bin/python3", "python3"} {
+		if exec.Command(p, "-c", "import "+modules).Run() == nil {
+			return p
+		}
+	}
+	t.Skipf("no python3 that imports %s (bash .ci/run installs Debian's)", modules)
+	return ""
+}
+
+// TestServeToAPythonTrainer: a real Python process reads the stream with
+// clients/python's client, as NumPy arrays and as torch tensors, and gets
+// every batch of both epochs with exact values (a golden file), the epoch
+// markers and the end of the stream. The socket is gone afterwards.
+func TestServeToAPythonTrainer(t *testing.T) {
+	for _, tc := range []struct{ name, modules, flag string }{
+		{"numpy", "numpy", ""},
+		{"torch", "numpy, torch", "--torch"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			py := pythonWith(t, tc.modules)
+			sock, done, cancel := startServe(t, "10", "3", "10")
+			defer cancel()
+			args := []string{"testdata/serve_read.py", "unix://" + sock}
+			if tc.flag != "" {
+				args = append(args, tc.flag)
+			}
+			out, err := exec.Command(py, args...).Output()
+			if err != nil {
+				t.Fatalf("trainer: %v\n%s", err, out)
+			}
+			r := <-done
+			if r.code != 0 || !strings.Contains(r.stderr, "out: 20 samples in 6 batches") {
+				t.Fatalf("apply: %s", r)
+			}
+			got := strings.ReplaceAll(string(out), `"torch.`, `"`) // torch.float32 → float32
+			golden(t, "serve_read.golden.json", got)
+			if _, err := os.Stat(sock); !os.IsNotExist(err) {
+				t.Errorf("socket %s left behind: %v", sock, err)
+			}
+		})
+	}
+}
+
+// TestServeRunFailsMidStream: when the run fails, the trainer has the
+// batches sent before the failure, then learns that the stream was cut,
+// rather than taking the short stream for a whole one; apply exits 1
+// naming the sample and the stage. The samples are 400 KB and the budget
+// 8 MiB, so the map cannot reach sample 30, which fails, before the
+// trainer has taken some batches.
+func TestServeRunFailsMidStream(t *testing.T) {
+	sock, done, cancel := startServe(t, "40", "100000", "30")
+	defer cancel()
+	c, err := serve.Dial("unix://" + sock)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	if h := c.Hello(); h.Pipeline != "served" || h.Stage != "out" || h.Seed != 3 || h.Epochs != 2 || h.Protocol != 1 {
+		t.Errorf("hello %+v", h)
+	}
+	var labels []int64
+	for {
+		s, err := c.Next()
+		if err != nil {
+			if !errors.Is(err, serve.ErrCut) {
+				t.Fatalf("after %v: err = %v, want ErrCut", labels, err)
+			}
+			break
+		}
+		labels = append(labels, s.Fields["label"].(*tensor.Tensor).Int64()...)
+	}
+	for i, l := range labels {
+		if l != int64(i) {
+			t.Fatalf("labels before the cut %v, want 0, 1, 2, … in order", labels)
+		}
+	}
+	if len(labels) < 4 || len(labels) > 28 || len(labels)%4 != 0 {
+		t.Errorf("%d samples before the cut, want whole batches of 4, at least one, and none from sample 28 on", len(labels))
+	}
+	r := <-done
+	if r.code != 1 || !strings.Contains(r.stderr, `stage "m"`) || !strings.Contains(r.stderr, "sample 30") {
+		t.Errorf("apply: %s\nwant exit 1 naming stage m and sample 30", r)
+	}
+}
+
+// TestServeGoClient reads the whole stream with the Go client: samples in
+// order, an end of epoch after each epoch, io.EOF after the end of stream.
+func TestServeGoClient(t *testing.T) {
+	sock, done, cancel := startServe(t, "10", "3", "10")
+	defer cancel()
+	c, err := serve.Dial("unix://" + sock)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	var events []string
+	for {
+		s, err := c.Next()
+		if errors.Is(err, io.EOF) {
+			break
+		}
+		switch {
+		case errors.Is(err, serve.ErrEndOfEpoch):
+			events = append(events, "end")
+		case err != nil:
+			t.Fatal(err)
+		default:
+			events = append(events, fmt.Sprint(s.Fields["label"].(*tensor.Tensor).Int64(), s.Fields["name"], s.BatchSize))
+		}
+	}
+	want := "[0 1 2 3] [n0 n1 n2 n3] 4|[4 5 6 7] [n4 n5 n6 n7] 4|[8 9] [n8 n9] 2|end|[0 1 2 3] [n0 n1 n2 n3] 4|[4 5 6 7] [n4 n5 n6 n7] 4|[8 9] [n8 n9] 2|end"
+	if got := strings.Join(events, "|"); got != want {
+		t.Errorf("stream:\n got %s\nwant %s", got, want)
+	}
+	if c.End == nil || c.End.Samples != 6 || c.Epoch.Epoch != 1 || c.Epoch.Samples != 3 {
+		t.Errorf("end %+v, last epoch %+v; want 6 samples in all, epoch 1 of 3", c.End, c.Epoch)
+	}
+	if r := <-done; r.code != 0 {
+		t.Errorf("apply: %s", r)
+	}
+}
+
+// TestServeStopsWithoutATrainer: Ctrl-C while the sink waits for a trainer
+// ends the run at once, as interrupted, and removes the socket.
+func TestServeStopsWithoutATrainer(t *testing.T) {
+	sock, done, cancel := startServe(t, "10", "3", "10")
+	time.Sleep(300 * time.Millisecond) // waiting for a trainer by now
+	cancel()
+	select {
+	case r := <-done:
+		if r.code != 1 || !strings.Contains(r.stderr, "interrupted") {
+			t.Errorf("apply: %s\nwant exit 1, interrupted", r)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("apply did not stop within 10 s of the cancel")
+	}
+	if _, err := os.Stat(sock); !os.IsNotExist(err) {
+		t.Errorf("socket %s left behind: %v", sock, err)
+	}
+}

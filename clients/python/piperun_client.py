@@ -1,0 +1,178 @@
+"""Client for piperun's serve sink: read the samples (batches) a
+`piperun apply` run streams over a Unix or TCP socket, as NumPy arrays or
+PyTorch tensors.
+
+    from piperun_client import connect
+    with connect("unix:///tmp/piperun.sock") as stream:
+        for epoch in stream.epochs():
+            for batch in epoch:              # dict: field name -> value
+                images = batch["image"]      # numpy.ndarray, e.g. (32, 224, 224, 3) float32
+                labels = batch["label"]
+
+    # or, for a DataLoader (batch_size=None: piperun batches already)
+    from piperun_client import PiperunDataset
+    loader = torch.utils.data.DataLoader(PiperunDataset("unix:///tmp/piperun.sock"), batch_size=None)
+
+The wire format is documented in the Go package github.com/piperun/piperun/serve.
+Only the standard library and NumPy are needed; PyTorch only for PiperunDataset.
+"""
+import base64
+import json
+import socket
+import struct
+
+import numpy as np
+
+MAGIC = b"PRN1"
+HELLO, SAMPLE, END_OF_EPOCH, END_OF_STREAM = 1, 2, 3, 4
+_HEAD = struct.Struct("<4sB3xIQ")
+_DTYPES = {"uint8": np.uint8, "int32": np.int32, "int64": np.int64,
+           "float32": np.float32, "float64": np.float64}
+
+
+class StreamCut(RuntimeError):
+    """The stream stopped before its end-of-stream frame: the run failed or
+    was interrupted (piperun's log says why)."""
+
+
+def _open(address):
+    scheme, sep, rest = address.partition("://")
+    if not sep:
+        raise ValueError("%r: want unix:///path/to.sock or tcp://host:port" % address)
+    if scheme == "unix":
+        s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        s.connect(rest)
+        return s
+    if scheme == "tcp":
+        host, _, port = rest.rpartition(":")
+        return socket.create_connection((host.strip("[]"), int(port)))
+    raise ValueError("%r: scheme %r is not unix or tcp" % (address, scheme))
+
+
+class Stream:
+    """One connection to a serve sink. Iterate epochs() for one iterator per
+    epoch, or samples() for every sample of every epoch."""
+
+    def __init__(self, address, torch=False):
+        self._sock = _open(address)
+        self._file = self._sock.makefile("rb", buffering=1 << 20)
+        self._torch = torch
+        self.epoch = None          # the last end-of-epoch header
+        self.end = None            # the end-of-stream header, once read
+        kind, header, _ = self._frame()
+        if kind != HELLO:
+            raise RuntimeError("%s: first frame is of kind %d, not hello" % (address, kind))
+        self.hello = header
+
+    def _read(self, n):
+        buf = bytearray(n)
+        view = memoryview(buf)
+        got = 0
+        while got < n:
+            k = self._file.readinto(view[got:])
+            if not k:
+                raise StreamCut("the stream ended before its end-of-stream frame "
+                                "(after %d of %d bytes of a frame): the run failed or was interrupted" % (got, n))
+            got += k
+        return buf
+
+    def _frame(self):
+        head = self._file.read(_HEAD.size)
+        if len(head) < _HEAD.size:
+            raise StreamCut("the stream ended before its end-of-stream frame: the run failed or was interrupted")
+        magic, kind, hlen, plen = _HEAD.unpack(head)
+        if magic != MAGIC:
+            raise RuntimeError("not a piperun frame: starts with %r" % magic)
+        header = json.loads(bytes(self._read(hlen))) if hlen else {}
+        payload = self._read(plen) if plen else bytearray()
+        return kind, header, payload
+
+    def _decode(self, header, payload):
+        out = {}
+        for f in header["fields"]:
+            dt = f.get("dtype")
+            if "value" in f:  # scalars, strings and lists travel in the header
+                v = f.get("value")
+                if dt == "float64" and isinstance(v, str):
+                    v = float(v)
+                elif dt == "bytes_list":
+                    v = [base64.b64decode(e) for e in v]
+                out[f["name"]] = v
+                continue
+            off, n = f.get("offset", 0), f.get("nbytes", 0)
+            if dt == "bytes":
+                out[f["name"]] = bytes(payload[off:off + n])
+                continue
+            a = np.frombuffer(payload, dtype=_DTYPES[dt], count=n // np.dtype(_DTYPES[dt]).itemsize, offset=off)
+            a = a.reshape(f.get("shape", []))
+            if self._torch:
+                import torch
+                a = torch.from_numpy(a)
+            out[f["name"]] = a
+        return out
+
+    def _epoch(self):
+        while True:
+            kind, header, payload = self._frame()
+            if kind == SAMPLE:
+                yield self._decode(header, payload)
+            elif kind == END_OF_EPOCH:
+                self.epoch = header
+                return
+            elif kind == END_OF_STREAM:
+                self.end = header
+                return
+            else:
+                raise RuntimeError("unexpected frame of kind %d" % kind)
+
+    def epochs(self):
+        """Yields one iterator per epoch, until the end of the stream."""
+        while self.end is None:
+            it = self._epoch()
+            yield it
+            for _ in it:  # an epoch the caller left early is read to its end
+                pass
+
+    def samples(self):
+        """Every sample of every epoch."""
+        for epoch in self.epochs():
+            yield from epoch
+
+    def close(self):
+        self._file.close()
+        self._sock.close()
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.close()
+
+
+def connect(address, torch=False):
+    """Connects to a serve sink (unix:///path or tcp://host:port) and reads
+    its hello. torch=True gives torch tensors instead of NumPy arrays."""
+    return Stream(address, torch=torch)
+
+
+try:
+    import torch.utils.data as _tud
+
+    class PiperunDataset(_tud.IterableDataset):
+        """One epoch of a serve sink's stream per iteration, as torch tensors.
+        Use it with DataLoader(..., batch_size=None, num_workers=0): piperun
+        already batches, shuffles and prefetches on every core."""
+
+        def __init__(self, address):
+            super().__init__()
+            self.address = address
+            self._stream = None
+            self._epochs = None
+
+        def __iter__(self):
+            if self._stream is None:
+                self._stream = connect(self.address, torch=True)
+                self._epochs = self._stream.epochs()
+            return next(self._epochs, iter(()))
+except ImportError:  # NumPy users need no torch
+    pass

@@ -1,0 +1,222 @@
+package serve_test
+
+import (
+	"bytes"
+	"errors"
+	"fmt"
+	"io"
+	"math"
+	"reflect"
+	"testing"
+
+	"github.com/piperun/piperun/sample"
+	"github.com/piperun/piperun/serve"
+	"github.com/piperun/piperun/tensor"
+)
+
+func frameOf(t testing.TB, s *sample.Sample) []byte {
+	t.Helper()
+	bufs, err := serve.EncodeSample(s)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var b bytes.Buffer
+	if _, err := bufs.WriteTo(&b); err != nil {
+		t.Fatal(err)
+	}
+	return b.Bytes()
+}
+
+// TestRoundTrip: every kind of field value a sample can hold comes back
+// from a frame as it went in, tensors aligned in the payload.
+func TestRoundTrip(t *testing.T) {
+	img := tensor.New(tensor.Float32, 2, 3)
+	for i := range img.Float32() {
+		img.Float32()[i] = float32(i) / 4
+	}
+	for _, tc := range []struct {
+		name string
+		v    any
+	}{
+		{"float32 tensor", img},
+		{"uint8 tensor", &tensor.Tensor{DType: tensor.Uint8, Shape: []int{3}, Data: []byte{1, 2, 3}}},
+		{"scalar tensor", tensor.FromInt64s([]int64{-7}).Cast(tensor.Int64)},
+		{"empty tensor", tensor.New(tensor.Int32, 0, 4)},
+		{"bytes", []byte("\x00\xffjpeg")},
+		{"empty bytes", []byte{}},
+		{"int64 beyond 2^53", int64(1<<60 + 1)},
+		{"float64", 0.1},
+		{"NaN", math.NaN()},
+		{"-Inf", math.Inf(-1)},
+		{"bool", true},
+		{"string", "a caption ☃"},
+		{"strings", []string{"n0", ""}},
+		{"bytes list", [][]byte{{0, 1}, {}}},
+		{"list", []any{"a", 1.5, true}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			s := sample.New(41, 2, "")
+			s.BatchSize = 3
+			s.Fields["x"] = tc.v
+			s.Fields["pad"] = []byte{9} // puts x at offset 64
+			f, err := serve.ReadFrame(bytes.NewReader(frameOf(t, s)))
+			if err != nil {
+				t.Fatal(err)
+			}
+			got, err := serve.DecodeSample(f)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if got.ID != 41 || got.Epoch != 2 || got.BatchSize != 3 {
+				t.Errorf("id %d, epoch %d, batch size %d", got.ID, got.Epoch, got.BatchSize)
+			}
+			g := got.Fields["x"]
+			switch want := tc.v.(type) {
+			case *tensor.Tensor:
+				gt, ok := g.(*tensor.Tensor)
+				if !ok || gt.DType != want.DType || fmt.Sprint(gt.Shape) != fmt.Sprint(want.Shape) || !bytes.Equal(gt.Data, want.Data) {
+					t.Errorf("got %v, want %v", g, want)
+				}
+			case float64:
+				if gf, ok := g.(float64); !ok || !(gf == want || math.IsNaN(want) && math.IsNaN(gf)) {
+					t.Errorf("got %v (%T), want %v", g, g, want)
+				}
+			case []any:
+				if fmt.Sprint(g) != fmt.Sprint(want) {
+					t.Errorf("got %v, want %v", g, want)
+				}
+			default:
+				if !reflect.DeepEqual(g, tc.v) {
+					t.Errorf("got %#v, want %#v", g, tc.v)
+				}
+			}
+		})
+	}
+}
+
+// TestTensorsAreAligned: each tensor's bytes start at a multiple of Align
+// in the payload, so a reader can view them in place.
+func TestTensorsAreAligned(t *testing.T) {
+	s := sample.New(0, 0, "")
+	s.Fields["a"] = []byte{1, 2, 3}
+	s.Fields["b"] = tensor.New(tensor.Float64, 5)
+	s.Fields["c"] = tensor.New(tensor.Uint8, 70)
+	f, err := serve.ReadFrame(bytes.NewReader(frameOf(t, s)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(f.Payload) != 128+70 {
+		t.Errorf("payload %d bytes, want 198 (a at 0, b at 64, c at 128)", len(f.Payload))
+	}
+	if want := `"offset":64`; !bytes.Contains(f.Header, []byte(want)) {
+		t.Errorf("header %s lacks %s", f.Header, want)
+	}
+}
+
+// TestReadFrameErrors: what a reader says of streams that are not whole
+// frames.
+func TestReadFrameErrors(t *testing.T) {
+	s := sample.New(0, 0, "")
+	s.Fields["b"] = tensor.New(tensor.Float64, 5)
+	whole := frameOf(t, s)
+	bad := append([]byte("PRN2"), whole[4:]...)
+	kind := append([]byte(nil), whole...)
+	kind[4] = 9
+	huge := serve.AppendHead(nil, serve.KindSample, serve.MaxHeader+1, 0)
+	for _, tc := range []struct {
+		name string
+		in   []byte
+		want string
+		is   error
+	}{
+		{"empty", nil, "EOF", io.EOF},
+		{"cut in the head", whole[:10], "unexpected EOF", io.ErrUnexpectedEOF},
+		{"cut in the header", whole[:25], "unexpected EOF", io.ErrUnexpectedEOF},
+		{"cut in the payload", whole[:len(whole)-1], "unexpected EOF", io.ErrUnexpectedEOF},
+		{"magic", bad, `not a piperun frame: starts with "PRN2"`, serve.ErrMagic},
+		{"kind", kind, "unknown frame kind 9", nil},
+		{"header too big", huge, "frame header of 67108865 bytes is over the limit of 67108864", nil},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			_, err := serve.ReadFrame(bytes.NewReader(tc.in))
+			if err == nil || err.Error() != tc.want || (tc.is != nil && !errors.Is(err, tc.is)) {
+				t.Errorf("err = %v, want %q", err, tc.want)
+			}
+		})
+	}
+}
+
+// TestParseAddress: the listen addresses the sink takes, and why others
+// are refused.
+func TestParseAddress(t *testing.T) {
+	for _, tc := range []struct{ in, network, addr, err string }{
+		{"unix:///run/p.sock", "unix", "/run/p.sock", ""},
+		{"unix://rel/p.sock", "unix", "rel/p.sock", ""},
+		{"tcp://127.0.0.1:5555", "tcp", "127.0.0.1:5555", ""},
+		{"tcp://[::1]:0", "tcp", "[::1]:0", ""},
+		{"tcp://localhost:80", "tcp", "localhost:80", ""},
+		{"/run/p.sock", "", "", `"/run/p.sock": want unix:///path/to.sock or tcp://host:port`},
+		{"udp://127.0.0.1:1", "", "", `"udp://127.0.0.1:1": scheme "udp" is not unix or tcp`},
+		{"unix://", "", "", `"unix://": the socket path is empty`},
+		{"tcp://127.0.0.1", "", "", `"tcp://127.0.0.1": address 127.0.0.1: missing port in address`},
+		{"tcp://:1", "", "", `"tcp://:1": name the host to listen on, e.g. tcp://127.0.0.1:1 (an empty host listens on every interface)`},
+		{"tcp://h:65536", "", "", `"tcp://h:65536": port "65536" is not a number from 0 to 65535`},
+		{"tcp://h:+1", "", "", `"tcp://h:+1": port "+1" is not a number from 0 to 65535`},
+		{"tcp://h:http", "", "", `"tcp://h:http": port "http" is not a number from 0 to 65535`},
+	} {
+		n, a, err := serve.ParseAddress(tc.in)
+		es := ""
+		if err != nil {
+			es = err.Error()
+		}
+		if n != tc.network || a != tc.addr || es != tc.err {
+			t.Errorf("ParseAddress(%q) = %q, %q, %q; want %q, %q, %q", tc.in, n, a, es, tc.network, tc.addr, tc.err)
+		}
+	}
+}
+
+// FuzzReadFrame: no byte stream makes the reader or the sample decoder
+// panic or allocate past what was sent; a frame the encoder made decodes.
+func FuzzReadFrame(f *testing.F) {
+	s := sample.New(3, 1, "")
+	s.Fields["image"] = tensor.New(tensor.Uint8, 2, 2, 3)
+	s.Fields["label"] = int64(7)
+	s.Fields["raw"] = []byte("jpeg")
+	f.Add(frameOf(f, s))
+	hello, _ := serve.EncodeJSON(serve.KindHello, serve.Hello{Protocol: 1, Pipeline: "p"})
+	f.Add(hello)
+	f.Add([]byte("PRN1\x02\x00\x00\x00\x0b\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00{\"fields\":[{\"name\":\"x\",\"dtype\":\"float32\",\"shape\":[-1],\"offset\":0,\"nbytes\":0}]}"))
+	f.Add([]byte("PRN1\x02\x00\x00\x00\x00\x00\x00\x00\xff\xff\xff\xff\x00\x00\x00\x00"))
+	f.Fuzz(func(t *testing.T, b []byte) {
+		r := bytes.NewReader(b)
+		for {
+			fr, err := serve.ReadFrame(r)
+			if err != nil {
+				return
+			}
+			if len(fr.Payload) > len(b) || len(fr.Header) > len(b) {
+				t.Fatalf("frame of %d+%d bytes from %d bytes of input", len(fr.Header), len(fr.Payload), len(b))
+			}
+			if fr.Kind == serve.KindSample {
+				_, _ = serve.DecodeSample(fr)
+			}
+		}
+	})
+}
+
+// Example encodes a batch as the serve sink sends it and reads it back as
+// a trainer's client does.
+func Example() {
+	batch := sample.New(0, 0, "")
+	batch.BatchSize = 2
+	batch.Fields["label"] = tensor.FromInt64s([]int64{3, 1})
+	batch.Fields["image"] = tensor.New(tensor.Float32, 2, 4, 4, 3)
+	bufs, _ := serve.EncodeSample(batch)
+	var wire bytes.Buffer
+	bufs.WriteTo(&wire)
+
+	f, _ := serve.ReadFrame(&wire)
+	got, _ := serve.DecodeSample(f)
+	fmt.Println(got.BatchSize, got.Fields["label"].(*tensor.Tensor).Int64(), got.Fields["image"].(*tensor.Tensor).Shape)
+	// Output: 2 [3 1] [2 4 4 3]
+}
