@@ -286,7 +286,7 @@ func summary(g *globals, rep *engine.Report) {
 
 // writeReport writes the report aside and renames it, so a reader never
 // sees half a report.
-func writeReport(path string, rep *engine.Report) error {
+func writeReport(path string, rep any) error {
 	dir := filepath.Dir(path)
 	f, err := os.CreateTemp(dir, "."+filepath.Base(path)+".tmp-*")
 	if err != nil {

@@ -123,7 +123,7 @@ func Run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	root.PersistentFlags().StringVar(&g.logFormat, "log-format", "text", "log format: text or json")
 	root.PersistentFlags().StringVar(&g.logLevel, "log-level", "info", "log level: debug, info, warn or error")
 	root.SetFlagErrorFunc(func(c *cobra.Command, err error) error { return exit(ExitUsage, err) })
-	root.AddCommand(applyCmd(g), validateCmd(g), planCmd(g), schemaCmd(g), inspectCmd(g), versionCmd(g), cacheCmd(g))
+	root.AddCommand(applyCmd(g), validateCmd(g), planCmd(g), benchCmd(g), schemaCmd(g), inspectCmd(g), versionCmd(g), cacheCmd(g))
 	root.SetArgs(args)
 	err := root.ExecuteContext(ctx)
 	if g.log != nil {

@@ -34,6 +34,10 @@ import (
 type Options struct {
 	Registry *stages.Registry
 	Log      *zap.Logger
+	// Profile times each stage's own work (StageReport.BusyS): its Next,
+	// Process or Write calls, less the time its output waited for the
+	// stages below. It costs two clock reads per sample.
+	Profile bool
 }
 
 // StageError is a failure inside one stage, naming the sample when there
@@ -92,6 +96,8 @@ type node struct {
 	batches atomic.Int64
 	// outBytes sums the sizes of emitted samples, for probing sample sizes.
 	outBytes atomic.Int64
+	// busy is the stage's own time in nanoseconds, under Options.Profile.
+	busy atomic.Int64
 	// epochs and perEpoch let the CLI estimate time left once a sink has
 	// seen a whole epoch.
 	epochs   atomic.Int64
@@ -174,11 +180,14 @@ func Start(ctx context.Context, p *plan.Plan, opts Options) (*Run, error) {
 	byStage := map[*spec.Stage]*node{}
 	skips := skipChains(p)
 	caches := map[*spec.Stage]*stages.Cacher{}
-	// Every stage follows its inputs in Order, so its place there ranks
-	// it below them for the budget.
+	// A stage ranks by its depth below the sources (the longest path from
+	// one), so it is served before the stages that feed it, and stages of
+	// sibling branches at one depth in the order they asked.
 	rank := map[*spec.Stage]int{}
-	for i, st := range p.Spec.Order {
-		rank[st] = i
+	for _, st := range p.Spec.Order { // inputs first
+		for _, in := range st.Inputs {
+			rank[st] = max(rank[st], rank[in]+1)
+		}
 	}
 	for _, pn := range p.Nodes {
 		t, ok := opts.Registry.Type(pn.Stage.Type)
@@ -190,7 +199,7 @@ func Start(ctx context.Context, p *plan.Plan, opts Options) (*Run, error) {
 			Spec: p.Spec, Stage: pn.Stage, Seed: p.Seed, Workers: pn.Parallelism, Memory: p.Memory,
 			Log:        opts.Log.With(zap.String("stage", pn.Stage.Name)),
 			Release:    func(s *sample.Sample) { release(r.budget, s) },
-			TryReserve: r.budget.TryAcquire,
+			TryReserve: func(k int64) bool { return r.budget.TryAcquireAt(k, n.holder.Rank) },
 		}
 		if c, ok := skips[pn.Stage]; ok {
 			if caches[c] == nil {
@@ -458,7 +467,9 @@ func (r *Run) runSource(ctx context.Context, n *node, src stages.Source) error {
 			return n.fail(nil, err)
 		}
 		for {
+			t0 := r.clock()
 			s, err := src.Next(ctx)
+			n.busyFrom(t0, 0)
 			if err == io.EOF {
 				break
 			}
@@ -486,6 +497,10 @@ type emitter struct {
 	in      *sample.Sample
 	passed  bool
 	emitted int
+	// profile times the emits, so the stage's busy time leaves out its
+	// waits for the stages below; waited sums them.
+	profile bool
+	waited  time.Duration
 }
 
 func (e *emitter) emit(s *sample.Sample) error {
@@ -493,7 +508,28 @@ func (e *emitter) emit(s *sample.Sample) error {
 		e.passed = true
 	}
 	e.emitted++
-	return e.o.emit(s)
+	if !e.profile {
+		return e.o.emit(s)
+	}
+	t0 := time.Now()
+	err := e.o.emit(s)
+	e.waited += time.Since(t0)
+	return err
+}
+
+// clock returns the time when the run is profiled, for busyFrom.
+func (r *Run) clock() time.Time {
+	if !r.opts.Profile {
+		return time.Time{}
+	}
+	return time.Now()
+}
+
+// busyFrom adds the time since t0, less waited, to n's busy time.
+func (n *node) busyFrom(t0 time.Time, waited time.Duration) {
+	if !t0.IsZero() {
+		n.busy.Add(int64(time.Since(t0) - waited))
+	}
 }
 
 func (r *Run) runProcess(ctx context.Context, n *node, p stages.Processor) (err error) {
@@ -501,7 +537,7 @@ func (r *Run) runProcess(ctx context.Context, n *node, p stages.Processor) (err 
 	in := r.newInlet(ctx, n.ins[0], o)
 	defer func() { r.finish(o, err, in) }()
 	_, retains := p.(stages.Retainer)
-	em := &emitter{o: o}
+	em := &emitter{o: o, profile: r.opts.Profile}
 	open, last := false, 0 // samples came since the last end of epoch; the last one's epoch
 	for {
 		it, err := in.next()
@@ -537,7 +573,10 @@ func (r *Run) runProcess(ctx context.Context, n *node, p stages.Processor) (err 
 			n.in.Add(1)
 			em.in, em.passed, em.emitted = it.s, false, 0
 			open, last = true, it.s.Epoch // it.s belongs downstream once emitted
+			t0 := r.clock()
 			err := p.Process(ctx, it.s, em.emit)
+			n.busyFrom(t0, em.waited)
+			em.waited = 0
 			if !em.passed && !retains {
 				release(r.budget, it.s)
 			}
@@ -591,7 +630,9 @@ func (r *Run) runSink(ctx context.Context, n *node, sk stages.Sink) (err error) 
 		} else {
 			n.out.Add(1)
 		}
+		t0 := r.clock()
 		err = sk.Write(ctx, it.s)
+		n.busyFrom(t0, 0)
 		release(r.budget, it.s)
 		if err != nil {
 			return n.fail(it.s, err)
@@ -636,6 +677,10 @@ type StageReport struct {
 	Bytes int64 `json:"bytes"`
 	In    int64 `json:"in"`
 	Out   int64 `json:"out"`
+	// BusyS is the stage's own time, summed over its workers, when the
+	// run was profiled (Options.Profile); Workers is how many it had.
+	BusyS   float64 `json:"busy_s,omitempty"`
+	Workers int     `json:"workers,omitempty"`
 }
 
 // SinkNames lists the sinks in spec order.
@@ -674,7 +719,11 @@ func (r *Run) snapshot(err error) *Report {
 			rep.Sinks[n.st.Name] = SinkReport{Samples: n.out.Load(), Batches: n.batches.Load(), Epochs: n.epochs.Load(), PerEpoch: n.perEpoch.Load()}
 			rep.sinkOrder = append(rep.sinkOrder, n.st.Name)
 		} else {
-			rep.Stages[n.st.Name] = StageReport{In: n.in.Load(), Out: n.out.Load(), Bytes: n.outBytes.Load()}
+			sr := StageReport{In: n.in.Load(), Out: n.out.Load(), Bytes: n.outBytes.Load()}
+			if r.opts.Profile {
+				sr.BusyS, sr.Workers = time.Duration(n.busy.Load()).Seconds(), max(1, n.pn.Parallelism)
+			}
+			rep.Stages[n.st.Name] = sr
 		}
 	}
 	sort.Strings(rep.sinkOrder)

@@ -276,8 +276,10 @@ func (o *outlet) send(c *chunk) (bytes int64, delivered bool, err error) {
 			}
 		}
 	}
-	if len(outs) > 0 {
-		bytes = outs[0].bytes // read before the consumers own the chunks
+	if len(outs) > 0 && !c.eoe {
+		for _, s := range outs[0].samples { // before the consumers own them
+			bytes += s.Size()
+		}
 	}
 	for k, i := range live {
 		l := o.links[i]

@@ -215,7 +215,8 @@ func TestReadAheadWaitsForBudgetAfterAnAsk(t *testing.T) {
 	defer cancel()
 	var g errgroup.Group
 	sl := &slot{stream: &sizedStream{n: 3, size: 1100}}
-	r.startReadAhead(ctx, &g, sl, 1, 1, budget.Holder{Name: "interleave"})
+	nd := &node{holder: budget.Holder{Name: "interleave"}}
+	r.startReadAhead(ctx, &g, sl, 1, 1, nd)
 	deadline := time.Now().Add(10 * time.Second)
 	for len(sl.items) == 0 && time.Now().Before(deadline) {
 		time.Sleep(time.Millisecond)
@@ -229,13 +230,13 @@ func TestReadAheadWaitsForBudgetAfterAnAsk(t *testing.T) {
 		t.Fatal(err)
 	}
 	noFlush := func() error { return nil }
-	first, err := r.nextFromSlot(ctx, sl, noFlush)
+	first, err := r.nextFromSlot(ctx, nd, sl, noFlush)
 	if err != nil || first.ID != 0 {
 		t.Fatalf("first item: %v, %v", first, err)
 	}
 	got := make(chan *sample.Sample, 1)
 	go func() {
-		s, _ := r.nextFromSlot(ctx, sl, noFlush) // finds nothing: asks, waits
+		s, _ := r.nextFromSlot(ctx, nd, sl, noFlush) // finds nothing: asks, waits
 		got <- s
 	}()
 	time.Sleep(50 * time.Millisecond)

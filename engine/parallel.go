@@ -8,10 +8,10 @@ import (
 	"runtime/debug"
 	"sync"
 	"sync/atomic"
+	"time"
 
 	"golang.org/x/sync/errgroup"
 
-	"github.com/piperun/piperun/budget"
 	"github.com/piperun/piperun/sample"
 	"github.com/piperun/piperun/stages"
 )
@@ -262,7 +262,7 @@ func (r *Run) runParallel(ctx context.Context, g *errgroup.Group, n *node, p sta
 	emitOut := func(out []*sample.Sample, early int64, in int) error {
 		var held int64
 		for _, s := range out {
-			held += s.Charge()
+			held += s.Retained()
 		}
 		win.held.Add(-early)
 		win.done(in, held, len(out))
@@ -384,9 +384,14 @@ func (r *Run) work(ctx context.Context, n *node, p stages.Processor, j *job, win
 			return ctx.Err()
 		}
 	}
+	var waited time.Duration // in emit, for Options.Profile
 	emit := func(s *sample.Sample) error {
 		if s == cur {
 			passed = true
+		}
+		if r.opts.Profile {
+			t0 := time.Now()
+			defer func() { waited += time.Since(t0) }()
 		}
 		select {
 		case <-j.head:
@@ -417,7 +422,10 @@ func (r *Run) work(ctx context.Context, n *node, p stages.Processor, j *job, win
 	}
 	for i, s := range j.in {
 		cur, passed = s, false
+		t0 := r.clock()
 		err := p.Process(ctx, s, emit)
+		n.busyFrom(t0, waited)
+		waited = 0
 		if !passed {
 			release(r.budget, s)
 		}
@@ -503,7 +511,7 @@ func (r *Run) runExpand(ctx context.Context, g *errgroup.Group, n *node, x stage
 					}
 					sl := &slot{stream: st, origin: it.s}
 					if par > 1 {
-						r.startReadAhead(ctx, g, sl, cycle, o.copies, n.holder)
+						r.startReadAhead(ctx, g, sl, cycle, o.copies, n)
 					}
 					slots[i] = sl
 					return true, nil
@@ -525,7 +533,7 @@ func (r *Run) runExpand(ctx context.Context, g *errgroup.Group, n *node, x stage
 				continue
 			}
 			for k := 0; k < block; k++ {
-				s, err := r.nextFromSlot(ctx, sl, o.flush)
+				s, err := r.nextFromSlot(ctx, n, sl, o.flush)
 				if err == nil {
 					s.ID, s.Epoch = id, sl.origin.Epoch
 					id++
@@ -581,7 +589,8 @@ func allNil(slots []*slot) bool {
 	return true
 }
 
-func (r *Run) startReadAhead(ctx context.Context, g *errgroup.Group, sl *slot, cycle, copies int, who budget.Holder) {
+func (r *Run) startReadAhead(ctx context.Context, g *errgroup.Group, sl *slot, cycle, copies int, n *node) {
+	who := n.holder
 	// Streams read ahead at most a quarter of the budget between them, so
 	// the stream being consumed always finds memory.
 	limit := r.budget.Limit() / 4 / int64(max(1, cycle))
@@ -617,14 +626,16 @@ func (r *Run) startReadAhead(ctx context.Context, g *errgroup.Group, sl *slot, c
 			if sl.held.Load() > limit && await() != nil {
 				return nil
 			}
+			t0 := r.clock()
 			s, err := sl.stream.Next()
+			n.busyFrom(t0, 0)
 			if err == nil {
 				if rerr := reserve(sctx, r.budget, s, copies, who, await); rerr != nil {
 					return nil // cancelled: the consumer has gone
 				}
 			}
 			if s != nil {
-				sl.held.Add(s.Charge())
+				sl.held.Add(s.Retained())
 			}
 			select {
 			case sl.items <- streamItem{s, err}:
@@ -642,8 +653,10 @@ func (r *Run) startReadAhead(ctx context.Context, g *errgroup.Group, sl *slot, c
 	})
 }
 
-func (r *Run) nextFromSlot(ctx context.Context, sl *slot, flush func() error) (*sample.Sample, error) {
+func (r *Run) nextFromSlot(ctx context.Context, n *node, sl *slot, flush func() error) (*sample.Sample, error) {
 	if sl.items == nil {
+		t0 := r.clock()
+		defer n.busyFrom(t0, 0)
 		return sl.stream.Next()
 	}
 	var it streamItem
@@ -671,7 +684,7 @@ func (r *Run) nextFromSlot(ctx context.Context, sl *slot, flush func() error) (*
 		return nil, io.EOF
 	}
 	if it.s != nil {
-		sl.held.Add(-it.s.Charge())
+		sl.held.Add(-it.s.Retained())
 	}
 	return it.s, it.err
 }

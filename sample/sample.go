@@ -81,6 +81,16 @@ func (s *Sample) ValueBytes() int64 {
 // its part of a shared one.
 func (s *Sample) Charge() int64 { return s.Held + s.SharedPart }
 
+// Retained is the budget that stays reserved while this copy lives: its own
+// reservation and all of a shared one, which the other copies may already
+// have left to it.
+func (s *Sample) Retained() int64 {
+	if s.Shared != nil {
+		return s.Held + s.Shared.Bytes
+	}
+	return s.Held
+}
+
 // Clone returns a copy whose field map can be changed without affecting s.
 // Values are shared: stages never mutate a value in place, and tensors are
 // marked shared so that neither copy's holder recycles their buffers.
@@ -494,7 +504,9 @@ func (sh *Shared) Drop() bool { return sh.refs.Add(-1) == 0 }
 
 // Covers reports whether s holds exactly the values sh was made of, by
 // identity: a field set anew, added or removed means s holds memory the
-// Shared does not count.
+// Shared does not count. It relies on stages never changing a value in
+// place (see Clone): a list edited element by element over the same
+// backing array would still count as the same.
 func (sh *Shared) Covers(s *Sample) bool {
 	if len(s.Fields) != len(sh.keys) {
 		return false

@@ -33,7 +33,7 @@ const pollEvery = 200 * time.Millisecond
 func init() {
 	register(&Type{
 		StageType: spec.StageType{Name: "serve", Role: spec.RoleSink,
-			Doc: "Streams samples (batches) to a trainer process over a Unix or TCP socket; see clients/python.",
+			Doc:       "Streams samples (batches) to a trainer process over a Unix or TCP socket; see clients/python.",
 			NewConfig: func() any { return &ServeConfig{} }},
 		Build: func(env *Env, cfg any) (any, error) { return newServeSink(env, cfg.(*ServeConfig)) },
 	})

@@ -84,9 +84,9 @@ func (s *shuffleStage) rngFor(epoch int) *rand.Rand {
 // memory budget shuffles over fewer samples instead of stalling the
 // pipeline, and says so once.
 func (s *shuffleStage) Process(_ context.Context, in *sample.Sample, emit Emit) error {
-	if len(s.buf) < s.size && (s.maxBytes <= 0 || s.bytes+in.Charge() <= s.maxBytes || len(s.buf) == 0) {
+	if len(s.buf) < s.size && (s.maxBytes <= 0 || s.bytes+in.Retained() <= s.maxBytes || len(s.buf) == 0) {
 		s.buf = append(s.buf, in)
-		s.bytes += in.Charge()
+		s.bytes += in.Retained()
 		s.holding.Store(s.bytes)
 		return nil
 	}
@@ -98,7 +98,7 @@ func (s *shuffleStage) Process(_ context.Context, in *sample.Sample, emit Emit) 
 	j := s.rng.IntN(len(s.buf))
 	out := s.buf[j]
 	s.buf[j] = in
-	s.bytes += in.Charge() - out.Charge()
+	s.bytes += in.Retained() - out.Retained()
 	s.holding.Store(s.bytes)
 	if err := emit(out); err != nil {
 		return err
@@ -123,7 +123,7 @@ func (s *shuffleStage) takeRandom() *sample.Sample {
 	s.buf[j] = s.buf[last]
 	s.buf[last] = nil
 	s.buf = s.buf[:last]
-	s.bytes -= out.Charge()
+	s.bytes -= out.Retained()
 	s.holding.Store(s.bytes)
 	return out
 }

@@ -290,7 +290,9 @@ func (p *pool) evict(limit, need int64, keep int) bool {
 // every element. Use New for a zeroed tensor.
 func Alloc(dt DType, shape ...int) *Tensor {
 	n := NumElements(shape) * dt.Size()
-	return &Tensor{DType: dt, Shape: append([]int(nil), shape...), Data: buffers.get(n), recyclable: true}
+	t := &Tensor{DType: dt, Shape: append([]int(nil), shape...), Data: buffers.get(n)}
+	t.recyclable.Store(true)
+	return t
 }
 
 // AllocBytes returns a buffer of n bytes for a tensor that WrapRecyclable
@@ -300,24 +302,27 @@ func AllocBytes(n int) []byte { return buffers.get(n) }
 // WrapRecyclable makes a recyclable tensor of a buffer from AllocBytes that
 // nothing else references.
 func WrapRecyclable(dt DType, shape []int, data []byte) *Tensor {
-	return &Tensor{DType: dt, Shape: shape, Data: data, recyclable: true}
+	t := &Tensor{DType: dt, Shape: shape, Data: data}
+	t.recyclable.Store(true)
+	return t
 }
 
 // Share records that t is referenced from more than one place, so Recycle
 // leaves its buffer alone. Call it before making the second reference.
-func (t *Tensor) Share() { t.recyclable = false }
+// The flag is atomic because a fan-out further down shares a tensor again
+// while a copy in another branch may be recycling it.
+func (t *Tensor) Share() { t.recyclable.Store(false) }
 
 // Recyclable reports whether Recycle would give t's buffer back.
-func (t *Tensor) Recyclable() bool { return t.recyclable }
+func (t *Tensor) Recyclable() bool { return t.recyclable.Load() }
 
 // Recycle gives t's buffer to the pool if t came from Alloc and was never
 // shared, and empties t, so a holder that was not the last fails loudly
 // rather than reading another sample's pixels. It is a no-op otherwise.
 func (t *Tensor) Recycle() {
-	if !t.recyclable {
+	if !t.recyclable.Swap(false) {
 		return
 	}
-	t.recyclable = false
 	b := t.Data
 	t.Data = nil
 	buffers.put(b)

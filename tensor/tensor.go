@@ -10,6 +10,7 @@ import (
 	"errors"
 	"fmt"
 	"strings"
+	"sync/atomic"
 	"unsafe"
 )
 
@@ -72,7 +73,7 @@ type Tensor struct {
 	Data  []byte
 	// recyclable says Data came from the pool and t is its only reference
 	// (see Alloc, Share and Recycle in pool.go).
-	recyclable bool
+	recyclable atomic.Bool
 }
 
 // New allocates a zeroed tensor.

@@ -1,0 +1,390 @@
+package cli
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"regexp"
+	"sort"
+	"strings"
+	"sync"
+	"syscall"
+	"time"
+
+	"github.com/spf13/cobra"
+	"go.uber.org/zap"
+
+	"github.com/piperun/piperun/engine"
+	"github.com/piperun/piperun/plan"
+	"github.com/piperun/piperun/sample"
+	"github.com/piperun/piperun/spec"
+	"github.com/piperun/piperun/stages"
+)
+
+// trainerType is the sink bench puts in place of every sink of the spec.
+const trainerType = "piperun_bench_trainer"
+
+func benchCmd(g *globals) *cobra.Command {
+	var set []string
+	var reportPath string
+	var step time.Duration
+	var steps int
+	var sinkName string
+	cmd := &cobra.Command{
+		Use:   "bench FILE --step-time D",
+		Short: "Run a spec against a simulated trainer and say whether it would keep one fed",
+		Long: "bench runs the spec with a sink (--sink, default the first) replaced by a simulated trainer that takes\n" +
+			"each sample (a batch) as one training step of --step-time (sleeping, as a GPU step leaves the CPU free);\n" +
+			"the other sinks discard, so it writes no output. It reports steps/s against the step time's ideal, the\n" +
+			"share of time the trainer waited for data, how busy each stage was and which one holds the rest up, a\n" +
+			"naive sequential baseline (the run's CPU time spent on one core between steps, no overlap) and whether\n" +
+			"epochs come in a new order.\n" +
+			"Exit 0, or 1 when the run fails; 2 on usage errors, 3 for an invalid spec.",
+		Args: exactArgs(1, "one spec file"),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			if step < 0 {
+				return exit(ExitUsage, fmt.Errorf("--step-time must not be negative"))
+			}
+			if steps < 0 {
+				return exit(ExitUsage, fmt.Errorf("--steps must not be negative"))
+			}
+			sp, err := g.load(args[0], set, true)
+			if err != nil {
+				return err
+			}
+			if sp.Epochs == 0 && steps == 0 {
+				return exit(ExitUsage, fmt.Errorf("%s runs until stopped (epochs: 0): give --steps", args[0]))
+			}
+			rep, err := runBench(cmd.Context(), g, sp, args[0], step, steps, sinkName)
+			if rep != nil {
+				rep.text(g.stdout)
+				if reportPath != "" {
+					if werr := writeReport(reportPath, rep); werr != nil {
+						g.log.Error("write report", zap.Error(werr))
+					}
+				}
+			}
+			return err
+		},
+	}
+	cmd.Flags().DurationVar(&step, "step-time", 0, "how long the simulated trainer spends on each step (sample), e.g. 50ms; 0 measures the pipeline alone")
+	cmd.Flags().IntVar(&steps, "steps", 0, "stop after this many steps (default: the spec's epochs)")
+	cmd.Flags().StringVar(&sinkName, "sink", "", "the sink the trainer reads (default: the first sink of the spec; the others discard)")
+	cmd.Flags().StringArrayVar(&set, "set", nil, "override a spec value, path=value (repeatable)")
+	cmd.Flags().StringVar(&reportPath, "report", "", "write the results as JSON to this file")
+	_ = cmd.MarkFlagRequired("step-time")
+	return cmd
+}
+
+// BenchReport is what bench measures.
+type BenchReport struct {
+	StepTimeS float64 `json:"step_time_s"`
+	Steps     int     `json:"steps"`
+	ElapsedS  float64 `json:"elapsed_s"`
+	StepsPerS float64 `json:"steps_per_s"`
+	// SteadyStepsPerS leaves out the start-up: steps after the first over
+	// the time from the first step on.
+	SteadyStepsPerS float64 `json:"steady_steps_per_s"`
+	// IdealStepsPerS is 1/step time: a trainer that never waits.
+	IdealStepsPerS float64 `json:"ideal_steps_per_s,omitempty"`
+	// FirstWaitS is the wait for the first sample (start-up); the other
+	// waits are counted apart from it.
+	FirstWaitS float64 `json:"first_wait_s"`
+	WaitedS    float64 `json:"waited_s"`
+	// WaitedShare is WaitedS over the time from the first step on.
+	WaitedShare float64 `json:"waited_share"`
+	MaxWaitS    float64 `json:"max_wait_s"`
+	// CPUS is the CPU time the process spent during the run.
+	CPUS       float64         `json:"cpu_s"`
+	Sequential BenchSequential `json:"sequential"`
+	Trainer    string          `json:"trainer"`
+	Bottleneck string          `json:"bottleneck"`
+	Why        string          `json:"bottleneck_why"`
+	Stages     []BenchStage    `json:"stages"`
+	Shuffle    BenchShuffle    `json:"shuffle"`
+	Run        *engine.Report  `json:"run"`
+}
+
+// BenchSequential is the naive baseline: the run's CPU time spent on one
+// core between the steps, with no overlap.
+type BenchSequential struct {
+	StepsPerS float64 `json:"steps_per_s"`
+	// Speedup is piperun's steps/s over the baseline's.
+	Speedup float64 `json:"speedup"`
+}
+
+// BenchStage is how busy one stage was: its own time (its Next, Process
+// or Write calls, less its waits for the stages below) over the run's
+// elapsed time and its workers. The busiest stage is the one the others
+// wait for.
+type BenchStage struct {
+	Name    string  `json:"name"`
+	Type    string  `json:"type"`
+	BusyS   float64 `json:"busy_s"`
+	Workers int     `json:"workers"`
+	Busy    float64 `json:"busy"`
+}
+
+// BenchShuffle compares each epoch's order of samples with the epoch
+// before it, by where each sample came from.
+type BenchShuffle struct {
+	Epochs int `json:"epochs"`
+	// Positions is how many places were compared, Same how many held the
+	// same sample as in the epoch before.
+	Positions int    `json:"positions"`
+	Same      int    `json:"same"`
+	Verdict   string `json:"verdict"`
+}
+
+// trainer is the simulated training loop: one Write is one step.
+type trainer struct {
+	step  time.Duration
+	limit int
+	stop  func()
+
+	mu     sync.Mutex
+	last   time.Time
+	steps  int
+	first  time.Duration
+	waited time.Duration
+	most   time.Duration
+	since  time.Time
+	epochs [][]string
+}
+
+func (t *trainer) Write(ctx context.Context, s *sample.Sample) error {
+	now := time.Now()
+	t.mu.Lock()
+	if t.limit > 0 && t.steps >= t.limit {
+		t.mu.Unlock()
+		return context.Canceled // the run is being stopped after --steps
+	}
+	wait := now.Sub(t.last)
+	if t.steps == 0 {
+		t.first, t.since = wait, now
+	} else {
+		t.waited += wait
+		t.most = max(t.most, wait)
+	}
+	t.steps++
+	if len(t.epochs) == 0 {
+		t.epochs = append(t.epochs, nil)
+	}
+	t.epochs[len(t.epochs)-1] = append(t.epochs[len(t.epochs)-1], orderKey(s.Describe()))
+	done := t.limit > 0 && t.steps >= t.limit
+	t.mu.Unlock()
+	s.Recycle()
+	if t.step > 0 {
+		select {
+		case <-time.After(t.step):
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+	}
+	t.mu.Lock()
+	t.last = time.Now()
+	t.mu.Unlock()
+	if done {
+		t.stop()
+	}
+	return nil
+}
+
+// EndEpoch starts the next epoch's order.
+func (t *trainer) EndEpoch(context.Context, int, stages.Emit) error {
+	t.mu.Lock()
+	t.epochs = append(t.epochs, nil)
+	t.mu.Unlock()
+	return nil
+}
+
+func (t *trainer) Commit() error { return nil }
+func (t *trainer) Abort() error  { return nil }
+
+var (
+	batchPrefix = regexp.MustCompile(`^batch \d+ \(epoch \d+\) of `)
+	epochNote   = regexp.MustCompile(` ?\(epoch \d+\)`)
+)
+
+// orderKey is where a sample came from, without what changes every epoch
+// (the epoch, a batch's number), so equal keys mean the same samples.
+func orderKey(origin string) string {
+	return epochNote.ReplaceAllString(batchPrefix.ReplaceAllString(origin, ""), "")
+}
+
+func cpuTime() time.Duration {
+	var ru syscall.Rusage
+	if syscall.Getrusage(syscall.RUSAGE_SELF, &ru) != nil {
+		return 0
+	}
+	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
+}
+
+func runBench(parent context.Context, g *globals, sp *spec.Spec, file string, step time.Duration, limit int, sinkName string) (*BenchReport, error) {
+	ctx, cancel := context.WithCancel(parent)
+	defer cancel()
+	stopped := false
+	tr := &trainer{step: step, limit: limit, stop: func() { stopped = true; cancel() }}
+	reg := stages.Default()
+	reg.Register(&stages.Type{
+		StageType: spec.StageType{Name: trainerType, Role: spec.RoleSink, Doc: "bench's simulated trainer",
+			NewConfig: func() any { return &struct{}{} }},
+		Build: func(*stages.Env, any) (any, error) { return tr, nil },
+	})
+	var sinks []string
+	for _, st := range sp.Stages {
+		if st.Role == spec.RoleSink {
+			sinks = append(sinks, st.Name)
+		}
+	}
+	if sinkName == "" && len(sinks) > 0 {
+		sinkName = sinks[0]
+	}
+	found := false
+	for _, st := range sp.Stages {
+		if st.Role != spec.RoleSink {
+			continue
+		}
+		if st.Name == sinkName {
+			st.Type, st.Config, found = trainerType, &struct{}{}, true
+		} else {
+			st.Type, st.Config = "discard", &stages.DiscardConfig{}
+		}
+	}
+	if !found {
+		return nil, exit(ExitUsage, fmt.Errorf("--sink %q: %s has no such sink (its sinks: %s)", sinkName, file, strings.Join(sinks, ", ")))
+	}
+	p, err := plan.Compile(sp, reg, plan.Options{})
+	if err != nil {
+		return nil, exit(ExitInvalid, err)
+	}
+	if err := checkFit(g, p, file); err != nil {
+		return nil, err
+	}
+	setMemoryLimit(p.Memory)
+	cpu0 := cpuTime()
+	start := time.Now()
+	tr.last = start
+	run, err := engine.Start(ctx, p, engine.Options{Registry: reg, Log: g.log, Profile: true})
+	if err != nil {
+		return nil, exit(ExitFailed, err)
+	}
+	runRep, runErr := run.Wait()
+	elapsed := time.Since(start)
+	cpu := cpuTime() - cpu0
+	if stopped && errors.Is(runErr, context.Canceled) {
+		runErr = nil // bench stopped it after --steps
+	}
+	tr.mu.Lock()
+	defer tr.mu.Unlock()
+	r := &BenchReport{StepTimeS: step.Seconds(), Steps: tr.steps, ElapsedS: elapsed.Seconds(), CPUS: cpu.Seconds(),
+		FirstWaitS: tr.first.Seconds(), WaitedS: tr.waited.Seconds(), MaxWaitS: tr.most.Seconds(), Run: runRep, Trainer: sinkName}
+	if step > 0 {
+		r.IdealStepsPerS = 1 / step.Seconds()
+	}
+	if tr.steps > 0 {
+		r.StepsPerS = float64(tr.steps) / elapsed.Seconds()
+		if after := tr.last.Sub(tr.since); after > 0 {
+			r.WaitedShare = tr.waited.Seconds() / after.Seconds()
+			r.SteadyStepsPerS = float64(tr.steps-1) / after.Seconds()
+		}
+		seq := cpu + time.Duration(tr.steps)*step
+		r.Sequential.StepsPerS = float64(tr.steps) / seq.Seconds()
+		r.Sequential.Speedup = r.StepsPerS / r.Sequential.StepsPerS
+	}
+	r.Stages, r.Bottleneck, r.Why = bottleneck(p, runRep, elapsed, sinkName, time.Duration(tr.steps)*step)
+	r.Shuffle = shuffleCheck(tr.epochs)
+	if runErr != nil {
+		return r, exit(ExitFailed, runErr)
+	}
+	return r, nil
+}
+
+// bottleneck ranks the stages by how busy they were. The busiest one is
+// what the others wait for: the trainer itself when the pipeline keeps
+// ahead of it.
+func bottleneck(p *plan.Plan, rep *engine.Report, elapsed time.Duration, trainer string, stepping time.Duration) ([]BenchStage, string, string) {
+	if elapsed <= 0 {
+		return nil, "", ""
+	}
+	// The trainer's time is its steps (a sink's Write time is not in the
+	// report's stages, and its sleeps are the point).
+	out := []BenchStage{{Name: trainer, Type: "trainer", BusyS: stepping.Seconds(), Workers: 1, Busy: stepping.Seconds() / elapsed.Seconds()}}
+	for _, n := range p.Nodes {
+		sr, ok := rep.Stages[n.Stage.Name]
+		if !ok || n.Stage.Role == spec.RoleSink {
+			continue
+		}
+		b := BenchStage{Name: n.Stage.Name, Type: n.Stage.Type, BusyS: sr.BusyS, Workers: max(1, sr.Workers)}
+		b.Busy = b.BusyS / elapsed.Seconds() / float64(b.Workers)
+		out = append(out, b)
+	}
+	sort.SliceStable(out, func(i, j int) bool { return out[i].Busy > out[j].Busy })
+	if len(out) == 0 {
+		return nil, "", ""
+	}
+	top := out[0]
+	if top.Name == trainer && top.Type == "trainer" {
+		return out, top.Name, fmt.Sprintf("the trainer (%s), stepping %.0f%% of the time: the pipeline keeps ahead of it", trainer, 100*top.Busy)
+	}
+	workers := "its worker"
+	if top.Workers > 1 {
+		workers = fmt.Sprintf("its %d workers", top.Workers)
+	}
+	return out, top.Name, fmt.Sprintf("%s %q was busy %.0f%% of the time of %s; give it more parallelism, cores, or less to do (a cache above the expensive work)", top.Type, top.Name, 100*top.Busy, workers)
+}
+
+func shuffleCheck(epochs [][]string) BenchShuffle {
+	var full [][]string
+	for _, e := range epochs {
+		if len(e) > 0 {
+			full = append(full, e)
+		}
+	}
+	c := BenchShuffle{Epochs: len(full)}
+	for i := 1; i < len(full); i++ {
+		n := min(len(full[i]), len(full[i-1]))
+		c.Positions += n
+		for j := range n {
+			if full[i][j] == full[i-1][j] {
+				c.Same++
+			}
+		}
+	}
+	switch {
+	case c.Epochs < 2:
+		c.Verdict = "one epoch: nothing to compare"
+	case c.Same == c.Positions:
+		c.Verdict = "every epoch comes in the same order: shuffle the files (files: shuffle: true) or keep a shuffle's reshuffle_each_epoch"
+	case 2*c.Same > c.Positions:
+		c.Verdict = fmt.Sprintf("epochs come in much the same order (%d of %d places hold the sample of the epoch before)", c.Same, c.Positions)
+	default:
+		c.Verdict = fmt.Sprintf("reshuffled every epoch (%d of %d places hold the sample of the epoch before)", c.Same, c.Positions)
+	}
+	return c
+}
+
+func (r *BenchReport) text(w io.Writer) {
+	fmt.Fprintf(w, "trainer %s: %d steps in %.2fs: %.1f steps/s, %.1f after the first", r.Trainer, r.Steps, r.ElapsedS, r.StepsPerS, r.SteadyStepsPerS)
+	if r.IdealStepsPerS > 0 {
+		fmt.Fprintf(w, " (%.0f%% of the %.1f a %s step allows)", 100*r.SteadyStepsPerS/r.IdealStepsPerS, r.IdealStepsPerS, time.Duration(r.StepTimeS*float64(time.Second)))
+	}
+	fmt.Fprintln(w)
+	fmt.Fprintf(w, "waited for data: %.1f%% of the time after the first step (%.2fs, longest %.0fms); %.2fs for the first\n",
+		100*r.WaitedShare, r.WaitedS, 1000*r.MaxWaitS, r.FirstWaitS)
+	if r.Sequential.StepsPerS > 0 {
+		fmt.Fprintf(w, "naive sequential baseline: %.1f steps/s (the run's %.2fs of CPU on one core between steps); piperun %.2f×\n",
+			r.Sequential.StepsPerS, r.CPUS, r.Sequential.Speedup)
+	}
+	if r.Bottleneck != "" {
+		fmt.Fprintf(w, "bottleneck: %s\n", r.Why)
+	}
+	fmt.Fprintf(w, "shuffle: %s\n", r.Shuffle.Verdict)
+	if len(r.Stages) > 0 {
+		fmt.Fprintf(w, "%-16s %-16s %8s %8s %6s\n", "STAGE", "TYPE", "BUSY", "WORKERS", "OWN S")
+		for _, s := range r.Stages {
+			fmt.Fprintf(w, "%-16s %-16s %7.0f%% %8d %6.2f\n", s.Name, s.Type, 100*s.Busy, s.Workers, s.BusyS)
+		}
+	}
+}

@@ -1,0 +1,114 @@
+package cli_test
+
+import (
+	"encoding/json"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/piperun/piperun/cli"
+)
+
+const benchSpec = `version: 1
+name: benched
+seed: 1
+epochs: 2
+resources:
+  memory: 64MiB
+stages:
+  - {name: src, type: range, count: 40}
+  - name: m
+    type: map
+    set:
+      v: 'shape(one_hot(index % 4, WIDTH))[0]'
+  - {name: mix, type: shuffle, buffer: SHUFFLE}
+  - {name: batch, type: batch, size: 4}
+  - {name: out, type: write_jsonl, path: out/never.jsonl}
+  - {name: other, type: write_jsonl, input: batch, path: out/never2.jsonl}
+`
+
+func benchRun(t *testing.T, width, shuffle string, args ...string) (result, cli.BenchReport) {
+	t.Helper()
+	dir := t.TempDir()
+	p := writeSpec(t, dir, "b.yaml", strings.NewReplacer("WIDTH", width, "SHUFFLE", shuffle).Replace(benchSpec))
+	rep := filepath.Join(dir, "bench.json")
+	r := run(t, append([]string{"bench", "--report", rep, p}, args...)...)
+	var br cli.BenchReport
+	if b, err := os.ReadFile(rep); err == nil {
+		if err := json.Unmarshal(b, &br); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if _, err := os.Stat(filepath.Join(dir, "out")); !os.IsNotExist(err) {
+		t.Errorf("bench wrote output: %v", err)
+	}
+	return r, br
+}
+
+// TestBenchTrainerBound: with a 20ms step and a pipeline that has almost
+// nothing to do, the trainer is what everything waits for; every batch of
+// both epochs is a step; the shuffle reorders the epochs.
+func TestBenchTrainerBound(t *testing.T) {
+	r, br := benchRun(t, "4", "40", "--step-time", "20ms")
+	if r.code != 0 {
+		t.Fatalf("bench: %s", r)
+	}
+	if br.Trainer != "out" || br.Steps != 20 || br.Bottleneck != "out" || br.StepTimeS != 0.02 || br.IdealStepsPerS != 50 {
+		t.Errorf("trainer %q, %d steps, bottleneck %q, step %v, ideal %v; want out, 20, out, 0.02, 50", br.Trainer, br.Steps, br.Bottleneck, br.StepTimeS, br.IdealStepsPerS)
+	}
+	if br.Shuffle.Epochs != 2 || br.Shuffle.Positions != 10 || !strings.HasPrefix(br.Shuffle.Verdict, "reshuffled every epoch") {
+		t.Errorf("shuffle %+v", br.Shuffle)
+	}
+	if br.Run == nil || !br.Run.OK || br.Run.Sinks["out"].Batches != 20 || br.Run.Sinks["other"].Batches != 20 {
+		t.Errorf("run %+v", br.Run)
+	}
+	for _, want := range []string{"trainer out: 20 steps", "bottleneck: the trainer (out)", "shuffle: reshuffled every epoch"} {
+		if !strings.Contains(r.stdout, want) {
+			t.Errorf("stdout lacks %q:\n%s", want, r.stdout)
+		}
+	}
+}
+
+// TestBenchPipelineBound: with no step time and a map that makes a 4 MB
+// tensor per sample (to keep only its length), the map is the busiest stage; a shuffle of one sample keeps
+// every epoch in the same order, and bench says so.
+func TestBenchPipelineBound(t *testing.T) {
+	r, br := benchRun(t, "1000000", "1", "--step-time", "0", "--sink", "other")
+	if r.code != 0 {
+		t.Fatalf("bench: %s", r)
+	}
+	if br.Trainer != "other" || br.Steps != 20 || br.Bottleneck != "m" {
+		t.Errorf("trainer %q, %d steps, bottleneck %q; want other, 20, m\n%s", br.Trainer, br.Steps, br.Bottleneck, r.stdout)
+	}
+	if br.Shuffle.Same != 10 || !strings.HasPrefix(br.Shuffle.Verdict, "every epoch comes in the same order") {
+		t.Errorf("shuffle %+v", br.Shuffle)
+	}
+}
+
+// TestBenchSteps: --steps stops the run after that many steps, which an
+// endless spec needs.
+func TestBenchSteps(t *testing.T) {
+	r, br := benchRun(t, "4", "40", "--step-time", "1ms", "--steps", "7", "--set", "epochs=0")
+	if r.code != 0 || br.Steps != 7 {
+		t.Errorf("bench: %s\n%d steps, want 7", r, br.Steps)
+	}
+}
+
+// TestBenchUsage: what bench refuses, with exit 2.
+func TestBenchUsage(t *testing.T) {
+	for _, tc := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"--step-time", "-1s"}, "--step-time must not be negative"},
+		{[]string{"--step-time", "1ms", "--set", "epochs=0"}, "runs until stopped (epochs: 0): give --steps"},
+		{[]string{"--step-time", "1ms", "--sink", "nope"}, `--sink "nope": `},
+		{[]string{}, `required flag(s) "step-time" not set`},
+	} {
+		r, _ := benchRun(t, "4", "40", tc.args...)
+		if r.code != 2 || !strings.Contains(r.stderr, tc.want) {
+			t.Errorf("%v: %s\nwant exit 2 and %q", tc.args, r, tc.want)
+		}
+	}
+}

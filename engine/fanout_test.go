@@ -1,0 +1,78 @@
+package engine_test
+
+import "testing"
+
+// TestShuffleBelowFanOutKeepsItsShare: a shuffle below a fan-out sizes its
+// buffer by all the memory its copies keep alive (their shared values
+// too, which the other branch may already have let go), or it would hold
+// twice its half of the budget and the source could not emit. Found in
+// review: this spec stalled in 3 of 3 runs when the buffer counted only
+// its copies' part of the shared values.
+func TestShuffleBelowFanOutKeepsItsShare(t *testing.T) {
+	for range 3 {
+		_, err := runSpec(t, t.TempDir(), `version: 1
+name: x
+seed: 1
+resources: {memory: 4MiB}
+stages:
+  - {name: src, type: range, count: 300}
+  - {name: big, type: map, set: {v: 'one_hot(0, index*0 + 25000)'}}
+  - {name: shuffle, type: shuffle, buffer: 1000}
+  - {name: out1, type: discard}
+  - {name: out2, type: discard, input: big}
+`)
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+}
+
+// TestFanOutReportsWholeSampleBytes: the report's (and so --probe's)
+// bytes per sample of a stage feeding two consumers is the whole sample's
+// size, not one copy's part of the shared values.
+func TestFanOutReportsWholeSampleBytes(t *testing.T) {
+	rep, err := runSpec(t, t.TempDir(), `version: 1
+name: x
+seed: 1
+resources: {memory: 16MiB}
+stages:
+  - {name: src, type: range, count: 100}
+  - {name: big, type: map, set: {v: 'one_hot(0, index*0 + 25000)'}}
+  - {name: out1, type: discard}
+  - {name: out2, type: discard, input: big}
+`)
+	if err != nil {
+		t.Fatal(err)
+	}
+	st := rep.Stages["big"]
+	if avg := st.Bytes / st.Out; avg < 100000 || avg > 100500 {
+		t.Fatalf("big: %d bytes per sample reported, want one_hot's 100000 and the sample's map (under 500)", avg)
+	}
+}
+
+// TestTwoFanOuts: a copy from one fan-out that meets a second one shares
+// its tensors again while the first fan-out's other branch recycles its
+// own copy; under -race (as CI runs it) this was a data race on the
+// tensor's recyclable flag. Every sample reaches all three sinks.
+func TestTwoFanOuts(t *testing.T) {
+	rep, err := runSpec(t, t.TempDir(), `version: 1
+name: x
+seed: 1
+resources: {memory: 8MiB}
+stages:
+  - {name: src, type: range, count: 200}
+  - {name: big, type: map, parallelism: 2, set: {v: 'one_hot(index % 7, 2000)'}}
+  - {name: a, type: discard}
+  - {name: pass, type: prefetch, input: big, buffer: 2}
+  - {name: b, type: discard, input: pass}
+  - {name: c, type: discard, input: pass}
+`)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, s := range []string{"a", "b", "c"} {
+		if got := rep.Sinks[s].Samples; got != 200 {
+			t.Errorf("sink %s got %d samples, want 200", s, got)
+		}
+	}
+}
