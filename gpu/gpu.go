@@ -66,10 +66,16 @@ type Monitor struct {
 }
 
 type deviceStats struct {
-	readings, starved, used int
-	sum                     uint64
-	min, max                uint32
-	memMax                  uint64
+	readings int
+	sum      uint64
+	min, max uint32
+	memMax   uint64
+	// used counts the readings in which a process used the device (or the
+	// driver did not say); starved and usedSum are over those alone, so a
+	// trainer that starts late is not judged by the time before it.
+	used, starved int
+	usedSum       uint64
+	unlisted      bool
 }
 
 // NewMonitor lists src's devices; it fails when they cannot be listed.
@@ -100,11 +106,13 @@ func (m *Monitor) Sample() {
 		s.max = max(s.max, r.Utilization)
 		s.readings++
 		s.sum += uint64(r.Utilization)
-		if r.Utilization < StarvedBelow {
-			s.starved++
-		}
-		if r.Processes > 0 {
+		if r.Processes != 0 {
 			s.used++
+			s.usedSum += uint64(r.Utilization)
+			if r.Utilization < StarvedBelow {
+				s.starved++
+			}
+			s.unlisted = s.unlisted || r.Processes < 0
 		}
 		s.memMax = max(s.memMax, r.MemoryUsed)
 		m.mu.Unlock()
@@ -132,9 +140,9 @@ type Summary struct {
 	Available bool            `json:"available"`
 	Why       string          `json:"why,omitempty"`
 	Devices   []DeviceSummary `json:"devices,omitempty"`
-	// Starving is true when some device was used by a process in at
-	// least one reading and starved (under StarvedBelow percent busy) in
-	// at least StarvedShare of its readings.
+	// Starving is true when some device was starved (under StarvedBelow
+	// percent busy) in at least StarvedShare of the readings in which a
+	// process used it (or the driver did not say).
 	Starving bool `json:"starving"`
 	// Verdict says the same in words.
 	Verdict       string `json:"verdict,omitempty"`
@@ -148,15 +156,18 @@ type DeviceSummary struct {
 	Name     string `json:"name"`
 	UUID     string `json:"uuid,omitempty"`
 	Readings int    `json:"readings"`
-	// UsedReadings counts the readings in which a process used the device.
+	// UsedReadings counts the readings in which a process used the device
+	// (or the driver did not list its processes).
 	UsedReadings       int     `json:"used_readings"`
 	UtilizationMeanPct float64 `json:"utilization_mean_pct"`
 	UtilizationMinPct  uint32  `json:"utilization_min_pct"`
 	UtilizationMaxPct  uint32  `json:"utilization_max_pct"`
-	// StarvedShare is the share of readings under StarvedBelow percent.
-	StarvedShare       float64 `json:"starved_share"`
-	MemoryUsedMaxBytes uint64  `json:"memory_used_max_bytes"`
-	MemoryTotalBytes   uint64  `json:"memory_total_bytes"`
+	// UsedUtilizationMeanPct and StarvedShare are over the used readings:
+	// the mean, and the share under StarvedBelow percent.
+	UsedUtilizationMeanPct float64 `json:"used_utilization_mean_pct"`
+	StarvedShare           float64 `json:"starved_share"`
+	MemoryUsedMaxBytes     uint64  `json:"memory_used_max_bytes"`
+	MemoryTotalBytes       uint64  `json:"memory_total_bytes"`
 }
 
 // Summary sums up the readings so far.
@@ -174,14 +185,20 @@ func (m *Monitor) Summary() *Summary {
 			UtilizationMinPct: s.min, UtilizationMaxPct: s.max, MemoryUsedMaxBytes: s.memMax, MemoryTotalBytes: d.MemoryTotal}
 		if s.readings > 0 {
 			ds.UtilizationMeanPct = float64(s.sum) / float64(s.readings)
-			ds.StarvedShare = float64(s.starved) / float64(s.readings)
 		}
 		out.Devices = append(out.Devices, ds)
 		if s.used == 0 {
 			continue
 		}
-		desc := fmt.Sprintf("gpu %d (%s) under %d%% busy in %d of %d readings, %.0f%% on average",
-			d.Index, d.Name, StarvedBelow, s.starved, s.readings, ds.UtilizationMeanPct)
+		ds.UsedUtilizationMeanPct = float64(s.usedSum) / float64(s.used)
+		ds.StarvedShare = float64(s.starved) / float64(s.used)
+		out.Devices[len(out.Devices)-1] = ds
+		while := "while a process used it"
+		if s.unlisted {
+			while = "while it may have been in use (the driver does not list its processes)"
+		}
+		desc := fmt.Sprintf("gpu %d (%s) under %d%% busy in %d of %d readings %s, %.0f%% on average then",
+			d.Index, d.Name, StarvedBelow, s.starved, s.used, while, ds.UsedUtilizationMeanPct)
 		if ds.StarvedShare >= StarvedShare {
 			starving = append(starving, desc)
 		} else {
@@ -193,7 +210,7 @@ func (m *Monitor) Summary() *Summary {
 		out.Verdict = "no gpu found"
 	case len(starving) > 0:
 		out.Starving = true
-		out.Verdict = fmt.Sprintf("starving: %s while a process used it: it waited for input, or its work is too small to keep it busy", joinAnd(starving))
+		out.Verdict = fmt.Sprintf("starving: %s; it waited for input, or its work is too small to keep it busy", joinAnd(starving))
 	case len(used) > 0:
 		out.Verdict = fmt.Sprintf("fed: %s", joinAnd(used))
 	default:

@@ -58,18 +58,22 @@ func TestSummary(t *testing.T) {
 		share    float64
 	}{
 		{"fed", []Device{h200}, map[int][]Reading{0: busy(98, 97, 99, 30)}, nil, false,
-			"fed: gpu 0 (NVIDIA H200) under 50% busy in 1 of 4 readings, 81% on average", 81, 0.25},
+			"fed: gpu 0 (NVIDIA H200) under 50% busy in 1 of 4 readings while a process used it, 81% on average then", 81, 0.25},
 		{"starving", []Device{h200}, map[int][]Reading{0: busy(20, 35, 90, 10)}, nil, true,
-			"starving: gpu 0 (NVIDIA H200) under 50% busy in 3 of 4 readings, 39% on average while a process used it: it waited for input, or its work is too small to keep it busy", 38.75, 0.75},
+			"starving: gpu 0 (NVIDIA H200) under 50% busy in 3 of 4 readings while a process used it, 39% on average then; it waited for input, or its work is too small to keep it busy", 38.75, 0.75},
 		{"half starved is starving", []Device{h200}, map[int][]Reading{0: busy(49, 50)}, nil, true,
-			"starving: gpu 0 (NVIDIA H200) under 50% busy in 1 of 2 readings, 50% on average while a process used it: it waited for input, or its work is too small to keep it busy", 49.5, 0.5},
+			"starving: gpu 0 (NVIDIA H200) under 50% busy in 1 of 2 readings while a process used it, 50% on average then; it waited for input, or its work is too small to keep it busy", 49.5, 0.5},
 		{"nobody uses it", []Device{h200}, map[int][]Reading{0: idle(4)}, nil, false,
-			"no process used a gpu during the run", 0, 1},
+			"no process used a gpu during the run", 0, 0},
+		{"a late trainer is fed", []Device{h200}, map[int][]Reading{0: append(idle(6), busy(98, 97, 99, 96)...)}, nil, false,
+			"fed: gpu 0 (NVIDIA H200) under 50% busy in 0 of 4 readings while a process used it, 98% on average then", 39, 0},
+		{"processes not listed", []Device{h200}, map[int][]Reading{0: {{Utilization: 10, Processes: -1}, {Utilization: 20, Processes: -1}}}, nil, true,
+			"starving: gpu 0 (NVIDIA H200) under 50% busy in 2 of 2 readings while it may have been in use (the driver does not list its processes), 15% on average then; it waited for input, or its work is too small to keep it busy", 15, 1},
 		{"one of two starves", []Device{h200, second}, map[int][]Reading{0: busy(99, 99), 1: busy(5, 5)}, nil, true,
-			"starving: gpu 1 (NVIDIA H200) under 50% busy in 2 of 2 readings, 5% on average while a process used it: it waited for input, or its work is too small to keep it busy", 99, 0},
+			"starving: gpu 1 (NVIDIA H200) under 50% busy in 2 of 2 readings while a process used it, 5% on average then; it waited for input, or its work is too small to keep it busy", 99, 0},
 		{"no devices", nil, nil, nil, false, "no gpu found", 0, 0},
 		{"a lost device", []Device{h200, second}, map[int][]Reading{0: busy(99, 99)}, map[int]bool{1: true}, false,
-			"fed: gpu 0 (NVIDIA H200) under 50% busy in 0 of 2 readings, 99% on average", 99, 0},
+			"fed: gpu 0 (NVIDIA H200) under 50% busy in 0 of 2 readings while a process used it, 99% on average then", 99, 0},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			src := &script{devices: tc.devices, reads: tc.reads, fail: tc.fail}
@@ -141,5 +145,5 @@ func ExampleMonitor() {
 	fmt.Println(s.Verdict)
 	// Output:
 	// true
-	// starving: gpu 0 (NVIDIA H200) under 50% busy in 2 of 3 readings, 57% on average while a process used it: it waited for input, or its work is too small to keep it busy
+	// starving: gpu 0 (NVIDIA H200) under 50% busy in 2 of 3 readings while a process used it, 57% on average then; it waited for input, or its work is too small to keep it busy
 }

@@ -59,7 +59,7 @@ func TestNVMLSourceOnAMockDGX(t *testing.T) {
 	}
 	// GPUs 0 and 2 are used and under half busy; 4 (50%) and 6 (70%) are
 	// used and fed; the odd ones run no process.
-	want := "starving: gpu 0 (NVIDIA H200 141GB HBM3e) under 50% busy in 1 of 1 readings, 10% on average and gpu 2 (NVIDIA H200 141GB HBM3e) under 50% busy in 1 of 1 readings, 30% on average while a process used it: it waited for input, or its work is too small to keep it busy"
+	want := "starving: gpu 0 (NVIDIA H200 141GB HBM3e) under 50% busy in 1 of 1 readings while a process used it, 10% on average then and gpu 2 (NVIDIA H200 141GB HBM3e) under 50% busy in 1 of 1 readings while a process used it, 30% on average then; it waited for input, or its work is too small to keep it busy"
 	if !s.Starving || s.Verdict != want {
 		t.Errorf("verdict %q\nwant %q", s.Verdict, want)
 	}

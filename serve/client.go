@@ -45,6 +45,10 @@ func Dial(address string) (*Client, error) {
 		return nil, err
 	}
 	c := &Client{conn: conn, r: bufio.NewReaderSize(conn, 1<<20)}
+	if _, err := io.WriteString(conn, ClientHello); err != nil {
+		conn.Close()
+		return nil, fmt.Errorf("greet %s: %w", address, err)
+	}
 	f, err := ReadFrame(c.r)
 	if err != nil {
 		conn.Close()

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"math"
+	"math/bits"
 	"reflect"
 	"testing"
 
@@ -176,7 +177,8 @@ func TestParseAddress(t *testing.T) {
 }
 
 // FuzzReadFrame: no byte stream makes the reader or the sample decoder
-// panic or allocate past what was sent; a frame the encoder made decodes.
+// panic or allocate past what was sent, and every tensor it decodes holds
+// exactly the bytes its shape needs.
 func FuzzReadFrame(f *testing.F) {
 	s := sample.New(3, 1, "")
 	s.Fields["image"] = tensor.New(tensor.Uint8, 2, 2, 3)
@@ -187,6 +189,8 @@ func FuzzReadFrame(f *testing.F) {
 	f.Add(hello)
 	f.Add([]byte("PRN1\x02\x00\x00\x00\x0b\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00{\"fields\":[{\"name\":\"x\",\"dtype\":\"float32\",\"shape\":[-1],\"offset\":0,\"nbytes\":0}]}"))
 	f.Add([]byte("PRN1\x02\x00\x00\x00\x00\x00\x00\x00\xff\xff\xff\xff\x00\x00\x00\x00"))
+	overflow := `{"id":0,"epoch":0,"fields":[{"name":"x","dtype":"float32","shape":[4611686018427387904]}]}`
+	f.Add(append(serve.AppendHead(nil, serve.KindSample, len(overflow), 0), overflow...))
 	f.Fuzz(func(t *testing.T, b []byte) {
 		r := bytes.NewReader(b)
 		for {
@@ -197,11 +201,36 @@ func FuzzReadFrame(f *testing.F) {
 			if len(fr.Payload) > len(b) || len(fr.Header) > len(b) {
 				t.Fatalf("frame of %d+%d bytes from %d bytes of input", len(fr.Header), len(fr.Payload), len(b))
 			}
-			if fr.Kind == serve.KindSample {
-				_, _ = serve.DecodeSample(fr)
+			if fr.Kind != serve.KindSample {
+				continue
+			}
+			smp, err := serve.DecodeSample(fr)
+			if err != nil {
+				continue
+			}
+			for k, v := range smp.Fields {
+				if x, ok := v.(*tensor.Tensor); ok {
+					if n, ok := exactBytes(x.Shape, x.DType.Size()); !ok || n != uint64(len(x.Data)) {
+						t.Fatalf("field %s: %v %s with %d bytes", k, x.Shape, x.DType, len(x.Data))
+					}
+				}
 			}
 		}
 	})
+}
+
+// exactBytes is the bytes a shape of elements of size needs, without
+// wrapping around; ok is false past 2^64.
+func exactBytes(shape []int, size int) (uint64, bool) {
+	n := uint64(size)
+	for _, d := range shape {
+		hi, lo := bits.Mul64(n, uint64(d))
+		if hi != 0 {
+			return 0, false
+		}
+		n = lo
+	}
+	return n, true
 }
 
 // Example encodes a batch as the serve sink sends it and reads it back as

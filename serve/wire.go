@@ -16,8 +16,9 @@
 // fields live in the payload at Offset (a multiple of 64 from the payload's
 // start, so a reader can view them in place) for NBytes bytes; tensors
 // are little-endian, row-major. Other values are in the header as JSON.
-// The server sends hello first and end of stream last; a stream that stops
-// without end of stream is a run that failed or was interrupted.
+// The client opens with the four bytes of ClientHello; the server then
+// sends hello first and end of stream last. A stream that stops without
+// end of stream is a run that failed or was interrupted.
 package serve
 
 import (
@@ -31,6 +32,11 @@ import (
 
 // Magic opens every frame.
 const Magic = "PRN1"
+
+// ClientHello is what a client sends first, before the server sends it
+// anything: a connection that does not (a TCP port probe) is closed
+// without a frame.
+const ClientHello = "PRN1"
 
 // Frame kinds.
 const (
@@ -89,7 +95,8 @@ type SampleHeader struct {
 // EpochHeader is an end-of-epoch frame's header.
 type EpochHeader struct {
 	Epoch int `json:"epoch"`
-	// Samples is how many sample frames this stream carried in the epoch.
+	// Samples is how many sample frames the sink sent in the epoch, to
+	// this trainer or to one before it that left.
 	Samples int64 `json:"samples"`
 }
 

@@ -166,6 +166,14 @@ func (s *serveSink) connect(ctx context.Context) error {
 			return fmt.Errorf("accept on %s: %w", s.listen, err)
 		}
 		s.waiting = false
+		if err := s.greeted(ctx, c); err != nil {
+			c.Close()
+			if ctx.Err() != nil {
+				return ctx.Err()
+			}
+			s.log.Warn("closed a connection that did not greet as a trainer (a port probe?)", zap.Error(err))
+			continue
+		}
 		if err := s.write(ctx, c, net.Buffers{s.hello}); err != nil {
 			c.Close()
 			if ctx.Err() != nil {
@@ -180,6 +188,38 @@ func (s *serveSink) connect(ctx context.Context) error {
 		} else {
 			s.log.Info("trainer connected")
 		}
+	}
+	return nil
+}
+
+// greetWithin is how long a new connection has to send serve.ClientHello.
+const greetWithin = 2 * time.Second
+
+// greeted reads the client's greeting, so that a connection that is no
+// trainer (a load balancer's or Kubernetes' TCP probe) never takes a frame.
+func (s *serveSink) greeted(ctx context.Context, c net.Conn) error {
+	var b [len(serve.ClientHello)]byte
+	got := 0
+	for end := time.Now().Add(greetWithin); got < len(b); {
+		if time.Now().After(end) {
+			return fmt.Errorf("no greeting within %s", greetWithin)
+		}
+		c.SetReadDeadline(time.Now().Add(pollEvery))
+		n, err := c.Read(b[got:])
+		got += n
+		if err != nil {
+			if ne, ok := err.(net.Error); ok && ne.Timeout() {
+				if err := ctx.Err(); err != nil {
+					return err
+				}
+				continue
+			}
+			return err
+		}
+	}
+	c.SetReadDeadline(time.Time{})
+	if string(b[:]) != serve.ClientHello {
+		return fmt.Errorf("greeted with %q, not %q", b[:], serve.ClientHello)
 	}
 	return nil
 }
@@ -249,14 +289,13 @@ func (s *serveSink) EndEpoch(ctx context.Context, epoch int, _ Emit) error {
 	})
 }
 
-// Commit sends the end of the stream to the trainer connected now, if any,
-// and stops listening.
+// Commit sends the end of the stream to the trainer connected now. Every
+// sample and every end of epoch has been written whole by then, so a
+// trainer that has already left (it stopped after its last epoch, without
+// reading the end of the stream) is no failure.
 func (s *serveSink) Commit() error {
 	defer s.shut()
 	if s.conn == nil {
-		if s.sent > 0 {
-			s.log.Warn("no trainer is connected at the end of the run, so none is told the stream ended", zap.Int64("samples_sent", s.sent))
-		}
 		return nil
 	}
 	b, err := serve.EncodeJSON(serve.KindEndOfStream, serve.EndHeader{Samples: s.sent})
@@ -266,7 +305,7 @@ func (s *serveSink) Commit() error {
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	if err := s.write(ctx, s.conn, net.Buffers{b}); err != nil {
-		return fmt.Errorf("end of stream to the trainer: %w", err)
+		s.log.Warn("the trainer left before the end of the stream; it had been sent every sample", zap.Error(err), zap.Int64("samples_sent", s.sent))
 	}
 	return nil
 }

@@ -9,6 +9,7 @@ package tensor
 import (
 	"errors"
 	"fmt"
+	"math"
 	"strings"
 	"sync/atomic"
 	"unsafe"
@@ -84,12 +85,19 @@ func New(dt DType, shape ...int) *Tensor {
 
 // FromBytes wraps data, which must hold exactly the elements the shape needs.
 func FromBytes(dt DType, shape []int, data []byte) (*Tensor, error) {
+	n := 1
 	for _, d := range shape {
 		if d < 0 {
 			return nil, fmt.Errorf("%w: negative dimension in %v", ErrShape, shape)
 		}
+		// Shapes come from files and sockets: a product past int would
+		// wrap around and could match the data's length.
+		if d != 0 && n > math.MaxInt/d/max(1, dt.Size()) {
+			return nil, fmt.Errorf("%w: %v %s is larger than memory can hold", ErrShape, shape, dt)
+		}
+		n *= d
 	}
-	if want := NumElements(shape) * dt.Size(); want != len(data) {
+	if want := n * dt.Size(); want != len(data) {
 		return nil, fmt.Errorf("%w: %v %s needs %d bytes, got %d", ErrShape, shape, dt, want, len(data))
 	}
 	return &Tensor{DType: dt, Shape: append([]int(nil), shape...), Data: data}, nil

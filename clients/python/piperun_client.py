@@ -24,6 +24,8 @@ import struct
 import numpy as np
 
 MAGIC = b"PRN1"
+CLIENT_HELLO = b"PRN1"   # sent first: the server serves only connections that greet it
+MAX_HEADER = 64 << 20
 HELLO, SAMPLE, END_OF_EPOCH, END_OF_STREAM = 1, 2, 3, 4
 _HEAD = struct.Struct("<4sB3xIQ")
 _DTYPES = {"uint8": np.uint8, "int32": np.int32, "int64": np.int64,
@@ -55,6 +57,7 @@ class Stream:
 
     def __init__(self, address, torch=False):
         self._sock = _open(address)
+        self._sock.sendall(CLIENT_HELLO)
         self._file = self._sock.makefile("rb", buffering=1 << 20)
         self._torch = torch
         self.epoch = None          # the last end-of-epoch header
@@ -83,6 +86,8 @@ class Stream:
         magic, kind, hlen, plen = _HEAD.unpack(head)
         if magic != MAGIC:
             raise RuntimeError("not a piperun frame: starts with %r" % magic)
+        if hlen > MAX_HEADER:
+            raise RuntimeError("frame header of %d bytes is over the limit of %d" % (hlen, MAX_HEADER))
         header = json.loads(bytes(self._read(hlen))) if hlen else {}
         payload = self._read(plen) if plen else bytearray()
         return kind, header, payload
@@ -93,8 +98,8 @@ class Stream:
             dt = f.get("dtype")
             if "value" in f:  # scalars, strings and lists travel in the header
                 v = f.get("value")
-                if dt == "float64" and isinstance(v, str):
-                    v = float(v)
+                if dt == "float64":
+                    v = float(v)  # JSON writes 2.0 as 2, NaN as "NaN"
                 elif dt == "bytes_list":
                     v = [base64.b64decode(e) for e in v]
                 out[f["name"]] = v
@@ -111,9 +116,9 @@ class Stream:
             out[f["name"]] = a
         return out
 
-    def _epoch(self):
+    def _epoch(self, first):
+        kind, header, payload = first
         while True:
-            kind, header, payload = self._frame()
             if kind == SAMPLE:
                 yield self._decode(header, payload)
             elif kind == END_OF_EPOCH:
@@ -124,11 +129,18 @@ class Stream:
                 return
             else:
                 raise RuntimeError("unexpected frame of kind %d" % kind)
+            kind, header, payload = self._frame()
 
     def epochs(self):
         """Yields one iterator per epoch, until the end of the stream."""
         while self.end is None:
-            it = self._epoch()
+            # Read ahead to the epoch's first frame: the end of the stream
+            # after the last epoch is no epoch of its own.
+            first = self._frame()
+            if first[0] == END_OF_STREAM:
+                self.end = first[1]
+                return
+            it = self._epoch(first)
             yield it
             for _ in it:  # an epoch the caller left early is read to its end
                 pass
@@ -170,6 +182,9 @@ try:
             self._epochs = None
 
         def __iter__(self):
+            if _tud.get_worker_info() is not None:
+                raise RuntimeError("PiperunDataset is one stream: use it with DataLoader(num_workers=0); "
+                                   "piperun already decodes and batches on every core")
             if self._stream is None:
                 self._stream = connect(self.address, torch=True)
                 self._epochs = self._stream.epochs()

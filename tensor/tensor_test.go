@@ -1,0 +1,38 @@
+package tensor
+
+import (
+	"errors"
+	"strings"
+	"testing"
+)
+
+// TestFromBytesRejects: shapes that do not match the data, including ones
+// whose element count overflows int and so could wrap around to match it.
+func TestFromBytesRejects(t *testing.T) {
+	for _, tc := range []struct {
+		name  string
+		dt    DType
+		shape []int
+		data  int
+		want  string
+	}{
+		{"negative", Uint8, []int{2, -1}, 0, "negative dimension in [2 -1]"},
+		{"short", Float32, []int{2, 3}, 23, "[2 3] float32 needs 24 bytes, got 23"},
+		{"2^62 float32", Float32, []int{1 << 62}, 0, "[4611686018427387904] float32 is larger than memory can hold"},
+		{"wraps to 0", Uint8, []int{1 << 32, 1 << 32}, 0, "[4294967296 4294967296] uint8 is larger than memory can hold"},
+		{"zero dim then huge", Float64, []int{0, 1 << 62}, 0, ""},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			x, err := FromBytes(tc.dt, tc.shape, make([]byte, tc.data))
+			if tc.want == "" {
+				if err != nil || x.Len() != 0 {
+					t.Errorf("got %v, %v; want an empty tensor", x, err)
+				}
+				return
+			}
+			if err == nil || !errors.Is(err, ErrShape) || !strings.HasSuffix(err.Error(), tc.want) {
+				t.Errorf("err = %v, want ErrShape ending %q", err, tc.want)
+			}
+		})
+	}
+}
