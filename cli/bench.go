@@ -272,7 +272,11 @@ func runBench(parent context.Context, g *globals, sp *spec.Spec, file string, st
 		}
 	}
 	if !found {
-		return nil, exit(ExitUsage, fmt.Errorf("--sink %q: %s has no such sink (its sinks: %s)", sinkName, file, strings.Join(sinks, ", ")))
+		what := "has no such sink"
+		if st := sp.Stage(sinkName); st != nil {
+			what = fmt.Sprintf("has a %s stage of that name, not a sink", st.Type)
+		}
+		return nil, exit(ExitUsage, fmt.Errorf("--sink %q: %s %s (its sinks: %s)", sinkName, file, what, strings.Join(sinks, ", ")))
 	}
 	p, err := plan.Compile(sp, reg, plan.Options{})
 	if err != nil {

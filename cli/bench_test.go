@@ -90,8 +90,8 @@ func TestBenchPipelineBound(t *testing.T) {
 // endless spec needs.
 func TestBenchSteps(t *testing.T) {
 	r, br := benchRun(t, "4", "40", "--step-time", "1ms", "--steps", "7", "--set", "epochs=0")
-	if r.code != 0 || br.Steps != 7 {
-		t.Errorf("bench: %s\n%d steps, want 7", r, br.Steps)
+	if r.code != 0 || br.Steps != 7 || br.Run == nil || !br.Run.OK || br.Run.Error != "" {
+		t.Errorf("bench: %s\n%d steps, run %+v; want 7 steps and the run ok", r, br.Steps, br.Run)
 	}
 }
 
@@ -104,6 +104,7 @@ func TestBenchUsage(t *testing.T) {
 		{[]string{"--step-time", "-1s"}, "--step-time must not be negative"},
 		{[]string{"--step-time", "1ms", "--set", "epochs=0"}, "runs until stopped (epochs: 0): give --steps"},
 		{[]string{"--step-time", "1ms", "--sink", "nope"}, `--sink "nope": `},
+		{[]string{"--step-time", "1ms", "--sink", "m"}, `has a map stage of that name, not a sink (its sinks: out, other)`},
 		{[]string{}, `required flag(s) "step-time" not set`},
 	} {
 		r, _ := benchRun(t, "4", "40", tc.args...)

@@ -193,8 +193,8 @@ func TestServeGoClient(t *testing.T) {
 	if got := strings.Join(events, "|"); got != want {
 		t.Errorf("stream:\n got %s\nwant %s", got, want)
 	}
-	if c.End == nil || c.End.Samples != 6 || c.Epoch.Epoch != 1 || c.Epoch.Samples != 3 {
-		t.Errorf("end %+v, last epoch %+v; want 6 samples in all, epoch 1 of 3", c.End, c.Epoch)
+	if c.End == nil || c.End.Frames != 6 || c.Epoch.Epoch != 1 || c.Epoch.Frames != 3 {
+		t.Errorf("end %+v, last epoch %+v; want 6 frames in all, epoch 1 of 3", c.End, c.Epoch)
 	}
 	if r := <-done; r.code != 0 {
 		t.Errorf("apply: %s", r)
@@ -365,5 +365,31 @@ stages:
 	c.Close()
 	if r := <-done; r.code != 0 {
 		t.Errorf("apply failed though the trainer got every sample: %s", r)
+	}
+}
+
+// TestValidateServeTCP: validate tries a TCP address, so a port another
+// process holds (a run serving there now) is reported at the listen key,
+// while port 0 (any free port) passes; --no-environment leaves it alone.
+func TestValidateServeTCP(t *testing.T) {
+	held, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer held.Close()
+	dir := t.TempDir()
+	p := writeSpec(t, dir, "tcp.yaml", `version: 1
+name: tcp
+stages:
+  - {name: src, type: range, count: 2}
+  - {name: taken, type: serve, input: src, listen: 'tcp://`+held.Addr().String()+`'}
+  - {name: free, type: serve, input: src, listen: 'tcp://127.0.0.1:0'}
+`)
+	want := p + ":5:52: stages[1].listen: cannot listen on tcp://" + held.Addr().String() + ": bind: address already in use\n"
+	if r := run(t, "validate", p); r.code != 1 || r.stdout != want {
+		t.Errorf("validate: %s\nwant exit 1, stdout %q", r, want)
+	}
+	if r := run(t, "validate", "--no-environment", p); r.code != 0 {
+		t.Errorf("validate --no-environment: %s", r)
 	}
 }

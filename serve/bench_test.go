@@ -110,7 +110,7 @@ func BenchmarkPythonClient(b *testing.B) {
 		b.Fatal(err)
 	}
 	hello, _ := serve.EncodeJSON(serve.KindHello, serve.Hello{Protocol: 1})
-	end, _ := serve.EncodeJSON(serve.KindEndOfStream, serve.EndHeader{Samples: int64(b.N + 1)})
+	end, _ := serve.EncodeJSON(serve.KindEndOfStream, serve.EndHeader{Frames: int64(b.N + 1)})
 	if _, err := c.Write(hello); err != nil {
 		b.Fatal(err)
 	}

@@ -2,12 +2,15 @@ package serve
 
 import (
 	"bufio"
+	"bytes"
 	"encoding/base64"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
+	"math"
 	"net"
+	"strconv"
 	"strings"
 
 	"github.com/piperun/piperun/sample"
@@ -176,18 +179,53 @@ func decodeField(fd Field, payload []byte) (any, error) {
 		}
 		return out, nil
 	case "list":
+		d := json.NewDecoder(bytes.NewReader(fd.Value))
+		d.UseNumber()
 		var x []any
-		return x, json.Unmarshal(fd.Value, &x)
+		if err := d.Decode(&x); err != nil {
+			return nil, err
+		}
+		return untag(x)
 	case "null":
 		return nil, nil
 	}
 	return nil, fmt.Errorf("unknown type %q", fd.DType)
 }
 
+// untag turns a list's JSON back into values: numbers with a point or an
+// exponent into float64, others into int64, tagged objects into bytes and
+// non-finite floats (see appendList).
+func untag(v any) (any, error) {
+	switch x := v.(type) {
+	case json.Number:
+		if strings.ContainsAny(string(x), ".eE") {
+			return x.Float64()
+		}
+		return x.Int64()
+	case []any:
+		for i, e := range x {
+			u, err := untag(e)
+			if err != nil {
+				return nil, err
+			}
+			x[i] = u
+		}
+		return x, nil
+	case map[string]any:
+		if s, ok := x["b64"].(string); ok && len(x) == 1 {
+			return base64.StdEncoding.DecodeString(s)
+		}
+		if s, ok := x["f"].(string); ok && len(x) == 1 {
+			return parseSpecial(s)
+		}
+		return nil, fmt.Errorf("unknown tagged value %v", x)
+	}
+	return v, nil
+}
+
 func parseSpecial(s string) (float64, error) {
-	var f float64
-	_, err := fmt.Sscan(strings.ToLower(s), &f)
-	if err != nil {
+	f, err := strconv.ParseFloat(s, 64)
+	if err != nil || !(math.IsNaN(f) || math.IsInf(f, 0)) {
 		return 0, fmt.Errorf("float64 value %q", s)
 	}
 	return f, nil

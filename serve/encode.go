@@ -1,11 +1,13 @@
 package serve
 
 import (
+	"bytes"
 	"encoding/base64"
 	"encoding/json"
 	"fmt"
 	"math"
 	"net"
+	"strconv"
 
 	"github.com/piperun/piperun/sample"
 	"github.com/piperun/piperun/tensor"
@@ -90,7 +92,8 @@ func encodeValue(v any) (string, json.RawMessage, error) {
 		}
 		dt, x = "bytes_list", l
 	case []any:
-		dt, x = "list", t
+		b, err := appendList(nil, t)
+		return "list", b, err
 	case nil:
 		dt, x = "null", nil
 	default:
@@ -101,6 +104,77 @@ func encodeValue(v any) (string, json.RawMessage, error) {
 		return "", nil, err
 	}
 	return dt, b, nil
+}
+
+// appendList writes a list an expression made as JSON. What JSON cannot
+// hold is tagged: bytes as {"b64": "…"}, a NaN or infinite float as
+// {"f": "NaN" | "+Inf" | "-Inf"}; a float is written with a decimal point
+// or an exponent, so a reader tells 2.0 from 2.
+func appendList(b []byte, l []any) ([]byte, error) {
+	b = append(b, '[')
+	for i, v := range l {
+		if i > 0 {
+			b = append(b, ',')
+		}
+		var err error
+		if b, err = appendItem(b, v); err != nil {
+			return nil, err
+		}
+	}
+	return append(b, ']'), nil
+}
+
+func appendItem(b []byte, v any) ([]byte, error) {
+	switch x := v.(type) {
+	case nil:
+		return append(b, "null"...), nil
+	case bool:
+		return strconv.AppendBool(b, x), nil
+	case int64:
+		return strconv.AppendInt(b, x, 10), nil
+	case int:
+		return strconv.AppendInt(b, int64(x), 10), nil
+	case int32:
+		return strconv.AppendInt(b, int64(x), 10), nil
+	case float32:
+		return appendItem(b, float64(x))
+	case float64:
+		switch {
+		case math.IsNaN(x):
+			return append(b, `{"f":"NaN"}`...), nil
+		case math.IsInf(x, 1):
+			return append(b, `{"f":"+Inf"}`...), nil
+		case math.IsInf(x, -1):
+			return append(b, `{"f":"-Inf"}`...), nil
+		}
+		f := strconv.AppendFloat(nil, x, 'g', -1, 64)
+		if !bytes.ContainsAny(f, ".eE") {
+			f = append(f, ".0"...)
+		}
+		return append(b, f...), nil
+	case string:
+		q, err := json.Marshal(x)
+		return append(b, q...), err
+	case []byte:
+		b = append(b, `{"b64":"`...)
+		b = base64.StdEncoding.AppendEncode(b, x)
+		return append(b, `"}`...), nil
+	case []string:
+		l := make([]any, len(x))
+		for i, e := range x {
+			l[i] = e
+		}
+		return appendList(b, l)
+	case [][]byte:
+		l := make([]any, len(x))
+		for i, e := range x {
+			l[i] = e
+		}
+		return appendList(b, l)
+	case []any:
+		return appendList(b, x)
+	}
+	return nil, fmt.Errorf("cannot serve a %T inside a list", v)
 }
 
 // EncodeJSON returns a frame whose header is v as JSON and whose payload is

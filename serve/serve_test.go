@@ -95,6 +95,38 @@ func TestRoundTrip(t *testing.T) {
 	}
 }
 
+// TestListRoundTrip: lists an expression makes keep what JSON cannot hold:
+// bytes, NaN and infinities, int64 beyond 2^53, a whole float apart from
+// an int; a tensor inside a list is refused by name.
+func TestListRoundTrip(t *testing.T) {
+	in := []any{int64(1<<62 + 1), 2.0, math.NaN(), math.Inf(-1), []byte{0, 0xff}, "s", nil, true, []any{[]string{"a"}, [][]byte{{7}}}}
+	s := sample.New(0, 0, "")
+	s.Fields["l"] = in
+	f, err := serve.ReadFrame(bytes.NewReader(frameOf(t, s)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	got, err := serve.DecodeSample(f)
+	if err != nil {
+		t.Fatal(err)
+	}
+	l := got.Fields["l"].([]any)
+	if fmt.Sprintf("%#v", l[0]) != "4611686018427387905" || fmt.Sprintf("%#v", l[1]) != "2" || !math.IsNaN(l[2].(float64)) || !math.IsInf(l[3].(float64), -1) {
+		t.Errorf("numbers: %#v", l[:4])
+	}
+	if _, ok := l[1].(float64); !ok {
+		t.Errorf("2.0 came back as %T", l[1])
+	}
+	want := `[]byte{0x0, 0xff} "s" <nil> true []interface {}{[]interface {}{"a"}, []interface {}{[]uint8{0x7}}}`
+	if g := fmt.Sprintf("%#v %#v %#v %#v %#v", l[4], l[5], l[6], l[7], l[8]); g != want {
+		t.Errorf("got  %s\nwant %s", g, want)
+	}
+	s.Fields["l"] = []any{tensor.New(tensor.Uint8, 1)}
+	if _, err := serve.EncodeSample(s); err == nil || err.Error() != `field "l": cannot serve a *tensor.Tensor inside a list` {
+		t.Errorf("err = %v", err)
+	}
+}
+
 // TestTensorsAreAligned: each tensor's bytes start at a multiple of Align
 // in the payload, so a reader can view them in place.
 func TestTensorsAreAligned(t *testing.T) {

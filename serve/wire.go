@@ -95,14 +95,16 @@ type SampleHeader struct {
 // EpochHeader is an end-of-epoch frame's header.
 type EpochHeader struct {
 	Epoch int `json:"epoch"`
-	// Samples is how many sample frames the sink sent in the epoch, to
-	// this trainer or to one before it that left.
-	Samples int64 `json:"samples"`
+	// Frames is how many sample frames (samples as the sink gets them:
+	// batches, after a batch stage) the sink sent in the epoch, to this
+	// trainer or to one before it that left.
+	Frames int64 `json:"frames"`
 }
 
 // EndHeader is the end-of-stream frame's header.
 type EndHeader struct {
-	Samples int64 `json:"samples"`
+	// Frames is how many sample frames the sink sent in all.
+	Frames int64 `json:"frames"`
 }
 
 // Frame is one decoded frame.

@@ -65,11 +65,22 @@ func (c *ServeConfig) Check(cc *spec.CheckContext) sample.Schema {
 		cc.Errorf("listen", "%v", err)
 		return sample.Schema{}
 	}
-	if network == "unix" && cc.Environment {
+	switch {
+	case !cc.Environment:
+	case network == "unix":
 		if err := checkWritable(addr); err != nil {
 			cc.Errorf("listen", "%v", err)
 		} else if err := staleSocket(addr); err != nil {
 			cc.Errorf("listen", "%v", err)
+		}
+	default:
+		// The port may be taken (by a run serving there now) or the host
+		// not this machine's: try it.
+		ln, err := net.Listen(network, addr)
+		if err != nil {
+			cc.Errorf("listen", "cannot listen on %s: %v", c.Listen, errors.Unwrap(err))
+		} else {
+			ln.Close()
 		}
 	}
 	return sample.Schema{}
@@ -284,7 +295,7 @@ func (s *serveSink) EndEpoch(ctx context.Context, epoch int, _ Emit) error {
 	n := s.epochSent
 	s.epochSent = 0
 	return s.send(ctx, func() (net.Buffers, error) {
-		b, err := serve.EncodeJSON(serve.KindEndOfEpoch, serve.EpochHeader{Epoch: epoch, Samples: n})
+		b, err := serve.EncodeJSON(serve.KindEndOfEpoch, serve.EpochHeader{Epoch: epoch, Frames: n})
 		return net.Buffers{b}, err
 	})
 }
@@ -298,7 +309,7 @@ func (s *serveSink) Commit() error {
 	if s.conn == nil {
 		return nil
 	}
-	b, err := serve.EncodeJSON(serve.KindEndOfStream, serve.EndHeader{Samples: s.sent})
+	b, err := serve.EncodeJSON(serve.KindEndOfStream, serve.EndHeader{Frames: s.sent})
 	if err != nil {
 		return err
 	}

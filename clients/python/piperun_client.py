@@ -20,6 +20,7 @@ import base64
 import json
 import socket
 import struct
+import time
 
 import numpy as np
 
@@ -37,13 +38,17 @@ class StreamCut(RuntimeError):
     was interrupted (piperun's log says why)."""
 
 
-def _open(address):
+def _open_once(address):
     scheme, sep, rest = address.partition("://")
     if not sep:
         raise ValueError("%r: want unix:///path/to.sock or tcp://host:port" % address)
     if scheme == "unix":
         s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
-        s.connect(rest)
+        try:
+            s.connect(rest)
+        except OSError:
+            s.close()
+            raise
         return s
     if scheme == "tcp":
         host, _, port = rest.rpartition(":")
@@ -51,12 +56,39 @@ def _open(address):
     raise ValueError("%r: scheme %r is not unix or tcp" % (address, scheme))
 
 
+def _open(address, wait):
+    """Connects, retrying for up to wait seconds while nothing listens yet
+    (a trainer started before piperun apply)."""
+    deadline = time.monotonic() + wait
+    while True:
+        try:
+            return _open_once(address)
+        except (FileNotFoundError, ConnectionRefusedError) as e:
+            if time.monotonic() >= deadline:
+                raise ConnectionError("nothing serves at %s (start piperun apply with a serve sink there%s)"
+                                      % (address, ", or give connect a wait" if wait == 0 else "")) from e
+            time.sleep(0.1)
+
+
+def _untag(v):
+    """A list's JSON back to values: {"b64": ...} is bytes, {"f": ...} a
+    NaN or infinite float (what JSON cannot hold)."""
+    if isinstance(v, list):
+        return [_untag(e) for e in v]
+    if isinstance(v, dict) and len(v) == 1:
+        if "b64" in v:
+            return base64.b64decode(v["b64"])
+        if "f" in v:
+            return float(v["f"])
+    return v
+
+
 class Stream:
     """One connection to a serve sink. Iterate epochs() for one iterator per
     epoch, or samples() for every sample of every epoch."""
 
-    def __init__(self, address, torch=False):
-        self._sock = _open(address)
+    def __init__(self, address, torch=False, wait=0.0):
+        self._sock = _open(address, wait)
         self._sock.sendall(CLIENT_HELLO)
         self._file = self._sock.makefile("rb", buffering=1 << 20)
         self._torch = torch
@@ -72,7 +104,11 @@ class Stream:
         view = memoryview(buf)
         got = 0
         while got < n:
-            k = self._file.readinto(view[got:])
+            try:
+                k = self._file.readinto(view[got:])
+            except ConnectionResetError as e:
+                raise StreamCut("piperun closed the connection (the run ended while another trainer was "
+                                "being served, or it failed)") from e
             if not k:
                 raise StreamCut("the stream ended before its end-of-stream frame "
                                 "(after %d of %d bytes of a frame): the run failed or was interrupted" % (got, n))
@@ -80,7 +116,11 @@ class Stream:
         return buf
 
     def _frame(self):
-        head = self._file.read(_HEAD.size)
+        try:
+            head = self._file.read(_HEAD.size)
+        except ConnectionResetError as e:
+            raise StreamCut("piperun closed the connection (the run ended while another trainer was "
+                            "being served, or it failed)") from e
         if len(head) < _HEAD.size:
             raise StreamCut("the stream ended before its end-of-stream frame: the run failed or was interrupted")
         magic, kind, hlen, plen = _HEAD.unpack(head)
@@ -102,6 +142,8 @@ class Stream:
                     v = float(v)  # JSON writes 2.0 as 2, NaN as "NaN"
                 elif dt == "bytes_list":
                     v = [base64.b64decode(e) for e in v]
+                elif dt == "list":
+                    v = _untag(v)
                 out[f["name"]] = v
                 continue
             off, n = f.get("offset", 0), f.get("nbytes", 0)
@@ -161,10 +203,12 @@ class Stream:
         self.close()
 
 
-def connect(address, torch=False):
+def connect(address, torch=False, wait=0.0):
     """Connects to a serve sink (unix:///path or tcp://host:port) and reads
-    its hello. torch=True gives torch tensors instead of NumPy arrays."""
-    return Stream(address, torch=torch)
+    its hello. torch=True gives torch tensors instead of NumPy arrays; wait
+    is how many seconds to keep trying while nothing serves there yet.
+    One trainer is served at a time: a second waits until the first leaves."""
+    return Stream(address, torch=torch, wait=wait)
 
 
 try:
@@ -175,9 +219,10 @@ try:
         Use it with DataLoader(..., batch_size=None, num_workers=0): piperun
         already batches, shuffles and prefetches on every core."""
 
-        def __init__(self, address):
+        def __init__(self, address, wait=60.0):
             super().__init__()
             self.address = address
+            self.wait = wait
             self._stream = None
             self._epochs = None
 
@@ -186,7 +231,7 @@ try:
                 raise RuntimeError("PiperunDataset is one stream: use it with DataLoader(num_workers=0); "
                                    "piperun already decodes and batches on every core")
             if self._stream is None:
-                self._stream = connect(self.address, torch=True)
+                self._stream = connect(self.address, torch=True, wait=self.wait)
                 self._epochs = self._stream.epochs()
             return next(self._epochs, iter(()))
 except ImportError:  # NumPy users need no torch
