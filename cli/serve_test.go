@@ -88,6 +88,24 @@ func pythonWith(t *testing.T, modules string) string {
 	return ""
 }
 
+// drain reads c to the end of its stream: the labels of its samples by
+// epoch, and what ended it (nil for the end of stream).
+func drain(c *serve.Client) (map[int][]int64, error) {
+	by := map[int][]int64{}
+	for {
+		s, err := c.Next()
+		switch {
+		case errors.Is(err, io.EOF):
+			return by, nil
+		case errors.Is(err, serve.ErrEndOfEpoch):
+		case err != nil:
+			return by, err
+		default:
+			by[s.Epoch] = append(by[s.Epoch], s.Fields["label"].(*tensor.Tensor).Int64()...)
+		}
+	}
+}
+
 // TestServeToAPythonTrainer: a real Python process reads the stream with
 // clients/python's client, as NumPy arrays and as torch tensors, and gets
 // every batch of both epochs with exact values (a golden file), the epoch
@@ -139,16 +157,10 @@ func TestServeRunFailsMidStream(t *testing.T) {
 	if h := c.Hello(); h.Pipeline != "served" || h.Stage != "out" || h.Seed != 3 || h.Epochs != 2 || h.Protocol != 1 {
 		t.Errorf("hello %+v", h)
 	}
-	var labels []int64
-	for {
-		s, err := c.Next()
-		if err != nil {
-			if !errors.Is(err, serve.ErrCut) {
-				t.Fatalf("after %v: err = %v, want ErrCut", labels, err)
-			}
-			break
-		}
-		labels = append(labels, s.Fields["label"].(*tensor.Tensor).Int64()...)
+	byEpoch, err := drain(c)
+	labels := byEpoch[0]
+	if !errors.Is(err, serve.ErrCut) || len(byEpoch) > 1 {
+		t.Fatalf("after %v: err = %v, want ErrCut in epoch 0", byEpoch, err)
 	}
 	for i, l := range labels {
 		if l != int64(i) {
@@ -242,21 +254,11 @@ func TestServeHandOver(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer b.Close()
-	for {
-		s, err := b.Next()
-		if errors.Is(err, io.EOF) {
-			break
-		}
-		if errors.Is(err, serve.ErrEndOfEpoch) {
-			continue
-		}
-		if err != nil {
-			t.Fatal(err)
-		}
-		if s.Epoch == 0 {
-			got = append(got, s.Fields["label"].(*tensor.Tensor).Int64()...)
-		}
+	byEpoch, err := drain(b)
+	if err != nil {
+		t.Fatal(err)
 	}
+	got = append(got, byEpoch[0]...)
 	for i, l := range got {
 		if l != int64(i) {
 			t.Fatalf("epoch 0 as A then B read it: %v, want 0 … 39 once each", got)
@@ -295,22 +297,9 @@ func TestServeIgnoresAProbe(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer c.Close()
-	var labels []int64
-	for {
-		s, err := c.Next()
-		if errors.Is(err, io.EOF) {
-			break
-		}
-		if errors.Is(err, serve.ErrEndOfEpoch) {
-			continue
-		}
-		if err != nil {
-			t.Fatal(err)
-		}
-		labels = append(labels, s.Fields["label"].(*tensor.Tensor).Int64()...)
-	}
-	if len(labels) != 20 {
-		t.Errorf("the trainer got %d of 20 samples: %v", len(labels), labels)
+	byEpoch, err := drain(c)
+	if err != nil || len(byEpoch[0]) != 10 || len(byEpoch[1]) != 10 {
+		t.Errorf("the trainer got %v (%v), want 10 samples in each of 2 epochs", byEpoch, err)
 	}
 	r := <-done
 	if r.code != 0 || strings.Count(r.stderr, "did not greet as a trainer") != 2 {

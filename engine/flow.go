@@ -136,8 +136,7 @@ func need(b *budget.Budget, s *sample.Sample, copies int) int64 {
 	if s.Shared != nil && !s.Shared.Covers(s) {
 		unshare(b, s)
 	}
-	vals := s.ValueBytes()
-	over := s.Size() - vals
+	over, vals := s.Sizes()
 	if s.Shared != nil {
 		return over * int64(copies)
 	}

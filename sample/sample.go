@@ -12,6 +12,7 @@ package sample
 import (
 	"fmt"
 	"math"
+	"reflect"
 	"sort"
 	"strings"
 	"sync/atomic"
@@ -60,11 +61,20 @@ const sampleOverhead = 128
 
 // Size estimates the bytes of host memory the sample holds.
 func (s *Sample) Size() int64 {
-	n := int64(sampleOverhead + len(s.Origin))
+	own, vals := s.Sizes()
+	return own + vals
+}
+
+// Sizes splits Size into what the sample's own struct and field map hold,
+// which every copy of it has its own of, and what its values hold, which
+// copies share.
+func (s *Sample) Sizes() (own, values int64) {
+	own = int64(sampleOverhead + len(s.Origin))
 	for k, v := range s.Fields {
-		n += fieldOverhead + int64(len(k)) + ValueSize(v)
+		own += fieldOverhead + int64(len(k))
+		values += ValueSize(v)
 	}
-	return n
+	return own, values
 }
 
 // ValueBytes is the part of Size that the field values hold; the rest is
@@ -544,26 +554,8 @@ func sameValue(a, b any) bool {
 	case []any:
 		y, ok := b.([]any)
 		return ok && len(x) == len(y) && unsafe.SliceData(x) == unsafe.SliceData(y)
-	case nil:
-		return b == nil
-	case int64:
-		_, ok := b.(int64)
-		return ok
-	case float64:
-		_, ok := b.(float64)
-		return ok
-	case bool:
-		_, ok := b.(bool)
-		return ok
-	case int:
-		_, ok := b.(int)
-		return ok
-	case float32:
-		_, ok := b.(float32)
-		return ok
-	case int32:
-		_, ok := b.(int32)
-		return ok
+	case nil, int64, float64, bool, int, float32, int32:
+		return reflect.TypeOf(a) == reflect.TypeOf(b)
 	}
 	return false
 }

@@ -15,21 +15,27 @@ import (
 	"github.com/piperun/piperun/tensor"
 )
 
-// BenchmarkUnixSocket sends W1's batch (32×224×224×3 float32, 18.4 MiB,
-// and 32 int64 labels) as the serve sink does (writev from the tensor's
-// buffer) over a Unix socket to a reader decoding it as the Go client
-// does; MB/s is what one trainer can take.
-func BenchmarkUnixSocket(b *testing.B) {
+// w1Setup listens on a Unix socket and makes W1's batch.
+func w1Setup(b *testing.B) (string, net.Listener, *sample.Sample) {
 	sock := filepath.Join(b.TempDir(), "b.sock")
 	ln, err := net.Listen("unix", sock)
 	if err != nil {
 		b.Fatal(err)
 	}
-	defer ln.Close()
 	batch := sample.New(0, 0, "")
 	batch.BatchSize = 32
 	batch.Fields["image"] = tensor.New(tensor.Float32, 32, 224, 224, 3)
 	batch.Fields["label"] = tensor.New(tensor.Int64, 32)
+	return sock, ln, batch
+}
+
+// BenchmarkUnixSocket sends W1's batch (32×224×224×3 float32, 18.4 MiB,
+// and 32 int64 labels) as the serve sink does (writev from the tensor's
+// buffer) over a Unix socket to a reader decoding it as the Go client
+// does; MB/s is what one trainer can take.
+func BenchmarkUnixSocket(b *testing.B) {
+	sock, ln, batch := w1Setup(b)
+	defer ln.Close()
 	done := make(chan error, 1)
 	go func() {
 		c, err := net.Dial("unix", sock)
@@ -85,16 +91,8 @@ func BenchmarkPythonClient(b *testing.B) {
 	if exec.Command(py, "-c", "import numpy").Run() != nil {
 		b.Skip("no /usr/bin/python3 with numpy")
 	}
-	sock := filepath.Join(b.TempDir(), "b.sock")
-	ln, err := net.Listen("unix", sock)
-	if err != nil {
-		b.Fatal(err)
-	}
+	sock, ln, batch := w1Setup(b)
 	defer ln.Close()
-	batch := sample.New(0, 0, "")
-	batch.BatchSize = 32
-	batch.Fields["image"] = tensor.New(tensor.Float32, 32, 224, 224, 3)
-	batch.Fields["label"] = tensor.New(tensor.Int64, 32)
 	args := []string{"../bench/serve_read_rate.py", "unix://" + sock}
 	if os.Getenv("PIPERUN_BENCH_TORCH") != "" {
 		args = append(args, "--torch")
