@@ -117,7 +117,7 @@ type BenchReport struct {
 }
 
 // BenchSequential is the naive baseline: the run's CPU time spent on one
-// core between the steps, with no overlap.
+// core between the steps (as long as they really took), with no overlap.
 type BenchSequential struct {
 	StepsPerS float64 `json:"steps_per_s"`
 	// Speedup is piperun's steps/s over the baseline's.
@@ -164,6 +164,10 @@ type trainer struct {
 	// wakes late).
 	waitedSteps int
 	stepped     time.Duration
+	// refused counts the samples (and their rows) handed over after
+	// --steps was reached.
+	refused     int64
+	refusedRows int64
 	since       time.Time
 	epochs      [][]string
 }
@@ -172,8 +176,12 @@ func (t *trainer) Write(ctx context.Context, s *sample.Sample) error {
 	now := time.Now()
 	t.mu.Lock()
 	if t.limit > 0 && t.steps >= t.limit {
+		// The run is being stopped after --steps; the sink counted this
+		// sample before handing it over, so bench takes it off again.
+		t.refused++
+		t.refusedRows += int64(s.BatchSize)
 		t.mu.Unlock()
-		return context.Canceled // the run is being stopped after --steps
+		return context.Canceled
 	}
 	wait := now.Sub(t.last)
 	if t.steps == 0 {
@@ -300,6 +308,17 @@ func runBench(parent context.Context, g *globals, sp *spec.Spec, file string, st
 		// Bench stopped it after --steps: the run did what was asked.
 		runErr = nil
 		runRep.OK, runRep.Error = true, ""
+		if sr, ok := runRep.Sinks[sinkName]; ok {
+			tr.mu.Lock()
+			if sr.Batches > 0 {
+				sr.Batches -= tr.refused
+				sr.Samples -= tr.refusedRows
+			} else {
+				sr.Samples -= tr.refused
+			}
+			tr.mu.Unlock()
+			runRep.Sinks[sinkName] = sr
+		}
 	}
 	tr.mu.Lock()
 	defer tr.mu.Unlock()
@@ -320,7 +339,7 @@ func runBench(parent context.Context, g *globals, sp *spec.Spec, file string, st
 		if tr.steps > 1 {
 			r.WaitedStepsShare = float64(tr.waitedSteps) / float64(tr.steps-1)
 		}
-		seq := cpu + time.Duration(tr.steps)*step
+		seq := cpu + tr.stepped // the steps as they really took
 		r.Sequential.StepsPerS = float64(tr.steps) / seq.Seconds()
 		r.Sequential.Speedup = r.StepsPerS / r.Sequential.StepsPerS
 	}

@@ -90,8 +90,8 @@ func TestBenchPipelineBound(t *testing.T) {
 // endless spec needs.
 func TestBenchSteps(t *testing.T) {
 	r, br := benchRun(t, "4", "40", "--step-time", "1ms", "--steps", "7", "--set", "epochs=0")
-	if r.code != 0 || br.Steps != 7 || br.Run == nil || !br.Run.OK || br.Run.Error != "" {
-		t.Errorf("bench: %s\n%d steps, run %+v; want 7 steps and the run ok", r, br.Steps, br.Run)
+	if r.code != 0 || br.Steps != 7 || br.Run == nil || !br.Run.OK || br.Run.Error != "" || br.Run.Sinks["out"].Batches != 7 || br.Run.Sinks["out"].Samples != 28 {
+		t.Errorf("bench: %s\n%d steps, run %+v; want 7 steps, the run ok and its sink at 7 batches of 4", r, br.Steps, br.Run)
 	}
 }
 

@@ -382,3 +382,32 @@ stages:
 		t.Errorf("validate --no-environment: %s", r)
 	}
 }
+
+// TestServeStalledClientsDoNotHoldUpTheTrainer: connections that say
+// nothing do not make the trainer behind them wait: greetings are read
+// from every pending connection at once, so the trainer is served before
+// any of the three silent ones is given up on (after 2 s each, in turn,
+// when they were read one at a time).
+func TestServeStalledClientsDoNotHoldUpTheTrainer(t *testing.T) {
+	sock, done, cancel := startServe(t, "10", "3", "10")
+	defer cancel()
+	for range 3 {
+		c, err := net.Dial("unix", sock)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer c.Close()
+	}
+	c, err := serve.Dial("unix://" + sock)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	if by, err := drain(c); err != nil || len(by[0])+len(by[1]) != 20 {
+		t.Fatalf("trainer got %v, %v", by, err)
+	}
+	r := <-done
+	if r.code != 0 || strings.Contains(r.stderr, "no greeting within") || !strings.Contains(r.stderr, "trainer connected") {
+		t.Errorf("apply: %s\nwant exit 0, the trainer served with no silent connection given up on first", r)
+	}
+}

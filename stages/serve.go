@@ -119,9 +119,20 @@ type serveSink struct {
 	conn    net.Conn
 	hello   []byte
 	waiting bool
+	// pending are connections accepted but not yet served: some still
+	// greeting, some greeted and waiting for the trainer before them.
+	pending []*pendingConn
 	// sent counts samples written whole to a trainer, in all and in the
 	// current epoch.
 	sent, epochSent int64
+}
+
+// pendingConn is an accepted connection and how much of its greeting came.
+type pendingConn struct {
+	c     net.Conn
+	since time.Time
+	got   int
+	greet [len(serve.ClientHello)]byte
 }
 
 func newServeSink(env *Env, c *ServeConfig) (*serveSink, error) {
@@ -157,6 +168,9 @@ func newServeSink(env *Env, c *ServeConfig) (*serveSink, error) {
 }
 
 // connect waits for a trainer unless one is connected, and greets it.
+// Connections are accepted and their greetings read without waiting on
+// any one of them, so a client that connects and says nothing (a stalled
+// probe) holds up no trainer: it is closed after greetWithin.
 func (s *serveSink) connect(ctx context.Context) error {
 	for s.conn == nil {
 		if !s.waiting {
@@ -164,27 +178,22 @@ func (s *serveSink) connect(ctx context.Context) error {
 			s.log.Info("waiting for a trainer to connect", zap.String("listen", s.listen))
 		}
 		if d, ok := s.ln.(interface{ SetDeadline(time.Time) error }); ok {
-			d.SetDeadline(time.Now().Add(pollEvery))
+			d.SetDeadline(time.Now().Add(acceptEvery))
 		}
 		c, err := s.ln.Accept()
-		if err != nil {
-			if ne, ok := err.(net.Error); ok && ne.Timeout() {
-				if err := ctx.Err(); err != nil {
-					return err
-				}
-				continue
-			}
+		if err == nil {
+			s.pending = append(s.pending, &pendingConn{c: c, since: time.Now()})
+		} else if ne, ok := err.(net.Error); !ok || !ne.Timeout() {
 			return fmt.Errorf("accept on %s: %w", s.listen, err)
 		}
-		s.waiting = false
-		if err := s.greeted(ctx, c); err != nil {
-			c.Close()
-			if ctx.Err() != nil {
-				return ctx.Err()
-			}
-			s.log.Warn("closed a connection that did not greet as a trainer (a port probe?)", zap.Error(err))
+		if err := ctx.Err(); err != nil {
+			return err
+		}
+		c = s.greeted()
+		if c == nil {
 			continue
 		}
+		s.waiting = false
 		if err := s.write(ctx, c, net.Buffers{s.hello}); err != nil {
 			c.Close()
 			if ctx.Err() != nil {
@@ -203,36 +212,58 @@ func (s *serveSink) connect(ctx context.Context) error {
 	return nil
 }
 
+// acceptEvery is how long connect waits for a connection before it looks
+// at the greetings of those it has.
+const acceptEvery = 20 * time.Millisecond
+
 // greetWithin is how long a new connection has to send serve.ClientHello.
 const greetWithin = 2 * time.Second
 
-// greeted reads the client's greeting, so that a connection that is no
-// trainer (a load balancer's or Kubernetes' TCP probe) never takes a frame.
-func (s *serveSink) greeted(ctx context.Context, c net.Conn) error {
-	var b [len(serve.ClientHello)]byte
-	got := 0
-	for end := time.Now().Add(greetWithin); got < len(b); {
-		if time.Now().After(end) {
-			return fmt.Errorf("no greeting within %s", greetWithin)
-		}
-		c.SetReadDeadline(time.Now().Add(pollEvery))
-		n, err := c.Read(b[got:])
-		got += n
-		if err != nil {
-			if ne, ok := err.(net.Error); ok && ne.Timeout() {
-				if err := ctx.Err(); err != nil {
-					return err
-				}
+// greeted reads what has come of the pending connections' greetings,
+// without waiting, and returns the first that greeted as a trainer (in
+// the order they connected); connections that greet wrongly, close or
+// say nothing for greetWithin are closed, so that no probe takes a frame.
+func (s *serveSink) greeted() net.Conn {
+	var found net.Conn
+	keep := s.pending[:0]
+	for _, p := range s.pending {
+		if found == nil && p.got < len(p.greet) {
+			p.c.SetReadDeadline(time.Now().Add(time.Millisecond))
+			n, err := p.c.Read(p.greet[p.got:])
+			p.got += n
+			var why string
+			switch {
+			case p.got == len(p.greet) && string(p.greet[:]) != serve.ClientHello:
+				why = fmt.Sprintf("greeted with %q, not %q", p.greet[:], serve.ClientHello)
+			case p.got == len(p.greet):
+			case err != nil && !isTimeout(err):
+				why = err.Error()
+			case time.Since(p.since) > greetWithin:
+				why = fmt.Sprintf("no greeting within %s", greetWithin)
+			}
+			if why != "" {
+				p.c.Close()
+				s.log.Warn("closed a connection that did not greet as a trainer (a port probe, or validate's check)", zap.String("why", why))
 				continue
 			}
-			return err
 		}
+		if found == nil && p.got == len(p.greet) {
+			p.c.SetReadDeadline(time.Time{})
+			found = p.c
+			continue
+		}
+		keep = append(keep, p)
 	}
-	c.SetReadDeadline(time.Time{})
-	if string(b[:]) != serve.ClientHello {
-		return fmt.Errorf("greeted with %q, not %q", b[:], serve.ClientHello)
+	for i := len(keep); i < len(s.pending); i++ {
+		s.pending[i] = nil
 	}
-	return nil
+	s.pending = keep
+	return found
+}
+
+func isTimeout(err error) bool {
+	ne, ok := err.(net.Error)
+	return ok && ne.Timeout()
 }
 
 // write writes bufs whole to c, looking at ctx while the trainer does not
@@ -333,5 +364,9 @@ func (s *serveSink) shut() {
 		s.conn.Close()
 		s.conn = nil
 	}
+	for _, p := range s.pending {
+		p.c.Close()
+	}
+	s.pending = nil
 	s.ln.Close() // removes a unix socket's file too
 }
