@@ -3,14 +3,12 @@ module github.com/piperun/piperun
 go 1.26.8
 
 require (
+	github.com/NVIDIA/go-nvml v0.13.4-1
 	github.com/santhosh-tekuri/jsonschema/v6 v6.0.2
 	google.golang.org/protobuf v1.36.12
 )
 
-require (
-	github.com/NVIDIA/go-nvml v0.13.4-1 // indirect
-	github.com/google/uuid v1.6.0 // indirect
-)
+require github.com/google/uuid v1.6.0 // indirect
 
 require (
 	github.com/bahlo/generic-list-go v0.2.0 // indirect

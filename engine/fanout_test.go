@@ -1,6 +1,10 @@
 package engine_test
 
-import "testing"
+import (
+	"path/filepath"
+	"strings"
+	"testing"
+)
 
 // TestShuffleBelowFanOutKeepsItsShare: a shuffle below a fan-out sizes its
 // buffer by all the memory its copies keep alive (their shared values
@@ -74,5 +78,35 @@ stages:
 		if got := rep.Sinks[s].Samples; got != 200 {
 			t.Errorf("sink %s got %d samples, want 200", s, got)
 		}
+	}
+}
+
+// TestRecordLargerThanTheBudget: a TFRecord larger than the whole budget
+// fails the run naming the stage, however the files are interleaved.
+// Found in review: with read-ahead (parallelism 2) the records were
+// dropped and the run reported ok with 0 samples; with one stream the
+// error did not name the stage, and with a cycle of 4 the run stalled.
+func TestRecordLargerThanTheBudget(t *testing.T) {
+	pattern, err := filepath.Abs("../examples/data/shapes/train-*.tfrecord")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct{ cycle, par string }{{"4", "2"}, {"1", "1"}, {"2", "1"}, {"4", "1"}} {
+		t.Run("cycle "+tc.cycle+" parallelism "+tc.par, func(t *testing.T) {
+			rep, err := runSpec(t, t.TempDir(), `version: 1
+name: big
+resources: {memory: 2KiB}
+stages:
+  - {name: files, type: files, pattern: '`+pattern+`'}
+  - {name: records, type: tfrecord, cycle_length: `+tc.cycle+`, parallelism: `+tc.par+`}
+  - {name: out, type: discard}
+`)
+			if err == nil || !strings.Contains(err.Error(), `stage "records" (tfrecord): a sample of 2.79KiB exceeds the whole memory budget of 2KiB`) {
+				t.Fatalf("err = %v, want the records stage naming the over-budget sample", err)
+			}
+			if rep != nil && rep.OK {
+				t.Errorf("report says ok")
+			}
+		})
 	}
 }

@@ -538,7 +538,7 @@ func (r *Run) runExpand(ctx context.Context, g *errgroup.Group, n *node, x stage
 					s.ID, s.Epoch = id, sl.origin.Epoch
 					id++
 					if err := o.emit(s); err != nil {
-						return err
+						return n.fail(s, err) // names the stage of a sample too large for the budget
 					}
 					continue
 				}
@@ -631,7 +631,13 @@ func (r *Run) startReadAhead(ctx context.Context, g *errgroup.Group, sl *slot, c
 			n.busyFrom(t0, 0)
 			if err == nil {
 				if rerr := reserve(sctx, r.budget, s, copies, who, await); rerr != nil {
-					return nil // cancelled: the consumer has gone
+					if sctx.Err() != nil {
+						return nil // cancelled: the consumer has gone
+					}
+					// A record larger than the whole budget: the consumer
+					// must fail the run, not take the stream for ended.
+					release(r.budget, s)
+					s, err = nil, rerr
 				}
 			}
 			if s != nil {
