@@ -376,6 +376,9 @@ func (r *Registry) compile(src string, in sample.Schema, want sample.Kind, strip
 	}
 	inf := &inferrer{reg: r, schema: in}
 	t := inf.infer(tree.Node)
+	if inf.err == nil && isMap(tree.Node.Type()) {
+		inf.fail(tree.Node, "a map ({…}) cannot be a sample's value; set its entries as fields of their own")
+	}
 	if inf.err != nil {
 		return nil, inf.err
 	}
@@ -541,6 +544,8 @@ func (p *patcher) Visit(node *ast.Node) {
 // known only at run time.
 func isAny(t reflect.Type) bool { return t == nil || t.Kind() == reflect.Interface }
 
+func isMap(t reflect.Type) bool { return t != nil && t.Kind() == reflect.Map }
+
 // isAt reports whether n is a call of __at, a tensor index.
 func isAt(n ast.Node) bool {
 	c, ok := n.(*ast.CallNode)
@@ -704,6 +709,9 @@ func (in *inferrer) infer(n ast.Node) sample.Type {
 	case *ast.ArrayNode:
 		for _, a := range x.Nodes {
 			in.infer(a)
+			if isMap(a.Type()) {
+				return in.fail(a, "a map ({…}) cannot be a sample's value, nor in a list of one; set its entries as fields of their own")
+			}
 		}
 	}
 	return fromReflect(n.Type())

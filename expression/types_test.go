@@ -157,3 +157,26 @@ func TestUnknownNamesInArguments(t *testing.T) {
 		}
 	}
 }
+
+// TestMapsAreNoValues: a map literal cannot be a sample's value (samples
+// have no map type, and the serve sink tags bytes and NaN in lists with
+// one-key objects); validate says so instead of the run failing. Reading
+// from a map literal is fine.
+func TestMapsAreNoValues(t *testing.T) {
+	in := sample.Schema{Fields: []sample.Field{{Name: "index", Type: sample.TInt}}}
+	for _, tc := range []struct{ src, want string }{
+		{`{"f": 1}`, `a map ({…}) cannot be a sample's value; set its entries as fields of their own (line 1, column 1 of the expression)`},
+		{`[1, {"f": "NaN"}]`, `a map ({…}) cannot be a sample's value, nor in a list of one; set its entries as fields of their own (line 1, column 5 of the expression)`},
+		{`{"a": index}.a + 1`, ``},
+		{`[{"a": 2}.a]`, ``},
+	} {
+		_, err := expression.Default().Compile(tc.src, in, sample.Any)
+		got := ""
+		if err != nil {
+			got = err.Error()
+		}
+		if got != tc.want {
+			t.Errorf("%s: %q\nwant %q", tc.src, got, tc.want)
+		}
+	}
+}
