@@ -28,6 +28,20 @@ func frameOf(t testing.TB, s *sample.Sample) []byte {
 	return b.Bytes()
 }
 
+// roundTrip sends s through a frame and decodes it as a client does.
+func roundTrip(t *testing.T, s *sample.Sample) *sample.Sample {
+	t.Helper()
+	f, err := serve.ReadFrame(bytes.NewReader(frameOf(t, s)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	got, err := serve.DecodeSample(f)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return got
+}
+
 // TestRoundTrip: every kind of field value a sample can hold comes back
 // from a frame as it went in, tensors aligned in the payload.
 func TestRoundTrip(t *testing.T) {
@@ -60,14 +74,7 @@ func TestRoundTrip(t *testing.T) {
 			s.BatchSize = 3
 			s.Fields["x"] = tc.v
 			s.Fields["pad"] = []byte{9} // puts x at offset 64
-			f, err := serve.ReadFrame(bytes.NewReader(frameOf(t, s)))
-			if err != nil {
-				t.Fatal(err)
-			}
-			got, err := serve.DecodeSample(f)
-			if err != nil {
-				t.Fatal(err)
-			}
+			got := roundTrip(t, s)
 			if got.ID != 41 || got.Epoch != 2 || got.BatchSize != 3 {
 				t.Errorf("id %d, epoch %d, batch size %d", got.ID, got.Epoch, got.BatchSize)
 			}
@@ -102,14 +109,7 @@ func TestListRoundTrip(t *testing.T) {
 	in := []any{int64(1<<62 + 1), 2.0, math.NaN(), math.Inf(-1), []byte{0, 0xff}, "s", nil, true, []any{[]string{"a"}, [][]byte{{7}}}}
 	s := sample.New(0, 0, "")
 	s.Fields["l"] = in
-	f, err := serve.ReadFrame(bytes.NewReader(frameOf(t, s)))
-	if err != nil {
-		t.Fatal(err)
-	}
-	got, err := serve.DecodeSample(f)
-	if err != nil {
-		t.Fatal(err)
-	}
+	got := roundTrip(t, s)
 	l := got.Fields["l"].([]any)
 	if fmt.Sprintf("%#v", l[0]) != "4611686018427387905" || fmt.Sprintf("%#v", l[1]) != "2" || !math.IsNaN(l[2].(float64)) || !math.IsInf(l[3].(float64), -1) {
 		t.Errorf("numbers: %#v", l[:4])
