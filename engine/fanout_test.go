@@ -2,7 +2,7 @@ package engine_test
 
 import (
 	"path/filepath"
-	"strings"
+	"regexp"
 	"testing"
 )
 
@@ -87,6 +87,7 @@ stages:
 // dropped and the run reported ok with 0 samples; with one stream the
 // error did not name the stage, and with a cycle of 4 the run stalled.
 func TestRecordLargerThanTheBudget(t *testing.T) {
+	overBudget := regexp.MustCompile(`stage "records" \(tfrecord\): a sample of 2\.[0-9]+KiB exceeds the whole memory budget of 2KiB`)
 	pattern, err := filepath.Abs("../examples/data/shapes/train-*.tfrecord")
 	if err != nil {
 		t.Fatal(err)
@@ -101,7 +102,9 @@ stages:
   - {name: records, type: tfrecord, cycle_length: `+tc.cycle+`, parallelism: `+tc.par+`}
   - {name: out, type: discard}
 `)
-			if err == nil || !strings.Contains(err.Error(), `stage "records" (tfrecord): a sample of 2.79KiB exceeds the whole memory budget of 2KiB`) {
+			// The sample's size counts its path field, so it depends on
+			// where the checkout lives (2.79KiB here, 2.8KiB in CI).
+			if err == nil || !overBudget.MatchString(err.Error()) {
 				t.Fatalf("err = %v, want the records stage naming the over-budget sample", err)
 			}
 			if rep != nil && rep.OK {
