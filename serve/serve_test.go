@@ -7,7 +7,9 @@ import (
 	"io"
 	"math"
 	"math/bits"
+	"net"
 	"reflect"
+	"strconv"
 	"testing"
 
 	"github.com/piperun/piperun/sample"
@@ -280,4 +282,39 @@ func Example() {
 	got, _ := serve.DecodeSample(f)
 	fmt.Println(got.BatchSize, got.Fields["label"].(*tensor.Tensor).Int64(), got.Fields["image"].(*tensor.Tensor).Shape)
 	// Output: 2 [3 1] [2 4 4 3]
+}
+
+// FuzzParseAddress: no listen string panics, and an accepted one is a
+// unix path or a TCP host:port with a port in range, which the address
+// round-trips to.
+func FuzzParseAddress(f *testing.F) {
+	for _, s := range []string{"unix:///run/p.sock", "unix://rel/p.sock", "tcp://127.0.0.1:5555", "tcp://[::1]:0", "tcp://h:65536",
+		"tcp://:1", "udp://x:1", "unix://", "tcp://h:+1", "tcp://[::1", "tcp://a:b:c", "", "://"} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, s string) {
+		network, addr, err := serve.ParseAddress(s)
+		if err != nil {
+			if network != "" || addr != "" || err.Error() == "" {
+				t.Fatalf("ParseAddress(%q) = %q, %q, %v", s, network, addr, err)
+			}
+			return
+		}
+		switch network {
+		case "unix":
+			if addr == "" || "unix://"+addr != s {
+				t.Fatalf("ParseAddress(%q) = unix %q", s, addr)
+			}
+		case "tcp":
+			host, port, err := net.SplitHostPort(addr)
+			if err != nil || host == "" || "tcp://"+addr != s {
+				t.Fatalf("ParseAddress(%q) = tcp %q (%v)", s, addr, err)
+			}
+			if p, err := strconv.Atoi(port); err != nil || p < 0 || p > 65535 {
+				t.Fatalf("ParseAddress(%q): port %q", s, port)
+			}
+		default:
+			t.Fatalf("ParseAddress(%q): network %q", s, network)
+		}
+	})
 }

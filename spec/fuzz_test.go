@@ -107,3 +107,25 @@ func containsDollarBrace(s string) bool {
 	}
 	return false
 }
+
+// FuzzSet applies arbitrary --set overrides to a valid spec. They must
+// never panic; a rejected override is a diagnostic that names it, and an
+// accepted one leaves a spec that loads or fails with diagnostics.
+func FuzzSet(f *testing.F) {
+	for _, s := range []string{"seed=99", "stages.src.count=3", "stages.1.parallelism=4", "resources.memory=1GiB",
+		"epochs=[1, 2]", "stages.nope.count=1", "stages.9.x=1", "=1", "a", "stages=", "stages.0=null", "a.b.c.d={x: &a [*a]}",
+		"stages.-1.count=2", "resources=[1]", "stages.src.count=3=4", "name=\"\\xff\""} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, set string) {
+		sp, diags := spec.Load("testdata/valid/interp.yaml", spec.Options{Catalog: stages.Default(), LookupEnv: noEnv, Set: []string{set}})
+		for _, d := range diags {
+			if d.Message == "" {
+				t.Fatalf("--set %q: a diagnostic without a message: %+v", set, d)
+			}
+		}
+		if !diags.HasErrors() && sp == nil {
+			t.Fatalf("--set %q: no spec and no errors", set)
+		}
+	})
+}
