@@ -69,7 +69,11 @@ func (a *atomicFile) abort() error {
 
 // checkWritable reports whether files can be created in path's directory,
 // creating nothing but a probe that it removes.
-func checkWritable(path string) error {
+func checkWritable(path string) error { return checkDirFor(path, "output directory") }
+
+// checkDirFor is checkWritable naming the directory as what (a socket's
+// directory is not an output directory).
+func checkDirFor(path, what string) error {
 	dir := filepath.Dir(path)
 	for d := dir; ; d = filepath.Dir(d) {
 		st, err := os.Stat(d)
@@ -84,16 +88,16 @@ func checkWritable(path string) error {
 					err = pe.Err // the probe's random name means nothing to the user
 				}
 				if d != dir {
-					return fmt.Errorf("output directory %s cannot be made in %s: %w", dir, d, err)
+					return fmt.Errorf("%s %s cannot be made in %s: %w", what, dir, d, err)
 				}
-				return fmt.Errorf("output directory %s is not writable: %w", d, err)
+				return fmt.Errorf("%s %s is not writable: %w", what, d, err)
 			}
 			f.Close()
 			os.Remove(f.Name())
 			return nil
 		}
 		if !os.IsNotExist(err) || filepath.Dir(d) == d {
-			return fmt.Errorf("output directory %s: %w", dir, err)
+			return fmt.Errorf("%s %s: %w", what, dir, err)
 		}
 	}
 }

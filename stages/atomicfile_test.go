@@ -30,6 +30,13 @@ func TestCheckWritable(t *testing.T) {
 			t.Errorf("checkWritable(%s) = %v, want %q", tc.path, err, tc.want)
 		}
 	}
+	if runtime.GOOS == "linux" {
+		// serve's unix socket: the directory is named as a socket's.
+		want := "socket directory /proc is not writable: "
+		if err := checkDirFor("/proc/x.sock", "socket directory"); err == nil || !strings.HasPrefix(err.Error(), want) {
+			t.Errorf("checkDirFor(/proc/x.sock) = %v, want %q", err, want)
+		}
+	}
 	if _, err := os.Stat(filepath.Join(dir, "new")); !os.IsNotExist(err) {
 		t.Errorf("the check made a directory: %v", err)
 	}

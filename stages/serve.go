@@ -68,7 +68,7 @@ func (c *ServeConfig) Check(cc *spec.CheckContext) sample.Schema {
 	switch {
 	case !cc.Environment:
 	case network == "unix":
-		if err := checkWritable(addr); err != nil {
+		if err := checkDirFor(addr, "socket directory"); err != nil {
 			cc.Errorf("listen", "%v", err)
 		} else if err := staleSocket(addr); err != nil {
 			cc.Errorf("listen", "%v", err)
