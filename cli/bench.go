@@ -406,7 +406,7 @@ func shuffleCheck(epochs [][]string) BenchShuffle {
 	case c.Epochs < 2:
 		c.Verdict = "one epoch: nothing to compare"
 	case c.Same == c.Positions:
-		c.Verdict = "every epoch comes in the same order: shuffle the files (files: shuffle: true) or keep a shuffle's reshuffle_each_epoch"
+		c.Verdict = "every epoch comes in the same order: add a shuffle stage (it reshuffles each epoch unless reshuffle_each_epoch: false), or shuffle: true on a files source"
 	case 2*c.Same > c.Positions:
 		c.Verdict = fmt.Sprintf("epochs come in much the same order (%d of %d places hold the sample of the epoch before)", c.Same, c.Positions)
 	default:

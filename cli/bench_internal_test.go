@@ -27,7 +27,7 @@ func TestShuffleCheck(t *testing.T) {
 	}{
 		{"one epoch", [][]string{{"a", "b"}, nil}, 0, 0, "one epoch: nothing to compare"},
 		{"same order", [][]string{{"a", "b", "c"}, {"a", "b", "c"}, {"a", "b", "c"}}, 6, 6,
-			"every epoch comes in the same order: shuffle the files (files: shuffle: true) or keep a shuffle's reshuffle_each_epoch"},
+			"every epoch comes in the same order: add a shuffle stage (it reshuffles each epoch unless reshuffle_each_epoch: false), or shuffle: true on a files source"},
 		{"mostly", [][]string{{"a", "b", "c", "d"}, {"a", "b", "c", "x"}}, 3, 4,
 			"epochs come in much the same order (3 of 4 places hold the sample of the epoch before)"},
 		{"reshuffled", [][]string{{"a", "b", "c", "d"}, {"b", "a", "c", "d"}, {"d", "c", "a", "b"}}, 2, 8,
