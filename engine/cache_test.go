@@ -140,3 +140,36 @@ stages:
 		t.Errorf("err = %v", err)
 	}
 }
+
+// TestCompleteCacheBesideAnotherBranch: with the cache complete, the map
+// that feeds only the cache does not run, but the source goes on feeding
+// the other branch. Found in review: the source kept sending into the idle
+// map's queue, which nobody read, and the second run stalled once it
+// filled ("the run is stuck … check for a concat").
+func TestCompleteCacheBesideAnotherBranch(t *testing.T) {
+	dir := t.TempDir()
+	src := `
+version: 1
+name: idle
+stages:
+  - {name: src, type: range, count: 5000}
+  - {name: m, type: map, set: {y: 'index * 2'}}
+  - {name: c, type: cache, dir: cache}
+  - {name: out, type: write_jsonl, path: a.jsonl}
+  - {name: out2, type: write_jsonl, input: src, path: b.jsonl}
+`
+	for i := range 2 {
+		ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+		rep, err := runSpecCtx(ctx, t, dir, src)
+		cancel()
+		if err != nil {
+			t.Fatalf("run %d: %v", i+1, err)
+		}
+		if rep.Sinks["out2"].Samples != 5000 || rep.Sinks["out"].Samples != 5000 {
+			t.Fatalf("run %d: sinks %+v, want 5000 samples each", i+1, rep.Sinks)
+		}
+		if got := len(readLines(t, filepath.Join(dir, "a.jsonl"))); got != 5000 {
+			t.Fatalf("run %d: a.jsonl has %d lines", i+1, got)
+		}
+	}
+}

@@ -295,6 +295,18 @@ func (r *Run) run(parent context.Context) {
 			for _, l := range n.outs {
 				close(l.ch)
 			}
+			// A producer that also feeds a running branch keeps sending
+			// here: stop it, and release what it sent before it saw that.
+			if len(n.ins) > 0 {
+				g.Go(func() error {
+					ins := make([]*inlet, len(n.ins))
+					for i, l := range n.ins {
+						ins[i] = r.newInlet(ctx, l, nil)
+					}
+					r.finish(nil, nil, ins...)
+					return nil
+				})
+			}
 			continue
 		}
 		g.Go(func() (err error) {
@@ -354,6 +366,11 @@ func (r *Run) run(parent context.Context) {
 	r.closeAll()
 	r.err = err
 	r.report = r.snapshot(err)
+	// What stages reserved for their own use (a disk cache's tables) goes
+	// back with them, after the report has read the peak.
+	for _, n := range r.nodes {
+		r.budget.Release(n.pn.Reserved)
+	}
 }
 
 // Wait blocks until the run ends and returns its report.
@@ -364,6 +381,12 @@ func (r *Run) Wait() (*Report, error) {
 
 // Done is closed when the run has ended.
 func (r *Run) Done() <-chan struct{} { return r.done }
+
+// MemoryHeld returns the bytes of the budget reserved now. Once a run has
+// ended cleanly it is 0: every stage gave back what it held, whether it
+// read its input to the end or stopped early (a take below it). A failed
+// run's budget dies with it, so what its stages held is not counted back.
+func (r *Run) MemoryHeld() int64 { return r.budget.Used() }
 
 func (r *Run) runNode(ctx context.Context, g *errgroup.Group, n *node) error {
 	switch impl := n.impl.(type) {

@@ -324,7 +324,11 @@ func (o *outlet) endEpoch(epoch int) error {
 	return err
 }
 
+// close ends the outlet's streams; samples still pending, which a stage
+// leaves when its consumers stopped or the run failed, give their memory back.
 func (o *outlet) close() {
+	releaseAll(o.budget, o.pending)
+	o.pending = nil
 	for _, l := range o.links {
 		close(l.ch)
 	}

@@ -71,7 +71,12 @@ func runSpecCtx(ctx context.Context, t testing.TB, dir, src string, set ...strin
 	if err != nil {
 		return nil, err
 	}
-	return run.Wait()
+	rep, err := run.Wait()
+	// Every clean run gives all its memory back.
+	if held := run.MemoryHeld(); err == nil && held != 0 {
+		t.Errorf("%d bytes of the budget still reserved after the run ended", held)
+	}
+	return rep, err
 }
 
 func readLines(t testing.TB, path string) []string {

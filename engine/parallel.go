@@ -148,6 +148,22 @@ func (r *Run) runParallel(ctx context.Context, g *errgroup.Group, n *node, p sta
 	win := newWindow(workers, 4*workers*r.plan.ChunkSize, r.budget.Limit())
 	defer win.close()
 	go func() { <-lctx.Done(); win.close() }()
+	// However the collector ends, the jobs it did not emit give back their
+	// memory: it stops the workers and the dispatcher, then drains every
+	// job queued behind it, each once its worker is done with it.
+	var held *job // taken from results, its output not yet handed to emitOut
+	defer func() {
+		cancel()
+		if held != nil {
+			<-held.done
+			releaseAll(r.budget, held.out)
+		}
+		for j := range results {
+			<-j.done
+			releaseAll(r.budget, j.out)
+			j.out = nil
+		}
+	}()
 
 	for w := 0; w < workers; w++ {
 		g.Go(func() (err error) {
@@ -162,6 +178,8 @@ func (r *Run) runParallel(ctx context.Context, g *errgroup.Group, n *node, p sta
 					select {
 					case results <- j:
 					case <-lctx.Done():
+						releaseAll(r.budget, j.out)
+						j.out = nil
 					}
 					inflight.Done()
 				}
@@ -182,6 +200,9 @@ func (r *Run) runParallel(ctx context.Context, g *errgroup.Group, n *node, p sta
 				inflight.Wait()
 				close(results)
 			}
+			// Drain under the run's context: lctx is cancelled whenever the
+			// collector stops, and what is queued must still be released.
+			in.ctx = ctx
 			r.finish(nil, nil, in)
 		}()
 		size := jobSize(r.plan.ChunkSize, workers)
@@ -190,6 +211,7 @@ func (r *Run) runParallel(ctx context.Context, g *errgroup.Group, n *node, p sta
 				select {
 				case results <- j:
 				case <-lctx.Done():
+					releaseAll(r.budget, j.in)
 					return false
 				}
 			}
@@ -216,6 +238,7 @@ func (r *Run) runParallel(ctx context.Context, g *errgroup.Group, n *node, p sta
 					inflight.Done()
 				}
 				releaseAll(r.budget, j.in)
+				close(j.done) // queued in results (det), never worked
 				return false
 			}
 		}
@@ -313,6 +336,7 @@ func (r *Run) runParallel(ctx context.Context, g *errgroup.Group, n *node, p sta
 			}
 			return o.flush()
 		}
+		held = j
 		select {
 		case <-j.done:
 		default:
@@ -337,6 +361,7 @@ func (r *Run) runParallel(ctx context.Context, g *errgroup.Group, n *node, p sta
 				}
 			}
 		}
+		held = nil // emitOut owns the output, and a failed job released its own
 		if j.err != nil {
 			return j.err
 		}
@@ -385,10 +410,17 @@ func (r *Run) work(ctx context.Context, n *node, p stages.Processor, j *job, win
 		}
 	}
 	var waited time.Duration // in emit, for Options.Profile
-	emit := func(s *sample.Sample) error {
+	// emit owns s from the call on, as an outlet's does: s is released
+	// if it cannot be kept for the collector.
+	emit := func(s *sample.Sample) (err error) {
 		if s == cur {
 			passed = true
 		}
+		defer func() {
+			if err != nil {
+				release(r.budget, s)
+			}
+		}()
 		if r.opts.Profile {
 			t0 := time.Now()
 			defer func() { waited += time.Since(t0) }()
