@@ -209,12 +209,12 @@ func Start(ctx context.Context, p *plan.Plan, opts Options) (*Run, error) {
 			n.env.Skip = func(s *sample.Sample) bool { return *ref != nil && (*ref).Has(s.ID) }
 		}
 		if pn.Reserved > 0 && !r.budget.TryAcquire(pn.Reserved) {
-			r.closeAll()
+			r.abortBuilt()
 			return nil, &StageError{Stage: pn.Stage.Name, Type: pn.Stage.Type, Err: fmt.Errorf("needs %d bytes of the memory budget for itself, more than is free", pn.Reserved)}
 		}
 		impl, err := t.Build(n.env, pn.Stage.Config)
 		if err != nil {
-			r.closeAll()
+			r.abortBuilt()
 			return nil, &StageError{Stage: pn.Stage.Name, Type: pn.Stage.Type, Err: err}
 		}
 		n.impl = impl
@@ -247,6 +247,19 @@ func (r *Run) extraQueue(n *node) int {
 		return (n.pn.Buffer + r.plan.ChunkSize - 1) / r.plan.ChunkSize
 	}
 	return 0
+}
+
+// abortBuilt undoes the stages built so far when a later one cannot be:
+// the sinks remove the temporaries they opened, and every stage closes.
+func (r *Run) abortBuilt() {
+	for _, n := range r.nodes {
+		if sk, ok := n.impl.(stages.Sink); ok {
+			if err := sk.Abort(); err != nil {
+				r.log.Warn("abort sink", zap.String("stage", n.st.Name), zap.Error(err))
+			}
+		}
+	}
+	r.closeAll()
 }
 
 func (r *Run) closeAll() {
@@ -343,16 +356,8 @@ func (r *Run) run(parent context.Context) {
 	}
 	// Sinks commit only when every stage finished cleanly; otherwise they
 	// abort, so outputs appear whole or not at all.
-	for _, n := range r.nodes {
-		sk, ok := n.impl.(stages.Sink)
-		if !ok {
-			continue
-		}
-		if err == nil {
-			if cerr := sk.Commit(); cerr != nil {
-				err = &StageError{Stage: n.st.Name, Type: n.st.Type, Err: fmt.Errorf("commit: %w", cerr)}
-			}
-		}
+	if err == nil {
+		err = r.commit()
 	}
 	if err != nil {
 		for _, n := range r.nodes {
@@ -371,6 +376,46 @@ func (r *Run) run(parent context.Context) {
 	for _, n := range r.nodes {
 		r.budget.Release(n.pn.Reserved)
 	}
+}
+
+// commit commits the sinks of a run that succeeded, in three steps, so
+// that a failure leaves no output in place: every sink that writes files
+// prepares them (written, synced, closed, final names checked); then the
+// other sinks commit (a cache), then the files are renamed into place;
+// last, the sinks that announce the end to a process outside (serve).
+// A failure at one step aborts all the sinks, before any file is renamed,
+// unless a rename itself fails, which the preparation has made unlikely.
+func (r *Run) commit() error {
+	stepErr := func(n *node, what string, err error) error {
+		return &StageError{Stage: n.st.Name, Type: n.st.Type, Err: fmt.Errorf("%s: %w", what, err)}
+	}
+	var files, rest, announcers []*node
+	for _, n := range r.nodes {
+		sk, ok := n.impl.(stages.Sink)
+		if !ok {
+			continue
+		}
+		if p, ok := sk.(stages.Preparer); ok {
+			if err := p.Prepare(); err != nil {
+				return stepErr(n, "commit", err)
+			}
+			files = append(files, n)
+			continue
+		}
+		if _, ok := sk.(stages.Announcer); ok {
+			announcers = append(announcers, n)
+			continue
+		}
+		rest = append(rest, n)
+	}
+	for _, step := range [][]*node{rest, files, announcers} {
+		for _, n := range step {
+			if err := n.impl.(stages.Sink).Commit(); err != nil {
+				return stepErr(n, "commit", err)
+			}
+		}
+	}
+	return nil
 }
 
 // Wait blocks until the run ends and returns its report.

@@ -15,6 +15,9 @@ type atomicFile struct {
 	final string
 	tmp   *os.File
 	w     *bufio.Writer
+	// prepared says the file is written, synced and closed, waiting only
+	// for its rename.
+	prepared bool
 }
 
 func createAtomic(path string) (*atomicFile, error) {
@@ -31,9 +34,11 @@ func createAtomic(path string) (*atomicFile, error) {
 
 func (a *atomicFile) Write(p []byte) (int, error) { return a.w.Write(p) }
 
-// commit flushes, syncs and renames the file into place.
-func (a *atomicFile) commit() error {
-	if a.tmp == nil {
+// prepare does all that commit can fail at but the rename: it flushes,
+// syncs and closes the file, and checks that the final name can take it.
+// After a failure the temporary file is gone.
+func (a *atomicFile) prepare() error {
+	if a.tmp == nil || a.prepared {
 		return nil
 	}
 	err := a.w.Flush()
@@ -48,8 +53,23 @@ func (a *atomicFile) commit() error {
 		err = cerr
 	}
 	if err == nil {
-		err = os.Rename(a.tmp.Name(), a.final)
+		err = replaceable(a.final)
 	}
+	if err != nil {
+		os.Remove(a.tmp.Name())
+		a.tmp = nil
+		return err
+	}
+	a.prepared = true
+	return nil
+}
+
+// commit renames the prepared file into place (preparing it first if need be).
+func (a *atomicFile) commit() error {
+	if err := a.prepare(); err != nil || a.tmp == nil {
+		return err
+	}
+	err := os.Rename(a.tmp.Name(), a.final)
 	if err != nil {
 		os.Remove(a.tmp.Name())
 	}
@@ -57,12 +77,25 @@ func (a *atomicFile) commit() error {
 	return err
 }
 
+// replaceable reports why a file could not be renamed onto path: a
+// directory there (rename's "file exists" would not say so).
+func replaceable(path string) error {
+	if st, err := os.Stat(path); err == nil && st.IsDir() {
+		return fmt.Errorf("%s is a directory", path)
+	}
+	return nil
+}
+
 // abort removes the temporary file.
 func (a *atomicFile) abort() error {
 	if a.tmp == nil {
 		return nil
 	}
-	err := errors.Join(a.tmp.Close(), os.Remove(a.tmp.Name()))
+	var err error
+	if !a.prepared {
+		err = a.tmp.Close()
+	}
+	err = errors.Join(err, os.Remove(a.tmp.Name()))
 	a.tmp = nil
 	return err
 }
@@ -74,6 +107,9 @@ func checkWritable(path string) error { return checkDirFor(path, "output directo
 // checkDirFor is checkWritable naming the directory as what (a socket's
 // directory is not an output directory).
 func checkDirFor(path, what string) error {
+	if err := replaceable(path); err != nil {
+		return err
+	}
 	dir := filepath.Dir(path)
 	for d := dir; ; d = filepath.Dir(d) {
 		st, err := os.Stat(d)

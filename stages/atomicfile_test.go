@@ -20,6 +20,9 @@ func TestCheckWritable(t *testing.T) {
 		{filepath.Join(dir, "out.jsonl"), ""},
 		{filepath.Join(dir, "new", "deeper", "out.jsonl"), ""},
 		{filepath.Join(file, "out.jsonl"), file + " is not a directory"},
+		// An output whose name is taken by a directory: rename would say
+		// only "file exists", at the end of the run.
+		{dir, dir + " is a directory"},
 	}
 	if runtime.GOOS == "linux" {
 		cases = append(cases, struct{ path, want string }{"/proc/nope/x", "output directory /proc/nope cannot be made in /proc: "})

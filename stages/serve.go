@@ -352,6 +352,10 @@ func (s *serveSink) Commit() error {
 	return nil
 }
 
+// Announces implements Announcer: the end of the stream tells the trainer
+// the run succeeded, so it goes out after every other sink committed.
+func (s *serveSink) Announces() {}
+
 // Abort closes the connection without an end of stream, which tells the
 // trainer that the run failed.
 func (s *serveSink) Abort() error {

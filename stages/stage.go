@@ -80,6 +80,21 @@ type Sink interface {
 	Abort() error
 }
 
+// Preparer is implemented by sinks whose Commit makes files visible:
+// Prepare does everything that can fail short of that (flush, sync, close,
+// check the final names), so that the engine commits no sink's files until
+// every sink's are ready, and a failed run leaves none in place.
+type Preparer interface {
+	Prepare() error
+}
+
+// Announcer is implemented by sinks whose Commit tells a process outside
+// the run that it succeeded (serve's end of stream): they commit after
+// every other sink has.
+type Announcer interface {
+	Announces()
+}
+
 // Holder is implemented by stages that keep samples across calls (a
 // shuffle's buffer): Holding returns the bytes they hold, and may be called
 // from another goroutine, so a stuck run can say where its memory is.

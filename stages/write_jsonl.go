@@ -60,7 +60,9 @@ func (j *jsonlSink) Write(_ context.Context, s *sample.Sample) error {
 	return err
 }
 
-func (j *jsonlSink) Commit() error { return j.f.commit() }
+// Prepare implements Preparer.
+func (j *jsonlSink) Prepare() error { return j.f.prepare() }
+func (j *jsonlSink) Commit() error  { return j.f.commit() }
 func (j *jsonlSink) Abort() error  { return j.f.abort() }
 
 // AppendJSON appends fields as one JSON object with sorted keys: bytes as

@@ -60,7 +60,11 @@ func (c *WriteTFRecordConfig) Check(cc *spec.CheckContext) sample.Schema {
 		}
 	}
 	if cc.Environment && c.Path != "" {
-		if err := checkWritable(cc.Resolve(ShardPath(c.Path, 0, max(c.Shards, 1)))); err != nil {
+		err := checkWritable(cc.Resolve(ShardPath(c.Path, 0, max(c.Shards, 1))))
+		for i := 1; err == nil && i < c.Shards; i++ {
+			err = replaceable(cc.Resolve(ShardPath(c.Path, i, c.Shards)))
+		}
+		if err != nil {
 			cc.Errorf("path", "%v", err)
 		}
 	}
@@ -104,14 +108,31 @@ func (s *tfrecordSink) Write(_ context.Context, smp *sample.Sample) error {
 	return err
 }
 
-func (s *tfrecordSink) Commit() error {
-	var errs []error
+// Prepare implements Preparer: every shard is written whole before any
+// is renamed into place.
+func (s *tfrecordSink) Prepare() error {
 	for i, w := range s.writers {
-		if err := w.Close(); err != nil {
-			errs = append(errs, err)
+		if w == nil {
 			continue
 		}
-		if err := s.files[i].commit(); err != nil {
+		s.writers[i] = nil
+		if err := w.Close(); err != nil {
+			return err
+		}
+		if err := s.files[i].prepare(); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+func (s *tfrecordSink) Commit() error {
+	if err := s.Prepare(); err != nil {
+		return err
+	}
+	var errs []error
+	for _, f := range s.files {
+		if err := f.commit(); err != nil {
 			errs = append(errs, err)
 		}
 	}
