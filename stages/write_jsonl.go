@@ -63,7 +63,7 @@ func (j *jsonlSink) Write(_ context.Context, s *sample.Sample) error {
 // Prepare implements Preparer.
 func (j *jsonlSink) Prepare() error { return j.f.prepare() }
 func (j *jsonlSink) Commit() error  { return j.f.commit() }
-func (j *jsonlSink) Abort() error  { return j.f.abort() }
+func (j *jsonlSink) Abort() error   { return j.f.abort() }
 
 // AppendJSON appends fields as one JSON object with sorted keys: bytes as
 // base64 strings, tensors as nested lists. Non-finite floats are an error,
