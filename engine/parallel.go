@@ -638,8 +638,17 @@ func (r *Run) startReadAhead(ctx context.Context, g *errgroup.Group, sl *slot, c
 			return sctx.Err()
 		}
 	}
-	g.Go(func() error {
+	g.Go(func() (err error) {
 		defer close(sl.items)
+		// A panic in a stream fails the run naming the stage, as one in
+		// any stage's own goroutine does, instead of ending the process.
+		defer func() {
+			if p := recover(); p != nil {
+				err = &StageError{Stage: n.st.Name, Type: n.st.Type, Err: fmt.Errorf("panic: %v\n%s", p, debug.Stack())}
+				r.fail(err)
+				r.cancel()
+			}
+		}()
 		// wanted is set once the consumer has asked for an item this
 		// goroutine has not sent yet: from then on it may wait for the
 		// budget without waiting for another ask, which would never come.
@@ -684,7 +693,9 @@ func (r *Run) startReadAhead(ctx context.Context, g *errgroup.Group, sl *slot, c
 				}
 				return nil
 			}
-			if err != nil {
+			// A bad item (a JSON line) spoils only itself: read on, as
+			// the consumer does without read-ahead.
+			if err != nil && !stages.IsItemError(err) {
 				return nil
 			}
 		}

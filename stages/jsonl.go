@@ -62,7 +62,10 @@ func (j *jsonlStage) Open(_ context.Context, in *sample.Sample) (Stream, error) 
 		return nil, err
 	}
 	sc := bufio.NewScanner(f)
-	sc.Buffer(make([]byte, 64<<10), j.cfg.MaxLine)
+	// The scanner's limit is the larger of its buffer and max, and a line
+	// needs room for its newline: start small, so a limit under 64 KiB holds.
+	limit := j.cfg.MaxLine + 1
+	sc.Buffer(make([]byte, 0, min(64<<10, limit)), limit)
 	return &jsonlStream{f: f, sc: sc, path: path, epoch: in.Epoch}, nil
 }
 
