@@ -66,6 +66,12 @@ func init() {
 			switch x := a[0].(type) {
 			case *tensor.Tensor:
 				return x.Cast(dt), nil
+			case int64:
+				if !dt.IsFloat() { // exactly, not through a float64
+					t := tensor.New(dt, 1)
+					t.SetInt(0, x)
+					return t.IntAt(0), nil
+				}
 			}
 			f, ok := toFloat(a[0])
 			if !ok {
@@ -189,11 +195,10 @@ func init() {
 				return nil, fmt.Errorf("index %d out of range for %s", i, t)
 			}
 			if len(t.Shape) == 1 {
-				v := t.At(int(i))
 				if t.DType.IsFloat() {
-					return v, nil
+					return t.At(int(i)), nil
 				}
-				return int64(v), nil
+				return t.IntAt(int(i)), nil
 			}
 			row := len(t.Data) / t.Shape[0]
 			return tensor.FromBytes(t.DType, t.Shape[1:], append([]byte(nil), t.Data[int(i)*row:(int(i)+1)*row]...))

@@ -143,14 +143,13 @@ func appendValue(b []byte, v any) ([]byte, error) {
 // appendTensor writes dimension d of t starting at flat element off.
 func appendTensor(b []byte, t *tensor.Tensor, d, off int) ([]byte, error) {
 	if d == len(t.Shape) {
-		f := t.At(off)
 		switch t.DType {
 		case tensor.Float32:
-			return appendFloat(b, f, 32)
+			return appendFloat(b, t.At(off), 32)
 		case tensor.Float64:
-			return appendFloat(b, f, 64)
+			return appendFloat(b, t.At(off), 64)
 		}
-		return strconv.AppendInt(b, int64(f), 10), nil
+		return strconv.AppendInt(b, t.IntAt(off), 10), nil
 	}
 	stride := 1
 	for _, s := range t.Shape[d+1:] {

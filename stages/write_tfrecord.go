@@ -194,7 +194,7 @@ func toFeature(v any) (*example.Feature, error) {
 		case tensor.Int32, tensor.Int64:
 			out := make([]int64, x.Len())
 			for i := range out {
-				out[i] = int64(x.At(i))
+				out[i] = x.IntAt(i)
 			}
 			return &example.Feature{Kind: example.KindInt64, Ints: out}, nil
 		case tensor.Float32:

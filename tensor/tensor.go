@@ -188,6 +188,37 @@ func (t *Tensor) At(i int) float64 {
 	panic("tensor: At on invalid dtype")
 }
 
+// IntAt returns element i of an integer tensor exactly (At goes through a
+// float64, which holds integers only up to 2^53); for a float tensor, the
+// element truncated toward zero.
+func (t *Tensor) IntAt(i int) int64 {
+	switch t.DType {
+	case Uint8:
+		return int64(t.Data[i])
+	case Int32:
+		return int64(t.Int32()[i])
+	case Int64:
+		return t.Int64()[i]
+	}
+	return int64(t.At(i))
+}
+
+// SetInt stores the integer v at flat index i, exactly where the dtype
+// holds it: int32 keeps the low 32 bits, uint8 saturates to [0, 255] as
+// Set does, and the float dtypes round to nearest.
+func (t *Tensor) SetInt(i int, v int64) {
+	switch t.DType {
+	case Uint8:
+		t.Data[i] = uint8(min(max(v, 0), 255))
+	case Int32:
+		t.Int32()[i] = int32(v)
+	case Int64:
+		t.Int64()[i] = v
+	default:
+		t.Set(i, float64(v))
+	}
+}
+
 // Set stores v at flat index i, converting to the tensor's dtype. Integer
 // dtypes truncate toward zero; uint8 saturates to [0, 255].
 func (t *Tensor) Set(i int, v float64) {
@@ -240,6 +271,11 @@ func (t *Tensor) Cast(dt DType) *Tensor {
 		dst := out.Float32()
 		for i, b := range t.Data {
 			dst[i] = float32(b)
+		}
+	case !t.DType.IsFloat() && !dt.IsFloat():
+		// Integer to integer, exactly: not through a float64.
+		for i, n := 0, t.Len(); i < n; i++ {
+			out.SetInt(i, t.IntAt(i))
 		}
 	default:
 		for i, n := 0, t.Len(); i < n; i++ {

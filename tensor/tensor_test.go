@@ -36,3 +36,32 @@ func TestFromBytesRejects(t *testing.T) {
 		})
 	}
 }
+
+// TestIntegerCastsAreExact: integer elements read and cast between integer
+// dtypes exactly, not through a float64 (which holds 2^53+1 as 2^53).
+func TestIntegerCastsAreExact(t *testing.T) {
+	src := FromInt64s([]int64{1<<53 + 1, -(1<<53 + 1), 1<<40 + 7, 300, -5})
+	for i, want := range []int64{1<<53 + 1, -(1<<53 + 1), 1<<40 + 7, 300, -5} {
+		if got := src.IntAt(i); got != want {
+			t.Errorf("IntAt(%d) = %d, want %d", i, got, want)
+		}
+	}
+	for _, tc := range []struct {
+		dt   DType
+		want []int64
+	}{
+		{Int64, []int64{1<<53 + 1, -(1<<53 + 1), 1<<40 + 7, 300, -5}},
+		{Int32, []int64{1, -1, 7, 300, -5}}, // the low 32 bits, as numpy's astype
+		{Uint8, []int64{255, 0, 255, 255, 0}}, // saturated, as Set does
+	} {
+		c := src.Cast(tc.dt)
+		for i, want := range tc.want {
+			if got := c.IntAt(i); got != want {
+				t.Errorf("Cast(%s)[%d] = %d, want %d", tc.dt, i, got, want)
+			}
+		}
+	}
+	if got := src.Cast(Float64).At(2); got != float64(1<<40+7) {
+		t.Errorf("Cast(float64)[2] = %v", got)
+	}
+}
