@@ -51,7 +51,7 @@ func TestIntegerCastsAreExact(t *testing.T) {
 		want []int64
 	}{
 		{Int64, []int64{1<<53 + 1, -(1<<53 + 1), 1<<40 + 7, 300, -5}},
-		{Int32, []int64{1, -1, 7, 300, -5}}, // the low 32 bits, as numpy's astype
+		{Int32, []int64{1, -1, 7, 300, -5}},   // the low 32 bits, as numpy's astype
 		{Uint8, []int64{255, 0, 255, 255, 0}}, // saturated, as Set does
 	} {
 		c := src.Cast(tc.dt)
