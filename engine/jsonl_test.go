@@ -56,3 +56,38 @@ stages:
 		t.Errorf("err = %v, want it to contain %q", err, want)
 	}
 }
+
+// TestBatchFieldMissingFromTheFirstSample: a field that only a later
+// sample of a batch has fails the batch, naming it and the sample without
+// it, as a field missing from a later sample does. Found in review: it
+// was dropped without a word.
+func TestBatchFieldMissingFromTheFirstSample(t *testing.T) {
+	dir := t.TempDir()
+	if err := os.WriteFile(filepath.Join(dir, "in.jsonl"), []byte("{\"a\":1}\n{\"a\":2,\"b\":3}\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	for _, order := range []string{"b later", "b first"} {
+		if order == "b first" {
+			if err := os.WriteFile(filepath.Join(dir, "in.jsonl"), []byte("{\"a\":2,\"b\":3}\n{\"a\":1}\n"), 0o644); err != nil {
+				t.Fatal(err)
+			}
+		}
+		_, err := runSpec(t, dir, `
+version: 1
+name: drop
+stages:
+  - {name: files, type: files, pattern: in.jsonl}
+  - {name: lines, type: jsonl}
+  - {name: b, type: batch, size: 2}
+  - {name: out, type: write_jsonl, path: out.jsonl}
+`)
+		in := filepath.Join(dir, "in.jsonl")
+		want := map[string]string{
+			"b later": `field "b" is missing from ` + in + `:1`,
+			"b first": `field "b" is missing from ` + in + `:2`,
+		}[order]
+		if err == nil || !strings.Contains(err.Error(), want) || !strings.Contains(err.Error(), `stage "b" (batch)`) {
+			t.Errorf("%s: err = %v, want the batch stage and %q", order, err, want)
+		}
+	}
+}

@@ -163,6 +163,19 @@ func (b *batchStage) flush(emit Emit) error {
 		out.Origin = fmt.Sprintf("batch %d (epoch %d) of %s … %s", b.index, first.Epoch, first.Describe(), b.buf[len(b.buf)-1].Describe())
 	}
 	b.index++
+	// Stack finds a field missing from a later sample; one that only later
+	// samples have would be dropped without a word (an open jsonl schema).
+	for _, s := range b.buf[1:] {
+		for k := range s.Fields {
+			if _, ok := first.Fields[k]; !ok {
+				for _, s := range b.buf {
+					b.env.Release(s)
+				}
+				b.buf = b.buf[:0]
+				return fmt.Errorf("%s: field %q is missing from %s", out.Origin, k, first.Describe())
+			}
+		}
+	}
 	for k := range first.Fields {
 		var v any
 		var err error
