@@ -88,6 +88,11 @@ func (s *recordStream) Next() (*sample.Sample, error) {
 	i := s.r.Index()
 	rec, err := s.r.Next()
 	if err != nil {
+		// A payload that fails its checksum spoils that record alone: the
+		// frame around it was read, so the stream reads on when skipped.
+		if ce, ok := err.(*tfrecord.CorruptError); ok && ce.DataOnly {
+			return nil, &ItemError{Err: err}
+		}
 		return nil, err
 	}
 	return &sample.Sample{Epoch: s.epoch, Origin: fmt.Sprintf("%s record %d", s.path, i), Fields: map[string]any{"record": rec}}, nil

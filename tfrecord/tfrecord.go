@@ -155,6 +155,10 @@ type CorruptError struct {
 	Offset int64  // offset of its header in the decompressed stream
 	Reason string
 	Err    error // underlying cause when there is one (io.ErrUnexpectedEOF for truncation)
+	// DataOnly says the frame was read whole and only its payload fails
+	// its checksum: the framing is intact, and the next call to Next
+	// reads the record after it.
+	DataOnly bool
 }
 
 // Error formats the error as "tfrecord: FILE: record N at byte offset X: REASON".
@@ -246,15 +250,20 @@ func (r *Reader) Index() int { return r.idx }
 
 // Next returns the next record in a freshly allocated slice that the caller
 // may keep. It returns io.EOF after the last record. Damage is reported as a
-// *CorruptError; other read failures are wrapped. Once Next has failed it
-// returns the same error forever, because a frame that cannot be read leaves
-// no way to find the next one.
+// *CorruptError; other read failures are wrapped. A record whose payload
+// alone fails its checksum (CorruptError.DataOnly) is skipped over: the
+// next call reads on. After any other failure Next returns the same error
+// forever, because a frame that cannot be read leaves no way to find the
+// next one.
 func (r *Reader) Next() ([]byte, error) {
 	if r.err != nil {
 		return nil, r.err
 	}
 	rec, err := r.next()
 	if err != nil {
+		if ce, ok := err.(*CorruptError); ok && ce.DataOnly {
+			return nil, err
+		}
 		r.err = err
 		return nil, err
 	}
@@ -291,7 +300,11 @@ func (r *Reader) next() ([]byte, error) {
 	}
 	data := buf[:length:length]
 	if got, want := MaskedCRC(data), binary.LittleEndian.Uint32(buf[length:]); got != want {
-		return nil, r.corrupt(fmt.Sprintf("data crc mismatch (got 0x%08x, want 0x%08x)", got, want), nil)
+		ce := r.corrupt(fmt.Sprintf("data crc mismatch (got 0x%08x, want 0x%08x)", got, want), nil)
+		ce.DataOnly = true
+		r.off += headerSize + int64(length) + footerSize
+		r.idx++
+		return nil, ce
 	}
 	return data, nil
 }

@@ -272,8 +272,15 @@ func TestBeamCorruption(t *testing.T) {
 				if !strings.HasPrefix(err.Error(), wantMsg) {
 					t.Errorf("message %q, want prefix %q", err, wantMsg)
 				}
-				if _, err2 := r.Next(); err2 != err {
-					t.Errorf("second Next = %v, want the same error", err2)
+				// A damaged payload leaves the frame readable: the reader
+				// goes on to the end of this one-record stream. Damaged
+				// framing stops it for good.
+				_, err2 := r.Next()
+				if ce.DataOnly != strings.HasPrefix(tt.reason, "data crc") {
+					t.Errorf("DataOnly = %v for %s", ce.DataOnly, tt.reason)
+				}
+				if ce.DataOnly && err2 != io.EOF || !ce.DataOnly && err2 != err {
+					t.Errorf("second Next = %v (first %v)", err2, err)
 				}
 			})
 		}
@@ -295,6 +302,10 @@ func TestCorruptSecondRecord(t *testing.T) {
 	const want = "tfrecord: record 1 at byte offset 19: data crc mismatch (got 0xc8e50046, want 0xc8e50146)"
 	if err == nil || err.Error() != want {
 		t.Errorf("err = %v, want %s", err, want)
+	}
+	// The framing is intact: the reader reads on past the bad record.
+	if _, err := r.Next(); err != io.EOF || r.Index() != 2 {
+		t.Errorf("after the bad record: %v at index %d, want io.EOF at 2", err, r.Index())
 	}
 }
 
