@@ -356,6 +356,17 @@ func (r *Registry) compile(src string, in sample.Schema, want sample.Kind, strip
 	cfg.Check()
 
 	tree, err := parser.ParseWithConfig(src, cfg)
+	if err == nil {
+		// With an open schema expr takes an unknown name for a field it
+		// cannot see, even one that is called: find those calls here, or
+		// `resiz(x)` below a stage with an error would pass validate.
+		u := &unknownCalls{known: cfg.Functions}
+		ast.Walk(&tree.Node, u)
+		if u.name != "" {
+			line, col := position(src, u.at)
+			return nil, &Error{Line: line, Column: col, Msg: fmt.Sprintf("unknown function %s (functions: %s)", u.name, strings.Join(r.Names(), ", "))}
+		}
+	}
 	if err == nil && strip != nil && !strip(tree) {
 		return nil, nil
 	}
@@ -393,6 +404,42 @@ func (r *Registry) compile(src string, in sample.Schema, want sample.Kind, strip
 		return nil, toError(err)
 	}
 	return &Program{Source: src, Type: t, program: prog}, nil
+}
+
+// unknownCalls finds the first call of a name that is neither one of the
+// registry's functions nor one of expr's builtins.
+type unknownCalls struct {
+	known map[string]*builtin.Function
+	name  string
+	at    int
+}
+
+func (u *unknownCalls) Visit(node *ast.Node) {
+	c, ok := (*node).(*ast.CallNode)
+	if !ok || u.name != "" {
+		return
+	}
+	id, ok := c.Callee.(*ast.IdentifierNode)
+	if !ok || u.known[id.Value] != nil || builtinNames[id.Value] {
+		return
+	}
+	u.name, u.at = id.Value, c.Location().From
+}
+
+// builtinNames are the functions expr itself provides (len, abs, upper, …).
+var builtinNames = func() map[string]bool {
+	m := map[string]bool{}
+	for _, f := range builtin.Builtins {
+		m[f.Name] = true
+	}
+	return m
+}()
+
+// position turns a byte offset in src into a 1-based line and column.
+func position(src string, off int) (line, col int) {
+	off = min(max(off, 0), len(src))
+	line = 1 + strings.Count(src[:off], "\n")
+	return line, off - strings.LastIndex(src[:off], "\n")
 }
 
 // explain rewrites expr's "unknown name" into what the user got wrong: a

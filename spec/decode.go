@@ -2,6 +2,7 @@ package spec
 
 import (
 	"fmt"
+	"math"
 	"reflect"
 	"regexp"
 	"sort"
@@ -128,6 +129,10 @@ func (d *decoder) decode(n *yaml.Node, v reflect.Value, path string) {
 			}
 			return
 		}
+		if !exactScalar(n, v.Kind()) {
+			d.errorf(n, path, "expected %s, got %s", kindWord(v.Kind()), describe(n))
+			return
+		}
 		p := reflect.New(v.Type())
 		if err := n.Decode(p.Interface()); err != nil {
 			d.errorf(n, path, "expected %s, got %s", kindWord(v.Kind()), describe(n))
@@ -237,6 +242,22 @@ func (d *decoder) decodeStruct(n *yaml.Node, v reflect.Value, path string) {
 			d.r.markUndecoded(joinPath(path, r))
 		}
 	}
+}
+
+// exactScalar reports whether scalar n is a value of kind as schema.json
+// types it, where yaml.v3 would convert more: it truncates 2.5 into an
+// int, and reads the strings yes, on and "true" into a bool.
+func exactScalar(n *yaml.Node, kind reflect.Kind) bool {
+	switch kind {
+	case reflect.Bool:
+		return n.ShortTag() == "!!bool"
+	case reflect.Int, reflect.Int64, reflect.Uint64:
+		if n.ShortTag() == "!!float" {
+			var f float64
+			return n.Decode(&f) == nil && f == math.Trunc(f) // 1e3 is an integer
+		}
+	}
+	return true
 }
 
 func isNull(n *yaml.Node) bool { return n.Kind == yaml.ScalarNode && n.ShortTag() == "!!null" }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"regexp"
 	"strings"
 
 	"github.com/piperun/piperun/example"
@@ -28,6 +29,9 @@ func init() {
 	})
 }
 
+// placeholder matches what looks like a {name} in an output path.
+var placeholder = regexp.MustCompile(`\{[A-Za-z_]+\}`)
+
 // ShardPath returns the path of shard i of n.
 func ShardPath(pattern string, i, n int) string {
 	r := strings.NewReplacer("{shard}", fmt.Sprintf("%05d", i), "{shards}", fmt.Sprintf("%05d", n))
@@ -44,6 +48,12 @@ func (c *WriteTFRecordConfig) Check(cc *spec.CheckContext) sample.Schema {
 	}
 	if c.Shards > 1 && !strings.Contains(c.Path, "{shard}") {
 		cc.Errorf("path", "with %d shards the path must contain {shard}", c.Shards)
+	}
+	// A mistyped placeholder would be written literally into the name.
+	for _, m := range placeholder.FindAllString(c.Path, -1) {
+		if m != "{shard}" && m != "{shards}" {
+			cc.Errorf("path", "unknown placeholder %s (known: {shard}, {shards})", m)
+		}
 	}
 	comp, auto, err := tfrecord.ParseCompression(c.Compression)
 	if err != nil || auto {
