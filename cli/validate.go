@@ -57,7 +57,14 @@ func validateCmd(g *globals) *cobra.Command {
 					if d.Path != "" {
 						msg = d.Path + ": " + msg
 					}
-					fmt.Fprintf(g.stdout, "::%s file=%s,line=%d,col=%d,title=piperun validate::%s\n", level, d.Pos.File, d.Pos.Line, d.Pos.Col, ghEscape(msg))
+					where := fmt.Sprintf("file=%s,line=%d,col=%d", d.Pos.File, d.Pos.Line, d.Pos.Col)
+					if d.Pos.Line == 0 { // no place in the file: an override, or the file as a whole
+						where = "file=" + d.Pos.File
+					}
+					if d.Pos.Set != "" {
+						msg = "--set " + d.Pos.Set + ": " + msg
+					}
+					fmt.Fprintf(g.stdout, "::%s %s,title=piperun validate::%s\n", level, where, ghEscape(msg))
 				}
 			default:
 				for _, d := range all {

@@ -518,9 +518,11 @@ func (r *Run) epochs() int {
 	return r.plan.Spec.Epochs
 }
 
-func (r *Run) runSource(ctx context.Context, n *node, src stages.Source) error {
+func (r *Run) runSource(ctx context.Context, n *node, src stages.Source) (err error) {
 	o := r.newOutlet(ctx, n)
-	defer o.close()
+	// On a failure the run is cancelled before the outlet closes, or the
+	// stages below would take the close for the end of the data.
+	defer func() { r.finish(o, err) }()
 	for e := 0; r.epochs() < 0 || e < r.epochs(); e++ {
 		if e > 0 {
 			for _, gate := range n.gates {

@@ -134,10 +134,13 @@ func jobSize(chunkSize, workers int) int {
 // runParallel runs a concurrency-safe processor on n workers. With
 // deterministic output, a collector emits jobs in input order (a bounded
 // window of jobs in flight); otherwise in completion order.
-func (r *Run) runParallel(ctx context.Context, g *errgroup.Group, n *node, p stages.Processor) error {
+func (r *Run) runParallel(ctx context.Context, g *errgroup.Group, n *node, p stages.Processor) (err error) {
 	workers := n.pn.Parallelism
 	o := r.newOutlet(ctx, n)
-	defer o.close()
+	// On a failure the run is cancelled before the outlet closes, or the
+	// stages below would take the close for the end of the data (a batch
+	// would emit its partial batch to a trainer).
+	defer func() { r.finish(o, err) }()
 	lctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	det := r.plan.Spec.Deterministic

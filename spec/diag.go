@@ -12,11 +12,18 @@ type Pos struct {
 	File string `json:"file"`
 	Line int    `json:"line"`
 	Col  int    `json:"column"`
+	// Set is the command-line override ("a.b=v") the value came from,
+	// which has no place in the file.
+	Set string `json:"set,omitempty"`
 }
 
-// String formats the position as file:line:col.
+// String formats the position as file:line:col, or "file (--set a.b=v)"
+// for a value given on the command line.
 func (p Pos) String() string {
-	if p.Line == 0 {
+	switch {
+	case p.Set != "":
+		return fmt.Sprintf("%s (--set %s)", p.File, p.Set)
+	case p.Line == 0:
 		return p.File
 	}
 	return fmt.Sprintf("%s:%d:%d", p.File, p.Line, p.Col)
@@ -108,6 +115,9 @@ func (ds Diagnostics) Sort() {
 type reporter struct {
 	file  string
 	diags Diagnostics
+	// sets are the command-line overrides; a node one of them made has
+	// line -(i+1) for sets[i] (see markSet).
+	sets []string
 	// undecoded holds the paths of values the decoder reported (missing,
 	// or of the wrong type): a stage's Check sees them as zero values, and
 	// its own complaint about them would be a second diagnostic for the
@@ -144,9 +154,18 @@ func (r *reporter) isUndecoded(path string) bool {
 
 func (r *reporter) add(sev Severity, line, col int, path, format string, args ...any) {
 	r.diags = append(r.diags, Diagnostic{
-		Pos:      Pos{File: r.file, Line: line, Col: col},
+		Pos:      r.pos(line, col),
 		Path:     path,
 		Message:  fmt.Sprintf(format, args...),
 		Severity: sev,
 	})
+}
+
+// pos is the position of a node at line and col, or of the override that
+// made it.
+func (r *reporter) pos(line, col int) Pos {
+	if line < 0 && -line <= len(r.sets) {
+		return Pos{File: r.file, Set: r.sets[-line-1]}
+	}
+	return Pos{File: r.file, Line: line, Col: col}
 }

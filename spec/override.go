@@ -104,6 +104,9 @@ func ApplySet(doc *yaml.Node, set string) error {
 	if len(v.Content) > 0 {
 		value = v.Content[0]
 	}
+	// Positions in the value are positions in the override, not in the
+	// file: mark them, so Parse reports them as the override's (markSet).
+	walk(value, func(n *yaml.Node) { n.Line, n.Column = fromSet, fromSet })
 	segs := strings.Split(key, ".")
 	n := doc
 	for i, seg := range segs {
@@ -123,11 +126,11 @@ func ApplySet(doc *yaml.Node, set string) error {
 			}
 			if !found {
 				if last {
-					n.Content = append(n.Content, &yaml.Node{Kind: yaml.ScalarNode, Value: seg}, value)
+					n.Content = append(n.Content, &yaml.Node{Kind: yaml.ScalarNode, Value: seg, Line: fromSet, Column: fromSet}, value)
 					return nil
 				}
-				child := &yaml.Node{Kind: yaml.MappingNode}
-				n.Content = append(n.Content, &yaml.Node{Kind: yaml.ScalarNode, Value: seg}, child)
+				child := &yaml.Node{Kind: yaml.MappingNode, Line: fromSet, Column: fromSet}
+				n.Content = append(n.Content, &yaml.Node{Kind: yaml.ScalarNode, Value: seg, Line: fromSet, Column: fromSet}, child)
 				n = child
 			}
 		case yaml.SequenceNode:
@@ -155,6 +158,26 @@ func ApplySet(doc *yaml.Node, set string) error {
 		}
 	}
 	return nil
+}
+
+// fromSet is the line ApplySet gives the nodes it makes; Parse renumbers
+// them for the override they came from.
+const fromSet = -1 << 30
+
+// markSet gives the nodes the k-th override made (k from 1) line -k.
+func markSet(doc *yaml.Node, k int) {
+	walk(doc, func(n *yaml.Node) {
+		if n.Line == fromSet {
+			n.Line, n.Column = -k, 0
+		}
+	})
+}
+
+func walk(n *yaml.Node, f func(*yaml.Node)) {
+	f(n)
+	for _, c := range n.Content {
+		walk(c, f)
+	}
 }
 
 func mappingValue(n *yaml.Node, key string) string {

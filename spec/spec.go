@@ -135,6 +135,8 @@ type Spec struct {
 	Order []*Stage
 
 	pos map[string]Pos
+	// sets are the --set overrides, for the positions of their values.
+	sets []string
 }
 
 // Stage is one stage of a spec.
@@ -168,6 +170,16 @@ func (s *Stage) Skip() bool { return s.OnError == "skip" }
 // PosOf returns the position recorded for a path such as
 // "stages[3].set.label", falling back to its nearest recorded parent.
 func (sp *Spec) PosOf(path string) Pos {
+	pos := sp.rawPosOf(path)
+	if pos.Line < 0 && -pos.Line <= len(sp.sets) {
+		return Pos{File: pos.File, Set: sp.sets[-pos.Line-1]}
+	}
+	return pos
+}
+
+// rawPosOf is PosOf with a value from the k-th override at line -k, as
+// the reporter takes it (reporter.pos).
+func (sp *Spec) rawPosOf(path string) Pos {
 	for p := path; p != ""; {
 		if pos, ok := sp.pos[p]; ok {
 			return pos
@@ -286,14 +298,17 @@ func Parse(file string, data []byte, opts Options) (*Spec, Diagnostics) {
 	for _, s := range opts.Set {
 		if err := ApplySet(doc, s); err != nil {
 			r.add(SevError, 0, 0, "", "--set %s: %v", s, err)
+			continue
 		}
+		r.sets = append(r.sets, s)
+		markSet(doc, len(r.sets))
 	}
 
 	dir, err := filepath.Abs(filepath.Dir(file))
 	if err != nil {
 		dir = filepath.Dir(file)
 	}
-	sp := &Spec{File: file, Dir: dir, pos: map[string]Pos{}, Epochs: 1, Deterministic: true, Optimize: true}
+	sp := &Spec{File: file, Dir: dir, pos: map[string]Pos{}, sets: r.sets, Epochs: 1, Deterministic: true, Optimize: true}
 	d := &decoder{r: r, pos: sp.pos}
 	var top document
 	d.decode(doc, reflect_(&top), "")
@@ -310,7 +325,7 @@ func Parse(file string, data []byte, opts Options) (*Spec, Diagnostics) {
 	if top.Optimize != nil {
 		sp.Optimize = *top.Optimize
 	}
-	at := func(path string) (int, int) { p := sp.PosOf(path); return p.Line, p.Col }
+	at := func(path string) (int, int) { p := sp.rawPosOf(path); return p.Line, p.Col }
 	if _, ok := sp.pos["version"]; ok && sp.Version != Version {
 		l, c := at("version")
 		r.add(SevError, l, c, "version", "unsupported spec version %d (this runner reads version %d)", sp.Version, Version)
@@ -410,7 +425,7 @@ func decodeStage(d *decoder, sp *Spec, cat Catalog, i int, n *yaml.Node) *Stage 
 }
 
 func posLC(sp *Spec, path string) (int, int) {
-	p := sp.PosOf(path)
+	p := sp.rawPosOf(path)
 	return p.Line, p.Col
 }
 
@@ -630,14 +645,14 @@ func (c *CheckContext) Errorf(field, format string, args ...any) {
 		c.dropped = true
 		return
 	}
-	pos := c.Spec.PosOf(p)
+	pos := c.Spec.rawPosOf(p)
 	c.r.add(SevError, pos.Line, pos.Col, p, format, args...)
 }
 
 // Warnf reports a warning at a field's position.
 func (c *CheckContext) Warnf(field, format string, args ...any) {
 	p := c.FieldPath(field)
-	pos := c.Spec.PosOf(p)
+	pos := c.Spec.rawPosOf(p)
 	c.r.add(SevWarning, pos.Line, pos.Col, p, format, args...)
 }
 
@@ -659,7 +674,7 @@ func (c *CheckContext) Has(field string) bool {
 }
 
 // Pos returns the position of a field of the stage's config.
-func (c *CheckContext) Pos(field string) Pos { return c.Spec.PosOf(c.FieldPath(field)) }
+func (c *CheckContext) Pos(field string) Pos { return c.Spec.rawPosOf(c.FieldPath(field)) }
 
 // Resolve makes a spec-relative path absolute.
 func (c *CheckContext) Resolve(p string) string { return c.Spec.Resolve(p) }

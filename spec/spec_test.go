@@ -130,6 +130,17 @@ func TestSetOverrides(t *testing.T) {
 	if got := diagText(diags); !strings.Contains(got, `--set stages.nope.count=1: no element "nope" in stages`) {
 		t.Errorf("bad override: %s", got)
 	}
+	// A bad value given with --set is reported as the override's, not at
+	// line 1 of the file (found by the tester).
+	_, diags = spec.Load("testdata/valid/interp.yaml", spec.Options{Catalog: stages.Default(), LookupEnv: noEnv,
+		Set: []string{"seed=2", "resources.memory=abc", "nope=1"}})
+	want := []string{
+		`testdata/valid/interp.yaml (--set resources.memory=abc): resources.memory: invalid byte size "abc" (want e.g. 512MiB, 2GiB, 1000000)`,
+		`testdata/valid/interp.yaml (--set nope=1): nope: unknown field "nope" (did you mean "name"?)`,
+	}
+	if got := diagText(diags); got != strings.Join(want, "\n")+"\n" {
+		t.Errorf("override positions:\n%s\nwant\n%s", got, strings.Join(want, "\n"))
+	}
 }
 
 func TestExpand(t *testing.T) {
