@@ -38,6 +38,13 @@ func applyCmd(g *globals) *cobra.Command {
 			if gpuMode != "auto" && gpuMode != "off" {
 				return exit(ExitUsage, fmt.Errorf("--gpu must be auto or off"))
 			}
+			// A report that cannot be written would fail the run only after
+			// its outputs were committed.
+			if reportPath != "" {
+				if err := checkReportPath(reportPath); err != nil {
+					return exit(ExitUsage, err)
+				}
+			}
 			// A CI job reads the report to learn why a run failed, also one
 			// that never started (an invalid spec, a cache in use): it gets
 			// a report with ok false and the reason, never an older file.
@@ -282,6 +289,20 @@ func summary(g *globals, rep *engine.Report) {
 		parts = append(parts, fmt.Sprintf("skipped %d in %s", n, stage))
 	}
 	fmt.Fprintf(g.stderr, "done in %.2fs; %s; peak memory %s of %s\n", rep.ElapsedS, strings.Join(parts, "; "), spec.ByteSize(rep.PeakMemoryBytes), spec.ByteSize(rep.MemoryBudgetBytes))
+}
+
+// checkReportPath reports why a report could not be written to path,
+// creating nothing but a probe it removes.
+func checkReportPath(path string) error {
+	if st, err := os.Stat(path); err == nil && st.IsDir() {
+		return fmt.Errorf("--report %s is a directory", path)
+	}
+	f, err := os.CreateTemp(filepath.Dir(path), "."+filepath.Base(path)+".probe-*")
+	if err != nil {
+		return fmt.Errorf("--report %s cannot be written: %w", path, errors.Unwrap(err))
+	}
+	f.Close()
+	return os.Remove(f.Name())
 }
 
 // writeReport writes the report aside and renames it, so a reader never

@@ -31,6 +31,26 @@ stages:
   - {name: out, type: write_jsonl, path: out/small.jsonl}
 `
 
+// TestApplyReportPathCheckedFirst: a --report that cannot be written is a
+// usage error before the run, not a failure after the outputs were
+// committed (found by the tester).
+func TestApplyReportPathCheckedFirst(t *testing.T) {
+	dir := t.TempDir()
+	p := writeSpec(t, dir, "small.yaml", smallSpec)
+	for _, tc := range []struct{ path, want string }{
+		{filepath.Join(dir, "nodir", "r.json"), "--report " + filepath.Join(dir, "nodir", "r.json") + " cannot be written: no such file or directory"},
+		{dir, "--report " + dir + " is a directory"},
+	} {
+		r := run(t, "apply", "--report", tc.path, p)
+		if r.code != 2 || !strings.Contains(r.stderr, tc.want) {
+			t.Errorf("--report %s: %s\nwant exit 2 and %q", tc.path, r, tc.want)
+		}
+		if _, err := os.Stat(filepath.Join(dir, "out", "small.jsonl")); !os.IsNotExist(err) {
+			t.Errorf("--report %s: the run wrote its output: %v", tc.path, err)
+		}
+	}
+}
+
 func TestApplyReport(t *testing.T) {
 	dir := t.TempDir()
 	p := writeSpec(t, dir, "small.yaml", smallSpec)
