@@ -299,3 +299,26 @@ func TestApplySignals(t *testing.T) {
 		})
 	}
 }
+
+// TestApplyWarnsOfAnEmptyShard: a data-parallel rank whose shard of the
+// files is empty is told so (found by the tester: it ran with no data and
+// no word, which would leave the other ranks waiting for it).
+func TestApplyWarnsOfAnEmptyShard(t *testing.T) {
+	dir := t.TempDir()
+	if err := os.WriteFile(filepath.Join(dir, "only.txt"), []byte("x"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	p := writeSpec(t, dir, "shard.yaml", `version: 1
+name: shard
+stages:
+  - {name: f, type: files, pattern: '*.txt', shard: auto}
+  - {name: out, type: discard}
+`)
+	t.Setenv("RANK", "3")
+	t.Setenv("WORLD_SIZE", "4")
+	r := run(t, "apply", "--progress", "never", p)
+	want := "shard 3 of 4 has no files: the 1 files matched all go to other shards; this process emits no samples"
+	if r.code != 0 || !strings.Contains(r.stderr, want) {
+		t.Errorf("apply: %s\nwant exit 0 and %q", r, want)
+	}
+}

@@ -238,6 +238,11 @@ func buildFiles(env *Env, cfg any) (any, error) {
 				fs.files = append(fs.files, f)
 			}
 		}
+		if len(fs.files) == 0 && env.Log != nil {
+			// A rank without data ends at once while the others train, and
+			// a collective step then waits for it forever: say so.
+			env.Log.Warn(fmt.Sprintf("shard %d of %d has no files: the %d files matched all go to other shards; this process emits no samples", index, count, len(all)))
+		}
 	}
 	return fs, nil
 }
@@ -327,7 +332,9 @@ func Glob(pattern string) ([]string, error) {
 		return nil
 	})
 	sort.Strings(out)
-	return out, err
+	// As with a plain pattern, only what opens as a regular file: not a
+	// broken symlink, which the walk lists like a file.
+	return regularFiles(out), err
 }
 
 func regularFiles(m []string) []string {
