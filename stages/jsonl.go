@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"strings"
 
 	"github.com/piperun/piperun/sample"
 	"github.com/piperun/piperun/spec"
@@ -130,6 +131,11 @@ func jsonValue(v any) (any, error) {
 	case json.Number:
 		if i, err := x.Int64(); err == nil {
 			return i, nil
+		}
+		if !strings.ContainsAny(string(x), ".eE") {
+			// An integer that int64 cannot hold would come out as a
+			// float64 that is not the number written.
+			return nil, fmt.Errorf("integer %s does not fit in int64; write it as a string", x)
 		}
 		f, err := x.Float64()
 		if err != nil {

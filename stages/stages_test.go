@@ -159,6 +159,10 @@ func TestParseJSONLine(t *testing.T) {
 		{`[1, 2]`, "", "invalid JSON: json: cannot unmarshal array into Go value of type map[string]interface {}"},
 		{`{"a": 1} {"b": 2}`, "", "trailing data after the JSON object"},
 		{`null`, "", "line is not a JSON object"},
+		{`{"a": 9223372036854775807, "b": -9223372036854775808}`, `map[a:9223372036854775807 b:-9223372036854775808]`, ""},
+		{`{"a": 9223372036854775808}`, "", `key "a": integer 9223372036854775808 does not fit in int64; write it as a string`},
+		{`{"a": [1, -9223372036854775809]}`, "", `key "a": integer -9223372036854775809 does not fit in int64; write it as a string`},
+		{`{"a": 9223372036854775808.0}`, `map[a:9.223372036854776e+18]`, ""},
 	}
 	for _, tc := range tests {
 		got, err := stages.ParseJSONLine([]byte(tc.in))
