@@ -102,7 +102,16 @@ func DecodeConfig(data []byte) (Config, error) {
 		}
 		return Config{Format: "png", Height: info.height, Width: info.width, Channels: info.channels(), Orientation: 1}, nil
 	}
-	return Config{}, fmt.Errorf("imageops: decode: %w (want jpeg or png)", ErrFormat)
+	return Config{}, fmt.Errorf("imageops: decode: %w", formatErr(data))
+}
+
+// formatErr says why data is no image this package reads: an empty file
+// is worth telling apart from one in another format.
+func formatErr(data []byte) error {
+	if len(data) == 0 {
+		return fmt.Errorf("%w: the file is empty (0 bytes)", ErrFormat)
+	}
+	return fmt.Errorf("%w (want jpeg or png)", ErrFormat)
 }
 
 // Decode decodes a JPEG or PNG into a uint8 [H, W, C] tensor, upright after
@@ -181,7 +190,7 @@ func decodeInner(data []byte, channels int, opts *DecodeOptions, be backend, all
 	case bytes.HasPrefix(data, pngMagic):
 		return decodePNG(data, channels, opts, alloc)
 	}
-	return nil, fmt.Errorf("%w (want jpeg or png)", ErrFormat)
+	return nil, formatErr(data)
 }
 
 // pickScale returns the smallest DCT scaling factor num/8 (libjpeg-turbo
