@@ -92,7 +92,16 @@ func applyCmd(g *globals) *cobra.Command {
 			rep.GPU = stopGPU()
 			interrupted := errors.Is(runErr, context.Canceled)
 			if interrupted {
-				runErr = fmt.Errorf("interrupted after %.1fs; no output was committed", rep.ElapsedS)
+				msg := "no output was committed"
+				for _, st := range sp.Stages {
+					if st.Type == "serve" {
+						// Its batches went out as they came; what it can
+						// promise is that the trainer knows the stream is cut.
+						msg += "; the trainers of serve stages were told the stream was cut"
+						break
+					}
+				}
+				runErr = fmt.Errorf("interrupted after %.1fs; %s", rep.ElapsedS, msg)
 				rep.Error = runErr.Error()
 			}
 			if reportPath != "" {

@@ -304,7 +304,7 @@ func (s *serveSink) send(ctx context.Context, frame func() (net.Buffers, error))
 		if ctx.Err() != nil {
 			return ctx.Err()
 		}
-		s.log.Warn("trainer left; the next to connect gets the rest", zap.Error(err), zap.Int64("samples_sent", s.sent))
+		s.log.Warn("trainer left; the next to connect gets the rest", zap.Error(err), zap.Int64("frames_sent", s.sent))
 		s.conn.Close()
 		s.conn = nil
 	}
@@ -347,7 +347,7 @@ func (s *serveSink) Commit() error {
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	if err := s.write(ctx, s.conn, net.Buffers{b}); err != nil {
-		s.log.Warn("the trainer left before the end of the stream; it had been sent every sample", zap.Error(err), zap.Int64("samples_sent", s.sent))
+		s.log.Warn("the trainer left before the end of the stream; it had been sent every sample", zap.Error(err), zap.Int64("frames_sent", s.sent))
 	}
 	return nil
 }
