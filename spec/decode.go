@@ -53,6 +53,9 @@ func joinPath(path, key string) string {
 // are unknown or repeated are reported with r.add instead: the value
 // decoded is still whole.
 func (d *decoder) errorf(n *yaml.Node, path, format string, args ...any) {
+	if path != "" && d.r.undecoded[path] {
+		return // reported already (an unset environment variable in it)
+	}
 	d.r.add(SevError, n.Line, n.Column, path, format, args...)
 	d.r.markUndecoded(path)
 }

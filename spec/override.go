@@ -38,6 +38,9 @@ func interpolate(n *yaml.Node, path string, lookup func(string) (string, bool), 
 		out, err := Expand(n.Value, lookup)
 		if err != nil {
 			r.add(SevError, n.Line, n.Column, path, "%v", err)
+			// No later check speaks of the value again ("expected an
+			// integer, got ${N}", "pattern ${D}/x matches no file").
+			r.markUndecoded(path)
 			return
 		}
 		n.Value = out
