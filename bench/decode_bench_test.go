@@ -47,8 +47,10 @@ func photos(b *testing.B) ([][]byte, int64) {
 // "dctscale" lets libjpeg-turbo shrink in the DCT domain down to the
 // target, the fastest decode+resize there is; "dct2x" stops at twice the
 // target, which is what piperun's fused `decode_image(...) | resize(224,
-// 224)` does to stay accurate; "full" decodes at full size first, as the
-// unfused spec does. "+float" adds to_float.
+// 224)` did until it kept 4× (imageops.ScaleHintFor: for these photos,
+// under 900 pixels a side, 4× means no DCT scaling, as 2× did for all but
+// a few); "full" decodes at full size first, as the unfused spec does.
+// "+float" adds to_float.
 func BenchmarkDecodeResize224NoFloat(b *testing.B) {
 	for _, bc := range []struct {
 		name  string
@@ -56,7 +58,7 @@ func BenchmarkDecodeResize224NoFloat(b *testing.B) {
 		float bool
 	}{
 		{"dctscale", imageops.Size{H: 224, W: 224}, false},
-		{"dct2x", imageops.Size{H: imageops.ScaleHintFactor * 224, W: imageops.ScaleHintFactor * 224}, false},
+		{"dct2x", imageops.Size{H: 2 * 224, W: 2 * 224}, false},
 		{"full", imageops.Size{}, false},
 		{"dctscale+float", imageops.Size{H: 224, W: 224}, true},
 		{"full+float", imageops.Size{}, true},

@@ -85,7 +85,7 @@ func init() {
 			if err != nil {
 				return nil, err
 			}
-			opts.ScaleHint = imageops.Size{H: imageops.ScaleHintFactor * h, W: imageops.ScaleHintFactor * w}
+			opts.ScaleHint = imageops.ScaleHintFor(h, w, optString(a, 4))
 			return imageops.DecodeResize(data, c, h, w, optString(a, 4), opts)
 		},
 	})
@@ -112,7 +112,7 @@ func init() {
 			if err != nil {
 				return nil, err
 			}
-			opts.ScaleHint = imageops.Size{H: imageops.ScaleHintFactor * h, W: imageops.ScaleHintFactor * w}
+			opts.ScaleHint = imageops.ScaleHintFor(h, w, optString(a, 4))
 			return imageops.DecodeResizeFloat(data, c, h, w, optString(a, 4), opts)
 		},
 	})
@@ -217,7 +217,7 @@ func init() {
 			if err != nil {
 				return nil, err
 			}
-			opts.ScaleHint = imageops.Size{H: imageops.ScaleHintFactor * h, W: imageops.ScaleHintFactor * w}
+			opts.ScaleHint = imageops.ScaleHintFor(h, w, imageops.Bilinear)
 			return imageops.DecodeRandomResizedCrop(data, ch, h, w, lo, hi, c.Rand, opts)
 		},
 	})
