@@ -257,6 +257,12 @@ func TestValidateBudgets(t *testing.T) {
 		// batch of 256 uint8 images (36.75MiB out, as much buffered) is
 		// sized rather than left unknown.
 		{"testdata/budget_shape.yaml", `buffers need about 73.73MiB (src 205B, img 147.33KiB, batch 73.58MiB) but resources.memory is 64MiB`},
+		// The quickstart's shape at 4 MiB: the names are strings, of
+		// unknown size before the run, but the images, their float32
+		// batches and the 4 that prefetch holds are known and already
+		// need more (found by the tester: any string turned the check off,
+		// and the run stalled instead).
+		{"testdata/budget_lower.yaml", `buffers need at least 7.4MiB (src 205B, img ≥ 7.15KiB, shuffle ≥ 2.1MiB, batch ≥ 1.07MiB, prefetch ≥ 4.22MiB; ≥: the sizes of strings and bytes are known only at run time, and count as empty here; --probe N measures them) but resources.memory is 4MiB`},
 	} {
 		r := run(t, "validate", tc.file)
 		want := tc.file + ":4:11: resources.memory: " + tc.msg + "\n"

@@ -34,6 +34,9 @@ type BufferSharer interface {
 // whose leading dimension is "up to size"); -1 when unknown.
 type OutputSizer interface {
 	OutputBytes() int64
+	// MinOutputBytes is a lower bound, known where OutputBytes is not
+	// (sample.Schema.MinBytes).
+	MinOutputBytes() int64
 }
 
 // Reserver is implemented by stage configs that hold memory of their own
@@ -90,6 +93,9 @@ type Node struct {
 	// Share is the bytes the stage needs to make progress (its buffer and
 	// one output sample per consumer), when the sizes are known.
 	Share int64
+	// MinShare is a lower bound of Share where that is unknown: the same
+	// with strings, bytes and tensors of unknown shape counted empty.
+	MinShare int64
 	// Reserved is memory the stage holds besides samples.
 	Reserved int64
 	// Probed says SampleBytes was measured by --probe, not derived.
@@ -164,8 +170,19 @@ func Compile(sp *spec.Spec, cat spec.Catalog, opts Options) (*Plan, error) {
 		if len(st.InSchemas) > 0 {
 			n.InSampleBytes = st.InSchemas[0].EstimateBytes()
 		}
-		if n.SampleBytes >= 0 && n.InSampleBytes >= 0 && st.Role != spec.RoleSink {
-			n.Share = share(n)
+		if st.Role != spec.RoleSink {
+			if n.SampleBytes >= 0 && n.InSampleBytes >= 0 {
+				n.Share = share(n)
+			} else {
+				minOut, minIn := st.Schema.MinBytes(), int64(0)
+				if sz, ok := st.Config.(OutputSizer); ok {
+					minOut = sz.MinOutputBytes()
+				}
+				if len(st.InSchemas) > 0 {
+					minIn = st.InSchemas[0].MinBytes()
+				}
+				n.MinShare = int64(n.Buffer)*minIn + minOut
+			}
 		}
 		p.Nodes = append(p.Nodes, n)
 	}
@@ -229,6 +246,7 @@ type FitProblem struct {
 // memory budget, with the numbers.
 func (p *Plan) Fit() []FitProblem {
 	var total int64
+	lower := false // total counts some stages by their lower bound
 	var parts []string
 	var out []FitProblem
 	add := func(path string, warn bool, format string, args ...any) {
@@ -245,6 +263,13 @@ func (p *Plan) Fit() []FitProblem {
 			}
 		}
 		if n.Share <= 0 {
+			// Sizes unknown before the run (strings, bytes): what is known
+			// of them still counts, as a lower bound.
+			if n.MinShare > 0 {
+				lower = true
+				total += n.MinShare
+				parts = append(parts, fmt.Sprintf("%s ≥ %s", n.Stage.Name, spec.ByteSize(n.MinShare)))
+			}
 			continue
 		}
 		// The copies a fan-out sends share their values, which are
@@ -273,7 +298,12 @@ func (p *Plan) Fit() []FitProblem {
 			}
 		}
 	}
-	if errs == 0 && total > p.Memory {
+	switch {
+	case errs > 0 || total <= p.Memory:
+	case lower:
+		add("resources.memory", false, "buffers need at least %s (%s; ≥: the sizes of strings and bytes are known only at run time, and count as empty here; --probe N measures them) but resources.memory is %s",
+			spec.ByteSize(total), strings.Join(parts, ", "), spec.ByteSize(p.Memory))
+	default:
 		add("resources.memory", false, "buffers need about %s (%s) but resources.memory is %s",
 			spec.ByteSize(total), strings.Join(parts, ", "), spec.ByteSize(p.Memory))
 	}
@@ -345,6 +375,8 @@ func (p *Plan) Text(w io.Writer) {
 		}
 		if n.Share > 0 {
 			share = spec.ByteSize(n.Share).String()
+		} else if n.MinShare > 0 {
+			share = ">=" + spec.ByteSize(n.MinShare).String()
 		}
 		out := n.Stage.Schema.String()
 		if n.Stage.Role == spec.RoleSink {

@@ -376,6 +376,19 @@ func (s Schema) Names() []string {
 // unknown without data, or the schema is open (fields it does not list).
 func (s Schema) EstimateBytes() int64 { return s.EstimateBytesStrings(-1) }
 
+// MinBytes is a lower bound of what a sample of the schema holds: the
+// fields whose size the schema knows, with strings, bytes, lists and
+// tensors of unknown shape counted empty and the unlisted fields of an
+// open schema absent. Where EstimateBytes is unknown, MinBytes still lets
+// a budget be found too small before a run.
+func (s Schema) MinBytes() int64 {
+	n := int64(sampleOverhead)
+	for _, f := range s.Fields {
+		n += fieldOverhead + int64(len(f.Name)) + max(0, f.Type.EstimateBytes())
+	}
+	return n
+}
+
 // EstimateBytesStrings is EstimateBytes counting each string field as
 // str bytes; a negative str leaves strings unknown.
 func (s Schema) EstimateBytesStrings(str int64) int64 {

@@ -24,6 +24,9 @@ type BatchConfig struct {
 // so a full one bounds the estimate even when the last may be shorter.
 func (c *BatchConfig) OutputBytes() int64 { return c.full.EstimateBytes() }
 
+// MinOutputBytes implements plan.OutputSizer: a full batch's lower bound.
+func (c *BatchConfig) MinOutputBytes() int64 { return c.full.MinBytes() }
+
 // BufferSamples implements plan.Bufferer.
 func (c *BatchConfig) BufferSamples(int) int { return c.Size }
 
