@@ -297,7 +297,13 @@ func summary(g *globals, rep *engine.Report) {
 	for stage, n := range rep.Skipped {
 		parts = append(parts, fmt.Sprintf("skipped %d in %s", n, stage))
 	}
-	fmt.Fprintf(g.stderr, "done in %.2fs; %s; peak memory %s of %s\n", rep.ElapsedS, strings.Join(parts, "; "), spec.ByteSize(rep.PeakMemoryBytes), spec.ByteSize(rep.MemoryBudgetBytes))
+	line := fmt.Sprintf("done in %.2fs; %s; peak memory %s of %s", rep.ElapsedS, strings.Join(parts, "; "), spec.ByteSize(rep.PeakMemoryBytes), spec.ByteSize(rep.MemoryBudgetBytes))
+	if g.logFormat == "json" {
+		// A log collector reading JSON lines would choke on a plain one.
+		g.log.Info(line, zap.Float64("elapsed_s", rep.ElapsedS), zap.Int64("peak_memory_bytes", rep.PeakMemoryBytes))
+		return
+	}
+	fmt.Fprintln(g.stderr, line)
 }
 
 // checkReportPath reports why a report could not be written to path,

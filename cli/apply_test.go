@@ -322,3 +322,25 @@ stages:
 		t.Errorf("apply: %s\nwant exit 0 and %q", r, want)
 	}
 }
+
+// TestApplyJSONLogsAreAllJSON: with --log-format json every line apply
+// writes to stderr is a JSON object, the final summary too (found by the
+// tester: it was plain text).
+func TestApplyJSONLogsAreAllJSON(t *testing.T) {
+	dir := t.TempDir()
+	p := writeSpec(t, dir, "small.yaml", smallSpec)
+	r := run(t, "--log-format", "json", "apply", "--progress", "never", p)
+	if r.code != 0 {
+		t.Fatalf("apply: %s", r)
+	}
+	lines := strings.Split(strings.TrimSpace(r.stderr), "\n")
+	for _, l := range lines {
+		var m map[string]any
+		if err := json.Unmarshal([]byte(l), &m); err != nil {
+			t.Errorf("not JSON: %q", l)
+		}
+	}
+	if last := lines[len(lines)-1]; !strings.Contains(last, `"msg":"done in `) || !strings.Contains(last, `"peak_memory_bytes":`) {
+		t.Errorf("last line %q, want the summary", last)
+	}
+}
