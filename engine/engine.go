@@ -14,6 +14,7 @@ import (
 	"io"
 	"runtime/debug"
 	"sort"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -50,7 +51,9 @@ type StageError struct {
 }
 
 func (e *StageError) Error() string {
-	if e.Sample != "" {
+	// A cause that names its file already (a TFRecord reader's) is not
+	// told the file again.
+	if e.Sample != "" && !strings.Contains(e.Err.Error(), e.Sample) {
 		return fmt.Sprintf("stage %q (%s): %s: %v", e.Stage, e.Type, e.Sample, e.Err)
 	}
 	return fmt.Sprintf("stage %q (%s): %v", e.Stage, e.Type, e.Err)
