@@ -114,11 +114,14 @@ func (r *Run) runCache(ctx context.Context, n *node, c stages.Cacher) (err error
 					if err != nil {
 						return n.fail(s, err)
 					}
-					if ok {
-						release(r.budget, s)
-						stored.Epoch = s.Epoch
-						s = stored
+					if !ok {
+						// The stages above skipped their work for it, so s is
+						// not the sample the cache stands in for: never emit it.
+						return n.fail(s, fmt.Errorf("store: sample %d is listed but cannot be read; remove the cache's directory to fill it anew", s.ID))
 					}
+					release(r.budget, s)
+					stored.Epoch = s.Epoch
+					s = stored
 				} else if err := c.Put(ctx, s); err != nil {
 					return n.fail(s, fmt.Errorf("store: %w", err))
 				}
