@@ -40,7 +40,8 @@ func benchCmd(g *globals) *cobra.Command {
 		Short: "Run a spec against a simulated trainer and say whether it would keep one fed",
 		Long: "bench runs the spec with a sink (--sink, default the first) replaced by a simulated trainer that takes\n" +
 			"each sample (a batch) as one training step of --step-time (sleeping, as a GPU step leaves the CPU free);\n" +
-			"the other sinks discard, so it writes no output. It reports steps/s against the step time's ideal, the\n" +
+			"the other sinks discard, so it writes no output (a cache stage with a dir fills as in a run: it is no\n" +
+			"output, and the next run reads it). It reports steps/s against the step time's ideal, the\n" +
 			"share of time the trainer waited for data, how busy each stage was and which one holds the rest up, a\n" +
 			"naive sequential baseline (the run's CPU time spent on one core between steps, no overlap) and whether\n" +
 			"epochs come in a new order.\n" +
