@@ -14,6 +14,16 @@ import (
 	"github.com/piperun/piperun/stages"
 )
 
+// startParsed plans and starts a spec parsed by parseSpec.
+func startParsed(t *testing.T, sp *spec.Spec) (*engine.Run, error) {
+	t.Helper()
+	p, err := plan.Compile(sp, stages.Default(), plan.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return engine.Start(context.Background(), p, engine.Options{Registry: stages.Default()})
+}
+
 // leftovers lists the files in dir: outputs and hidden temporaries alike.
 func leftovers(t *testing.T, dir string) []string {
 	t.Helper()
@@ -37,26 +47,18 @@ func leftovers(t *testing.T, dir string) []string {
 // stayed, beside the error.
 func TestFailedCommitLeavesNoOutput(t *testing.T) {
 	dir := t.TempDir()
-	reg := stages.Default()
-	sp, diags := spec.Parse(filepath.Join(dir, "spec.yaml"), []byte(`
+	sp := parseSpec(t, dir, `
 version: 1
 name: shards
 stages:
   - {name: src, type: range, count: 10}
   - {name: a, type: write_jsonl, path: a.jsonl}
   - {name: out, type: write_tfrecord, input: src, path: 'out-{shard}-of-{shards}.tfrecord', shards: 2}
-`), spec.Options{Catalog: reg})
-	if diags.HasErrors() {
-		t.Fatal(diags)
-	}
+`)
 	if err := os.Mkdir(filepath.Join(dir, "out-00001-of-00002.tfrecord"), 0o755); err != nil {
 		t.Fatal(err)
 	}
-	p, err := plan.Compile(sp, reg, plan.Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	run, err := engine.Start(context.Background(), p, engine.Options{Registry: reg})
+	run, err := startParsed(t, sp)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -83,23 +85,14 @@ func TestFailedBuildLeavesNoTemporaries(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer ln.Close()
-	reg := stages.Default()
-	sp, diags := spec.Parse(filepath.Join(dir, "spec.yaml"), []byte(`
+	_, err = startParsed(t, parseSpec(t, dir, `
 version: 1
 name: leak
 stages:
   - {name: src, type: range, count: 2}
   - {name: out, type: write_jsonl, path: out.jsonl}
   - {name: srv, type: serve, input: src, listen: 'tcp://`+ln.Addr().String()+`'}
-`), spec.Options{Catalog: reg})
-	if diags.HasErrors() {
-		t.Fatal(diags)
-	}
-	p, err := plan.Compile(sp, reg, plan.Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	_, err = engine.Start(context.Background(), p, engine.Options{Registry: reg})
+`))
 	if err == nil || !strings.Contains(err.Error(), `stage "srv" (serve)`) {
 		t.Fatalf("err = %v, want serve failing to listen", err)
 	}
