@@ -152,6 +152,14 @@ func (n *node) fail(s *sample.Sample, err error) error {
 	return e
 }
 
+// panicError is the error a panic in stage n's code fails the run with.
+// Each stage's goroutine recovers in the same defer that ends its output,
+// so the run is cancelled before the stages below see the output close
+// and take it for the end of the data.
+func panicError(n *node, rec any) error {
+	return &StageError{Stage: n.st.Name, Type: n.st.Type, Err: fmt.Errorf("panic: %v\n%s", rec, debug.Stack())}
+}
+
 // handle applies on_error to a per-sample error: nil when it was skipped.
 func (n *node) handle(s *sample.Sample, err error) error {
 	if err == nil {
@@ -328,7 +336,7 @@ func (r *Run) run(parent context.Context) {
 		g.Go(func() (err error) {
 			defer func() {
 				if p := recover(); p != nil {
-					err = &StageError{Stage: n.st.Name, Type: n.st.Type, Err: fmt.Errorf("panic: %v\n%s", p, debug.Stack())}
+					err = panicError(n, p)
 					r.fail(err)
 					r.cancel()
 				}
@@ -525,7 +533,12 @@ func (r *Run) runSource(ctx context.Context, n *node, src stages.Source) (err er
 	o := r.newOutlet(ctx, n)
 	// On a failure the run is cancelled before the outlet closes, or the
 	// stages below would take the close for the end of the data.
-	defer func() { r.finish(o, err) }()
+	defer func() {
+		if rec := recover(); rec != nil {
+			err = panicError(n, rec)
+		}
+		r.finish(o, err)
+	}()
 	for e := 0; r.epochs() < 0 || e < r.epochs(); e++ {
 		if e > 0 {
 			for _, gate := range n.gates {
@@ -608,7 +621,12 @@ func (n *node) busyFrom(t0 time.Time, waited time.Duration) {
 func (r *Run) runProcess(ctx context.Context, n *node, p stages.Processor) (err error) {
 	o := r.newOutlet(ctx, n)
 	in := r.newInlet(ctx, n.ins[0], o)
-	defer func() { r.finish(o, err, in) }()
+	defer func() {
+		if rec := recover(); rec != nil {
+			err = panicError(n, rec)
+		}
+		r.finish(o, err, in)
+	}()
 	_, retains := p.(stages.Retainer)
 	em := &emitter{o: o, profile: r.opts.Profile}
 	open, last := false, 0 // samples came since the last end of epoch; the last one's epoch
@@ -676,7 +694,12 @@ func (r *Run) runProcess(ctx context.Context, n *node, p stages.Processor) (err 
 
 func (r *Run) runSink(ctx context.Context, n *node, sk stages.Sink) (err error) {
 	in := r.newInlet(ctx, n.ins[0], nil)
-	defer func() { r.finish(nil, err, in) }()
+	defer func() {
+		if rec := recover(); rec != nil {
+			err = panicError(n, rec)
+		}
+		r.finish(nil, err, in)
+	}()
 	for {
 		it, err := in.next()
 		if err != nil {

@@ -6,6 +6,7 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/piperun/piperun/engine"
 	"github.com/piperun/piperun/plan"
@@ -63,5 +64,45 @@ stages:
 	}
 	if ents, _ := filepath.Glob(filepath.Join(dir, "*out.jsonl*")); len(ents) != 0 {
 		t.Errorf("left %v", ents)
+	}
+}
+
+// TestParallelPanicEndsTheRun: a panic in a parallel stage's worker fails
+// the run naming the stage, in input order and in completion order. Found
+// in review: the worker ended without finishing its job, and the collector
+// (or, in completion order, the dispatcher) waited for it forever.
+func TestParallelPanicEndsTheRun(t *testing.T) {
+	for _, det := range []string{"true", "false"} {
+		t.Run("deterministic "+det, func(t *testing.T) {
+			reg := benchRegistry()
+			reg.Register(&stages.Type{
+				StageType: spec.StageType{Name: "boom", Role: spec.RoleTransform, Parallel: true, NewConfig: func() any { return &passConfig{} }},
+				Build:     func(*stages.Env, any) (any, error) { return boom{}, nil },
+			})
+			sp, diags := spec.Parse(filepath.Join(t.TempDir(), "s.yaml"), []byte(`
+version: 1
+name: panics
+deterministic: `+det+`
+stages:
+  - {name: src, type: range, count: 200}
+  - {name: b, type: boom, parallelism: 4}
+  - {name: out, type: discard}
+`), spec.Options{Catalog: reg})
+			if diags.HasErrors() {
+				t.Fatal(diags)
+			}
+			p, _ := plan.Compile(sp, reg, plan.Options{})
+			ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+			defer cancel()
+			run, err := engine.Start(ctx, p, engine.Options{Registry: reg})
+			if err != nil {
+				t.Fatal(err)
+			}
+			_, err = run.Wait()
+			var se *engine.StageError
+			if !errors.As(err, &se) || se.Stage != "b" || !strings.Contains(err.Error(), "panic: assignment to entry in nil map") {
+				t.Fatalf("err = %v, want stage b's panic (a deadline means the run hung)", err)
+			}
+		})
 	}
 }

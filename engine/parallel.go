@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"runtime/debug"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -140,7 +139,12 @@ func (r *Run) runParallel(ctx context.Context, g *errgroup.Group, n *node, p sta
 	// On a failure the run is cancelled before the outlet closes, or the
 	// stages below would take the close for the end of the data (a batch
 	// would emit its partial batch to a trainer).
-	defer func() { r.finish(o, err) }()
+	defer func() {
+		if rec := recover(); rec != nil {
+			err = panicError(n, rec)
+		}
+		r.finish(o, err)
+	}()
 	lctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	det := r.plan.Spec.Deterministic
@@ -169,14 +173,9 @@ func (r *Run) runParallel(ctx context.Context, g *errgroup.Group, n *node, p sta
 	}()
 
 	for w := 0; w < workers; w++ {
-		g.Go(func() (err error) {
-			defer func() {
-				if rec := recover(); rec != nil {
-					err = &StageError{Stage: n.st.Name, Type: n.st.Type, Err: fmt.Errorf("panic: %v\n%s", rec, debug.Stack())}
-				}
-			}()
+		g.Go(func() error {
 			for j := range jobs {
-				r.work(lctx, n, p, j, win, partials)
+				r.workSafe(lctx, n, p, j, win, partials)
 				if !det {
 					select {
 					case results <- j:
@@ -380,6 +379,23 @@ func (r *Run) runParallel(ctx context.Context, g *errgroup.Group, n *node, p sta
 	}
 }
 
+// workSafe is work with a panic in the stage made the job's error, so the
+// job still reaches the collector, which fails the run with it: a panic
+// that ended the worker would leave the job unfinished, and the collector
+// and the dispatcher waiting for it forever.
+func (r *Run) workSafe(ctx context.Context, n *node, p stages.Processor, j *job, win *window, partials chan<- partial) {
+	defer func() {
+		if rec := recover(); rec != nil {
+			j.err = panicError(n, rec)
+			releaseAll(r.budget, j.out)
+			j.out = nil
+			win.held.Add(-j.early)
+			j.early = 0
+		}
+	}()
+	r.work(ctx, n, p, j, win, partials)
+}
+
 // work processes one job's samples, applying on_error to each.
 func (r *Run) work(ctx context.Context, n *node, p stages.Processor, j *job, win *window, partials chan<- partial) {
 	copies := max(1, len(n.outs)) // as the stage's outlet reserves
@@ -507,7 +523,12 @@ const readAhead = 16
 func (r *Run) runExpand(ctx context.Context, g *errgroup.Group, n *node, x stages.Expander) (err error) {
 	o := r.newOutlet(ctx, n)
 	in := r.newInlet(ctx, n.ins[0], o)
-	defer func() { r.finish(o, err, in) }()
+	defer func() {
+		if rec := recover(); rec != nil {
+			err = panicError(n, rec)
+		}
+		r.finish(o, err, in)
+	}()
 	cycle, block := x.Interleave()
 	cycle, block = max(1, cycle), max(1, block)
 	par := n.pn.Parallelism
@@ -647,7 +668,7 @@ func (r *Run) startReadAhead(ctx context.Context, g *errgroup.Group, sl *slot, c
 		// any stage's own goroutine does, instead of ending the process.
 		defer func() {
 			if p := recover(); p != nil {
-				err = &StageError{Stage: n.st.Name, Type: n.st.Type, Err: fmt.Errorf("panic: %v\n%s", p, debug.Stack())}
+				err = panicError(n, p)
 				r.fail(err)
 				r.cancel()
 			}
@@ -768,7 +789,12 @@ func (r *Run) runJoin(ctx context.Context, n *node, j stages.Joiner) (err error)
 	for i, l := range n.ins {
 		ins[i] = r.newInlet(ctx, l, o)
 	}
-	defer func() { r.finish(o, err, ins...) }()
+	defer func() {
+		if rec := recover(); rec != nil {
+			err = panicError(n, rec)
+		}
+		r.finish(o, err, ins...)
+	}()
 	const (
 		active = iota
 		atEpochEnd
