@@ -32,8 +32,8 @@ func interpolate(n *yaml.Node, path string, lookup func(string) (string, bool), 
 			interpolate(n.Content[i+1], joinPath(path, n.Content[i].Value), lookup, r)
 		}
 	case yaml.ScalarNode:
-		if !strings.Contains(n.Value, "${") {
-			return
+		if n.Line < 0 || !strings.Contains(n.Value, "${") {
+			return // from --set (markSet), or nothing to expand
 		}
 		out, err := Expand(n.Value, lookup)
 		if err != nil {

@@ -294,7 +294,9 @@ func Parse(file string, data []byte, opts Options) (*Spec, Diagnostics) {
 	if lookup == nil {
 		lookup = os.LookupEnv
 	}
-	interpolate(doc, "", lookup, r)
+	// Overrides first: a value one replaces is not expanded (an unset
+	// variable there is no problem once --set gives the value), and the
+	// values they give are taken as written (interpolate skips them).
 	for _, s := range opts.Set {
 		if err := ApplySet(doc, s); err != nil {
 			r.add(SevError, 0, 0, "", "--set %s: %v", s, err)
@@ -303,6 +305,7 @@ func Parse(file string, data []byte, opts Options) (*Spec, Diagnostics) {
 		r.sets = append(r.sets, s)
 		markSet(doc, len(r.sets))
 	}
+	interpolate(doc, "", lookup, r)
 
 	dir, err := filepath.Abs(filepath.Dir(file))
 	if err != nil {

@@ -141,6 +141,21 @@ func TestSetOverrides(t *testing.T) {
 	if got := diagText(diags); got != strings.Join(want, "\n")+"\n" {
 		t.Errorf("override positions:\n%s\nwant\n%s", got, strings.Join(want, "\n"))
 	}
+	// An override replaces a value whose variable is unset: that is no
+	// problem, and the override's own is reported (found in review: the
+	// unset variable hid it, and was reported although replaced).
+	dir := t.TempDir()
+	file := filepath.Join(dir, "s.yaml")
+	if err := os.WriteFile(file, []byte("version: 1\nname: s\nstages:\n  - {name: r, type: range, count: \"${PIPERUN_TEST_UNSET_VAR}\"}\n  - {name: out, type: discard}\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	_, diags = spec.Load(file, spec.Options{Catalog: stages.Default(), LookupEnv: noEnv, Set: []string{"stages.r.count=2.5"}})
+	if got, want := diagText(diags), file+" (--set stages.r.count=2.5): stages[0].count: expected an integer, got \"2.5\"\n"; got != want {
+		t.Errorf("got %q, want %q", got, want)
+	}
+	if _, diags = spec.Load(file, spec.Options{Catalog: stages.Default(), LookupEnv: noEnv, Set: []string{"stages.r.count=3"}}); diags.HasErrors() {
+		t.Errorf("with the count set: %v", diags)
+	}
 }
 
 func TestExpand(t *testing.T) {

@@ -214,6 +214,8 @@ func (t *Tensor) SetInt(i int, v int64) {
 		t.Int32()[i] = int32(v)
 	case Int64:
 		t.Int64()[i] = v
+	case Float32:
+		t.Float32()[i] = float32(v) // once: through a float64 it could round twice
 	default:
 		t.Set(i, float64(v))
 	}
@@ -272,8 +274,9 @@ func (t *Tensor) Cast(dt DType) *Tensor {
 		for i, b := range t.Data {
 			dst[i] = float32(b)
 		}
-	case !t.DType.IsFloat() && !dt.IsFloat():
-		// Integer to integer, exactly: not through a float64.
+	case !t.DType.IsFloat():
+		// From integers exactly: not through a float64 (which loses
+		// int64s past 2^53, and rounds twice on the way to a float32).
 		for i, n := 0, t.Len(); i < n; i++ {
 			out.SetInt(i, t.IntAt(i))
 		}

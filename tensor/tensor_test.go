@@ -64,4 +64,10 @@ func TestIntegerCastsAreExact(t *testing.T) {
 	if got := src.Cast(Float64).At(2); got != float64(1<<40+7) {
 		t.Errorf("Cast(float64)[2] = %v", got)
 	}
+	// 2^60 + 2^36 + 1 is nearest the float32 2^60 + 2^37; through a
+	// float64 it lands on the midpoint first and rounds down (review).
+	const v int64 = 1<<60 + 1<<36 + 1
+	if got := FromInt64s([]int64{v}).Cast(Float32).Float32()[0]; got != float32(1<<60+1<<37) {
+		t.Errorf("Cast(float32) = %v, want %v", got, float32(1<<60+1<<37))
+	}
 }
