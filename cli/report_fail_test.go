@@ -28,7 +28,7 @@ stages:
 	if diags.HasErrors() {
 		t.Fatal(diags)
 	}
-	fp, _, err := stages.Fingerprint(sp, sp.Stages[1])
+	fp, _, err := stages.Fingerprint(sp, sp.Stages[1], 0)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -52,6 +52,15 @@ func (c *CacheConfig) Check(cc *spec.CheckContext) sample.Schema {
 			cc.Errorf("dir", "%v", err)
 		}
 	}
+	// The store replays by sample ID, so an order drawn above it holds for
+	// the pass that fills it only.
+	for _, up := range upstream(cc.Stage) {
+		fc, files := up.Config.(*FilesConfig)
+		if up.Type == "shuffle" || files && fc.Shuffle {
+			cc.Warnf("", "stage %q above shuffles, but a cache replays its samples in the order of their IDs: the epochs after the one that fills it (and later runs) are not shuffled; shuffle below the cache", up.Name)
+			break
+		}
+	}
 	return cc.Input()
 }
 
@@ -90,7 +99,7 @@ func buildCache(env *Env, cfg any) (any, error) {
 	if c.Dir == "" {
 		return &memCache{env: env}, nil
 	}
-	fp, desc, err := Fingerprint(env.Spec, env.Stage)
+	fp, desc, err := Fingerprint(env.Spec, env.Stage, env.Seed)
 	if err != nil {
 		return nil, err
 	}
@@ -140,9 +149,10 @@ func upstream(st *spec.Stage) []*spec.Stage {
 
 // Fingerprint identifies everything upstream of a stage: each upstream
 // stage's type and config, the identity (path, size, modification time)
-// of every input file the file sources match, and the seed when anything
-// upstream is random. Change any of it and the fingerprint changes.
-func Fingerprint(sp *spec.Spec, st *spec.Stage) (string, string, error) {
+// of every input file the file sources match, and seed, the run's resolved
+// seed, when anything upstream is random. Change any of it and the
+// fingerprint changes.
+func Fingerprint(sp *spec.Spec, st *spec.Stage, seed uint64) (string, string, error) {
 	up := upstream(st)
 	var b strings.Builder
 	random := false
@@ -178,7 +188,7 @@ func Fingerprint(sp *spec.Spec, st *spec.Stage) (string, string, error) {
 		}
 	}
 	if random {
-		fmt.Fprintf(&b, "seed %v\n", sp.Seed)
+		fmt.Fprintf(&b, "seed %d\n", seed)
 	}
 	sum := sha256.Sum256([]byte(b.String()))
 	desc := fmt.Sprintf("%s after %s", sp.Name, strings.Join(names, " → "))
