@@ -14,12 +14,15 @@ import (
 
 // probe runs the pipeline until every sink has received n samples and
 // returns each stage's average output sample size, for the estimates a
-// spec cannot give (bytes fields, images of unknown size). Sinks abort, so
-// a probe writes no output.
+// spec cannot give (bytes fields, images of unknown size). Its sinks
+// discard, so a probe writes no output (a cache stage with a dir fills as
+// in a run: that is no output, and the next run reads it).
 func probe(ctx context.Context, g *globals, p *plan.Plan, n int64) (map[string]int64, error) {
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
-	run, err := engine.Start(ctx, p, engine.Options{Registry: g.registry, Log: zap.NewNop()})
+	// The sinks discard: a pipeline that ends within the probe would
+	// otherwise commit its outputs, and a serve sink wait for a trainer.
+	run, err := engine.Start(ctx, p, engine.Options{Registry: g.registry, Log: zap.NewNop(), DiscardSinks: true})
 	if err != nil {
 		return nil, err
 	}

@@ -1,6 +1,7 @@
 package cli_test
 
 import (
+	"os"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -37,5 +38,40 @@ stages:
 	p := run(t, "plan", "--probe", "32", spec)
 	if p.code != 3 || !strings.Contains(p.stdout, "~") || !strings.Contains(p.stderr, want) {
 		t.Errorf("plan --probe: exit %d, want 3 with measured sizes and %q:\n%s%s", p.code, want, p.stdout, p.stderr)
+	}
+}
+
+// TestProbeWritesNothing: a probe of a pipeline that ends within it
+// commits no output and leaves what was there; a serve sink does not wait
+// for a trainer. Found by the re-test: the probe's run committed its sinks
+// (overwriting the file), and validate --probe with serve waited forever.
+func TestProbeWritesNothing(t *testing.T) {
+	dir := t.TempDir()
+	out := filepath.Join(dir, "out.jsonl")
+	if err := os.WriteFile(out, []byte("OLD\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	spec := writeSpec(t, dir, "p.yaml", `
+version: 1
+name: probe
+stages:
+  - {name: src, type: range, count: 10}
+  - {name: out, type: write_jsonl, path: out.jsonl}
+  - {name: tf, type: write_tfrecord, input: src, path: 'tf-{shard}.tfrecord', shards: 2}
+  - {name: srv, type: serve, input: src, listen: 'unix://`+filepath.Join(dir, "s.sock")+`'}
+`)
+	for _, cmd := range []string{"validate", "plan"} {
+		if r := run(t, cmd, "--probe", "5", spec); r.code != 0 {
+			t.Fatalf("%s --probe: %s", cmd, r)
+		}
+	}
+	if b, _ := os.ReadFile(out); string(b) != "OLD\n" {
+		t.Errorf("out.jsonl now holds %q", b)
+	}
+	ents, _ := os.ReadDir(dir)
+	for _, e := range ents {
+		if e.Name() != "p.yaml" && e.Name() != "out.jsonl" {
+			t.Errorf("the probe left %s", e.Name())
+		}
 	}
 }

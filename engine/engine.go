@@ -39,6 +39,9 @@ type Options struct {
 	// Process or Write calls, less the time its output waited for the
 	// stages below. It costs two clock reads per sample.
 	Profile bool
+	// DiscardSinks runs every sink as a discard: nothing is written or
+	// served, however the run ends (a probe for sample sizes).
+	DiscardSinks bool
 }
 
 // StageError is a failure inside one stage, naming the sample when there
@@ -223,7 +226,14 @@ func Start(ctx context.Context, p *plan.Plan, opts Options) (*Run, error) {
 			r.abortBuilt()
 			return nil, &StageError{Stage: pn.Stage.Name, Type: pn.Stage.Type, Err: fmt.Errorf("needs %d bytes of the memory budget for itself, more than is free", pn.Reserved)}
 		}
-		impl, err := t.Build(n.env, pn.Stage.Config)
+		cfg := pn.Stage.Config
+		if opts.DiscardSinks && pn.Stage.Role == spec.RoleSink {
+			if t, ok = opts.Registry.Type("discard"); !ok {
+				return nil, fmt.Errorf("stage %q: DiscardSinks needs the discard type in the registry", pn.Stage.Name)
+			}
+			cfg = &stages.DiscardConfig{}
+		}
+		impl, err := t.Build(n.env, cfg)
 		if err != nil {
 			r.abortBuilt()
 			return nil, &StageError{Stage: pn.Stage.Name, Type: pn.Stage.Type, Err: err}
