@@ -38,13 +38,7 @@ func applyCmd(g *globals) *cobra.Command {
 			if gpuMode != "auto" && gpuMode != "off" {
 				return exit(ExitUsage, fmt.Errorf("--gpu must be auto or off"))
 			}
-			// A report that cannot be written would fail the run only after
-			// its outputs were committed.
-			if reportPath != "" {
-				if err := checkReportPath(reportPath); err != nil {
-					return exit(ExitUsage, err)
-				}
-			}
+
 			// A CI job reads the report to learn why a run failed, also one
 			// that never started (an invalid spec, a cache in use): it gets
 			// a report with ok false and the reason, never an older file.
@@ -67,6 +61,13 @@ func applyCmd(g *globals) *cobra.Command {
 			sp, err := g.load(args[0], set, true)
 			if err != nil {
 				return failed(err, nil)
+			}
+			// A report that cannot be written would fail the run only after
+			// its outputs were committed.
+			if reportPath != "" {
+				if err := checkReportPath(reportPath, sp); err != nil {
+					return exit(ExitUsage, err)
+				}
 			}
 			p, err := plan.Compile(sp, g.registry, plan.Options{})
 			if err != nil {
@@ -306,11 +307,26 @@ func summary(g *globals, rep *engine.Report) {
 	fmt.Fprintln(g.stderr, line)
 }
 
-// checkReportPath reports why a report could not be written to path,
-// creating nothing but a probe it removes.
-func checkReportPath(path string) error {
+// checkReportPath reports why a report could not be written to path: it
+// is the spec or an output of one of its stages, a directory, or in a
+// directory that cannot be made or written. It makes the directory, as a
+// sink does, and creates nothing else but a probe it removes.
+func checkReportPath(path string, sp *spec.Spec) error {
+	abs, err := filepath.Abs(path)
+	if err != nil {
+		return fmt.Errorf("--report %s: %w", path, err)
+	}
+	if spec, _ := filepath.Abs(sp.File); abs == spec {
+		return fmt.Errorf("--report %s is the spec itself", path)
+	}
+	if st, ok := sp.Outputs()[abs]; ok {
+		return fmt.Errorf("--report %s is what stage %q writes", path, st)
+	}
 	if st, err := os.Stat(path); err == nil && st.IsDir() {
 		return fmt.Errorf("--report %s is a directory", path)
+	}
+	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
+		return fmt.Errorf("--report %s cannot be written: %w", path, errors.Unwrap(err))
 	}
 	f, err := os.CreateTemp(filepath.Dir(path), "."+filepath.Base(path)+".probe-*")
 	if err != nil {

@@ -31,23 +31,38 @@ stages:
   - {name: out, type: write_jsonl, path: out/small.jsonl}
 `
 
-// TestApplyReportPathCheckedFirst: a --report that cannot be written is a
-// usage error before the run, not a failure after the outputs were
-// committed (found by the tester).
+// TestApplyReportPathCheckedFirst: a --report that cannot be written, or
+// would overwrite the spec or an output, is a usage error before the run,
+// not a failure after the outputs were committed (found by the tester; the
+// spec, an output and bench's report by the re-test). A missing directory
+// is made, as a sink's is.
 func TestApplyReportPathCheckedFirst(t *testing.T) {
 	dir := t.TempDir()
 	p := writeSpec(t, dir, "small.yaml", smallSpec)
-	for _, tc := range []struct{ path, want string }{
-		{filepath.Join(dir, "nodir", "r.json"), "--report " + filepath.Join(dir, "nodir", "r.json") + " cannot be written: no such file or directory"},
-		{dir, "--report " + dir + " is a directory"},
+	for _, tc := range []struct{ cmd, path, want string }{
+		{"apply", "/proc/nodir/r.json", "--report /proc/nodir/r.json cannot be written: no such file or directory"},
+		{"apply", dir, "--report " + dir + " is a directory"},
+		{"apply", p, "--report " + p + " is the spec itself"},
+		{"apply", filepath.Join(dir, "out", "small.jsonl"), "--report " + filepath.Join(dir, "out", "small.jsonl") + ` is what stage "out" writes`},
+		{"bench", dir, "--report " + dir + " is a directory"},
 	} {
-		r := run(t, "apply", "--report", tc.path, p)
+		args := []string{tc.cmd, "--report", tc.path, p}
+		if tc.cmd == "bench" {
+			args = append(args, "--step-time", "0")
+		}
+		r := run(t, args...)
 		if r.code != 2 || !strings.Contains(r.stderr, tc.want) {
-			t.Errorf("--report %s: %s\nwant exit 2 and %q", tc.path, r, tc.want)
+			t.Errorf("%s --report %s: %s\nwant exit 2 and %q", tc.cmd, tc.path, r, tc.want)
 		}
 		if _, err := os.Stat(filepath.Join(dir, "out", "small.jsonl")); !os.IsNotExist(err) {
 			t.Errorf("--report %s: the run wrote its output: %v", tc.path, err)
 		}
+	}
+	rep := filepath.Join(dir, "new", "dir", "r.json")
+	if r := run(t, "apply", "--report", rep, p); r.code != 0 {
+		t.Errorf("--report in a new directory: %s", r)
+	} else if _, err := os.Stat(rep); err != nil {
+		t.Errorf("no report: %v", err)
 	}
 }
 

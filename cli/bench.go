@@ -58,6 +58,11 @@ func benchCmd(g *globals) *cobra.Command {
 			if err != nil {
 				return err
 			}
+			if reportPath != "" {
+				if err := checkReportPath(reportPath, sp); err != nil {
+					return exit(ExitUsage, err)
+				}
+			}
 			if sp.Epochs == 0 && steps == 0 {
 				return exit(ExitUsage, fmt.Errorf("%s runs until stopped (epochs: 0): give --steps", args[0]))
 			}

@@ -65,6 +65,30 @@ type Checker interface {
 	Check(c *CheckContext) sample.Schema
 }
 
+// Outputter is implemented by the configs of stages that write files (or
+// listen on a socket file): OutputPaths lists them, resolved against the
+// spec's directory, so that validate can refuse two stages writing one
+// path, and apply a report over an output.
+type Outputter interface {
+	OutputPaths(resolve func(string) string) []string
+}
+
+// Outputs maps each path the spec's stages write, cleaned, to the first
+// stage that writes it.
+func (sp *Spec) Outputs() map[string]string {
+	out := map[string]string{}
+	for _, st := range sp.Stages {
+		if o, ok := st.Config.(Outputter); ok {
+			for _, p := range o.OutputPaths(sp.Resolve) {
+				if _, dup := out[filepath.Clean(p)]; !dup {
+					out[filepath.Clean(p)] = st.Name
+				}
+			}
+		}
+	}
+	return out
+}
+
 // PassThrough is implemented by the configs of stages that hand samples on
 // with their fields untouched: PassesThrough reports whether the stage
 // also never reads field (shuffle, prefetch, take and skip read none; a
@@ -602,6 +626,24 @@ func check(sp *Spec, r *reporter, opts Options) {
 			// Downstream stages see an open schema so one mistake does not
 			// cascade into a diagnostic for every later field reference.
 			st.Schema.Open = true
+		}
+	}
+	// Two stages writing one path would leave the output of whichever
+	// committed last.
+	writers := map[string]string{}
+	for _, st := range sp.Stages {
+		o, ok := st.Config.(Outputter)
+		if !ok {
+			continue
+		}
+		for _, p := range o.OutputPaths(sp.Resolve) {
+			p = filepath.Clean(p)
+			if first, dup := writers[p]; dup && first != st.Name {
+				c := &CheckContext{Spec: sp, Stage: st, r: r}
+				c.Errorf("", "writes %s, which stage %q writes too", p, first)
+				break
+			}
+			writers[p] = st.Name
 		}
 	}
 }

@@ -40,6 +40,14 @@ func init() {
 }
 
 // address resolves a unix socket path against the spec's directory.
+// OutputPaths implements spec.Outputter: a Unix socket's file.
+func (c *ServeConfig) OutputPaths(resolve func(string) string) []string {
+	if network, addr, err := c.address(resolve); err == nil && network == "unix" {
+		return []string{addr}
+	}
+	return nil
+}
+
 func (c *ServeConfig) address(resolve func(string) string) (network, addr string, err error) {
 	network, addr, err = serve.ParseAddress(c.Listen)
 	if err != nil {

@@ -44,6 +44,14 @@ func (c *WriteJSONLConfig) Check(cc *spec.CheckContext) sample.Schema {
 	return sample.Schema{}
 }
 
+// OutputPaths implements spec.Outputter.
+func (c *WriteJSONLConfig) OutputPaths(resolve func(string) string) []string {
+	if c.Path == "" {
+		return nil
+	}
+	return []string{resolve(c.Path)}
+}
+
 type jsonlSink struct {
 	f   *atomicFile
 	buf []byte

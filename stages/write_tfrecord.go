@@ -81,6 +81,18 @@ func (c *WriteTFRecordConfig) Check(cc *spec.CheckContext) sample.Schema {
 	return sample.Schema{}
 }
 
+// OutputPaths implements spec.Outputter: every shard.
+func (c *WriteTFRecordConfig) OutputPaths(resolve func(string) string) []string {
+	if c.Path == "" {
+		return nil
+	}
+	var out []string
+	for i := range max(c.Shards, 1) {
+		out = append(out, resolve(ShardPath(c.Path, i, max(c.Shards, 1))))
+	}
+	return out
+}
+
 type tfrecordSink struct {
 	files   []*atomicFile
 	writers []*tfrecord.Writer
