@@ -10,9 +10,9 @@ import (
 // TestJSONLSkipsABadLineAndReadsOn: with on_error: skip, a bad line is
 // skipped and counted, and the lines after it are read, with read-ahead
 // (parallelism 2) as without. Found by the tester: with read-ahead the
-// rest of the file was dropped, uncounted. A line over max_line_bytes ends
-// its file with an error naming it, even under the scanner's 64 KiB
-// buffer (the limit used to be ignored below it).
+// rest of the file was dropped, uncounted. A line over max_line_bytes is
+// one bad line too, however small the limit (it was ignored under 64 KiB,
+// then ended its file), and a byte order mark does not spoil the first.
 func TestJSONLSkipsABadLineAndReadsOn(t *testing.T) {
 	dir := t.TempDir()
 	write := func(name, s string) {
@@ -44,16 +44,30 @@ stages:
 			}
 		})
 	}
-	write("long.jsonl", "{\"a\":1}\n{\"a\":\""+strings.Repeat("x", 300)+"\"}\n")
-	_, err := runSpec(t, dir, `version: 1
+	// Lines of 100 bytes (the limit), 101 and 300, then a good one, and a
+	// UTF-8 byte order mark before the first.
+	line := func(n int) string { return "{\"a\":\"" + strings.Repeat("x", n-8) + "\"}\n" }
+	write("long.jsonl", "\xef\xbb\xbf"+line(100)+line(101)+line(300)+"{\"a\":3}")
+	body := func(onError string) string {
+		return `version: 1
 name: long
 stages:
   - {name: files, type: files, pattern: 'long.jsonl'}
-  - {name: r, type: jsonl, max_line_bytes: 100}
-  - {name: out, type: discard}
-`)
-	if want := filepath.Join(dir, "long.jsonl") + ":2: bufio.Scanner: token too long"; err == nil || !strings.Contains(err.Error(), want) {
+  - {name: r, type: jsonl, max_line_bytes: 100, on_error: ` + onError + `}
+  - {name: out, type: write_jsonl, path: long-out.jsonl}
+`
+	}
+	_, err := runSpec(t, dir, body("fail"))
+	if want := filepath.Join(dir, "long.jsonl") + ":2: the line is longer than max_line_bytes (100)"; err == nil || !strings.Contains(err.Error(), want) {
 		t.Errorf("err = %v, want it to contain %q", err, want)
+	}
+	rep, err := runSpec(t, dir, body("skip"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := readLines(t, filepath.Join(dir, "long-out.jsonl"))
+	if len(got) != 2 || got[1] != `{"a":3}` || len(got[0]) != 100 || rep.Skipped["r"] != 2 {
+		t.Errorf("kept %q, skipped %d; want the 100-byte line and the last, 2 skipped", got, rep.Skipped["r"])
 	}
 }
 

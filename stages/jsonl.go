@@ -5,6 +5,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"os"
@@ -62,40 +63,81 @@ func (j *jsonlStage) Open(_ context.Context, in *sample.Sample) (Stream, error) 
 	if err != nil {
 		return nil, err
 	}
-	sc := bufio.NewScanner(f)
-	// The scanner's limit is the larger of its buffer and max, and a line
-	// needs room for its newline: start small, so a limit under 64 KiB holds.
-	limit := j.cfg.MaxLine + 1
-	sc.Buffer(make([]byte, 0, min(64<<10, limit)), limit)
-	return &jsonlStream{f: f, sc: sc, path: path, epoch: in.Epoch}, nil
+	return &jsonlStream{f: f, r: bufio.NewReaderSize(f, 64<<10), max: j.cfg.MaxLine, path: path, epoch: in.Epoch}, nil
 }
 
 type jsonlStream struct {
 	f     *os.File
-	sc    *bufio.Scanner
+	r     *bufio.Reader
+	buf   []byte
+	max   int
 	path  string
 	line  int
 	epoch int
 }
 
+// readLine reads the next line whole, without its newline; a line longer
+// than max bytes is read past without being kept and reported as too long,
+// so the lines after it are still read.
+func (s *jsonlStream) readLine() ([]byte, error) {
+	if s.line == 0 { // a UTF-8 byte order mark is no part of the first line
+		if b, _ := s.r.Peek(3); bytes.Equal(b, []byte("\xef\xbb\xbf")) {
+			s.r.Discard(3)
+		}
+	}
+	s.buf = s.buf[:0]
+	long := false
+	for {
+		part, err := s.r.ReadSlice('\n')
+		if !long {
+			if len(s.buf)+len(part) > s.max+1 { // +1: the newline
+				long, s.buf = true, s.buf[:0]
+			} else {
+				s.buf = append(s.buf, part...)
+			}
+		}
+		switch {
+		case err == bufio.ErrBufferFull:
+			continue
+		case err == io.EOF && (len(s.buf) > 0 || long):
+			err = nil // a last line without a newline
+		case err != nil:
+			return nil, err
+		}
+		line := bytes.TrimSuffix(s.buf, []byte("\n"))
+		if long || len(line) > s.max {
+			return nil, errLineTooLong
+		}
+		return line, nil
+	}
+}
+
+var errLineTooLong = errors.New("line too long")
+
 func (s *jsonlStream) Next() (*sample.Sample, error) {
-	for s.sc.Scan() {
+	for {
+		line, err := s.readLine()
+		if err == io.EOF {
+			return nil, io.EOF
+		}
 		s.line++
-		b := bytes.TrimSpace(s.sc.Bytes())
+		origin := fmt.Sprintf("%s:%d", s.path, s.line)
+		if err == errLineTooLong {
+			return nil, &ItemError{Err: fmt.Errorf("%s: the line is longer than max_line_bytes (%d)", origin, s.max)}
+		}
+		if err != nil {
+			return nil, fmt.Errorf("%s: %w", origin, err)
+		}
+		b := bytes.TrimSpace(line)
 		if len(b) == 0 {
 			continue
 		}
-		origin := fmt.Sprintf("%s:%d", s.path, s.line)
 		fields, err := ParseJSONLine(b)
 		if err != nil {
 			return nil, &ItemError{Err: fmt.Errorf("%s: %w", origin, err)}
 		}
 		return &sample.Sample{Epoch: s.epoch, Origin: origin, Fields: fields}, nil
 	}
-	if err := s.sc.Err(); err != nil {
-		return nil, fmt.Errorf("%s:%d: %w", s.path, s.line+1, err)
-	}
-	return nil, io.EOF
 }
 
 func (s *jsonlStream) Close() error { return s.f.Close() }
@@ -106,12 +148,24 @@ func (s *jsonlStream) Close() error { return s.f.Close() }
 func ParseJSONLine(b []byte) (map[string]any, error) {
 	dec := json.NewDecoder(bytes.NewReader(b))
 	dec.UseNumber()
-	var m map[string]any
-	if err := dec.Decode(&m); err != nil {
+	var v any
+	if err := dec.Decode(&v); err != nil {
 		return nil, fmt.Errorf("invalid JSON: %w", err)
 	}
-	if m == nil {
-		return nil, fmt.Errorf("line is not a JSON object")
+	m, ok := v.(map[string]any)
+	if !ok {
+		kind := map[bool]string{true: "null"}[v == nil]
+		switch v.(type) {
+		case []any:
+			kind = "an array"
+		case string:
+			kind = "a string"
+		case json.Number:
+			kind = "a number"
+		case bool:
+			kind = "a boolean"
+		}
+		return nil, fmt.Errorf("line is %s, not a JSON object", kind)
 	}
 	if dec.More() {
 		return nil, fmt.Errorf("trailing data after the JSON object")
