@@ -82,8 +82,10 @@ func AppendJSON(b []byte, fields map[string]any) ([]byte, error) {
 		if i > 0 {
 			b = append(b, ',')
 		}
-		b = strconv.AppendQuote(b, k)
-		b = append(b, ':')
+		// JSON's quoting, not Go's: strconv would write \x7f or \a, which
+		// no JSON reader takes (found by FuzzParseJSONLine).
+		q, _ := json.Marshal(k)
+		b = append(append(b, q...), ':')
 		var err error
 		if b, err = appendValue(b, fields[k]); err != nil {
 			return nil, fmt.Errorf("field %q: %w", k, err)
