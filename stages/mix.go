@@ -1,6 +1,7 @@
 package stages
 
 import (
+	"math"
 	"context"
 	"errors"
 	"fmt"
@@ -39,14 +40,20 @@ func (c *MixConfig) Check(cc *spec.CheckContext) sample.Schema {
 	if len(c.Weights) > 0 && len(c.Weights) != len(cc.Inputs) {
 		cc.Errorf("weights", "has %d weights for %d inputs", len(c.Weights), len(cc.Inputs))
 	}
-	sum := 0.0
+	sum, bad := 0.0, false
 	for i, w := range c.Weights {
-		if w < 0 {
+		switch {
+		case math.IsNaN(w) || math.IsInf(w, 0):
+			cc.Errorf(fmt.Sprintf("weights[%d]", i), "must be a finite number, got %v", w)
+			bad = true
+		case w < 0:
 			cc.Errorf(fmt.Sprintf("weights[%d]", i), "must not be negative, got %v", w)
+			bad = true
+		default:
+			sum += w
 		}
-		sum += w
 	}
-	if len(c.Weights) > 0 && sum <= 0 {
+	if len(c.Weights) > 0 && sum <= 0 && !bad {
 		cc.Errorf("weights", "must not all be zero")
 	}
 	return sameSchema(cc)
