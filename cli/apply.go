@@ -173,7 +173,7 @@ func watchGPU(g *globals, mode string) func() *gpu.Summary {
 func checkFit(g *globals, p *plan.Plan, file string) error {
 	diags := p.FitDiagnostics()
 	for _, d := range diags {
-		fmt.Fprintln(g.stderr, d.String())
+		g.printDiag(d)
 	}
 	if diags.HasErrors() {
 		// A report gets the numbers too (problemsError), not just "above".

@@ -358,4 +358,20 @@ func TestApplyJSONLogsAreAllJSON(t *testing.T) {
 	if last := lines[len(lines)-1]; !strings.Contains(last, `"msg":"done in `) || !strings.Contains(last, `"peak_memory_bytes":`) {
 		t.Errorf("last line %q, want the summary", last)
 	}
+	// So are the problems of an invalid spec and the error of a failed run
+	// (found by the re-test: they were plain text).
+	bad := writeSpec(t, dir, "bad.yaml", strings.Replace(smallSpec, "size: 4", "size: 0", 1))
+	fails := writeSpec(t, dir, "fails.yaml", strings.Replace(smallSpec, "'index * index'", "'index / (index - 3)'", 1))
+	for _, f := range []string{bad, fails} {
+		r := run(t, "--log-format", "json", "apply", "--progress", "never", f)
+		for _, l := range strings.Split(strings.TrimSpace(r.stderr), "\n") {
+			var m map[string]any
+			if err := json.Unmarshal([]byte(l), &m); err != nil {
+				t.Errorf("%s: not JSON: %q", filepath.Base(f), l)
+			}
+		}
+		if r.code == 0 || !strings.Contains(r.stderr, `"level":"error"`) {
+			t.Errorf("%s: %s\nwant a failure logged as an error", filepath.Base(f), r)
+		}
+	}
 }

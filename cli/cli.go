@@ -135,7 +135,12 @@ func Run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	var ee *exitError
 	if errors.As(err, &ee) {
 		if ee.err != nil {
-			fmt.Fprintln(stderr, "piperun:", ee.err)
+			if g.logFormat == "json" && g.log != nil {
+				g.log.Error(ee.err.Error())
+				g.log.Sync()
+			} else {
+				fmt.Fprintln(stderr, "piperun:", ee.err)
+			}
 		}
 		return ee.code
 	}
@@ -180,7 +185,7 @@ func exactArgs(n int, what string) cobra.PositionalArgs {
 func (g *globals) load(file string, set []string, environment bool) (*spec.Spec, error) {
 	sp, diags := spec.Load(file, spec.Options{Catalog: g.registry, Set: set, Environment: environment})
 	for _, d := range diags {
-		fmt.Fprintln(g.stderr, d.String())
+		g.printDiag(d)
 	}
 	if sp == nil || diags.HasErrors() {
 		// The problems are printed above; naming validate here would send
@@ -192,6 +197,21 @@ func (g *globals) load(file string, set []string, environment bool) (*spec.Spec,
 		return nil, exit(ExitInvalid, pe)
 	}
 	return sp, nil
+}
+
+// printDiag writes a spec problem to stderr: as a line of text, or as a
+// log entry under --log-format json, so that every line is JSON there.
+func (g *globals) printDiag(d spec.Diagnostic) {
+	if g.logFormat != "json" || g.log == nil {
+		fmt.Fprintln(g.stderr, d.String())
+		return
+	}
+	log := g.log.Error
+	if d.Severity == spec.SevWarning {
+		log = g.log.Warn
+	}
+	log(d.Message, zap.String("file", d.Pos.File), zap.Int("line", d.Pos.Line), zap.Int("column", d.Pos.Col),
+		zap.String("set", d.Pos.Set), zap.String("path", d.Path))
 }
 
 func plural(n int) string {
