@@ -1,11 +1,11 @@
 package stages
 
 import (
-	"math"
 	"context"
 	"errors"
 	"fmt"
 	"io"
+	"math"
 
 	"github.com/piperun/piperun/sample"
 	"github.com/piperun/piperun/spec"
