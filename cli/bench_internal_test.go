@@ -43,3 +43,18 @@ func TestShuffleCheck(t *testing.T) {
 		})
 	}
 }
+
+// TestGitHubProperty: a file name in a workflow command's property is
+// escaped where a comma or colon would end it (re-test: a,b:c.yaml).
+func TestGitHubProperty(t *testing.T) {
+	for in, want := range map[string]string{
+		"a,b:c.yaml":      "a%2Cb%3Ac.yaml",
+		"plain/spec.yaml": "plain/spec.yaml",
+		"100%\nnew.yaml":  "100%25%0Anew.yaml",
+		"C:\\dir\\x.yaml": "C%3A\\dir\\x.yaml",
+	} {
+		if got := ghProperty(in); got != want {
+			t.Errorf("ghProperty(%q) = %q, want %q", in, got, want)
+		}
+	}
+}

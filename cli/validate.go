@@ -57,9 +57,9 @@ func validateCmd(g *globals) *cobra.Command {
 					if d.Path != "" {
 						msg = d.Path + ": " + msg
 					}
-					where := fmt.Sprintf("file=%s,line=%d,col=%d", d.Pos.File, d.Pos.Line, d.Pos.Col)
+					where := fmt.Sprintf("file=%s,line=%d,col=%d", ghProperty(d.Pos.File), d.Pos.Line, d.Pos.Col)
 					if d.Pos.Line == 0 { // no place in the file: an override, or the file as a whole
-						where = "file=" + d.Pos.File
+						where = "file=" + ghProperty(d.Pos.File)
 					}
 					if d.Pos.Set != "" {
 						msg = "--set " + d.Pos.Set + ": " + msg
@@ -109,6 +109,12 @@ func validateFile(ctx context.Context, g *globals, file string, set []string, en
 		p.ApplyProbe(avg)
 	}
 	return append(diags, p.FitDiagnostics()...)
+}
+
+// ghProperty escapes a workflow command's property value, where a comma
+// or a colon would end it.
+func ghProperty(s string) string {
+	return strings.NewReplacer("%", "%25", "\r", "%0D", "\n", "%0A", ":", "%3A", ",", "%2C").Replace(s)
 }
 
 func ghEscape(s string) string {

@@ -323,7 +323,8 @@ func Parse(file string, data []byte, opts Options) (*Spec, Diagnostics) {
 	// values they give are taken as written (interpolate skips them).
 	for _, s := range opts.Set {
 		if err := ApplySet(doc, s); err != nil {
-			r.add(SevError, 0, 0, "", "--set %s: %v", s, err)
+			// Reported as the override's, as a problem with its value is.
+			r.diags = append(r.diags, Diagnostic{Pos: Pos{File: r.file, Set: s}, Message: err.Error(), Severity: SevError})
 			continue
 		}
 		r.sets = append(r.sets, s)
