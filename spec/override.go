@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"reflect"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -55,11 +56,18 @@ func interpolate(n *yaml.Node, path string, lookup func(string) (string, bool), 
 // Expand substitutes ${VAR} and ${VAR:-default} in s.
 func Expand(s string, lookup func(string) (string, bool)) (string, error) {
 	var b strings.Builder
+	var unset []string // every one, not only the first
 	for {
 		i := strings.Index(s, "${")
 		if i < 0 {
 			b.WriteString(s)
-			return b.String(), nil
+			switch len(unset) {
+			case 0:
+				return b.String(), nil
+			case 1:
+				return "", fmt.Errorf("environment variable %s is not set (write ${%s:-default} to give a default)", unset[0], unset[0])
+			}
+			return "", fmt.Errorf("environment variables %s are not set (write ${%s:-default} to give a default)", strings.Join(unset, ", "), unset[0])
 		}
 		if i > 0 && s[i-1] == '$' {
 			b.WriteString(s[:i-1])
@@ -84,7 +92,9 @@ func Expand(s string, lookup func(string) (string, bool)) (string, error) {
 		case hasDef:
 			b.WriteString(def)
 		default:
-			return "", fmt.Errorf("environment variable %s is not set (write ${%s:-default} to give a default)", name, name)
+			if !slices.Contains(unset, name) {
+				unset = append(unset, name)
+			}
 		}
 		s = s[i+end+1:]
 	}

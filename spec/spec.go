@@ -358,7 +358,7 @@ func Parse(file string, data []byte, opts Options) (*Spec, Diagnostics) {
 		l, c := at("version")
 		r.add(SevError, l, c, "version", "unsupported spec version %d (this runner reads version %d)", sp.Version, Version)
 	}
-	if _, ok := sp.pos["name"]; ok && !nameRe.MatchString(sp.Name) {
+	if _, ok := sp.pos["name"]; ok && !nameRe.MatchString(sp.Name) && !r.undecoded["name"] {
 		l, c := at("name")
 		r.add(SevError, l, c, "name", "invalid name %q: use lowercase letters, digits, '_' and '-', starting with a letter or digit", sp.Name)
 	}

@@ -170,6 +170,8 @@ func TestExpand(t *testing.T) {
 		{"$${A}", "${A}", ""},
 		{"${A}${A}", "xx", ""},
 		{"${B}", "", "environment variable B is not set (write ${B:-default} to give a default)"},
+		// Every unset variable of a value at once, each named once.
+		{"${B}/${B}-${C}", "", "environment variables B, C are not set (write ${B:-default} to give a default)"},
 		{"${A", "", `unterminated ${ in "${A"`},
 		{"${}", "", "empty variable name in ${}"},
 	}
