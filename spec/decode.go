@@ -222,6 +222,7 @@ func (d *decoder) decodeStruct(n *yaml.Node, v reflect.Value, path string) {
 	}
 	fields, names := structFields(v.Type())
 	seen := map[string]bool{}
+	nulls := map[string]*yaml.Node{}
 	for i := 0; i+1 < len(n.Content); i += 2 {
 		k, val := n.Content[i], n.Content[i+1]
 		p := joinPath(path, k.Value)
@@ -235,9 +236,20 @@ func (d *decoder) decodeStruct(n *yaml.Node, v reflect.Value, path string) {
 			continue
 		}
 		seen[k.Value] = true
+		if isNull(val) && v.FieldByIndex(idx).Kind() != reflect.String {
+			// An empty value is an absent one; for a required number, the
+			// problem is that (a count: with nothing after it was 0). An
+			// empty string the stage judges ("path: must not be empty").
+			nulls[k.Value] = val
+		}
 		d.decode(val, v.FieldByIndex(idx), p)
 	}
 	for _, r := range requiredFields(v.Type()) {
+		if nv, ok := nulls[r]; ok {
+			d.r.add(SevError, nv.Line, nv.Column, joinPath(path, r), "required field %q has no value", r)
+			d.r.markUndecoded(joinPath(path, r))
+			continue
+		}
 		if !seen[r] {
 			// Reported at the mapping, the field having no place of its
 			// own; it is the field that is left undecoded.

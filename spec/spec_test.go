@@ -296,6 +296,9 @@ func TestOneDiagnosticPerProblem(t *testing.T) {
 		// is reported too.
 		{`{name: s, type: shuffle, buffer: 0, buffer: 2}`, `d.yaml:5:38: stages[1].buffer: must be at least 1, got 0` + "\n" +
 			`d.yaml:5:41: stages[1].buffer: duplicate key "buffer"` + "\n"},
+		// A required number left empty is no 0 (re-test: count: made an
+		// empty range).
+		{`{name: s, type: shuffle, buffer: }`, `d.yaml:5:38: stages[1].buffer: required field "buffer" has no value` + "\n"},
 	} {
 		src := "version: 1\nname: d\nstages:\n  - {name: src, type: range, count: 10}\n  - " + tc.stage + "\n  - {name: out, type: discard}\n"
 		_, diags := spec.Parse("d.yaml", []byte(src), spec.Options{Catalog: stages.Default(), LookupEnv: noEnv})
