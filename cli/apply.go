@@ -316,10 +316,10 @@ func checkReportPath(path string, sp *spec.Spec) error {
 	if err != nil {
 		return fmt.Errorf("--report %s: %w", path, err)
 	}
-	if spec, _ := filepath.Abs(sp.File); abs == spec {
+	if specFile, _ := filepath.Abs(sp.File); spec.OutputKey(abs) == spec.OutputKey(specFile) {
 		return fmt.Errorf("--report %s is the spec itself", path)
 	}
-	if st, ok := sp.Outputs()[abs]; ok {
+	if st, ok := sp.Outputs()[spec.OutputKey(abs)]; ok {
 		return fmt.Errorf("--report %s is what stage %q writes", path, st)
 	}
 	if st, err := os.Stat(path); err == nil && st.IsDir() {

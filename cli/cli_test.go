@@ -472,3 +472,40 @@ func yamlAsJSON(t *testing.T, path string) any {
 	}
 	return v
 }
+
+// TestValidateOutputsOverInputs: a sink may not write what a files source
+// reads, nor one output reach another's path through a symlinked
+// directory; --probe takes no negative count (found by the re-test).
+func TestValidateOutputsOverInputs(t *testing.T) {
+	dir := t.TempDir()
+	if err := os.MkdirAll(filepath.Join(dir, "data"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(dir, "data", "in.jsonl"), []byte("{\"a\":1}\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.MkdirAll(filepath.Join(dir, "out"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Symlink("out", filepath.Join(dir, "lnk")); err != nil {
+		t.Fatal(err)
+	}
+	p := writeSpec(t, dir, "s.yaml", `version: 1
+name: s
+stages:
+  - {name: f, type: files, pattern: 'data/*.jsonl'}
+  - {name: r, type: jsonl}
+  - {name: over, type: write_jsonl, path: data/in.jsonl}
+  - {name: a, type: write_jsonl, input: r, path: out/q.jsonl}
+  - {name: b, type: write_jsonl, input: r, path: lnk/q.jsonl}
+`)
+	r := run(t, "validate", p)
+	want := p + `:4:37: stages[0].pattern: pattern "data/*.jsonl" matches ` + filepath.Join(dir, "data", "in.jsonl") + `, which stage "over" writes` + "\n" +
+		p + `:8:5: stages[4]: writes ` + filepath.Join(dir, "lnk", "q.jsonl") + `, which stage "a" writes too` + "\n"
+	if r.code != 1 || r.stdout != want {
+		t.Errorf("got %s\nwant exit 1 and\n%s", r, want)
+	}
+	if r := run(t, "validate", "--probe", "-3", p); r.code != 2 || !strings.Contains(r.stderr, "--probe must not be negative, got -3") {
+		t.Errorf("--probe -3: %s", r)
+	}
+}

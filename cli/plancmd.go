@@ -20,6 +20,9 @@ func planCmd(g *globals) *cobra.Command {
 			if format != "text" && format != "dot" && format != "mermaid" {
 				return exit(ExitUsage, fmt.Errorf("--format must be text, dot or mermaid, got %q", format))
 			}
+			if probeN < 0 {
+				return exit(ExitUsage, fmt.Errorf("--probe must not be negative, got %d", probeN))
+			}
 			sp, err := g.load(args[0], set, false)
 			if err != nil {
 				return err

@@ -34,6 +34,9 @@ func validateCmd(g *globals) *cobra.Command {
 			default:
 				return exit(ExitUsage, fmt.Errorf("--format must be text, json or github, got %q", format))
 			}
+			if probeN < 0 {
+				return exit(ExitUsage, fmt.Errorf("--probe must not be negative, got %d", probeN))
+			}
 			var all spec.Diagnostics
 			for _, f := range args {
 				all = append(all, validateFile(cmd.Context(), g, f, set, !noEnv, probeN)...)

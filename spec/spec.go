@@ -80,13 +80,30 @@ func (sp *Spec) Outputs() map[string]string {
 	for _, st := range sp.Stages {
 		if o, ok := st.Config.(Outputter); ok {
 			for _, p := range o.OutputPaths(sp.Resolve) {
-				if _, dup := out[filepath.Clean(p)]; !dup {
-					out[filepath.Clean(p)] = st.Name
+				if _, dup := out[OutputKey(p)]; !dup {
+					out[OutputKey(p)] = st.Name
 				}
 			}
 		}
 	}
 	return out
+}
+
+// OutputKey is the form in which two names of one output compare equal:
+// cleaned, and with the symlinks of its directory resolved where it
+// exists (out/x and link-to-out/x are one file). An address that is no
+// path (tcp://host:port) is itself.
+func OutputKey(p string) string {
+	if strings.Contains(p, "://") {
+		return p
+	}
+	p = filepath.Clean(p)
+	if dir, err := filepath.EvalSymlinks(filepath.Dir(p)); err == nil {
+		if abs, err := filepath.Abs(dir); err == nil {
+			return filepath.Join(abs, filepath.Base(p))
+		}
+	}
+	return p
 }
 
 // PassThrough is implemented by the configs of stages that hand samples on
@@ -631,20 +648,28 @@ func check(sp *Spec, r *reporter, opts Options) {
 	}
 	// Two stages writing one path would leave the output of whichever
 	// committed last.
+	// Nor may one write over the spec itself.
 	writers := map[string]string{}
+	if abs, err := filepath.Abs(sp.File); err == nil {
+		writers[OutputKey(abs)] = ""
+	}
 	for _, st := range sp.Stages {
 		o, ok := st.Config.(Outputter)
 		if !ok {
 			continue
 		}
 		for _, p := range o.OutputPaths(sp.Resolve) {
-			p = filepath.Clean(p)
-			if first, dup := writers[p]; dup && first != st.Name {
+			first, dup := writers[OutputKey(p)]
+			if dup && first != st.Name {
 				c := &CheckContext{Spec: sp, Stage: st, r: r}
-				c.Errorf("", "writes %s, which stage %q writes too", p, first)
+				if first == "" {
+					c.Errorf("", "writes %s, the spec itself", p)
+				} else {
+					c.Errorf("", "writes %s, which stage %q writes too", p, first)
+				}
 				break
 			}
-			writers[p] = st.Name
+			writers[OutputKey(p)] = st.Name
 		}
 	}
 }

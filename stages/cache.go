@@ -57,11 +57,21 @@ func (c *CacheConfig) Check(cc *spec.CheckContext) sample.Schema {
 	for _, up := range upstream(cc.Stage) {
 		fc, files := up.Config.(*FilesConfig)
 		if up.Type == "shuffle" || files && fc.Shuffle {
-			cc.Warnf("", "stage %q above shuffles, but a cache replays its samples in the order of their IDs: the epochs after the one that fills it (and later runs) are not shuffled; shuffle below the cache", up.Name)
+			cc.Warnf("", "stage %q above this cache shuffles, but a cache replays its samples in the order of their IDs: the epochs after the one that fills it (and later runs) are not shuffled; shuffle below the cache", up.Name)
 			break
 		}
 	}
 	return cc.Input()
+}
+
+// OutputPaths implements spec.Outputter: the cache's directory, which no
+// other cache may share (two with the same stages above would have the
+// same fingerprint) and no sink may write.
+func (c *CacheConfig) OutputPaths(resolve func(string) string) []string {
+	if c.Dir == "" {
+		return nil
+	}
+	return []string{resolve(c.Dir)}
 }
 
 // CacheStats describe what a cache stage did in a run.

@@ -153,6 +153,14 @@ func (c *FilesConfig) Check(cc *spec.CheckContext) sample.Schema {
 			} else if len(m) == 0 {
 				cc.Errorf(field, "pattern %q matches no file (resolved to %s)", p, cc.Resolve(p))
 			}
+			// A sink writing what this reads would replace the input.
+			outputs := cc.Spec.Outputs()
+			for _, f := range m {
+				if st, ok := outputs[spec.OutputKey(f)]; ok {
+					cc.Errorf(field, "pattern %q matches %s, which stage %q writes", p, f, st)
+					break
+				}
+			}
 		}
 	}
 	if c.Shard.Auto && cc.Environment {

@@ -8,6 +8,7 @@ import (
 	"net"
 	"os"
 	"path/filepath"
+	"strings"
 	"syscall"
 	"time"
 
@@ -42,10 +43,16 @@ func init() {
 // address resolves a unix socket path against the spec's directory.
 // OutputPaths implements spec.Outputter: a Unix socket's file.
 func (c *ServeConfig) OutputPaths(resolve func(string) string) []string {
-	if network, addr, err := c.address(resolve); err == nil && network == "unix" {
+	network, addr, err := c.address(resolve)
+	switch {
+	case err != nil:
+		return nil
+	case network == "unix":
 		return []string{addr}
+	case strings.HasSuffix(addr, ":0"): // a port of the kernel's choosing each
+		return nil
 	}
-	return nil
+	return []string{"tcp://" + addr} // two sinks cannot listen on one
 }
 
 func (c *ServeConfig) address(resolve func(string) string) (network, addr string, err error) {
