@@ -135,17 +135,12 @@ func Run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	var ee *exitError
 	if errors.As(err, &ee) {
 		if ee.err != nil {
-			if g.logFormat == "json" && g.log != nil {
-				g.log.Error(ee.err.Error())
-				g.log.Sync()
-			} else {
-				fmt.Fprintln(stderr, "piperun:", ee.err)
-			}
+			g.printError(ee.err)
 		}
 		return ee.code
 	}
 	// Cobra's own errors (unknown command, bad args) are usage errors.
-	fmt.Fprintln(stderr, "piperun:", err)
+	g.printError(err)
 	return ExitUsage
 }
 
@@ -199,6 +194,25 @@ func (g *globals) load(file string, set []string, environment bool) (*spec.Spec,
 	return sp, nil
 }
 
+// printError writes the error a command ends with to stderr: "piperun:
+// …", or a log entry under --log-format json, also when the flags failed
+// to parse before the logger was made.
+func (g *globals) printError(err error) {
+	if g.logFormat != "json" {
+		fmt.Fprintln(g.stderr, "piperun:", err)
+		return
+	}
+	l := g.log
+	if l == nil {
+		if l, _ = newLogger("json", "error", g.stderr); l == nil {
+			fmt.Fprintln(g.stderr, "piperun:", err)
+			return
+		}
+	}
+	l.Error(err.Error())
+	l.Sync()
+}
+
 // printDiag writes a spec problem to stderr: as a line of text, or as a
 // log entry under --log-format json, so that every line is JSON there.
 func (g *globals) printDiag(d spec.Diagnostic) {
@@ -210,8 +224,11 @@ func (g *globals) printDiag(d spec.Diagnostic) {
 	if d.Severity == spec.SevWarning {
 		log = g.log.Warn
 	}
-	log(d.Message, zap.String("file", d.Pos.File), zap.Int("line", d.Pos.Line), zap.Int("column", d.Pos.Col),
-		zap.String("set", d.Pos.Set), zap.String("path", d.Path))
+	fields := []zap.Field{zap.String("file", d.Pos.File), zap.Int("line", d.Pos.Line), zap.Int("column", d.Pos.Col), zap.String("path", d.Path)}
+	if d.Pos.Set != "" {
+		fields = append(fields, zap.String("set", d.Pos.Set))
+	}
+	log(d.Message, fields...)
 }
 
 func plural(n int) string {

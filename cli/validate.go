@@ -3,6 +3,7 @@ package cli
 import (
 	"context"
 	"fmt"
+	"go.uber.org/zap"
 	"strings"
 
 	"github.com/spf13/cobra"
@@ -74,10 +75,14 @@ func validateCmd(g *globals) *cobra.Command {
 					fmt.Fprintln(g.stdout, d.String())
 				}
 				n := len(all.Errors())
-				if n == 0 {
-					fmt.Fprintf(g.stderr, "%d spec%s valid\n", len(args), plural(len(args)))
+				line := fmt.Sprintf("%d spec%s valid", len(args), plural(len(args)))
+				if n > 0 {
+					line = fmt.Sprintf("%d problem%s", n, plural(n))
+				}
+				if g.logFormat == "json" { // every line on stderr is JSON there
+					g.log.Info(line, zap.Int("problems", n))
 				} else {
-					fmt.Fprintf(g.stderr, "%d problem%s\n", n, plural(n))
+					fmt.Fprintln(g.stderr, line)
 				}
 			}
 			if all.HasErrors() {
