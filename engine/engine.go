@@ -108,6 +108,9 @@ type node struct {
 	// seen a whole epoch.
 	epochs   atomic.Int64
 	perEpoch atomic.Int64
+	// opened counts the epochs a source has begun, for the watchdog of
+	// endless runs whose sinks get nothing (stall.go).
+	opened atomic.Int64
 
 	mu         sync.Mutex
 	skipped    int64
@@ -562,6 +565,7 @@ func (r *Run) runSource(ctx context.Context, n *node, src stages.Source) (err er
 		if err := src.Open(ctx, e); err != nil {
 			return n.fail(nil, err)
 		}
+		n.opened.Add(1)
 		for {
 			t0 := r.clock()
 			s, err := src.Next(ctx)

@@ -770,3 +770,24 @@ stages:
 	}
 	unbind()
 }
+
+// TestEndlessRunWithNothingForTheSinks: with epochs: 0, a skip longer than
+// an epoch drops every sample, so nothing ever reaches the sink while the
+// source goes round: the run fails saying so, instead of spinning for ever
+// (found by the re-test; samples move, so the stuck check never fired).
+func TestEndlessRunWithNothingForTheSinks(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	_, err := runSpecCtx(ctx, t, t.TempDir(), `version: 1
+name: endless
+epochs: 0
+stages:
+  - {name: src, type: range, count: 5}
+  - {name: sk, type: skip, count: 9}
+  - {name: t, type: take, count: 7}
+  - {name: out, type: discard}
+`)
+	if !errors.Is(err, engine.ErrNothingReachesTheSinks) || ctx.Err() != nil {
+		t.Fatalf("err = %v, want ErrNothingReachesTheSinks before the deadline", err)
+	}
+}

@@ -39,16 +39,38 @@ const (
 	stallChecks = 8
 )
 
+// emptyEpochs is how many whole epochs an endless run's sources may read
+// while no sample reaches a sink before the watchdog calls it endless: a
+// stage that drops every sample of an epoch (a skip of more than one, a
+// batch with drop_remainder larger than one) keeps samples moving, so the
+// stuck check never fires, and the run would spin for ever.
+const emptyEpochs = 1000
+
+// ErrNothingReachesTheSinks fails an endless run whose sinks get nothing.
+var ErrNothingReachesTheSinks = errors.New("epochs: 0 (until stopped), but no sample reaches a sink")
+
 // watch runs until ctx ends, failing the run if it gets stuck.
 func (r *Run) watch(ctx context.Context) {
 	t := time.NewTicker(stallEvery)
 	defer t.Stop()
 	last, stuck := r.moves(), 0
+	sunk, openedThen := int64(-1), int64(0)
 	for {
 		select {
 		case <-ctx.Done():
 			return
 		case <-t.C:
+		}
+		if r.epochs() < 0 {
+			in, opened := r.sinkProgress()
+			switch {
+			case in != sunk:
+				sunk, openedThen = in, opened
+			case opened-openedThen >= emptyEpochs:
+				r.fail(fmt.Errorf("%w in %d epochs: a stage drops every sample of an epoch (a skip or batch larger than one, a filter that passes none); the run would never end", ErrNothingReachesTheSinks, opened-openedThen))
+				r.cancel()
+				return
+			}
 		}
 		m := r.moves()
 		if m != last || !allParked(stacks()) {
@@ -167,6 +189,18 @@ func ancestors(s *spec.Stage) []*spec.Stage {
 	}
 	walk(s)
 	return out
+}
+
+// sinkProgress returns the samples the sinks have taken and the most
+// epochs any source has begun.
+func (r *Run) sinkProgress() (in, opened int64) {
+	for _, n := range r.nodes {
+		if n.st.Role == spec.RoleSink {
+			in += n.in.Load()
+		}
+		opened = max(opened, n.opened.Load())
+	}
+	return in, opened
 }
 
 // moves sums the run's counters of progress: memory reserved and released,
