@@ -153,9 +153,18 @@ func (c *FilesConfig) Check(cc *spec.CheckContext) sample.Schema {
 			} else if len(m) == 0 {
 				cc.Errorf(field, "pattern %q matches no file (resolved to %s)", p, cc.Resolve(p))
 			}
-			// A sink writing what this reads would replace the input.
+			// A sink writing what this reads would replace the input. Only
+			// a match with an output's name is resolved (a pattern may match
+			// a million files).
 			outputs := cc.Spec.Outputs()
+			names := map[string]bool{}
+			for o := range outputs {
+				names[filepath.Base(o)] = true
+			}
 			for _, f := range m {
+				if !names[filepath.Base(f)] {
+					continue
+				}
 				if st, ok := outputs[spec.OutputKey(f)]; ok {
 					cc.Errorf(field, "pattern %q matches %s, which stage %q writes", p, f, st)
 					break
