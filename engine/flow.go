@@ -366,6 +366,9 @@ type item struct {
 func (in *inlet) next() (item, error) {
 	for len(in.cur) == 0 {
 		if in.closed {
+			if err := in.ctx.Err(); err != nil {
+				return item{}, err
+			}
 			return item{end: true}, nil
 		}
 		var c *chunk
@@ -386,6 +389,13 @@ func (in *inlet) next() (item, error) {
 		}
 		if !ok {
 			in.closed = true
+			// A stage that fails cancels the run before it closes its
+			// output (finish): a close seen in a cancelled run is that
+			// failure, not the end of the data, which a batch would answer
+			// by emitting its partial batch.
+			if err := in.ctx.Err(); err != nil {
+				return item{}, err
+			}
 			return item{end: true}, nil
 		}
 		in.l.queued.Add(-c.bytes)

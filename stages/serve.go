@@ -167,18 +167,24 @@ func newServeSink(env *Env, c *ServeConfig) (*serveSink, error) {
 			return nil, fmt.Errorf("listen on %s: %w", c.Listen, err)
 		}
 	}
-	ln, err := net.Listen(network, addr)
+	ln, err := listen(network, addr)
 	if err != nil {
 		return nil, fmt.Errorf("listen on %s: %w", c.Listen, err)
 	}
 	hello, err := serve.EncodeJSON(serve.KindHello, serve.Hello{Protocol: 1, Pipeline: env.Spec.Name, Stage: env.Stage.Name, Seed: env.Seed, Epochs: env.Spec.Epochs})
 	if err != nil {
 		ln.Close()
+		if network == "unix" {
+			os.Remove(addr)
+		}
 		return nil, err
 	}
 	// Say where trainers connect: the absolute socket path, the port where
 	// the spec asked for 0.
 	listen := network + "://" + ln.Addr().String()
+	if network == "unix" {
+		listen = network + "://" + addr // not the name it was bound under
+	}
 	return &serveSink{log: env.Log, listen: listen, network: network, addr: addr, ln: ln, hello: hello}, nil
 }
 
@@ -387,5 +393,35 @@ func (s *serveSink) shut() {
 		p.c.Close()
 	}
 	s.pending = nil
-	s.ln.Close() // removes a unix socket's file too
+	s.ln.Close()
+	if s.network == "unix" {
+		os.Remove(s.addr)
+	}
+}
+
+// listen listens on addr. A unix socket is bound and listening under a
+// temporary name first, then renamed into place, so that a trainer that
+// waits for the file to appear never finds it before the sink listens
+// (between bind and listen a connect is refused).
+func listen(network, addr string) (net.Listener, error) {
+	if network != "unix" {
+		return net.Listen(network, addr)
+	}
+	tmp := filepath.Join(filepath.Dir(addr), fmt.Sprintf(".%s.tmp-%d", filepath.Base(addr), os.Getpid()))
+	if len(tmp) > maxUnixPath { // the temporary name is longer: bind in place
+		return net.Listen(network, addr)
+	}
+	os.Remove(tmp)
+	ln, err := net.Listen(network, tmp)
+	if err != nil {
+		return nil, err
+	}
+	// The file moves; the sink removes it by its final name (shut).
+	ln.(*net.UnixListener).SetUnlinkOnClose(false)
+	if err := os.Rename(tmp, addr); err != nil {
+		ln.Close()
+		os.Remove(tmp)
+		return nil, err
+	}
+	return ln, nil
 }
