@@ -78,12 +78,7 @@ func (r *Run) gateSources(n *node, done chan struct{}, byStage map[*spec.Stage]*
 func (r *Run) runCache(ctx context.Context, n *node, c stages.Cacher) (err error) {
 	o := r.newOutlet(ctx, n)
 	in := r.newInlet(ctx, n.ins[0], o)
-	defer func() {
-		if rec := recover(); rec != nil {
-			err = panicError(n, rec)
-		}
-		r.finish(o, err, in)
-	}()
+	defer r.end(n, o, &err, in)
 	passOver := sync.OnceFunc(func() { close(n.passDone) })
 	defer passOver()
 	epoch := 0

@@ -505,6 +505,17 @@ func (r *Run) fail(err error) {
 	r.failMu.Unlock()
 }
 
+// end is what every stage's goroutine defers: a panic in the stage's code
+// becomes its error (panicError) before finish runs, so the run is
+// cancelled before the stages below see the output close. It must be the
+// deferred call itself, for recover to see the panic.
+func (r *Run) end(n *node, o *outlet, err *error, ins ...*inlet) {
+	if rec := recover(); rec != nil {
+		*err = panicError(n, rec)
+	}
+	r.finish(o, *err, ins...)
+}
+
 // finish closes a stage's output and lets its inputs go. After a clean
 // end it drains each input until its producer closes, so nothing sent after
 // the stop stays reserved; after a failure it cancels the run first, since
@@ -546,12 +557,7 @@ func (r *Run) runSource(ctx context.Context, n *node, src stages.Source) (err er
 	o := r.newOutlet(ctx, n)
 	// On a failure the run is cancelled before the outlet closes, or the
 	// stages below would take the close for the end of the data.
-	defer func() {
-		if rec := recover(); rec != nil {
-			err = panicError(n, rec)
-		}
-		r.finish(o, err)
-	}()
+	defer r.end(n, o, &err)
 	for e := 0; r.epochs() < 0 || e < r.epochs(); e++ {
 		if e > 0 {
 			for _, gate := range n.gates {
@@ -635,12 +641,7 @@ func (n *node) busyFrom(t0 time.Time, waited time.Duration) {
 func (r *Run) runProcess(ctx context.Context, n *node, p stages.Processor) (err error) {
 	o := r.newOutlet(ctx, n)
 	in := r.newInlet(ctx, n.ins[0], o)
-	defer func() {
-		if rec := recover(); rec != nil {
-			err = panicError(n, rec)
-		}
-		r.finish(o, err, in)
-	}()
+	defer r.end(n, o, &err, in)
 	_, retains := p.(stages.Retainer)
 	em := &emitter{o: o, profile: r.opts.Profile}
 	open, last := false, 0 // samples came since the last end of epoch; the last one's epoch
@@ -708,12 +709,7 @@ func (r *Run) runProcess(ctx context.Context, n *node, p stages.Processor) (err 
 
 func (r *Run) runSink(ctx context.Context, n *node, sk stages.Sink) (err error) {
 	in := r.newInlet(ctx, n.ins[0], nil)
-	defer func() {
-		if rec := recover(); rec != nil {
-			err = panicError(n, rec)
-		}
-		r.finish(nil, err, in)
-	}()
+	defer r.end(n, nil, &err, in)
 	for {
 		it, err := in.next()
 		if err != nil {

@@ -139,12 +139,7 @@ func (r *Run) runParallel(ctx context.Context, g *errgroup.Group, n *node, p sta
 	// On a failure the run is cancelled before the outlet closes, or the
 	// stages below would take the close for the end of the data (a batch
 	// would emit its partial batch to a trainer).
-	defer func() {
-		if rec := recover(); rec != nil {
-			err = panicError(n, rec)
-		}
-		r.finish(o, err)
-	}()
+	defer r.end(n, o, &err)
 	lctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	det := r.plan.Spec.Deterministic
@@ -523,12 +518,7 @@ const readAhead = 16
 func (r *Run) runExpand(ctx context.Context, g *errgroup.Group, n *node, x stages.Expander) (err error) {
 	o := r.newOutlet(ctx, n)
 	in := r.newInlet(ctx, n.ins[0], o)
-	defer func() {
-		if rec := recover(); rec != nil {
-			err = panicError(n, rec)
-		}
-		r.finish(o, err, in)
-	}()
+	defer r.end(n, o, &err, in)
 	cycle, block := x.Interleave()
 	cycle, block = max(1, cycle), max(1, block)
 	par := n.pn.Parallelism
@@ -789,12 +779,7 @@ func (r *Run) runJoin(ctx context.Context, n *node, j stages.Joiner) (err error)
 	for i, l := range n.ins {
 		ins[i] = r.newInlet(ctx, l, o)
 	}
-	defer func() {
-		if rec := recover(); rec != nil {
-			err = panicError(n, rec)
-		}
-		r.finish(o, err, ins...)
-	}()
+	defer r.end(n, o, &err, ins...)
 	const (
 		active = iota
 		atEpochEnd
