@@ -7,7 +7,6 @@ import (
 	"io"
 	"os"
 	"path/filepath"
-	"runtime/debug"
 	"strings"
 	"time"
 
@@ -192,27 +191,6 @@ func checkFit(g *globals, p *plan.Plan, file string) error {
 // decoding: 128 MiB keeps peak RSS within budget + 150 MiB at the same
 // speed as a looser limit (bench/RESULTS.md).
 const MemoryHeadroom = 128 << 20
-
-// GCPercent is the collector's target heap growth (GOGC) for a run. Sample
-// tensors are recycled by hand (tensor.Alloc), so what the collector frees
-// is small garbage, and the slack Go's default of 100 leaves (a heap twice
-// what is live) buys only fresh memory, which costs a page fault per 4 KiB
-// on first touch. 25 keeps the heap within a quarter of what is live.
-const GCPercent = 25
-
-// setMemoryLimit points the garbage collector at the budget, so it works
-// harder before the heap outgrows it, unless GOMEMLIMIT or GOGC say
-// otherwise. (The pool of idle tensor buffers lives inside the budget's
-// free room: engine.Run binds it.)
-func setMemoryLimit(budget int64) {
-	if _, ok := os.LookupEnv("GOGC"); !ok {
-		debug.SetGCPercent(GCPercent)
-	}
-	if _, ok := os.LookupEnv("GOMEMLIMIT"); ok {
-		return
-	}
-	debug.SetMemoryLimit(budget + MemoryHeadroom)
-}
 
 func isTerminal(w io.Writer) bool {
 	f, ok := w.(*os.File)

@@ -255,3 +255,35 @@ func TestReadAheadWaitsForBudgetAfterAnAsk(t *testing.T) {
 		t.Fatal(err)
 	}
 }
+
+// TestJobCostSizesJobsToTheirWork: jobs hold about jobWork of samples,
+// one until a job has been timed, never more than the chunk allows.
+func TestJobCostSizesJobsToTheirWork(t *testing.T) {
+	var c jobCost
+	if got := c.size(16); got != 1 {
+		t.Errorf("untimed: size %d, want 1", got)
+	}
+	for _, tc := range []struct {
+		name string
+		d    time.Duration
+		n    int
+		want int
+	}{
+		{"a photo's decode", 1700 * time.Microsecond, 1, 1},
+		{"50 µs samples", 800 * time.Microsecond, 16, 5},
+		{"cheap expression", 16 * time.Microsecond, 16, 16},
+	} {
+		var c jobCost
+		for range 20 { // the average settles on a steady cost
+			c.observe(tc.d, tc.n)
+		}
+		if got := c.size(16); got != tc.want {
+			t.Errorf("%s: size %d, want %d", tc.name, got, tc.want)
+		}
+	}
+	var e jobCost
+	e.observe(time.Millisecond, 0) // an empty job says nothing
+	if got := e.size(16); got != 1 {
+		t.Errorf("after an empty job: size %d, want 1", got)
+	}
+}

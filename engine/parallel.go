@@ -130,6 +130,42 @@ func jobSize(chunkSize, workers int) int {
 	return max(1, chunkSize/(2*workers))
 }
 
+// jobWork is the time one job should take. A job costs a few microseconds
+// of its own (channel operations, a wake-up), a percent of this; and where
+// samples are slow (a photo's decode takes 1.7 ms) a job of jobSize of them
+// keeps one worker busy for tens of milliseconds at the end of the data
+// while the others have nothing left to take.
+const jobWork = 250 * time.Microsecond
+
+// jobCost follows a parallel stage's time per sample, so the dispatcher
+// can size jobs to about jobWork.
+type jobCost struct {
+	ns atomic.Int64 // per sample, moving average; 0 until a job is timed
+}
+
+// observe adds a job of n samples that took d.
+func (c *jobCost) observe(d time.Duration, n int) {
+	if n <= 0 {
+		return
+	}
+	per := int64(d) / int64(n)
+	if old := c.ns.Load(); old > 0 {
+		per = (3*old + per) / 4
+	}
+	c.ns.Store(max(1, per))
+}
+
+// size is how many samples make a job of about jobWork, at most most. Until
+// a job has been timed it is one, so a slow stage's first jobs are short
+// too; a fast stage's grow after its first.
+func (c *jobCost) size(most int) int {
+	ns := c.ns.Load()
+	if ns <= 0 {
+		return 1
+	}
+	return int(max(1, min(int64(most), int64(jobWork)/ns)))
+}
+
 // runParallel runs a concurrency-safe processor on n workers. With
 // deterministic output, a collector emits jobs in input order (a bounded
 // window of jobs in flight); otherwise in completion order.
@@ -147,6 +183,7 @@ func (r *Run) runParallel(ctx context.Context, g *errgroup.Group, n *node, p sta
 	results := make(chan *job, 2*workers)
 	partials := make(chan partial)
 	var inflight sync.WaitGroup
+	var cost jobCost
 	win := newWindow(workers, 4*workers*r.plan.ChunkSize, r.budget.Limit())
 	defer win.close()
 	go func() { <-lctx.Done(); win.close() }()
@@ -170,7 +207,9 @@ func (r *Run) runParallel(ctx context.Context, g *errgroup.Group, n *node, p sta
 	for w := 0; w < workers; w++ {
 		g.Go(func() error {
 			for j := range jobs {
+				t0 := time.Now()
 				r.workSafe(lctx, n, p, j, win, partials)
+				cost.observe(time.Since(t0), len(j.in))
 				if !det {
 					select {
 					case results <- j:
@@ -258,7 +297,7 @@ func (r *Run) runParallel(ctx context.Context, g *errgroup.Group, n *node, p sta
 			}
 			n.in.Add(int64(len(batch)))
 			for len(batch) > 0 {
-				k := min(size, len(batch), win.jobCap(workers))
+				k := min(cost.size(size), len(batch), win.jobCap(workers))
 				if !win.take(k) {
 					releaseAll(r.budget, batch)
 					return nil
