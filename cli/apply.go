@@ -119,7 +119,7 @@ func applyCmd(g *globals) *cobra.Command {
 			return nil
 		},
 	}
-	cmd.Flags().StringArrayVar(&set, "set", nil, "override a spec value, path=value, e.g. --set resources.memory=1GiB --set stages.decode.parallelism=4 (repeatable)")
+	addSetFlag(cmd, &set, "override a spec value, path=value, e.g. --set resources.memory=1GiB --set stages.decode.parallelism=4 (repeatable)")
 	cmd.Flags().StringVar(&reportPath, "report", "", "write a JSON report of the run to this file")
 	cmd.Flags().StringVar(&progress, "progress", "auto", "progress display: auto (live on a terminal), always or never")
 	cmd.Flags().StringVar(&gpuMode, "gpu", "auto", "watch the NVIDIA GPUs through NVML during the run and say whether a process on them starved: auto (where the driver is) or off")

@@ -81,7 +81,7 @@ func benchCmd(g *globals) *cobra.Command {
 	cmd.Flags().DurationVar(&step, "step-time", 0, "how long the simulated trainer spends on each step (sample), e.g. 50ms; 0 measures the pipeline alone")
 	cmd.Flags().IntVar(&steps, "steps", 0, "stop after this many steps (default: the spec's epochs)")
 	cmd.Flags().StringVar(&sinkName, "sink", "", "the sink the trainer reads (default: the first sink of the spec; the others discard)")
-	cmd.Flags().StringArrayVar(&set, "set", nil, "override a spec value, path=value (repeatable)")
+	addSetFlag(cmd, &set, "override a spec value, path=value (repeatable)")
 	cmd.Flags().StringVar(&reportPath, "report", "", "write the results as JSON to this file")
 	_ = cmd.MarkFlagRequired("step-time")
 	return cmd

@@ -275,3 +275,25 @@ func versionCmd(g *globals) *cobra.Command {
 }
 
 func shortList(s []string) string { return strings.Join(s, ", ") }
+
+// setFlag is the repeatable --set flag. It refuses an override without a
+// path and an "=" when the flags are parsed, a usage error (exit 2) like
+// any other malformed flag, before the spec is read.
+type setFlag struct{ sets *[]string }
+
+func (f setFlag) String() string { return strings.Join(*f.sets, " ") }
+
+func (f setFlag) Type() string { return "path=value" }
+
+func (f setFlag) Set(s string) error {
+	if key, _, ok := strings.Cut(s, "="); !ok || key == "" {
+		return fmt.Errorf("expected path=value, e.g. stages.decode.parallelism=4, got %q", s)
+	}
+	*f.sets = append(*f.sets, s)
+	return nil
+}
+
+// addSetFlag adds --set to cmd, collecting the overrides in sets.
+func addSetFlag(cmd *cobra.Command, sets *[]string, usage string) {
+	cmd.Flags().Var(setFlag{sets}, "set", usage)
+}

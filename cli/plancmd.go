@@ -52,7 +52,7 @@ func planCmd(g *globals) *cobra.Command {
 		},
 	}
 	cmd.Flags().StringVar(&format, "format", "text", "output format: text, dot or mermaid")
-	cmd.Flags().StringArrayVar(&set, "set", nil, "override a spec value, path=value (repeatable)")
+	addSetFlag(cmd, &set, "override a spec value, path=value (repeatable)")
 	cmd.Flags().Int64Var(&probeN, "probe", 0, "run the pipeline on N samples per sink to measure sample sizes the spec cannot tell (writes no output)")
 	return cmd
 }

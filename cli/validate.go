@@ -93,7 +93,7 @@ func validateCmd(g *globals) *cobra.Command {
 	}
 	cmd.Flags().StringVar(&format, "format", "text", "output format: text, json or github (workflow annotations)")
 	cmd.Flags().BoolVar(&noEnv, "no-environment", false, "skip checks of input files and output directories")
-	cmd.Flags().StringArrayVar(&set, "set", nil, "override a spec value, path=value (repeatable)")
+	addSetFlag(cmd, &set, "override a spec value, path=value (repeatable)")
 	cmd.Flags().Int64Var(&probeN, "probe", 0, "also run each pipeline on N samples per sink to measure sample sizes, and check the memory fit with them (writes no output)")
 	return cmd
 }

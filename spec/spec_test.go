@@ -113,6 +113,7 @@ func TestSetOverrides(t *testing.T) {
 		{[]string{"seed=99"}, func(s *spec.Spec) bool { return *s.Seed == 99 }, "seed 99"},
 		{[]string{"stages.src.count=3"}, func(s *spec.Spec) bool { return s.Stage("src").Config.(*stages.RangeConfig).Count == 3 }, "count by name"},
 		{[]string{"stages.1.parallelism=4"}, func(s *spec.Spec) bool { return s.Stage("m").Parallelism.N == 4 }, "parallelism by index"},
+		{[]string{"stages.m.parallelism=3.0"}, func(s *spec.Spec) bool { return s.Stage("m").Parallelism.N == 3 }, "parallelism written as a float"},
 		{[]string{"resources.memory=1GiB"}, func(s *spec.Spec) bool { return s.Resources.Memory == 1<<30 }, "new nested key"},
 		{[]string{"epochs=3", "deterministic=false"}, func(s *spec.Spec) bool { return s.Epochs == 3 && !s.Deterministic }, "two overrides"},
 	}

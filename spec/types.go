@@ -25,8 +25,10 @@ func (a *Auto) UnmarshalNode(n *yaml.Node) error {
 		*a = Auto{Auto: true}
 		return nil
 	}
+	// An integer as the other integer fields take it (exactScalar): 2.0
+	// and 1e3 are integers, 2.5 is not.
 	var v int
-	if n.Kind != yaml.ScalarNode || n.ShortTag() != "!!int" || n.Decode(&v) != nil {
+	if n.Kind != yaml.ScalarNode || (n.ShortTag() != "!!int" && n.ShortTag() != "!!float") || !exactScalar(n, reflect.Int) || n.Decode(&v) != nil {
 		return fmt.Errorf("expected a positive integer or \"auto\", got %s", describe(n))
 	}
 	if v < 1 {
