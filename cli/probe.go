@@ -17,8 +17,8 @@ import (
 // spec cannot give (bytes fields, images of unknown size). Its sinks
 // discard, so a probe writes no output (a cache stage with a dir fills as
 // in a run: that is no output, and the next run reads it).
-func probe(ctx context.Context, g *globals, p *plan.Plan, n int64) (map[string]int64, error) {
-	ctx, cancel := context.WithCancel(ctx)
+func probe(parent context.Context, g *globals, p *plan.Plan, n int64) (map[string]int64, error) {
+	ctx, cancel := context.WithCancel(parent)
 	defer cancel()
 	// The sinks discard: a pipeline that ends within the probe would
 	// otherwise commit its outputs, and a serve sink wait for a trainer.
@@ -28,6 +28,12 @@ func probe(ctx context.Context, g *globals, p *plan.Plan, n int64) (map[string]i
 	}
 	t := time.NewTicker(10 * time.Millisecond)
 	defer t.Stop()
+	// A sink short of n that gets nothing while the sources read
+	// engine.EmptyEpochs epochs never will: an endless run would probe for
+	// ever (the engine's own check sees only that some sink gets samples).
+	type seen struct{ samples, opened int64 }
+	last := map[string]seen{}
+	var starved error
 wait:
 	for {
 		select {
@@ -35,10 +41,20 @@ wait:
 			break wait
 		case <-t.C:
 			rep := run.Progress()
+			opened := run.EpochsOpened()
 			enough := len(rep.Sinks) > 0
-			for _, s := range rep.Sinks {
-				if s.Samples < n {
-					enough = false
+			for name, s := range rep.Sinks {
+				if s.Samples >= n {
+					continue
+				}
+				enough = false
+				l, ok := last[name]
+				switch {
+				case !ok || l.samples != s.Samples:
+					last[name] = seen{s.Samples, opened}
+				case opened-l.opened >= engine.EmptyEpochs && starved == nil:
+					starved = fmt.Errorf("probe: sink %q got %d of %d samples and nothing more while the sources read %d epochs: a stage above it drops every sample (a filter that passes none, a skip or take)", name, s.Samples, n, opened-l.opened)
+					cancel()
 				}
 			}
 			if enough {
@@ -47,7 +63,14 @@ wait:
 		}
 	}
 	rep, err := run.Wait()
-	if err != nil && !errors.Is(err, context.Canceled) {
+	switch {
+	case starved != nil:
+		return nil, starved
+	case parent.Err() != nil:
+		// Interrupted (Ctrl-C, a CI timeout): the probe measured nothing
+		// whole, and validate must not call the spec valid.
+		return nil, fmt.Errorf("probe interrupted before every sink had %d samples", n)
+	case err != nil && !errors.Is(err, context.Canceled):
 		return nil, fmt.Errorf("probe: %w", err)
 	}
 	avg := map[string]int64{}

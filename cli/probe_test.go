@@ -1,10 +1,14 @@
 package cli_test
 
 import (
+	"bytes"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strings"
+	"syscall"
 	"testing"
+	"time"
 )
 
 // TestValidateProbe: the size of a record is unknown until read, so a
@@ -73,5 +77,73 @@ stages:
 		if e.Name() != "p.yaml" && e.Name() != "out.jsonl" {
 			t.Errorf("the probe left %s", e.Name())
 		}
+	}
+}
+
+// TestProbeEndsForAStarvedSink: an endless pipeline one of whose sinks
+// gets nothing fails the probe, naming the sink, instead of probing for
+// ever (found by a new-user test: the engine's own check saw samples
+// reach the other sink).
+func TestProbeEndsForAStarvedSink(t *testing.T) {
+	dir := t.TempDir()
+	spec := writeSpec(t, dir, "starved.yaml", `
+version: 1
+name: starved
+epochs: 0
+stages:
+  - {name: a, type: range, count: 10}
+  - {name: o1, type: write_jsonl, path: o1.jsonl}
+  - {name: f, type: filter, input: a, where: 'index > 100'}
+  - {name: o2, type: write_jsonl, path: o2.jsonl}
+`)
+	for _, tc := range []struct {
+		cmd  string
+		code int
+	}{{"validate", 1}, {"plan", 1}} {
+		r := run(t, tc.cmd, "--probe", "5", spec)
+		want := `probe: sink "o2" got 0 of 5 samples and nothing more while the sources read `
+		if r.code != tc.code || !strings.Contains(r.stdout+r.stderr, want) {
+			t.Errorf("%s --probe: %s\nwant exit %d and %q", tc.cmd, r, tc.code, want)
+		}
+	}
+}
+
+// TestInterruptedProbeIsNotValid: a probe stopped by a signal (Ctrl-C, a CI
+// job's timeout) is a problem, exit 1, never "1 spec valid" and exit 0.
+func TestInterruptedProbeIsNotValid(t *testing.T) {
+	dir := t.TempDir()
+	spec := writeSpec(t, dir, "endless.yaml", `
+version: 1
+name: endless
+epochs: 0
+stages:
+  - {name: a, type: range, count: 1000}
+  - {name: out, type: write_jsonl, path: out.jsonl}
+`)
+	for _, cmd := range []string{"validate", "plan"} {
+		t.Run(cmd, func(t *testing.T) {
+			var stdout, stderr bytes.Buffer
+			c := exec.Command(binary, cmd, "--probe", "1000000000000", spec)
+			c.Stdout, c.Stderr = &stdout, &stderr
+			if err := c.Start(); err != nil {
+				t.Fatal(err)
+			}
+			time.Sleep(500 * time.Millisecond)
+			if err := c.Process.Signal(syscall.SIGINT); err != nil {
+				t.Fatal(err)
+			}
+			done := make(chan error, 1)
+			go func() { done <- c.Wait() }()
+			select {
+			case <-done:
+			case <-time.After(30 * time.Second):
+				c.Process.Kill()
+				t.Fatalf("%s --probe did not end 30 s after SIGINT", cmd)
+			}
+			out := stdout.String() + stderr.String()
+			if c.ProcessState.ExitCode() != 1 || !strings.Contains(out, "probe interrupted before every sink had 1000000000000 samples") || strings.Contains(out, "valid") {
+				t.Errorf("%s --probe after SIGINT: exit %d\n%s", cmd, c.ProcessState.ExitCode(), out)
+			}
+		})
 	}
 }

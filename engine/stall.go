@@ -39,12 +39,23 @@ const (
 	stallChecks = 8
 )
 
+// EpochsOpened is the most epochs any of the run's stages has begun to
+// read: a source's count of passes over its data so far.
+func (r *Run) EpochsOpened() int64 {
+	_, opened := r.sinkProgress()
+	return opened
+}
+
 // emptyEpochs is how many whole epochs an endless run's sources may read
 // while no sample reaches a sink before the watchdog calls it endless: a
 // stage that drops every sample of an epoch (a skip of more than one, a
 // batch with drop_remainder larger than one) keeps samples moving, so the
 // stuck check never fires, and the run would spin for ever.
-const emptyEpochs = 1000
+const emptyEpochs = EmptyEpochs
+
+// EmptyEpochs is emptyEpochs, for callers that watch a run themselves
+// (validate --probe waits for every sink, not any).
+const EmptyEpochs = 1000
 
 // ErrNothingReachesTheSinks fails an endless run whose sinks get nothing.
 var ErrNothingReachesTheSinks = errors.New("epochs: 0 (until stopped), but no sample reaches a sink")
