@@ -49,8 +49,8 @@ stages:
 		t.Fatal(err)
 	}
 	want := []string{
-		`{"half":[0.5,1,2,2.5],"index":[1,2,4,5],"sq":[1,4,16,25],"tag":["n1","n2","n4","n5"]}`,
-		`{"half":[3.5,4],"index":[7,8],"sq":[49,64],"tag":["n7","n8"]}`,
+		`{"half":[0.5,1.0,2.0,2.5],"index":[1,2,4,5],"sq":[1,4,16,25],"tag":["n1","n2","n4","n5"]}`,
+		`{"half":[3.5,4.0],"index":[7,8],"sq":[49,64],"tag":["n7","n8"]}`,
 	}
 	got := readLines(t, filepath.Join(dir, "out.jsonl"))
 	if strings.Join(got, "\n") != strings.Join(want, "\n") {
@@ -375,7 +375,7 @@ stages:
 		t.Fatal(err)
 	}
 	got := readLines(t, filepath.Join(dir, "out.jsonl"))
-	want := `{"index":[0,1,2],"v":[[1,-1,-1],[0,1,-1],[0,0,1]]}`
+	want := `{"index":[0,1,2],"v":[[1.0,-1.0,-1.0],[0.0,1.0,-1.0],[0.0,0.0,1.0]]}`
 	if len(got) != 1 || got[0] != want {
 		t.Errorf("got %q, want %q", got, want)
 	}

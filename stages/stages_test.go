@@ -2,6 +2,7 @@ package stages_test
 
 import (
 	"fmt"
+	"math"
 	"os"
 	"path/filepath"
 	"reflect"
@@ -151,6 +152,48 @@ func TestAppendJSON(t *testing.T) {
 	}
 }
 
+// TestAppendJSONKeepsTypes: a float is written with a point or an
+// exponent, so reading the line back gives a float again (1.0 written as 1
+// came back an int64, and a batch of it and 2.5 failed); a string that is
+// not UTF-8 is an error, not bytes silently replaced by U+FFFD.
+func TestAppendJSONKeepsTypes(t *testing.T) {
+	for _, tc := range []struct {
+		v         any
+		want, err string
+	}{
+		{1.0, `{"v":1.0}`, ""},
+		{-0.0, `{"v":0.0}`, ""},
+		{math.Copysign(0, -1), `{"v":-0.0}`, ""},
+		{2.5, `{"v":2.5}`, ""},
+		{1e21, `{"v":1e+21}`, ""},
+		{1e-7, `{"v":1e-07}`, ""},
+		{int64(1), `{"v":1}`, ""},
+		{tensor.FromFloat32s([]float32{1, 0.5, 3}), `{"v":[1.0,0.5,3.0]}`, ""},
+		{"é", `{"v":"é"}`, ""},
+		{"a\xffb", "", `field "v": string of 3 bytes is not valid UTF-8 (byte 1 is 0xff), and a JSON string cannot hold it: read it as bytes (written as base64) or write it with write_tfrecord`},
+		{[]string{"ok", "\xc3"}, "", `field "v": string of 1 bytes is not valid UTF-8 (byte 0 is 0xc3), and a JSON string cannot hold it: read it as bytes (written as base64) or write it with write_tfrecord`},
+	} {
+		got, err := stages.AppendJSON(nil, map[string]any{"v": tc.v})
+		if tc.err != "" {
+			if err == nil || err.Error() != tc.err {
+				t.Errorf("%#v: %s, %v; want error %q", tc.v, got, err, tc.err)
+			}
+			continue
+		}
+		if err != nil || string(got) != tc.want {
+			t.Errorf("%#v: %s, %v; want %s", tc.v, got, err, tc.want)
+			continue
+		}
+		back, err := stages.ParseJSONLine(got)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, isFloat := tc.v.(float64); isFloat && reflect.TypeOf(back["v"]) != reflect.TypeOf(0.0) {
+			t.Errorf("%s read back as %T", got, back["v"])
+		}
+	}
+}
+
 func TestParseJSONLine(t *testing.T) {
 	tests := []struct{ in, want, err string }{
 		{`{"a": 1, "b": 2.5, "c": "x", "d": [1, "y"], "e": null, "f": true}`, `map[a:1 b:2.5 c:x d:[1 y] e:<nil> f:true]`, ""},
@@ -165,6 +208,9 @@ func TestParseJSONLine(t *testing.T) {
 		{`{"a": 9223372036854775808}`, "", `key "a": integer 9223372036854775808 does not fit in int64; write it as a string`},
 		{`{"a": [1, -9223372036854775809]}`, "", `key "a": integer -9223372036854775809 does not fit in int64; write it as a string`},
 		{`{"a": 9223372036854775808.0}`, `map[a:9.223372036854776e+18]`, ""},
+		{"{\"a\": \"x\xffy\"}", "", "line is not valid UTF-8 (byte 8 is 0xff); JSON text must be"},
+		{"{\"\xc3\": 1}", "", "line is not valid UTF-8 (byte 2 is 0xc3); JSON text must be"},
+		{`{"a": "\u00e9\ud800"}`, `map[a:é�]`, ""},
 	}
 	for _, tc := range tests {
 		got, err := stages.ParseJSONLine([]byte(tc.in))
@@ -202,7 +248,7 @@ func FuzzParseJSONLine(f *testing.F) {
 		if err != nil {
 			t.Fatalf("re-parse of %s: %v", out, err)
 		}
-		if fmt.Sprint(again) != fmt.Sprint(m) {
+		if !reflect.DeepEqual(again, m) {
 			t.Fatalf("round trip changed %v into %v", m, again)
 		}
 	})

@@ -1,12 +1,14 @@
 package stages
 
 import (
+	"bytes"
 	"context"
 	"encoding/base64"
 	"encoding/json"
 	"fmt"
 	"math"
 	"strconv"
+	"unicode/utf8"
 
 	"github.com/piperun/piperun/sample"
 	"github.com/piperun/piperun/spec"
@@ -84,9 +86,11 @@ func AppendJSON(b []byte, fields map[string]any) ([]byte, error) {
 		}
 		// JSON's quoting, not Go's: strconv would write \x7f or \a, which
 		// no JSON reader takes (found by FuzzParseJSONLine).
-		q, _ := json.Marshal(k)
-		b = append(append(b, q...), ':')
 		var err error
+		if b, err = appendString(b, k); err != nil {
+			return nil, fmt.Errorf("field name %q: %w", k, err)
+		}
+		b = append(b, ':')
 		if b, err = appendValue(b, fields[k]); err != nil {
 			return nil, fmt.Errorf("field %q: %w", k, err)
 		}
@@ -98,7 +102,35 @@ func appendFloat(b []byte, f float64, bits int) ([]byte, error) {
 	if math.IsNaN(f) || math.IsInf(f, 0) {
 		return nil, fmt.Errorf("%v cannot be written as JSON", f)
 	}
-	return strconv.AppendFloat(b, f, 'g', -1, bits), nil
+	n := len(b)
+	b = strconv.AppendFloat(b, f, 'g', -1, bits)
+	// A float keeps a point or an exponent (1.0, not 1), as serve writes
+	// them: a reader, piperun's jsonl source among them, would take 1 for
+	// an integer, and a batch of 1.0 and 2.5 read back would mix int64
+	// and float64 (found by a new-user test).
+	if !bytes.ContainsAny(b[n:], ".e") {
+		b = append(b, ".0"...)
+	}
+	return b, nil
+}
+
+// appendString writes x as a JSON string. JSON strings are Unicode:
+// json.Marshal would turn each invalid byte into U+FFFD, changing the data
+// without a word.
+func appendString(b []byte, x string) ([]byte, error) {
+	if !utf8.ValidString(x) {
+		i := 0
+		for i < len(x) {
+			r, size := utf8.DecodeRuneInString(x[i:])
+			if r == utf8.RuneError && size <= 1 {
+				break
+			}
+			i += size
+		}
+		return nil, fmt.Errorf("string of %d bytes is not valid UTF-8 (byte %d is 0x%02x), and a JSON string cannot hold it: read it as bytes (written as base64) or write it with write_tfrecord", len(x), i, x[i])
+	}
+	q, _ := json.Marshal(x)
+	return append(b, q...), nil
 }
 
 func appendValue(b []byte, v any) ([]byte, error) {
@@ -114,8 +146,7 @@ func appendValue(b []byte, v any) ([]byte, error) {
 	case bool:
 		return strconv.AppendBool(b, x), nil
 	case string:
-		q, _ := json.Marshal(x)
-		return append(b, q...), nil
+		return appendString(b, x)
 	case []byte:
 		b = append(b, '"')
 		b = base64.StdEncoding.AppendEncode(b, x)
