@@ -80,7 +80,7 @@ func applyCmd(g *globals) *cobra.Command {
 			for _, r := range p.Rewrites {
 				g.log.Info("rewritten: "+r.Why, zap.String("stage", r.Stage), zap.Strings("past", r.Past), zap.Bool("same_order", r.SameOrder))
 			}
-			setMemoryLimit(p.Memory)
+			defer tuneMemory(p.Memory)()
 			run, err := engine.Start(cmd.Context(), p, engine.Options{Registry: g.registry, Log: g.log})
 			if err != nil {
 				return failed(exit(ExitFailed, err), p)

@@ -299,7 +299,7 @@ func runBench(parent context.Context, g *globals, sp *spec.Spec, file string, st
 	if err := checkFit(g, p, file); err != nil {
 		return nil, err
 	}
-	setMemoryLimit(p.Memory)
+	defer tuneMemory(p.Memory)()
 	cpu0 := cpuTime()
 	start := time.Now()
 	tr.last = start

@@ -2,10 +2,10 @@ package cli
 
 import (
 	"os"
-	"runtime"
 	"runtime/debug"
 	"runtime/metrics"
 	"sync"
+	"time"
 )
 
 // GCPercent is the collector's target heap growth (GOGC) for a run whose
@@ -40,44 +40,99 @@ func gcPercentFor(live uint64) int {
 	return int(min(most, max(GCPercent, floor)))
 }
 
-var tuneOnce sync.Once
+// tuner is the process's one GC tuner, shared by the runs in progress
+// (tests run several applies in one process).
+var tuner struct {
+	mu       sync.Mutex
+	users    int
+	stop     chan struct{}
+	done     chan struct{}
+	percent  int   // GOGC before the first user
+	limit    int64 // memory limit before the first user
+	setLimit bool
+}
 
-// setMemoryLimit points the garbage collector at the budget, so it works
+// tuneMemory points the garbage collector at a run's budget, so it works
 // harder before the heap outgrows it, and sizes its growth from the live
 // heap after every cycle (gcPercentFor), unless GOMEMLIMIT or GOGC say
 // otherwise. (The pool of idle tensor buffers lives inside the budget's
-// free room: engine.Run binds it.)
-func setMemoryLimit(budget int64) {
-	if _, ok := os.LookupEnv("GOGC"); !ok {
-		tuneOnce.Do(func() {
-			retuneGC()
-			armGCTuner()
-		})
+// free room: engine.Run binds it.) The returned func, called when the run
+// ends, restores both settings once no run needs them.
+func tuneMemory(budget int64) (restore func()) {
+	_, userGOGC := os.LookupEnv("GOGC")
+	_, userLimit := os.LookupEnv("GOMEMLIMIT")
+	tuner.mu.Lock()
+	defer tuner.mu.Unlock()
+	if tuner.users == 0 {
+		tuner.setLimit = !userLimit
+		if tuner.setLimit {
+			tuner.limit = debug.SetMemoryLimit(-1)
+		}
+		if !userGOGC {
+			tuner.percent = debug.SetGCPercent(gcPercentFor(liveHeap()))
+			tuner.stop, tuner.done = make(chan struct{}), make(chan struct{})
+			go followCycles(tuner.stop, tuner.done)
+		}
 	}
-	if _, ok := os.LookupEnv("GOMEMLIMIT"); ok {
-		return
+	tuner.users++
+	if tuner.setLimit {
+		debug.SetMemoryLimit(budget + MemoryHeadroom)
 	}
-	debug.SetMemoryLimit(budget + MemoryHeadroom)
+	return sync.OnceFunc(func() {
+		tuner.mu.Lock()
+		defer tuner.mu.Unlock()
+		if tuner.users--; tuner.users > 0 {
+			return
+		}
+		if tuner.stop != nil {
+			close(tuner.stop)
+			<-tuner.done
+			tuner.stop, tuner.done = nil, nil
+			debug.SetGCPercent(tuner.percent)
+		}
+		if tuner.setLimit {
+			debug.SetMemoryLimit(tuner.limit)
+		}
+	})
 }
 
-// armGCTuner calls retuneGC after the next garbage collection, and again
-// after each one after that. The memory limit still bounds the heap: the
-// floor only spaces out the cycles of a heap far below it.
-func armGCTuner() {
-	sentinel := new([16]byte)
-	runtime.AddCleanup(sentinel, func(struct{}) {
-		retuneGC()
-		armGCTuner()
-	}, struct{}{})
+// cyclePoll is how often followCycles looks for a finished collection. A
+// filling heap is collected every few milliseconds; the check reads two
+// counters.
+const cyclePoll = 2 * time.Millisecond
+
+// followCycles sets GOGC from the live heap after each garbage collection
+// until stop is closed. It polls the cycle count rather than hooking each
+// cycle with a cleanup: a cleanup runs only after sweeping, sometimes once
+// the next cycle is marking, and then both misses that cycle and tunes it
+// from the heap of the one before (found in review: 4× the live heap
+// instead of 1.25× while the heap grew).
+func followCycles(stop <-chan struct{}, done chan<- struct{}) {
+	defer close(done)
+	t := time.NewTicker(cyclePoll)
+	defer t.Stop()
+	s := []metrics.Sample{{Name: "/gc/cycles/total:gc-cycles"}, {Name: "/gc/heap/live:bytes"}}
+	var seen uint64
+	for {
+		select {
+		case <-stop:
+			return
+		case <-t.C:
+		}
+		metrics.Read(s)
+		if c := s[0].Value.Uint64(); c != seen {
+			seen = c
+			debug.SetGCPercent(gcPercentFor(s[1].Value.Uint64()))
+		}
+	}
 }
 
-// retuneGC sets GOGC for the live heap the last cycle marked.
-func retuneGC() {
+// liveHeap is the heap the last collection marked live, 0 before the first.
+func liveHeap() uint64 {
 	s := []metrics.Sample{{Name: "/gc/heap/live:bytes"}}
 	metrics.Read(s)
-	var live uint64
-	if s[0].Value.Kind() == metrics.KindUint64 {
-		live = s[0].Value.Uint64()
+	if s[0].Value.Kind() != metrics.KindUint64 {
+		return 0
 	}
-	debug.SetGCPercent(gcPercentFor(live))
+	return s[0].Value.Uint64()
 }

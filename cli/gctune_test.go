@@ -30,41 +30,55 @@ func TestGCPercentFor(t *testing.T) {
 	}
 }
 
-// TestGCTunerFollowsTheLiveHeap: after setMemoryLimit, every collection
-// sets GOGC from the heap it found live.
+// TestGCTunerFollowsTheLiveHeap: while a run is tuned, every collection
+// sets GOGC from the heap it found live, and the memory limit is the
+// budget's; when the run ends both are as before.
 func TestGCTunerFollowsTheLiveHeap(t *testing.T) {
 	if _, ok := os.LookupEnv("GOGC"); ok {
 		t.Skip("GOGC is set: the tuner stays off")
 	}
-	defer debug.SetGCPercent(debug.SetGCPercent(100))
-	defer debug.SetMemoryLimit(debug.SetMemoryLimit(-1))
-	setMemoryLimit(1 << 30)
-	gogc := func() int {
-		s := []metrics.Sample{{Name: "/gc/gogc:percent"}}
-		metrics.Read(s)
-		return int(s[0].Value.Uint64())
+	if _, ok := os.LookupEnv("GOMEMLIMIT"); ok {
+		t.Skip("GOMEMLIMIT is set: the tuner leaves the limit alone")
 	}
-	settle := func(want int) {
+	defer debug.SetGCPercent(debug.SetGCPercent(77))
+	defer debug.SetMemoryLimit(debug.SetMemoryLimit(5 << 30))
+	read := func(name string) uint64 {
+		s := []metrics.Sample{{Name: name}}
+		metrics.Read(s)
+		return s[0].Value.Uint64()
+	}
+	gogc := func() int { return int(read("/gc/gogc:percent")) }
+	settle := func(what string, want func() int) {
 		t.Helper()
 		deadline := time.Now().Add(5 * time.Second)
-		for gogc() != want && time.Now().Before(deadline) {
-			time.Sleep(time.Millisecond)
+		for gogc() != want() && time.Now().Before(deadline) {
+			runtime.GC()
+			time.Sleep(5 * cyclePoll)
 		}
-		if got := gogc(); got != want {
-			t.Fatalf("GOGC %d after a collection, want %d", got, want)
+		if got := gogc(); got != want() {
+			t.Fatalf("%s: GOGC %d, want %d", what, got, want())
 		}
 	}
-	// 256 MiB kept live: the tuner's share of a quarter applies.
+	restore := tuneMemory(1 << 30)
+	if got := debug.SetMemoryLimit(-1); got != 1<<30+MemoryHeadroom {
+		t.Errorf("memory limit %d during the run, want the budget + %d", got, MemoryHeadroom)
+	}
+	// 256 MiB kept live: a quarter of it is more than the floor.
 	big := make([]byte, 256<<20)
-	runtime.GC()
-	settle(GCPercent)
+	settle("256 MiB live", func() int { return GCPercent })
 	runtime.KeepAlive(big)
 	big = nil
 	runtime.GC()
-	s := []metrics.Sample{{Name: "/gc/heap/live:bytes"}}
-	metrics.Read(s)
-	settle(gcPercentFor(s[0].Value.Uint64()))
+	settle("little live", func() int { return gcPercentFor(read("/gc/heap/live:bytes")) })
 	if gogc() <= GCPercent {
-		t.Errorf("GOGC %d with %d MiB live, want more than %d", gogc(), s[0].Value.Uint64()>>20, GCPercent)
+		t.Errorf("GOGC %d with %d MiB live, want more than %d", gogc(), read("/gc/heap/live:bytes")>>20, GCPercent)
+	}
+	restore()
+	restore() // twice is once
+	if got := gogc(); got != 77 {
+		t.Errorf("GOGC %d after the run, want 77 as before", got)
+	}
+	if got := debug.SetMemoryLimit(-1); got != 5<<30 {
+		t.Errorf("memory limit %d after the run, want 5 GiB as before", got)
 	}
 }

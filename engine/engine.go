@@ -13,6 +13,7 @@ import (
 	"fmt"
 	"io"
 	"runtime/debug"
+	"slices"
 	"sort"
 	"strings"
 	"sync"
@@ -114,7 +115,7 @@ type node struct {
 
 	mu         sync.Mutex
 	skipped    int64
-	skipCauses []string
+	skipCauses []skipCause
 
 	// idle is set for stages whose every output ends in a cache that is
 	// already complete: they are never started.
@@ -129,17 +130,71 @@ type node struct {
 
 const maxCauses = 10
 
+// skipCause is one skipped sample's reason, with where it came in the
+// input, so that the causes a report keeps are the first in input order
+// whichever worker got to its sample first.
+type skipCause struct {
+	sample bool // the skip concerns a sample (not, say, a file)
+	epoch  int
+	id     int64
+	seq    int64 // arrival, for causes without a sample
+	text   string
+}
+
+func (c skipCause) before(d skipCause) bool {
+	if c.sample != d.sample {
+		return c.sample
+	}
+	if c.sample && (c.epoch != d.epoch || c.id != d.id) {
+		if c.epoch != d.epoch {
+			return c.epoch < d.epoch
+		}
+		return c.id < d.id
+	}
+	return c.seq < d.seq
+}
+
 func (n *node) skip(s *sample.Sample, err error) {
 	n.mu.Lock()
 	defer n.mu.Unlock()
 	n.skipped++
-	if len(n.skipCauses) < maxCauses {
-		where := ""
-		if s != nil {
-			where = s.Describe() + ": "
-		}
-		n.skipCauses = append(n.skipCauses, where+err.Error())
+	c := skipCause{seq: n.skipped, text: err.Error()}
+	if s != nil {
+		c.sample, c.epoch, c.id = true, s.Epoch, s.ID
+		c.text = s.Describe() + ": " + c.text
 	}
+	if len(n.skipCauses) < maxCauses {
+		n.skipCauses = append(n.skipCauses, c)
+		return
+	}
+	last := 0
+	for i, k := range n.skipCauses {
+		if n.skipCauses[last].before(k) {
+			last = i
+		}
+	}
+	if c.before(n.skipCauses[last]) {
+		n.skipCauses[last] = c
+	}
+}
+
+// causes returns the kept skip causes in input order; n.mu is held.
+func (n *node) causes() []string {
+	cs := slices.Clone(n.skipCauses)
+	slices.SortFunc(cs, func(a, b skipCause) int {
+		switch {
+		case a.before(b):
+			return -1
+		case b.before(a):
+			return 1
+		}
+		return 0
+	})
+	out := make([]string, len(cs))
+	for i, c := range cs {
+		out[i] = c.text
+	}
+	return out
 }
 
 func (n *node) fail(s *sample.Sample, err error) error {
@@ -301,7 +356,7 @@ func (r *Run) closeAll() {
 // churning the heap (W1's peak RSS grew with run length), or holds idle
 // memory beyond a tight budget. The pool is also capped at an eighth of the
 // budget: idle buffers are live heap to the collector, which lets the heap
-// grow a quarter beyond them (GOGC 25), and where sizes seldom recur
+// grow a quarter beyond them (apply's GOGC, for a heap over 64 MiB), and where sizes seldom recur
 // (full-resolution photos of every size) a pool filling all the free room
 // raised peak RSS at a 256 MiB budget from budget +30–75 MiB to +120 MiB;
 // capped at an eighth, +49–60 MiB. W1's steady state cycles 72 MiB of
@@ -812,7 +867,7 @@ func (r *Run) snapshot(err error) *Report {
 			if rep.SkipCauses == nil {
 				rep.SkipCauses = map[string][]string{}
 			}
-			rep.SkipCauses[n.st.Name] = append([]string(nil), n.skipCauses...)
+			rep.SkipCauses[n.st.Name] = n.causes()
 		}
 		n.mu.Unlock()
 		if c, ok := n.impl.(stages.Cacher); ok {

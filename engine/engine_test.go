@@ -289,6 +289,46 @@ stages:
 	}
 }
 
+// TestSkipCausesInInputOrder: a report keeps the first ten skip causes in
+// input order, whichever worker reached its sample first (with jobs of one
+// slow sample the order of arrival varies; found in review).
+func TestSkipCausesInInputOrder(t *testing.T) {
+	src := `
+version: 1
+name: causes
+epochs: 2
+stages:
+  - {name: src, type: range, count: 200}
+  - name: m
+    type: map
+    parallelism: 2
+    on_error: skip
+    set: {v: 'one_hot(index % 100, 50)'}
+  - {name: out, type: discard}
+`
+	var want []string
+	for i := 50; i < 60; i++ {
+		want = append(want, fmt.Sprintf("sample %d (epoch 0): set v: one_hot: index %d out of range [0, 50) (1:1)", i, i))
+	}
+	for range 5 {
+		rep, err := runSpec(t, t.TempDir(), src)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if rep.Skipped["m"] != 200 {
+			t.Errorf("skipped %d, want 200", rep.Skipped["m"])
+		}
+		got := rep.SkipCauses["m"]
+		same := len(got) == len(want)
+		for i := 0; same && i < len(got); i++ {
+			same = strings.HasPrefix(got[i], want[i])
+		}
+		if !same {
+			t.Fatalf("causes:\n%s\nwant\n%s", strings.Join(got, "\n"), strings.Join(want, "\n"))
+		}
+	}
+}
+
 func TestOnErrorSkipCounts(t *testing.T) {
 	src := `
 version: 1

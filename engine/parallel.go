@@ -143,7 +143,10 @@ type jobCost struct {
 	ns atomic.Int64 // per sample, moving average; 0 until a job is timed
 }
 
-// observe adds a job of n samples that took d.
+// observe adds a job of n samples that took d. Two workers may update at
+// once and one update be lost, which a moving average shrugs off. A job
+// that waited for memory counts its wait: its stage then gets shorter
+// jobs, which cost a little more each but never hold more back.
 func (c *jobCost) observe(d time.Duration, n int) {
 	if n <= 0 {
 		return
