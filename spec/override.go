@@ -147,16 +147,16 @@ func ApplySet(doc *yaml.Node, set string) error {
 				n = child
 			}
 		case yaml.SequenceNode:
+			// A name wins over an index: a stage may be named "3".
 			idx := -1
-			if k, err := strconv.Atoi(seg); err == nil {
-				idx = k
-			} else {
-				for j, c := range n.Content {
-					if c.Kind == yaml.MappingNode && mappingValue(c, "name") == seg {
-						idx = j
-						break
-					}
+			for j, c := range n.Content {
+				if c.Kind == yaml.MappingNode && mappingValue(c, "name") == seg {
+					idx = j
+					break
 				}
+			}
+			if k, err := strconv.Atoi(seg); err == nil && idx < 0 {
+				idx = k
 			}
 			if idx < 0 || idx >= len(n.Content) {
 				return fmt.Errorf("no element %q in %s", seg, strings.Join(segs[:i], "."))

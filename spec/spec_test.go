@@ -113,6 +113,7 @@ func TestSetOverrides(t *testing.T) {
 		{[]string{"seed=99"}, func(s *spec.Spec) bool { return *s.Seed == 99 }, "seed 99"},
 		{[]string{"stages.src.count=3"}, func(s *spec.Spec) bool { return s.Stage("src").Config.(*stages.RangeConfig).Count == 3 }, "count by name"},
 		{[]string{"stages.1.parallelism=4"}, func(s *spec.Spec) bool { return s.Stage("m").Parallelism.N == 4 }, "parallelism by index"},
+		{[]string{"stages.0.count=3"}, func(s *spec.Spec) bool { return s.Stage("src").Config.(*stages.RangeConfig).Count == 3 }, "count by index"},
 		{[]string{"stages.m.parallelism=3.0"}, func(s *spec.Spec) bool { return s.Stage("m").Parallelism.N == 3 }, "parallelism written as a float"},
 		{[]string{"resources.memory=1GiB"}, func(s *spec.Spec) bool { return s.Resources.Memory == 1<<30 }, "new nested key"},
 		{[]string{"epochs=3", "deterministic=false"}, func(s *spec.Spec) bool { return s.Epochs == 3 && !s.Deterministic }, "two overrides"},
@@ -232,6 +233,21 @@ func TestApplySetOnNode(t *testing.T) {
 	}
 	if err := spec.ApplySet(doc, "a.b.c=1"); err == nil {
 		t.Error("path through a scalar accepted")
+	}
+	// A stage named with digits is found by its name before its index.
+	if err := yaml.Unmarshal([]byte("stages: [{name: '3', n: 0}, {name: b, n: 0}, {name: c, n: 0}, {name: d, n: 0}]\n"), &n); err != nil {
+		t.Fatal(err)
+	}
+	doc = n.Content[0]
+	for _, s := range []string{"stages.3.n=1", "stages.1.n=2"} {
+		if err := spec.ApplySet(doc, s); err != nil {
+			t.Fatalf("%s: %v", s, err)
+		}
+	}
+	out, _ = yaml.Marshal(doc)
+	want = "stages: [{name: '3', n: 1}, {name: b, n: 2}, {name: c, n: 0}, {name: d, n: 0}]\n"
+	if string(out) != want {
+		t.Errorf("got\n%s\nwant\n%s", out, want)
 	}
 }
 

@@ -63,7 +63,8 @@ func (Auto) JSONSchema() *jsonschema.Schema {
 }
 
 // ByteSize is a number of bytes written as an integer or with a unit
-// ("512MiB", "2GiB", "1.5GB").
+// ("512MiB", "2GiB", "1.5GB"). In a spec it is at least one byte: a memory
+// budget of 0 is a mistake, not a request for the default.
 type ByteSize int64
 
 var byteUnits = []struct {
@@ -107,6 +108,9 @@ func (b *ByteSize) UnmarshalNode(n *yaml.Node) error {
 	if err != nil {
 		return err
 	}
+	if v < 1 {
+		return fmt.Errorf("must be at least 1 byte, got %q (leave it out for the default)", n.Value)
+	}
 	*b = v
 	return nil
 }
@@ -128,7 +132,7 @@ func (b ByteSize) String() string {
 // JSONSchema describes a byte size.
 func (ByteSize) JSONSchema() *jsonschema.Schema {
 	return &jsonschema.Schema{OneOf: []*jsonschema.Schema{
-		{Type: "integer", Minimum: "0"},
+		{Type: "integer", Minimum: "1"},
 		{Type: "string", Pattern: `^[0-9.]+\s*(B|K|M|G|T|KB|MB|GB|TB|KiB|MiB|GiB|TiB)?$`},
 	}}
 }
