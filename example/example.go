@@ -21,6 +21,8 @@ import (
 	"math"
 	"slices"
 	"strconv"
+	"unicode"
+	"unicode/utf8"
 )
 
 // Kind says which list a Feature holds: the oneof member that is set.
@@ -317,12 +319,51 @@ func walkExample(b []byte, fn func(key []byte, values [][]byte) error) error {
 					values = append(values, kv.data)
 				}
 			}
+			// Another message can parse as an Example by accident (an
+			// ExampleListWithContext puts whole Examples where keys go);
+			// real feature keys are text.
+			if !isText(key) {
+				return wrap("features", &NotTextError{Key: key})
+			}
 			if err := fn(key, values); err != nil {
 				return err
 			}
 		}
 	}
 	return nil
+}
+
+// NotTextError is the error of a record whose feature key is not text: the
+// record is some other message that happens to parse as an Example. Key
+// aliases the input.
+type NotTextError struct{ Key []byte }
+
+func (e *NotTextError) Error() string {
+	return fmt.Sprintf("feature key %s is not text: the record is not a tf.train.Example", preview(e.Key))
+}
+
+// isText reports whether a feature key is text: valid UTF-8 without
+// control characters.
+func isText(key []byte) bool {
+	for len(key) > 0 {
+		r, size := utf8.DecodeRune(key)
+		if r == utf8.RuneError && size <= 1 || unicode.IsControl(r) {
+			return false
+		}
+		key = key[size:]
+	}
+	return true
+}
+
+// previewBytes is how much of a key an error quotes.
+const previewBytes = 40
+
+// preview quotes b, cut to previewBytes with its length.
+func preview(b []byte) string {
+	if len(b) <= previewBytes {
+		return strconv.Quote(string(b))
+	}
+	return fmt.Sprintf("%s… (%d bytes)", strconv.Quote(string(b[:previewBytes])), len(b))
 }
 
 // parseFeature merges the serialized Feature in b into f. Setting a

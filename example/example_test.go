@@ -298,3 +298,33 @@ func TestKindString(t *testing.T) {
 		}
 	}
 }
+
+// TestKeysMustBeText: a record whose feature key is not text is another
+// message that parses as an Example by accident (an ExampleListWithContext
+// puts whole Examples where keys go); both parsers refuse it, where
+// ParseInto used to skip the key and give an empty record.
+func TestKeysMustBeText(t *testing.T) {
+	for _, tc := range []struct {
+		key string
+		ok  bool
+	}{
+		{"image/encoded", true},
+		{"étiquette", true},
+		{"", true},
+		{"a\x00b", false},
+		{"\n\x0fdocument_tokens", false},
+		{"bad\xffutf8", false},
+	} {
+		rec := Marshal(&Example{Features: map[string]*Feature{tc.key: {Kind: KindInt64, Ints: []int64{1}}}})
+		_, uerr := Unmarshal(rec)
+		perr := ParseInto(rec, map[string]int{"label": 0}, func(int, *Feature) error { return nil })
+		for name, err := range map[string]error{"Unmarshal": uerr, "ParseInto": perr} {
+			var nt *NotTextError
+			if got := errors.As(err, &nt); got == tc.ok || (!tc.ok && !errors.Is(err, ErrMalformed)) {
+				t.Errorf("%s(key %q): %v", name, tc.key, err)
+			} else if !tc.ok && string(nt.Key) != tc.key {
+				t.Errorf("%s(key %q): error names key %q", name, tc.key, nt.Key)
+			}
+		}
+	}
+}
