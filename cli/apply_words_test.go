@@ -5,6 +5,7 @@ import (
 	"os"
 	"path/filepath"
 	"regexp"
+	"strings"
 	"testing"
 )
 
@@ -47,5 +48,29 @@ stages:
 			t.Errorf("count %d: report mode %v, want -rw-r--r--", tc.count, st.Mode())
 		}
 		assertFiles(t, dir, "report.json", "s.yaml")
+	}
+}
+
+// TestFeatureErrorsInPlainWords: a value write_tfrecord cannot write is
+// named as the spec's author knows it (it said "list element []interface
+// {}"; found by a new-user test).
+func TestFeatureErrorsInPlainWords(t *testing.T) {
+	for _, tc := range []struct{ expr, want string }{
+		{`[[1, 2], [3]]`, `a list in a list cannot be written as a feature: a feature is one flat list of int64s, floats or bytes`},
+		{`[1, true]`, `a boolean in a list cannot be written as a feature: a feature is one flat list of int64s, floats or bytes`},
+	} {
+		dir := t.TempDir()
+		spec := writeSpec(t, dir, "f.yaml", `
+version: 1
+name: words
+stages:
+  - {name: src, type: range, count: 2}
+  - {name: m, type: map, set: {y: '`+tc.expr+`'}}
+  - {name: out, type: write_tfrecord, path: out.tfrecord}
+`)
+		r := run(t, "apply", "--progress", "never", spec)
+		if r.code != 1 || !strings.Contains(r.stderr, tc.want) {
+			t.Errorf("%s: %s\nwant exit 1 and %q", tc.expr, r, tc.want)
+		}
 	}
 }

@@ -17,8 +17,10 @@ import (
 	"hash/fnv"
 	"math/rand/v2"
 	"reflect"
+	"regexp"
 	"sort"
 	"strings"
+	"time"
 
 	"github.com/expr-lang/expr/ast"
 	"github.com/expr-lang/expr/builtin"
@@ -387,8 +389,8 @@ func (r *Registry) compile(src string, in sample.Schema, want sample.Kind, strip
 	}
 	inf := &inferrer{reg: r, schema: in}
 	t := inf.infer(tree.Node)
-	if inf.err == nil && isMap(tree.Node.Type()) {
-		inf.fail(tree.Node, "a map ({…}) cannot be a sample's value; set its entries as fields of their own")
+	if why := unstorable(tree.Node.Type()); inf.err == nil && why != "" {
+		inf.fail(tree.Node, "%s", why)
 	}
 	if inf.err != nil {
 		return nil, inf.err
@@ -446,8 +448,12 @@ func position(src string, off int) (line, col int) {
 // field that does not reach this stage, or a function that does not exist.
 func (r *Registry) explain(err error, src string, in sample.Schema) error {
 	e, ok := err.(*Error)
-	if !ok || !strings.HasPrefix(e.Msg, "unknown name ") {
+	if !ok {
 		return err
+	}
+	if !strings.HasPrefix(e.Msg, "unknown name ") {
+		e.Msg = plainTypes(e.Msg)
+		return e
 	}
 	name := strings.TrimPrefix(e.Msg, "unknown name ")
 	if e.Column > 0 && e.Line == 1 {
@@ -464,6 +470,45 @@ func (r *Registry) explain(err error, src string, in sample.Schema) error {
 		e.Msg = fmt.Sprintf("unknown field %q (fields here: %s)", name, strings.Join(names, ", "))
 	}
 	return e
+}
+
+// goTypes are the Go type names expr's checker puts in its messages, and
+// what a spec's author knows them as.
+var goTypes = strings.NewReplacer(
+	"*tensor.Tensor", "tensor", "tensor.Tensor", "tensor",
+	"map[string]interface {}", "map", "[]interface {}", "list", "interface {}", "any",
+	"time.Time", "time", "time.Duration", "duration",
+)
+
+// mismatched is expr's message for an operator on operands it cannot mix.
+var mismatched = regexp.MustCompile(`^invalid operation: (\S+) \(mismatched types (.+) and (.+)\)$`)
+
+// plainTypes rewrites a checker message in the words of a spec: no Go
+// type names, and for an operator on a tensor what to use instead.
+func plainTypes(msg string) string {
+	msg = goTypes.Replace(msg)
+	if m := mismatched.FindStringSubmatch(msg); m != nil && (m[2] == "tensor" || m[3] == "tensor") {
+		return fmt.Sprintf("operator %s is not defined on tensors (got %s and %s); use tensor functions (to_float, normalize, cast)", m[1], m[2], m[3])
+	}
+	return msg
+}
+
+// unstorable says why a value of Go type t cannot be a sample's field, or
+// returns "" when it can (or t is not known until run time).
+func unstorable(t reflect.Type) string {
+	switch {
+	case t == nil:
+		return ""
+	case t == reflect.TypeOf(time.Time{}):
+		return "a time (now(), date()) cannot be a sample's value; store a number such as date(…).Unix() or a string such as date(…).Format(\"2006-01-02\")"
+	case t == reflect.TypeOf(time.Duration(0)):
+		return "a duration cannot be a sample's value; store a number such as duration(…).Seconds()"
+	case t.Kind() == reflect.Map:
+		return "a map ({…}) cannot be a sample's value; set its entries as fields of their own"
+	case t.Kind() == reflect.Struct, t.Kind() == reflect.Func, t.Kind() == reflect.Chan:
+		return fmt.Sprintf("a %s cannot be a sample's value", goTypes.Replace(t.String()))
+	}
+	return ""
 }
 
 func toError(err error) error {
@@ -758,6 +803,9 @@ func (in *inferrer) infer(n ast.Node) sample.Type {
 			in.infer(a)
 			if isMap(a.Type()) {
 				return in.fail(a, "a map ({…}) cannot be a sample's value, nor in a list of one; set its entries as fields of their own")
+			}
+			if why := unstorable(a.Type()); why != "" {
+				return in.fail(a, "%s, nor in a list", why)
 			}
 		}
 	}

@@ -158,6 +158,23 @@ func TestUnknownNamesInArguments(t *testing.T) {
 	}
 }
 
+// TestPlainTypeNames: checker messages name types as a spec does, and an
+// operator on a tensor says what to use instead.
+func TestPlainTypeNames(t *testing.T) {
+	in := sample.Schema{Fields: []sample.Field{{Name: "img", Type: sample.Type{Kind: sample.Tensor}}, {Name: "l", Type: sample.ListOf(sample.Any)}}}
+	for _, tc := range []struct{ src, want string }{
+		{`img + 1`, `operator + is not defined on tensors (got tensor and int); use tensor functions (to_float, normalize, cast) (line 1, column 5 of the expression)`},
+		{`2 * img`, `operator * is not defined on tensors (got int and tensor); use tensor functions (to_float, normalize, cast) (line 1, column 3 of the expression)`},
+		{`max(img)`, `invalid argument for max (type tensor) (line 1, column 1 of the expression)`},
+		{`img[0:2]`, `cannot slice tensor (line 1, column 4 of the expression)`},
+	} {
+		_, err := expression.Default().Compile(tc.src, in, sample.Any)
+		if err == nil || err.Error() != tc.want {
+			t.Errorf("%s: %v\nwant %s", tc.src, err, tc.want)
+		}
+	}
+}
+
 // TestMapsAreNoValues: a map literal cannot be a sample's value (samples
 // have no map type, and the serve sink tags bytes and NaN in lists with
 // one-key objects); validate says so instead of the run failing. Reading
@@ -169,6 +186,15 @@ func TestMapsAreNoValues(t *testing.T) {
 		{`[1, {"f": "NaN"}]`, `a map ({…}) cannot be a sample's value, nor in a list of one; set its entries as fields of their own (line 1, column 5 of the expression)`},
 		{`{"a": index}.a + 1`, ``},
 		{`[{"a": 2}.a]`, ``},
+		// Nor a time or a duration, which expr's builtins give (found by a
+		// new-user test: validate passed, the run failed on time.Time).
+		{`now()`, `a time (now(), date()) cannot be a sample's value; store a number such as date(…).Unix() or a string such as date(…).Format("2006-01-02") (line 1, column 1 of the expression)`},
+		{`date("2020-01-01")`, `a time (now(), date()) cannot be a sample's value; store a number such as date(…).Unix() or a string such as date(…).Format("2006-01-02") (line 1, column 1 of the expression)`},
+		{`duration("1s")`, `a duration cannot be a sample's value; store a number such as duration(…).Seconds() (line 1, column 1 of the expression)`},
+		{`[index, now()]`, `a time (now(), date()) cannot be a sample's value; store a number such as date(…).Unix() or a string such as date(…).Format("2006-01-02"), nor in a list (line 1, column 9 of the expression)`},
+		{`date("2020-01-01").Unix()`, ``},
+		{`duration("1500ms").Seconds()`, ``},
+		{`date("2020-01-01").Format("2006")`, ``},
 	} {
 		_, err := expression.Default().Compile(tc.src, in, sample.Any)
 		got := ""

@@ -489,7 +489,21 @@ func Normalize(v any) (any, error) {
 		}
 		return t, nil
 	}
-	return nil, fmt.Errorf("unsupported value type %T", v)
+	return nil, fmt.Errorf("%s cannot be a sample's value (numbers, strings, bytes, booleans, lists of them and tensors can)", valueWord(v))
+}
+
+// valueWord names a value's type as a spec's author knows it.
+func valueWord(v any) string {
+	t := reflect.TypeOf(v)
+	switch {
+	case t.Kind() == reflect.Map:
+		return "a map ({…})"
+	case t.String() == "time.Time":
+		return "a time"
+	case t.String() == "time.Duration":
+		return "a duration"
+	}
+	return "a value of Go type " + t.String()
 }
 
 // Shared is the memory reservation that the copies of one sample, sent by

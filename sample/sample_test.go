@@ -2,6 +2,7 @@ package sample
 
 import (
 	"testing"
+	"time"
 
 	"github.com/piperun/piperun/tensor"
 )
@@ -74,5 +75,25 @@ func TestSharedRefs(t *testing.T) {
 	s.Held, s.SharedPart = 200, 504
 	if s.Charge() != 704 {
 		t.Errorf("Charge = %d, want 704", s.Charge())
+	}
+}
+
+// TestNormalizeNamesWhatItRefuses: a value no field can hold is named as a
+// spec's author knows it, not by its Go type (fromJSON gives a map).
+func TestNormalizeNamesWhatItRefuses(t *testing.T) {
+	const can = " cannot be a sample's value (numbers, strings, bytes, booleans, lists of them and tensors can)"
+	for _, tc := range []struct {
+		v    any
+		want string
+	}{
+		{map[string]any{"a": 1.0}, "a map ({…})" + can},
+		{[]any{1, map[string]any{}}, "a map ({…})" + can},
+		{time.Date(2020, 1, 1, 0, 0, 0, 0, time.UTC), "a time" + can},
+		{time.Second, "a duration" + can},
+		{struct{}{}, "a value of Go type struct {}" + can},
+	} {
+		if _, err := Normalize(tc.v); err == nil || err.Error() != tc.want {
+			t.Errorf("Normalize(%v): %v, want %q", tc.v, err, tc.want)
+		}
 	}
 }

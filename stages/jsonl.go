@@ -207,7 +207,7 @@ func jsonValue(v any) (any, error) {
 		}
 		f, err := x.Float64()
 		if err != nil {
-			return nil, fmt.Errorf("number %s: %w", x, err)
+			return nil, fmt.Errorf("number %s is out of the range of a float64 (about ±1.8e308); write it as a string", x)
 		}
 		return f, nil
 	case []any:

@@ -241,7 +241,7 @@ func toFeature(v any) (*example.Feature, error) {
 			case []byte:
 				f.Bytes = append(f.Bytes, y)
 			default:
-				return nil, fmt.Errorf("list element %T cannot be written as a feature", e)
+				return nil, fmt.Errorf("%s in a list cannot be written as a feature: a feature is one flat list of int64s, floats or bytes", featureWord(e))
 			}
 		}
 		switch {
@@ -256,5 +256,18 @@ func toFeature(v any) (*example.Feature, error) {
 		}
 		return f, nil
 	}
-	return nil, fmt.Errorf("%T cannot be written as a feature", v)
+	return nil, fmt.Errorf("%s cannot be written as a feature: a feature is one flat list of int64s, floats or bytes", featureWord(v))
+}
+
+// featureWord names what a feature cannot hold as a spec's author knows it.
+func featureWord(v any) string {
+	switch v.(type) {
+	case []any:
+		return "a list"
+	case nil:
+		return "null"
+	case bool:
+		return "a boolean"
+	}
+	return fmt.Sprintf("a value of Go type %T", v)
 }
