@@ -138,6 +138,10 @@ func (d *decoder) decode(n *yaml.Node, v reflect.Value, path string) {
 		}
 		p := reflect.New(v.Type())
 		if err := n.Decode(p.Interface()); err != nil {
+			if n.ShortTag() == "!!int" && (v.Kind() == reflect.Int64 || v.Kind() == reflect.Int) {
+				d.errorf(n, path, "integer %s is out of range (%d to %d)", n.Value, math.MinInt64, math.MaxInt64)
+				return
+			}
 			d.errorf(n, path, "expected %s, got %s", kindWord(v.Kind()), describe(n))
 			return
 		}

@@ -286,7 +286,7 @@ func (r *Reader) next() ([]byte, error) {
 		if r.idx == 0 && r.off == 0 {
 			// The very first header: more likely not a TFRecord file (or
 			// a compressed one read as plain) than a damaged one.
-			reason += ": not a TFRecord file, or compressed (set compression)"
+			reason += ": not a TFRecord file, or a compressed one read as uncompressed"
 		}
 		return nil, r.corrupt(reason, nil)
 	}

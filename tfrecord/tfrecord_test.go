@@ -611,7 +611,7 @@ func TestNotATFRecord(t *testing.T) {
 		t.Fatal(err)
 	}
 	_, err = r.Next()
-	if want := ": not a TFRecord file, or compressed (set compression)"; err == nil || !strings.HasSuffix(err.Error(), want) {
+	if want := ": not a TFRecord file, or a compressed one read as uncompressed"; err == nil || !strings.HasSuffix(err.Error(), want) {
 		t.Errorf("Next = %v, want it to end %q", err, want)
 	}
 	b := beamBytes(t, beamStreams[1].hex, "")
