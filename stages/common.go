@@ -2,6 +2,7 @@ package stages
 
 import (
 	"math/rand/v2"
+	"unicode/utf8"
 
 	"github.com/piperun/piperun/expression"
 	"github.com/piperun/piperun/sample"
@@ -48,4 +49,20 @@ func compileDeferred(c *spec.CheckContext, field, src string, in sample.Schema) 
 		return nil
 	}
 	return p
+}
+
+// invalidUTF8 returns the index of the first byte of b that is not part of
+// valid UTF-8, or -1 when b is valid.
+func invalidUTF8(b []byte) int {
+	if utf8.Valid(b) {
+		return -1
+	}
+	for i := 0; i < len(b); {
+		r, size := utf8.DecodeRune(b[i:])
+		if r == utf8.RuneError && size <= 1 {
+			return i
+		}
+		i += size
+	}
+	return -1
 }

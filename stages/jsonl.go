@@ -10,7 +10,6 @@ import (
 	"io"
 	"os"
 	"strings"
-	"unicode/utf8"
 
 	"github.com/piperun/piperun/sample"
 	"github.com/piperun/piperun/spec"
@@ -149,15 +148,7 @@ func (s *jsonlStream) Close() error { return s.f.Close() }
 func ParseJSONLine(b []byte) (map[string]any, error) {
 	// JSON text is UTF-8 (RFC 8259); encoding/json would read each invalid
 	// byte of a string as U+FFFD, changing the data without a word.
-	if !utf8.Valid(b) {
-		i := 0
-		for i < len(b) {
-			r, size := utf8.DecodeRune(b[i:])
-			if r == utf8.RuneError && size <= 1 {
-				break
-			}
-			i += size
-		}
+	if i := invalidUTF8(b); i >= 0 {
 		return nil, fmt.Errorf("line is not valid UTF-8 (byte %d is 0x%02x); JSON text must be", i, b[i])
 	}
 	dec := json.NewDecoder(bytes.NewReader(b))

@@ -118,19 +118,12 @@ func appendFloat(b []byte, f float64, bits int) ([]byte, error) {
 // json.Marshal would turn each invalid byte into U+FFFD, changing the data
 // without a word.
 func appendString(b []byte, x string) ([]byte, error) {
-	if !utf8.ValidString(x) {
-		i := 0
-		for i < len(x) {
-			r, size := utf8.DecodeRuneInString(x[i:])
-			if r == utf8.RuneError && size <= 1 {
-				break
-			}
-			i += size
-		}
-		return nil, fmt.Errorf("string of %d bytes is not valid UTF-8 (byte %d is 0x%02x), and a JSON string cannot hold it: read it as bytes (written as base64) or write it with write_tfrecord", len(x), i, x[i])
+	if utf8.ValidString(x) {
+		q, _ := json.Marshal(x)
+		return append(b, q...), nil
 	}
-	q, _ := json.Marshal(x)
-	return append(b, q...), nil
+	i := invalidUTF8([]byte(x))
+	return nil, fmt.Errorf("string of %d bytes is not valid UTF-8 (byte %d is 0x%02x), and a JSON string cannot hold it: read it as bytes (written as base64) or write it with write_tfrecord", len(x), i, x[i])
 }
 
 func appendValue(b []byte, v any) ([]byte, error) {
