@@ -3,6 +3,7 @@ package engine_test
 import (
 	"context"
 	"errors"
+	"fmt"
 	"os"
 	"path/filepath"
 	"sort"
@@ -213,6 +214,45 @@ stages:
 			if strings.Join(lines, "\n") != strings.Join(first, "\n") {
 				t.Error("the replayed run holds other samples than the first")
 			}
+		}
+	}
+}
+
+// TestCacheKeepsRanksApart: with shard: auto each rank reads its own files,
+// so each fills and reads its own cache. Found by a re-test: the
+// fingerprint left out the resolved rank, and rank 1 replayed rank 0's
+// files from a shared cache directory.
+func TestCacheKeepsRanksApart(t *testing.T) {
+	dir := t.TempDir()
+	for i := range 4 {
+		if err := os.WriteFile(filepath.Join(dir, fmt.Sprintf("f%d.jsonl", i)), []byte(fmt.Sprintf("{\"file\": %d}\n", i)), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	src := `
+version: 1
+name: ranks
+stages:
+  - {name: src, type: files, pattern: 'f*.jsonl', shard: auto}
+  - {name: rd, type: jsonl}
+  - {name: c, type: cache, dir: cache}
+  - {name: out, type: write_jsonl, path: out.jsonl}
+`
+	for _, tc := range []struct {
+		rank      string
+		fromCache int64
+		want      string
+	}{{"0", 0, `{"file":0}|{"file":2}`}, {"1", 0, `{"file":1}|{"file":3}`}, {"0", 2, `{"file":0}|{"file":2}`}, {"1", 2, `{"file":1}|{"file":3}`}} {
+		t.Setenv("PIPERUN_SHARD_INDEX", tc.rank)
+		t.Setenv("PIPERUN_SHARD_COUNT", "2")
+		rep, err := runSpec(t, dir, src)
+		if err != nil {
+			t.Fatal(err)
+		}
+		lines := readLines(t, filepath.Join(dir, "out.jsonl"))
+		sort.Strings(lines)
+		if got := strings.Join(lines, "|"); got != tc.want || rep.Caches["c"].FromCache != tc.fromCache {
+			t.Errorf("rank %s: %s, %d from the cache; want %s, %d", tc.rank, got, rep.Caches["c"].FromCache, tc.want, tc.fromCache)
 		}
 	}
 }

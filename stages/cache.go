@@ -182,6 +182,16 @@ func Fingerprint(sp *spec.Spec, st *spec.Stage, seed uint64) (string, string, er
 			random = true
 		}
 		if fc, ok := s.Config.(*FilesConfig); ok {
+			// shard: auto reads the rank from the launcher's environment;
+			// each rank reads other files, so each needs its own cache
+			// (found by a re-test: rank 1 replayed rank 0's files).
+			if fc.Shard.Auto {
+				index, count, err := ShardFromEnv(os.LookupEnv)
+				if err != nil {
+					return "", "", fmt.Errorf("fingerprint %s: %w", s.Name, err)
+				}
+				fmt.Fprintf(&b, "shard %d of %d\n", index, count)
+			}
 			for _, p := range fc.patterns() {
 				files, err := Glob(sp.Resolve(p))
 				if err != nil {
