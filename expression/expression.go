@@ -389,8 +389,22 @@ func (r *Registry) compile(src string, in sample.Schema, want sample.Kind, strip
 	}
 	inf := &inferrer{reg: r, schema: in}
 	t := inf.infer(tree.Node)
+	// What is stored is the value, or the elements of a list written out;
+	// lists inside (len([date(a)]), x in [1, 2]) are never stored.
 	if why := unstorable(tree.Node.Type()); inf.err == nil && why != "" {
 		inf.fail(tree.Node, "%s", why)
+	}
+	if arr, ok := tree.Node.(*ast.ArrayNode); ok && inf.err == nil {
+		for _, a := range arr.Nodes {
+			if isMap(a.Type()) {
+				inf.fail(a, "a map ({…}) cannot be a sample's value, nor in a list of one; set its entries as fields of their own")
+				break
+			}
+			if why := unstorable(a.Type()); why != "" {
+				inf.fail(a, "%s, nor in a list", why)
+				break
+			}
+		}
 	}
 	if inf.err != nil {
 		return nil, inf.err
@@ -801,12 +815,6 @@ func (in *inferrer) infer(n ast.Node) sample.Type {
 	case *ast.ArrayNode:
 		for _, a := range x.Nodes {
 			in.infer(a)
-			if isMap(a.Type()) {
-				return in.fail(a, "a map ({…}) cannot be a sample's value, nor in a list of one; set its entries as fields of their own")
-			}
-			if why := unstorable(a.Type()); why != "" {
-				return in.fail(a, "%s, nor in a list", why)
-			}
 		}
 	}
 	return fromReflect(n.Type())

@@ -195,6 +195,13 @@ func TestMapsAreNoValues(t *testing.T) {
 		{`date("2020-01-01").Unix()`, ``},
 		{`duration("1500ms").Seconds()`, ``},
 		{`date("2020-01-01").Format("2006")`, ``},
+		// Lists inside an expression are not stored (found in review: these
+		// were refused).
+		{`len([date("2020-01-01")])`, ``},
+		{`map([date("2020-01-01"), date("2021-01-01")], #.Unix())`, ``},
+		{`date("2020-06-01") in [date("2020-01-01"), date("2021-01-01")]`, ``},
+		{`sum(map([duration("1h"), duration("2m")], #.Seconds()))`, ``},
+		{`len([{"a": 1}])`, ``},
 	} {
 		_, err := expression.Default().Compile(tc.src, in, sample.Any)
 		got := ""
