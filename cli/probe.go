@@ -41,11 +41,11 @@ wait:
 			break wait
 		case <-t.C:
 			rep := run.Progress()
-			opened := run.EpochsOpened()
 			enough := len(rep.Sinks) > 0
 			for name, s := range rep.Sinks {
-				if s.Samples >= n {
-					continue
+				ended, opened, _ := run.SinkState(name)
+				if s.Samples >= n || ended {
+					continue // a sink whose input ended (a take above it) has all it gets
 				}
 				enough = false
 				l, ok := last[name]
@@ -53,7 +53,7 @@ wait:
 				case !ok || l.samples != s.Samples:
 					last[name] = seen{s.Samples, opened}
 				case opened-l.opened >= engine.EmptyEpochs && starved == nil:
-					starved = fmt.Errorf("probe: sink %q got %d of %d samples and nothing more while the sources read %d epochs: a stage above it drops every sample (a filter that passes none, a skip or take)", name, s.Samples, n, opened-l.opened)
+					starved = fmt.Errorf("probe: sink %q got %d of %d samples and nothing more while the sources above it read %d epochs: a stage above it drops every sample (a filter that passes none, a skip)", name, s.Samples, n, opened-l.opened)
 					cancel()
 				}
 			}

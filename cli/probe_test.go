@@ -101,7 +101,7 @@ stages:
 		code int
 	}{{"validate", 1}, {"plan", 1}} {
 		r := run(t, tc.cmd, "--probe", "5", spec)
-		want := `probe: sink "o2" got 0 of 5 samples and nothing more while the sources read `
+		want := `probe: sink "o2" got 0 of 5 samples and nothing more while the sources above it read `
 		if r.code != tc.code || !strings.Contains(r.stdout+r.stderr, want) {
 			t.Errorf("%s --probe: %s\nwant exit %d and %q", tc.cmd, r, tc.code, want)
 		}
@@ -145,5 +145,30 @@ stages:
 				t.Errorf("%s --probe after SIGINT: exit %d\n%s", cmd, c.ProcessState.ExitCode(), out)
 			}
 		})
+	}
+}
+
+// TestProbeWaitsForSlowAndFinishedSinks: a sink behind a slow branch is
+// not called starved because another branch's tiny source read many
+// epochs, and a sink whose input ended (a take above it) has all it gets
+// (both found in review of the starved-sink check).
+func TestProbeWaitsForSlowAndFinishedSinks(t *testing.T) {
+	for name, stages := range map[string]string{
+		"slow branch beside a tiny source": `
+  - {name: a, type: range, count: 1}
+  - {name: o1, type: write_jsonl, path: o1.jsonl}
+  - {name: b, type: range, count: 100000000}
+  - {name: f, type: filter, input: b, where: 'index % 50000 == 0'}
+  - {name: o2, type: write_jsonl, path: o2.jsonl}`,
+		"take above a sink": `
+  - {name: a, type: range, count: 100}
+  - {name: o1, type: write_jsonl, path: o1.jsonl}
+  - {name: t, type: take, input: a, count: 3}
+  - {name: o2, type: write_jsonl, path: o2.jsonl}`,
+	} {
+		spec := writeSpec(t, t.TempDir(), "p.yaml", "version: 1\nname: p\nepochs: 0\nstages:"+stages+"\n")
+		if r := run(t, "validate", "--probe", "5", spec); r.code != 0 {
+			t.Errorf("%s: %s", name, r)
+		}
 	}
 }

@@ -112,6 +112,8 @@ type node struct {
 	// opened counts the epochs a source has begun, for the watchdog of
 	// endless runs whose sinks get nothing (stall.go).
 	opened atomic.Int64
+	// ended is set on a sink whose input has ended: it gets no more.
+	ended atomic.Bool
 
 	mu         sync.Mutex
 	skipped    int64
@@ -771,6 +773,7 @@ func (r *Run) runSink(ctx context.Context, n *node, sk stages.Sink) (err error) 
 			return err
 		}
 		if it.end {
+			n.ended.Store(true)
 			return nil
 		}
 		if it.eoe {

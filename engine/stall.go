@@ -39,11 +39,35 @@ const (
 	stallChecks = 8
 )
 
-// EpochsOpened is the most epochs any of the run's stages has begun to
-// read: a source's count of passes over its data so far.
-func (r *Run) EpochsOpened() int64 {
-	_, opened := r.sinkProgress()
-	return opened
+// SinkState says whether a sink's input has ended (it gets no more), and
+// how many epochs the sources above it have begun to read: a sink that
+// gets nothing while they read many never will. ok is false when no sink
+// has that name.
+func (r *Run) SinkState(name string) (ended bool, epochsAbove int64, ok bool) {
+	byStage := map[*spec.Stage]*node{}
+	var sink *node
+	for _, n := range r.nodes {
+		byStage[n.st] = n
+		if n.st.Name == name && n.st.Role == spec.RoleSink {
+			sink = n
+		}
+	}
+	if sink == nil {
+		return false, 0, false
+	}
+	seen := map[*node]bool{}
+	var walk func(n *node)
+	walk = func(n *node) {
+		for _, in := range n.st.Inputs {
+			if up := byStage[in]; up != nil && !seen[up] {
+				seen[up] = true
+				epochsAbove = max(epochsAbove, up.opened.Load())
+				walk(up)
+			}
+		}
+	}
+	walk(sink)
+	return sink.ended.Load(), epochsAbove, true
 }
 
 // emptyEpochs is how many whole epochs an endless run's sources may read
