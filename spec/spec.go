@@ -418,6 +418,14 @@ func decodeStage(d *decoder, sp *Spec, cat Catalog, i int, n *yaml.Node) *Stage 
 	var c common
 	d.decode(commonNode, reflect_(&c), path)
 	st.Name, st.Type, st.OnError, st.Parallelism = c.Name, c.Type, c.OnError, c.Parallelism
+	named := false
+	for j := 0; j+1 < len(n.Content); j += 2 {
+		named = named || n.Content[j].Value == "name"
+	}
+	if named && c.Name == "" {
+		l, col := posLC(sp, path+".name")
+		d.r.add(SevError, l, col, path+".name", "stage name must not be empty")
+	}
 	if c.Name != "" && !stageNameRe.MatchString(c.Name) {
 		l, col := posLC(sp, path+".name")
 		d.r.add(SevError, l, col, path+".name", "invalid stage name %q: use letters, digits, '_' and '-'", c.Name)

@@ -149,7 +149,7 @@ func ParseJSONLine(b []byte) (map[string]any, error) {
 	// JSON text is UTF-8 (RFC 8259); encoding/json would read each invalid
 	// byte of a string as U+FFFD, changing the data without a word.
 	if i := invalidUTF8(b); i >= 0 {
-		return nil, fmt.Errorf("line is not valid UTF-8 (byte %d is 0x%02x); JSON text must be", i, b[i])
+		return nil, fmt.Errorf("line is not valid UTF-8 (byte %d is 0x%02x); JSON text must be UTF-8", i, b[i])
 	}
 	dec := json.NewDecoder(bytes.NewReader(b))
 	dec.UseNumber()

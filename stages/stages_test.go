@@ -209,8 +209,8 @@ func TestParseJSONLine(t *testing.T) {
 		{`{"a": [1, -9223372036854775809]}`, "", `key "a": integer -9223372036854775809 does not fit in int64; write it as a string`},
 		{`{"a": 9223372036854775808.0}`, `map[a:9.223372036854776e+18]`, ""},
 		{`{"a": [1e400]}`, "", `key "a": number 1e400 is out of the range of a float64 (about ±1.8e308); write it as a string`},
-		{"{\"a\": \"x\xffy\"}", "", "line is not valid UTF-8 (byte 8 is 0xff); JSON text must be"},
-		{"{\"\xc3\": 1}", "", "line is not valid UTF-8 (byte 2 is 0xc3); JSON text must be"},
+		{"{\"a\": \"x\xffy\"}", "", "line is not valid UTF-8 (byte 8 is 0xff); JSON text must be UTF-8"},
+		{"{\"\xc3\": 1}", "", "line is not valid UTF-8 (byte 2 is 0xc3); JSON text must be UTF-8"},
 		{`{"a": "\u00e9\ud800"}`, `map[a:é�]`, ""},
 	}
 	for _, tc := range tests {
