@@ -307,7 +307,35 @@ func runBench(parent context.Context, g *globals, sp *spec.Spec, file string, st
 	if err != nil {
 		return nil, exit(ExitFailed, err)
 	}
+	// A trainer whose sink gets nothing in an endless run would wait for
+	// ever: the engine's own check sees the other sinks get samples.
+	starved := make(chan error, 1)
+	go func() {
+		t := time.NewTicker(10 * time.Millisecond)
+		defer t.Stop()
+		starve := newStarvation(run)
+		for {
+			select {
+			case <-run.Done():
+				return
+			case <-t.C:
+			}
+			if err := starve.check(sinkName, run.Progress().Sinks[sinkName].Samples); err != nil {
+				starved <- fmt.Errorf("trainer sink %q got %d samples and %w", sinkName, run.Progress().Sinks[sinkName].Samples, err)
+				cancel()
+				return
+			}
+		}
+	}()
 	runRep, runErr := run.Wait()
+	select {
+	case err := <-starved:
+		runErr = err
+	default:
+		if parent.Err() != nil && errors.Is(runErr, context.Canceled) {
+			runErr = fmt.Errorf("interrupted after %.1fs", time.Since(start).Seconds())
+		}
+	}
 	elapsed := time.Since(start)
 	cpu := cpuTime() - cpu0
 	if stopped && errors.Is(runErr, context.Canceled) {

@@ -113,3 +113,24 @@ func TestBenchUsage(t *testing.T) {
 		}
 	}
 }
+
+// TestBenchEndsForAStarvedTrainer: in an endless spec whose trainer sink
+// gets nothing (another sink gets everything), bench fails naming the sink
+// instead of waiting for ever (found by a re-test).
+func TestBenchEndsForAStarvedTrainer(t *testing.T) {
+	spec := writeSpec(t, t.TempDir(), "b.yaml", `
+version: 1
+name: bst
+epochs: 0
+stages:
+  - {name: a, type: range, count: 10}
+  - {name: o1, type: write_jsonl, path: o1.jsonl}
+  - {name: f, type: filter, input: a, where: 'index > 100'}
+  - {name: b, type: write_jsonl, path: b.jsonl}
+`)
+	r := run(t, "bench", spec, "--step-time", "1ms", "--steps", "5", "--sink", "b")
+	want := `trainer sink "b" got 0 samples and nothing more while the sources above it read `
+	if r.code != 1 || !strings.Contains(r.stderr, want) {
+		t.Errorf("%s\nwant exit 1 and %q", r, want)
+	}
+}

@@ -28,11 +28,7 @@ func probe(parent context.Context, g *globals, p *plan.Plan, n int64) (map[strin
 	}
 	t := time.NewTicker(10 * time.Millisecond)
 	defer t.Stop()
-	// A sink short of n that gets nothing while the sources read
-	// engine.EmptyEpochs epochs never will: an endless run would probe for
-	// ever (the engine's own check sees only that some sink gets samples).
-	type seen struct{ samples, opened int64 }
-	last := map[string]seen{}
+	starve := newStarvation(run)
 	var starved error
 wait:
 	for {
@@ -43,17 +39,14 @@ wait:
 			rep := run.Progress()
 			enough := len(rep.Sinks) > 0
 			for name, s := range rep.Sinks {
-				ended, opened, _ := run.SinkState(name)
-				if s.Samples >= n || ended {
-					continue // a sink whose input ended (a take above it) has all it gets
+				if s.Samples >= n {
+					continue
 				}
-				enough = false
-				l, ok := last[name]
-				switch {
-				case !ok || l.samples != s.Samples:
-					last[name] = seen{s.Samples, opened}
-				case opened-l.opened >= engine.EmptyEpochs && starved == nil:
-					starved = fmt.Errorf("probe: sink %q got %d of %d samples and nothing more while the sources above it read %d epochs: a stage above it drops every sample (a filter that passes none, a skip)", name, s.Samples, n, opened-l.opened)
+				if ended, _, _ := run.SinkState(name); !ended {
+					enough = false
+				}
+				if err := starve.check(name, s.Samples); err != nil && starved == nil {
+					starved = fmt.Errorf("probe: sink %q got %d of %d samples and %w", name, s.Samples, n, err)
 					cancel()
 				}
 			}
@@ -80,4 +73,35 @@ wait:
 		}
 	}
 	return avg, nil
+}
+
+// starvation tells a sink that will never get another sample: one that
+// gets nothing while the sources above it read engine.EmptyEpochs epochs.
+// The engine's own check for endless runs sees only that some sink gets
+// samples; the probe and bench wait for particular sinks.
+type starvation struct {
+	run  *engine.Run
+	last map[string][2]int64 // sink: samples, epochs above it, when it last grew
+}
+
+func newStarvation(run *engine.Run) *starvation {
+	return &starvation{run: run, last: map[string][2]int64{}}
+}
+
+// check notes that sink has samples now, and returns an error once it is
+// starved. A sink whose input ended (a take above it) is never starved.
+func (st *starvation) check(sink string, samples int64) error {
+	ended, opened, _ := st.run.SinkState(sink)
+	if ended {
+		return nil
+	}
+	l, ok := st.last[sink]
+	if !ok || l[0] != samples {
+		st.last[sink] = [2]int64{samples, opened}
+		return nil
+	}
+	if opened-l[1] >= engine.EmptyEpochs {
+		return fmt.Errorf("nothing more while the sources above it read %d epochs: a stage above it drops every sample (a filter that passes none, a skip)", opened-l[1])
+	}
+	return nil
 }
