@@ -269,6 +269,9 @@ func TestValidateBudgets(t *testing.T) {
 		// need more (found by the tester: any string turned the check off,
 		// and the run stalled instead).
 		{"testdata/budget_lower.yaml", `buffers need at least 7.4MiB (src 205B, img ≥ 7.15KiB, shuffle ≥ 2.1MiB, batch ≥ 1.07MiB, prefetch ≥ 4.22MiB; ≥: the sizes of strings and bytes are known only at run time, and count as empty here; --probe N measures them) but resources.memory is 4MiB`},
+		// A prefetch of batches sized by the batch stage's estimate, not
+		// left unknown by the batch's "?" rows (found by a re-test).
+		{"testdata/budget_prefetch_batches.yaml", `stage "p" buffers 1000 samples of about 391.79KiB each = 382.61MiB, more than resources.memory (64MiB)`},
 	} {
 		r := run(t, "validate", tc.file)
 		want := tc.file + ":4:11: resources.memory: " + tc.msg + "\n"

@@ -146,14 +146,27 @@ func Compile(sp *spec.Spec, cat spec.Catalog, opts Options) (*Plan, error) {
 	if sp.Optimize {
 		p.Rewrites, p.Kept = pushShuffles(sp, p.Memory, p.Workers)
 	}
+	byStage := map[*spec.Stage]*Node{}
 	for _, st := range sp.Order {
 		t, ok := cat.Lookup(st.Type)
 		if !ok {
 			return nil, fmt.Errorf("stage %q: unknown type %q", st.Name, st.Type)
 		}
 		n := &Node{Stage: st, Parallelism: 1, SampleBytes: st.Schema.EstimateBytes()}
+		byStage[st] = n
 		if sz, ok := st.Config.(OutputSizer); ok && n.SampleBytes < 0 {
 			n.SampleBytes = sz.OutputBytes()
+		}
+		// A stage that passes its input on unchanged (prefetch, shuffle,
+		// take) holds samples of the size its input stage estimated, which
+		// may know more than the schema: a batch without drop_remainder
+		// has a first dimension of "?" but at most its size.
+		var up *Node
+		if len(st.Inputs) > 0 {
+			up = byStage[st.Inputs[0]]
+		}
+		if up != nil && n.SampleBytes < 0 && len(st.InSchemas) == 1 && st.Schema.String() == st.InSchemas[0].String() {
+			n.SampleBytes = up.SampleBytes
 		}
 		if t.Parallel {
 			n.Parallelism = st.Parallelism.Resolve(p.Workers)
@@ -169,6 +182,9 @@ func Compile(sp *spec.Spec, cat spec.Catalog, opts Options) (*Plan, error) {
 		n.InSampleBytes = n.SampleBytes
 		if len(st.InSchemas) > 0 {
 			n.InSampleBytes = st.InSchemas[0].EstimateBytes()
+			if n.InSampleBytes < 0 && up != nil {
+				n.InSampleBytes = up.SampleBytes
+			}
 		}
 		if st.Role != spec.RoleSink {
 			if n.SampleBytes >= 0 && n.InSampleBytes >= 0 {
