@@ -538,12 +538,25 @@ type VM struct{ vm vm.VM }
 
 // Run evaluates the program on env, which holds the sample's fields and,
 // for random functions, CtxVar. A nil vm allocates one per call.
-func (p *Program) Run(m *VM, env map[string]any) (any, error) {
+func (p *Program) Run(m *VM, env map[string]any) (v any, err error) {
 	if m == nil {
-		return vm.Run(p.program, env)
+		v, err = vm.Run(p.program, env)
+	} else {
+		v, err = m.vm.Run(p.program, env)
 	}
-	return m.vm.Run(p.program, env)
+	if err != nil {
+		err = plainError{err}
+	}
+	return v, err
 }
+
+// plainError is a run-time error in the words of a spec: fields whose
+// type is known only at run time (a jsonl value) fail in expr's VM, which
+// names Go types (found by a re-test: "[]interface {} + int").
+type plainError struct{ err error }
+
+func (e plainError) Error() string { return goTypes.Replace(e.err.Error()) }
+func (e plainError) Unwrap() error { return e.err }
 
 // seeded derives the generator of one call site from the run context.
 func seeded(rc *RunCtx, site int) *rand.Rand {

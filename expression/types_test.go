@@ -1,6 +1,7 @@
 package expression_test
 
 import (
+	"errors"
 	"reflect"
 	"strings"
 	"testing"
@@ -210,6 +211,32 @@ func TestMapsAreNoValues(t *testing.T) {
 		}
 		if got != tc.want {
 			t.Errorf("%s: %q\nwant %q", tc.src, got, tc.want)
+		}
+	}
+}
+
+// TestRunTimeErrorsInPlainWords: a value whose type only the run knows
+// fails in words a spec's author knows, and the cause stays reachable.
+func TestRunTimeErrorsInPlainWords(t *testing.T) {
+	in := sample.Schema{Open: true}
+	for _, tc := range []struct {
+		src  string
+		x    any
+		want string
+	}{
+		{`x + 1`, []any{int64(1)}, "invalid operation: list + int"},
+		{`upper(x)`, []any{int64(1)}, "any is list, not string"},
+	} {
+		p, err := expression.Default().Compile(tc.src, in, sample.Any)
+		if err != nil {
+			t.Fatal(err)
+		}
+		_, err = p.Run(nil, map[string]any{"x": tc.x})
+		if err == nil || !strings.Contains(err.Error(), tc.want) || strings.Contains(err.Error(), "interface {}") {
+			t.Errorf("%s: %v, want it to contain %q and no Go type", tc.src, err, tc.want)
+		}
+		if errors.Unwrap(err) == nil {
+			t.Errorf("%s: the cause is not wrapped", tc.src)
 		}
 	}
 }
