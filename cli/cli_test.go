@@ -456,6 +456,31 @@ func TestExamplesMatchSchema(t *testing.T) {
 	if err := sch.Validate(yamlAsJSON(t, bad)); err == nil {
 		t.Error("schema.json accepts a stage of type nosuch")
 	}
+	// What validate refuses, the schema refuses too (found by a re-test:
+	// an editor accepted these and validate then failed them).
+	for _, stage := range []string{
+		"{name: b, type: batch, size: 0}",
+		"{name: s, type: shuffle, buffer: 0}",
+		"{name: r, type: range, count: -1}",
+		"{name: t, type: take, count: -2}",
+		"{name: w, type: write_tfrecord, path: o.tfrecord, shards: 0}",
+		"{name: a.b, type: discard}",
+		"{name: '', type: discard}",
+	} {
+		f := writeSpec(t, t.TempDir(), "s.yaml", "version: 1\nname: s\nstages:\n  - {name: src, type: range, count: 3}\n  - "+stage+"\n")
+		if err := sch.Validate(yamlAsJSON(t, f)); err == nil {
+			t.Errorf("schema.json accepts %s", stage)
+		}
+		if r := run(t, "validate", f); r.code != 1 {
+			t.Errorf("validate accepts %s: %s", stage, r)
+		}
+	}
+	for _, top := range []string{"epochs: -1", "resources: {memory: 0}"} {
+		f := writeSpec(t, t.TempDir(), "s.yaml", "version: 1\nname: s\n"+top+"\nstages:\n  - {name: src, type: range, count: 3}\n")
+		if err := sch.Validate(yamlAsJSON(t, f)); err == nil {
+			t.Errorf("schema.json accepts %s", top)
+		}
+	}
 }
 
 // yamlAsJSON reads a YAML file into the generic JSON value the validator

@@ -285,9 +285,9 @@ var (
 // document is the top level of a spec file.
 type document struct {
 	Version       int       `yaml:"version" jsonschema:"required" jsonschema_description:"Spec format version; must be 1."`
-	Name          string    `yaml:"name" jsonschema:"required" jsonschema_description:"Pipeline name, [a-z0-9][a-z0-9_-]*."`
+	Name          string    `yaml:"name" jsonschema:"required,pattern=^[a-z0-9][a-z0-9_-]*$" jsonschema_description:"Pipeline name, [a-z0-9][a-z0-9_-]*."`
 	Seed          *int64    `yaml:"seed" jsonschema_description:"Seed for every random choice; absent = random, printed at start."`
-	Epochs        *int      `yaml:"epochs" jsonschema_description:"Passes over the sources; 0 = until stopped. Default 1."`
+	Epochs        *int      `yaml:"epochs" jsonschema:"minimum=0" jsonschema_description:"Passes over the sources; 0 = until stopped. Default 1."`
 	Deterministic *bool     `yaml:"deterministic" jsonschema_description:"Output order independent of parallelism. Default true."`
 	Optimize      *bool     `yaml:"optimize" jsonschema_description:"Let the planner move a shuffle above the maps that feed it, where it then holds smaller samples; a deterministic run that succeeds gives the same output unless the plan says otherwise (piperun plan lists what it changed and why). Default true."`
 	Resources     Resources `yaml:"resources"`
@@ -301,7 +301,7 @@ func (r *rawNode) UnmarshalNode(n *yaml.Node) error { r.node = n; return nil }
 
 // common holds the keys every stage takes.
 type common struct {
-	Name        string     `yaml:"name" jsonschema:"required" jsonschema_description:"Stage name, unique in the spec."`
+	Name        string     `yaml:"name" jsonschema:"required,pattern=^[A-Za-z0-9][A-Za-z0-9_-]*$" jsonschema_description:"Stage name, unique in the spec."`
 	Type        string     `yaml:"type" jsonschema:"required" jsonschema_description:"Stage type."`
 	Input       string     `yaml:"input" jsonschema_description:"Upstream stage; default: the stage listed before."`
 	Inputs      StringList `yaml:"inputs" jsonschema_description:"Upstream stages, for stages that take several."`

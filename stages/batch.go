@@ -12,7 +12,7 @@ import (
 
 // BatchConfig configures the batch stage.
 type BatchConfig struct {
-	Size          int               `yaml:"size" jsonschema:"required" jsonschema_description:"Samples per batch."`
+	Size          int               `yaml:"size" jsonschema:"required,minimum=1" jsonschema_description:"Samples per batch."`
 	DropRemainder bool              `yaml:"drop_remainder" jsonschema_description:"Drop the last, smaller batch of each epoch."`
 	Pad           spec.Map[float64] `yaml:"pad" jsonschema_description:"field: value; pads variable-length tensors of the field to the longest in the batch."`
 

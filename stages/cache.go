@@ -21,7 +21,7 @@ import (
 // CacheConfig configures the cache stage.
 type CacheConfig struct {
 	Dir         string `yaml:"dir" jsonschema_description:"Directory of the on-disk (Badger) cache, relative to the spec; no dir = in memory, inside the budget."`
-	CommitEvery int    `yaml:"commit_every" jsonschema_description:"Samples between durable commits of the on-disk cache (default 512); a crash loses at most this many."`
+	CommitEvery int    `yaml:"commit_every" jsonschema:"minimum=1" jsonschema_description:"Samples between durable commits of the on-disk cache (default 512); a crash loses at most this many."`
 }
 
 func init() {

@@ -10,7 +10,7 @@ import (
 
 // RangeConfig configures the range source.
 type RangeConfig struct {
-	Count int64 `yaml:"count" jsonschema:"required" jsonschema_description:"Number of samples per epoch: {index: 0..count-1}."`
+	Count int64 `yaml:"count" jsonschema:"required,minimum=0" jsonschema_description:"Number of samples per epoch: {index: 0..count-1}."`
 }
 
 func init() {

@@ -12,7 +12,7 @@ import (
 
 // ShuffleConfig configures the shuffle stage.
 type ShuffleConfig struct {
-	Buffer             int   `yaml:"buffer" jsonschema:"required" jsonschema_description:"Samples held and drawn from at random; the whole epoch for a perfect shuffle."`
+	Buffer             int   `yaml:"buffer" jsonschema:"required,minimum=1" jsonschema_description:"Samples held and drawn from at random; the whole epoch for a perfect shuffle."`
 	ReshuffleEachEpoch *bool `yaml:"reshuffle_each_epoch" jsonschema_description:"Draw a different order every epoch (default true)."`
 }
 

@@ -10,7 +10,7 @@ import (
 
 // CountConfig configures take and skip.
 type CountConfig struct {
-	Count int64 `yaml:"count" jsonschema:"required" jsonschema_description:"Number of samples per epoch."`
+	Count int64 `yaml:"count" jsonschema:"required,minimum=0" jsonschema_description:"Number of samples per epoch."`
 }
 
 // PassesThrough implements spec.PassThrough: the stage reads no field.
