@@ -74,3 +74,22 @@ stages:
 		}
 	}
 }
+
+// TestMixZeroWeightWarns: an input of weight 0 is never read; validate
+// says so rather than leave the user to find it missing from the output
+// (found by a re-test).
+func TestMixZeroWeightWarns(t *testing.T) {
+	spec := writeSpec(t, t.TempDir(), "m.yaml", `
+version: 1
+name: m
+stages:
+  - {name: a, type: range, count: 3}
+  - {name: b, type: range, count: 3}
+  - {name: mx, type: mix, inputs: [a, b], weights: [1, 0]}
+  - {name: out, type: discard}
+`)
+	r := run(t, "validate", spec)
+	if want := `warning: stages[2].weights[1]: is 0: input "b" is never read`; r.code != 0 || !strings.Contains(r.stdout, want) {
+		t.Errorf("%s\nwant exit 0 and %q", r, want)
+	}
+}

@@ -56,6 +56,13 @@ func (c *MixConfig) Check(cc *spec.CheckContext) sample.Schema {
 	if len(c.Weights) > 0 && sum <= 0 && !bad {
 		cc.Errorf("weights", "must not all be zero")
 	}
+	if sum > 0 && len(c.Weights) == len(cc.Stage.Inputs) {
+		for i, w := range c.Weights {
+			if w == 0 {
+				cc.Warnf(fmt.Sprintf("weights[%d]", i), "is 0: input %q is never read", cc.Stage.Inputs[i].Name)
+			}
+		}
+	}
 	return sameSchema(cc)
 }
 
