@@ -93,3 +93,27 @@ stages:
 		t.Errorf("%s\nwant exit 0 and %q", r, want)
 	}
 }
+
+// TestCacheBelowRandomWithoutSeedWarns: with no seed, a disk cache below a
+// random stage is keyed by a new seed every run and never read again;
+// validate says so, and says nothing once a seed is set (found by a
+// re-test).
+func TestCacheBelowRandomWithoutSeedWarns(t *testing.T) {
+	spec := writeSpec(t, t.TempDir(), "c.yaml", `
+version: 1
+name: c
+stages:
+  - {name: a, type: range, count: 3}
+  - {name: b, type: range, count: 3}
+  - {name: m, type: mix, inputs: [a, b]}
+  - {name: c, type: cache, dir: cdir}
+  - {name: out, type: discard}
+`)
+	want := `stage "m" above this cache is random and the spec sets no seed`
+	if r := run(t, "validate", spec); r.code != 0 || !strings.Contains(r.stdout, want) {
+		t.Errorf("%s\nwant exit 0 and %q", r, want)
+	}
+	if r := run(t, "validate", "--set", "seed=1", spec); r.code != 0 || strings.Contains(r.stdout, want) {
+		t.Errorf("with a seed: %s", r)
+	}
+}

@@ -52,6 +52,16 @@ func (c *CacheConfig) Check(cc *spec.CheckContext) sample.Schema {
 			cc.Errorf("dir", "%v", err)
 		}
 	}
+	// Without a seed each run draws one, and a cache below anything random
+	// is keyed by it (Fingerprint): it would be refilled every run.
+	if c.Dir != "" && cc.Spec != nil && cc.Spec.Seed == nil {
+		for _, up := range upstream(cc.Stage) {
+			if cfg, err := json.Marshal(up.Config); err == nil && isRandom(up, string(cfg)) {
+				cc.Warnf("dir", "stage %q above this cache is random and the spec sets no seed: each run draws a new one, so the cache is filled again every run and never read; set seed:", up.Name)
+				break
+			}
+		}
+	}
 	// The store replays by sample ID, so an order drawn above it holds for
 	// the pass that fills it only.
 	for _, up := range upstream(cc.Stage) {
