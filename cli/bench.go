@@ -320,8 +320,9 @@ func runBench(parent context.Context, g *globals, sp *spec.Spec, file string, st
 				return
 			case <-t.C:
 			}
-			if err := starve.check(sinkName, run.Progress().Sinks[sinkName].Samples); err != nil {
-				starved <- fmt.Errorf("trainer sink %q got %d samples and %w", sinkName, run.Progress().Sinks[sinkName].Samples, err)
+			got := run.Progress().Sinks[sinkName].Samples
+			if err := starve.check(sinkName, got); err != nil {
+				starved <- fmt.Errorf("trainer sink %q got %d samples and %w", sinkName, got, err)
 				cancel()
 				return
 			}

@@ -345,6 +345,18 @@ func (e *NotTextError) Error() string {
 // isText reports whether a feature key is text: valid UTF-8 without
 // control characters.
 func isText(key []byte) bool {
+	// Keys are nearly always printable ASCII; check that byte by byte
+	// before decoding runes (ParseInto runs this for every feature).
+	ascii := true
+	for _, c := range key {
+		if c < 0x20 || c >= 0x7f {
+			ascii = false
+			break
+		}
+	}
+	if ascii {
+		return true
+	}
 	for len(key) > 0 {
 		r, size := utf8.DecodeRune(key)
 		if r == utf8.RuneError && size <= 1 || unicode.IsControl(r) {
