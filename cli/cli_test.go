@@ -475,6 +475,19 @@ func TestExamplesMatchSchema(t *testing.T) {
 			t.Errorf("validate accepts %s: %s", stage, r)
 		}
 	}
+	// And what validate takes, the schema takes: tf.data's capitals.
+	for _, stage := range []string{
+		"{name: f, type: files, pattern: '*.tfrecord'}\n  - {name: r, type: tfrecord, compression: GZIP}\n  - {name: o, type: discard}",
+		"{name: w, type: write_tfrecord, path: o.tfrecord, compression: ZLIB}",
+	} {
+		f := writeSpec(t, t.TempDir(), "s.yaml", "version: 1\nname: s\nstages:\n  - {name: src, type: range, count: 3}\n  - "+stage+"\n")
+		if err := sch.Validate(yamlAsJSON(t, f)); err != nil {
+			t.Errorf("schema.json refuses %s: %v", stage, err)
+		}
+		if r := run(t, "validate", "--no-environment", f); r.code != 0 {
+			t.Errorf("validate refuses %s: %s", stage, r)
+		}
+	}
 	for _, top := range []string{"epochs: -1", "resources: {memory: 0}"} {
 		f := writeSpec(t, t.TempDir(), "s.yaml", "version: 1\nname: s\n"+top+"\nstages:\n  - {name: src, type: range, count: 3}\n")
 		if err := sch.Validate(yamlAsJSON(t, f)); err == nil {

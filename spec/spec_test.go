@@ -200,6 +200,7 @@ func TestByteSize(t *testing.T) {
 		{"512MiB", 512 << 20, false}, {"2GiB", 2 << 30, false}, {"1.5GB", 1500000000, false},
 		{"1000", 1000, false}, {"64 KiB", 64 << 10, false}, {"1G", 1 << 30, false},
 		{"lots", 0, true}, {"-1MiB", 0, true}, {"", 0, true},
+		{"2.5", 0, true}, {"2.5B", 0, true}, {"1.4GiB", 1503238553, false}, {"1e3", 1000, false},
 	}
 	for _, tc := range tests {
 		got, err := spec.ParseByteSize(tc.in)

@@ -93,6 +93,11 @@ func ParseByteSize(s string) (ByteSize, error) {
 		return 0, fmt.Errorf("invalid byte size %q (want e.g. 512MiB, 2GiB, 1000000)", s)
 	}
 	v := f * mult
+	// A fraction of a unit rounds down (String writes 1.4GiB), but a count
+	// of bytes is whole: 2.5 is a mistake, not 2.
+	if mult == 1 && v != math.Trunc(v) {
+		return 0, fmt.Errorf("byte size %q is not a whole number of bytes", s)
+	}
 	if v > math.MaxInt64/2 {
 		return 0, fmt.Errorf("byte size %q is too large", s)
 	}

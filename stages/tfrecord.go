@@ -13,7 +13,7 @@ import (
 // TFRecordConfig configures the tfrecord reader.
 type TFRecordConfig struct {
 	Field       string    `yaml:"field" jsonschema_description:"Input field holding the file path (default path)."`
-	Compression string    `yaml:"compression" jsonschema:"enum=auto,enum=none,enum=gzip,enum=zlib" jsonschema_description:"auto (from magic bytes and extension), none, gzip or zlib."`
+	Compression string    `yaml:"compression" jsonschema:"enum=auto,enum=none,enum=gzip,enum=zlib,enum=AUTO,enum=NONE,enum=GZIP,enum=ZLIB" jsonschema_description:"auto (from magic bytes and extension), none, gzip or zlib (or in capitals, as tf.data writes them)."`
 	CycleLength spec.Auto `yaml:"cycle_length" jsonschema_description:"Files read at once, interleaved; auto = number of cores."`
 	BlockLength int       `yaml:"block_length" jsonschema:"minimum=1" jsonschema_description:"Consecutive records taken from one file before moving to the next (default 1)."`
 }

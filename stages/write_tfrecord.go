@@ -18,7 +18,7 @@ import (
 type WriteTFRecordConfig struct {
 	Path        string `yaml:"path" jsonschema:"required" jsonschema_description:"Output path; {shard} and {shards} become 5-digit numbers, e.g. out/train-{shard}-of-{shards}.tfrecord."`
 	Shards      int    `yaml:"shards" jsonschema:"minimum=1" jsonschema_description:"Number of files; sample i goes to shard i mod shards (default 1)."`
-	Compression string `yaml:"compression" jsonschema:"enum=none,enum=gzip,enum=zlib" jsonschema_description:"none (default), gzip or zlib."`
+	Compression string `yaml:"compression" jsonschema:"enum=none,enum=gzip,enum=zlib,enum=NONE,enum=GZIP,enum=ZLIB" jsonschema_description:"none (default), gzip or zlib."`
 }
 
 func init() {
