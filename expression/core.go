@@ -2,12 +2,12 @@ package expression
 
 import (
 	"fmt"
-	"github.com/expr-lang/expr/vm/runtime"
 	"io"
 	"os"
 	"reflect"
 	"unicode/utf8"
 
+	"github.com/expr-lang/expr/vm/runtime"
 	"github.com/piperun/piperun/imageops"
 	"github.com/piperun/piperun/sample"
 	"github.com/piperun/piperun/tensor"
@@ -204,6 +204,7 @@ func init() {
 			return tensor.FromBytes(t.DType, t.Shape[1:], append([]byte(nil), t.Data[int(i)*row:(int(i)+1)*row]...))
 		},
 	})
+	registerEquality(r)
 	r.Register(&Func{
 		Name: "__len", Signature: "len(x)", MinArgs: 1, MaxArgs: 1,
 		Check: func(a []Arg) (sample.Type, error) { return sample.TInt, nil },
@@ -223,6 +224,54 @@ func init() {
 			return t.Shape[0], nil
 		},
 	})
+}
+
+// registerEquality registers __eq and __ne, which the patcher puts in
+// place of == and != where an operand's type is known only at run time
+// (a field of a jsonl source, x[i] of a tensor of unknown rank). expr's own
+// == is false for a tensor against anything, so `label == 1` on a batched
+// label would filter out every sample without a word; these fail instead,
+// as validate does where the type is known.
+func registerEquality(r *Registry) {
+	for _, op := range []string{"==", "!="} {
+		r.Register(&Func{
+			Name: operatorFuncs[op], Signature: "x " + op + " y",
+			MinArgs: 2, MaxArgs: 2,
+			Check: func(a []Arg) (sample.Type, error) {
+				if a[0].Type.Kind == sample.Tensor || a[1].Type.Kind == sample.Tensor {
+					return sample.Type{}, tensorCompared(op, a[0].Type.String(), a[1].Type.String())
+				}
+				return sample.TBool, nil
+			},
+			// bool, so that `x == 1 && y` still compiles to expr's and.
+			Returns: reflect.TypeOf(true),
+			Impl: func(_ *Call, a []any) (any, error) {
+				_, lt := a[0].(*tensor.Tensor)
+				_, rt := a[1].(*tensor.Tensor)
+				if lt || rt {
+					return nil, tensorCompared(op, valueWord(a[0]), valueWord(a[1]))
+				}
+				eq := runtime.Equal(a[0], a[1])
+				return eq == (op == "=="), nil
+			},
+		})
+	}
+}
+
+// tensorCompared is the error for == or != with a tensor operand.
+func tensorCompared(op, l, r string) error {
+	return fmt.Errorf("operator %s is not defined on tensors (got %s and %s); compare elements, as in x[0] %s 1", op, l, r, op)
+}
+
+// valueWord names a run-time value's type as plan and validate do.
+func valueWord(v any) string {
+	switch reflect.ValueOf(v).Kind() {
+	case reflect.Invalid:
+		return "null"
+	case reflect.Map:
+		return "map"
+	}
+	return sample.TypeOf(v).String()
 }
 
 // exprLen is expr's built-in len: the length of a list, map or array, the

@@ -502,6 +502,9 @@ var mismatched = regexp.MustCompile(`^invalid operation: (\S+) \(mismatched type
 func plainTypes(msg string) string {
 	msg = goTypes.Replace(msg)
 	if m := mismatched.FindStringSubmatch(msg); m != nil && (m[2] == "tensor" || m[3] == "tensor") {
+		if operatorFuncs[m[1]] != "" {
+			return tensorCompared(m[1], m[2], m[3]).Error()
+		}
 		return fmt.Sprintf("operator %s is not defined on tensors (got %s and %s); use tensor functions (to_float, normalize, cast)", m[1], m[2], m[3])
 	}
 	return msg
@@ -647,6 +650,15 @@ func (p *patcher) Visit(node *ast.Node) {
 		if (n.Node.Type() == tensorPtr || isAt(n.Node) || isAny(n.Node.Type())) && isInt(n.Property.Type()) {
 			ast.Patch(node, &ast.CallNode{Callee: &ast.IdentifierNode{Value: "__at"}, Arguments: []ast.Node{n.Node, n.Property}})
 		}
+	case *ast.BinaryNode:
+		// expr's == is false, not an error, for a tensor against anything;
+		// where an operand's type is known only at run time, __eq and __ne
+		// (registerEquality) compare instead and refuse a tensor.
+		if fn := operatorFuncs[n.Operator]; fn != "" && (isAny(n.Left.Type()) || isAny(n.Right.Type())) {
+			if _, ok := p.reg.funcs[fn]; ok {
+				ast.Patch(node, &ast.CallNode{Callee: &ast.IdentifierNode{Value: fn}, Arguments: []ast.Node{n.Left, n.Right}})
+			}
+		}
 	case *ast.BuiltinNode:
 		// expr's own len fails on a tensor at run time, so len goes to
 		// __len both where the argument is a tensor and where its type is
@@ -658,6 +670,13 @@ func (p *patcher) Visit(node *ast.Node) {
 		}
 	}
 }
+
+// operatorFuncs are the functions the patcher puts in place of operators;
+// operators is the same set by function name.
+var (
+	operatorFuncs = map[string]string{"==": "__eq", "!=": "__ne"}
+	operators     = map[string]bool{"__eq": true, "__ne": true}
+)
 
 // isAny reports whether t is an interface type: a value whose type is
 // known only at run time.
@@ -799,6 +818,9 @@ func (in *inferrer) infer(n ast.Node) sample.Type {
 			return sample.TAny
 		}
 		t, err := f.Check(args)
+		if err != nil && operators[f.Name] {
+			return in.fail(n, "%v", err) // the error names the operator
+		}
 		if err != nil {
 			return in.fail(n, "%s: %v", name, err)
 		}
@@ -806,6 +828,9 @@ func (in *inferrer) infer(n ast.Node) sample.Type {
 	case *ast.BinaryNode:
 		l, r := in.infer(x.Left), in.infer(x.Right)
 		if l.Kind == sample.Tensor || r.Kind == sample.Tensor {
+			if operatorFuncs[x.Operator] != "" {
+				return in.fail(n, "%v", tensorCompared(x.Operator, l.String(), r.String()))
+			}
 			return in.fail(n, "operator %s is not defined on tensors (got %s and %s); use tensor functions", x.Operator, l, r)
 		}
 		if l.Kind == sample.Bytes || r.Kind == sample.Bytes {

@@ -240,3 +240,59 @@ func TestRunTimeErrorsInPlainWords(t *testing.T) {
 		}
 	}
 }
+
+// TestTensorEquality: == and != on a tensor fail, at compile time where the
+// type is known and at run time where it is not (a batched jsonl field):
+// expr's own == was false for a tensor against anything, so `a == 1` on a
+// batch filtered out every sample without a word. Other values compare as
+// expr compares them.
+func TestTensorEquality(t *testing.T) {
+	known := sample.Schema{Fields: []sample.Field{{Name: "img", Type: sample.TensorOf(tensor.Uint8, 2, 2, 3)}}}
+	for _, tc := range []struct{ src, want string }{
+		{`img == 1`, `operator == is not defined on tensors (got tensor and int); compare elements, as in x[0] == 1 (line 1, column 5 of the expression)`},
+		{`1 != img`, `operator != is not defined on tensors (got int and tensor); compare elements, as in x[0] != 1 (line 1, column 3 of the expression)`},
+		{`cast(img, "float32") != 1`, `operator != is not defined on tensors (got tensor<float32>[2 2 3] and int64); compare elements, as in x[0] != 1 (line 1, column 22 of the expression)`},
+		{`to_float(img) == 1`, `operator == is not defined on tensors (got tensor and int); compare elements, as in x[0] == 1 (line 1, column 15 of the expression)`},
+	} {
+		_, err := expression.Default().Compile(tc.src, known, sample.Any)
+		if err == nil || err.Error() != tc.want {
+			t.Errorf("%s: %v\nwant %s", tc.src, err, tc.want)
+		}
+	}
+
+	open := sample.Schema{Open: true}
+	batch := tensor.FromInt64s([]int64{1, 3})
+	for _, tc := range []struct {
+		src     string
+		env     map[string]any
+		want    any
+		wantErr string
+	}{
+		{`a == 1`, map[string]any{"a": batch}, nil, `operator == is not defined on tensors (got tensor<int64>[2] and int64); compare elements, as in x[0] == 1`},
+		{`a != b`, map[string]any{"a": "x", "b": batch}, nil, `operator != is not defined on tensors (got string and tensor<int64>[2]); compare elements, as in x[0] != 1`},
+		{`a[0] == 1`, map[string]any{"a": batch}, true, ``},
+		{`a[1] != 1`, map[string]any{"a": batch}, true, ``},
+		{`a == 1`, map[string]any{"a": int64(1)}, true, ``},
+		{`a == 1.0`, map[string]any{"a": int64(1)}, true, ``},
+		{`a != 1`, map[string]any{"a": int64(1)}, false, ``},
+		{`a == "x"`, map[string]any{"a": "x"}, true, ``},
+		{`a == nil`, map[string]any{"a": nil}, true, ``},
+		{`a == [1, 2]`, map[string]any{"a": []any{int64(1), int64(2)}}, true, ``},
+		{`a == 1 && b`, map[string]any{"a": int64(1), "b": true}, true, ``},
+		{`a != 1 || b == 2`, map[string]any{"a": int64(1), "b": int64(2)}, true, ``},
+	} {
+		p, err := expression.Default().Compile(tc.src, open, sample.Any)
+		if err != nil {
+			t.Fatalf("%s: %v", tc.src, err)
+		}
+		got, err := p.Run(nil, tc.env)
+		switch {
+		case tc.wantErr != "":
+			if err == nil || !strings.HasPrefix(err.Error(), tc.wantErr+" (1:") {
+				t.Errorf("%s: %v, %v\nwant error %s", tc.src, got, err, tc.wantErr)
+			}
+		case err != nil || got != tc.want:
+			t.Errorf("%s: %v, %v; want %v", tc.src, got, err, tc.want)
+		}
+	}
+}
