@@ -117,3 +117,58 @@ stages:
 		t.Errorf("with a seed: %s", r)
 	}
 }
+
+// TestZipOfDivergingBranchesWarns: zip(a, filter(a)) pairs different
+// samples of a and stalls once a branch is a queue ahead; validate warns,
+// naming the stage in between, and stays quiet where both branches keep
+// positions (a map, a skip) or pass through the same filter (found in the
+// last session's review of what validate lets through).
+func TestZipOfDivergingBranchesWarns(t *testing.T) {
+	for _, tc := range []struct{ name, stages, want string }{
+		{"filter", `
+  - {name: r, type: range, count: 10}
+  - {name: f, type: filter, input: r, where: 'index % 2 == 0'}
+  - {name: m, type: map, input: f, set: {j: index}, keep: [j]}
+  - {name: z, type: zip, inputs: [r, m]}`,
+			`warning: stages[3].inputs: inputs "r" and "m" both read stage "r", and only "m" passes through filter "f": zip pairs by position, so a pair holds two different samples of "r", and the run stalls once one branch is a queue ahead of the other`},
+		{"shuffle on the first input", `
+  - {name: r, type: range, count: 10}
+  - {name: s, type: shuffle, input: r, buffer: 4}
+  - {name: m, type: map, input: r, set: {j: index}, keep: [j]}
+  - {name: z, type: zip, inputs: [s, m]}`,
+			`warning: stages[3].inputs: inputs "s" and "m" both read stage "r", and only "s" passes through shuffle "s"`},
+		{"map keeps positions", `
+  - {name: r, type: range, count: 10}
+  - {name: m, type: map, input: r, set: {j: index}, keep: [j]}
+  - {name: z, type: zip, inputs: [r, m]}`, ""},
+		{"skip pairs neighbours", `
+  - {name: r, type: range, count: 10}
+  - {name: s, type: skip, input: r, count: 1}
+  - {name: m, type: map, input: s, set: {j: index}, keep: [j]}
+  - {name: z, type: zip, inputs: [r, m]}`, ""},
+		{"one filter above both", `
+  - {name: r, type: range, count: 10}
+  - {name: f, type: filter, input: r, where: 'index % 2 == 0'}
+  - {name: m, type: map, input: f, set: {j: index}, keep: [j]}
+  - {name: z, type: zip, inputs: [f, m]}`, ""},
+		{"separate sources", `
+  - {name: a, type: range, count: 10}
+  - {name: b, type: range, count: 10}
+  - {name: f, type: filter, input: b, where: 'index % 2 == 0'}
+  - {name: m, type: map, input: f, set: {j: index}, keep: [j]}
+  - {name: z, type: zip, inputs: [a, m]}`, ""},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			spec := writeSpec(t, t.TempDir(), "z.yaml", "version: 1\nname: z\nstages:"+tc.stages+"\n  - {name: out, type: discard}\n")
+			r := run(t, "validate", spec)
+			switch {
+			case r.code != 0:
+				t.Errorf("%s\nwant exit 0", r)
+			case tc.want == "" && strings.Contains(r.stdout, "warning"):
+				t.Errorf("%s\nwant no warning", r)
+			case tc.want != "" && !strings.Contains(r.stdout, tc.want):
+				t.Errorf("%s\nwant %q", r, tc.want)
+			}
+		})
+	}
+}

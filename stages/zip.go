@@ -36,7 +36,72 @@ func (c *ZipConfig) Check(cc *spec.CheckContext) sample.Schema {
 			out.Fields = append(out.Fields, f)
 		}
 	}
+	zipWarnMisaligned(cc)
 	return out
+}
+
+// unaligned are the stage types that change which samples, or in what
+// order, reach their output: one on a single branch of a zip between a
+// shared stage and the zip puts different samples side by side. (take and
+// skip keep positions; zip(a, skip(a)) pairs neighbours, as in tf.data.)
+var unaligned = map[string]bool{"filter": true, "shuffle": true, "batch": true}
+
+// zipWarnMisaligned warns when two inputs of a zip read one stage and
+// only one branch passes through a stage that drops or reorders samples
+// (zip(a, filter(a))): zip pairs by position, as tf.data's does, so the
+// i-th samples no longer come from the same sample of the shared stage,
+// and the shared stage, held back by the slower branch, can stall.
+func zipWarnMisaligned(cc *spec.CheckContext) {
+	ins := cc.Stage.Inputs
+	// through[k][a] is the first unaligned stage between ancestor a and
+	// input k ("" when there is none on the path found first).
+	through := make([]map[*spec.Stage]string, len(ins))
+	for k, in := range ins {
+		m := map[*spec.Stage]string{}
+		var walk func(s *spec.Stage, via string)
+		walk = func(s *spec.Stage, via string) {
+			if prev, seen := m[s]; seen && (prev != "" || via == "") {
+				return
+			}
+			m[s] = via
+			if via == "" && unaligned[s.Type] {
+				via = s.Name
+			}
+			for _, up := range s.Inputs {
+				walk(up, via)
+			}
+		}
+		walk(in, "")
+		through[k] = m
+	}
+	for i := range ins {
+		for j := i + 1; j < len(ins); j++ {
+			for _, a := range upstream(cc.Stage) {
+				vi, oki := through[i][a]
+				vj, okj := through[j][a]
+				if !oki || !okj || vi == vj {
+					continue
+				}
+				via, side := vi, ins[i].Name
+				if via == "" {
+					via, side = vj, ins[j].Name
+				}
+				cc.Warnf("inputs", "inputs %q and %q both read stage %q, and only %q passes through %s %q: zip pairs by position, so a pair holds two different samples of %q, and the run stalls once one branch is a queue ahead of the other",
+					ins[i].Name, ins[j].Name, a.Name, side, stageType(cc, via), via, a.Name)
+				return
+			}
+		}
+	}
+}
+
+// stageType returns the type of the stage named name.
+func stageType(cc *spec.CheckContext, name string) string {
+	for _, s := range upstream(cc.Stage) {
+		if s.Name == name {
+			return s.Type
+		}
+	}
+	return ""
 }
 
 type zipStage struct{}
