@@ -379,7 +379,7 @@ func runBench(parent context.Context, g *globals, sp *spec.Spec, file string, st
 		r.Sequential.Speedup = r.StepsPerS / r.Sequential.StepsPerS
 	}
 	r.Stages, r.Bottleneck, r.Why = bottleneck(p, runRep, elapsed, sinkName, tr.stepped)
-	r.Shuffle = shuffleCheck(tr.epochs)
+	r.Shuffle = shuffleCheck(tr.epochs, fixedShuffle(sp.Stage(sinkName)))
 	if runErr != nil {
 		return r, exit(ExitFailed, runErr)
 	}
@@ -420,7 +420,26 @@ func bottleneck(p *plan.Plan, rep *engine.Report, elapsed time.Duration, trainer
 	return out, top.Name, fmt.Sprintf("%s %q was busy %.0f%% of the time of %s; give it more parallelism, cores, or less to do (a cache above the expensive work)", top.Type, top.Name, 100*top.Busy, workers)
 }
 
-func shuffleCheck(epochs [][]string) BenchShuffle {
+// fixedShuffle returns the name of a shuffle above st that draws one order
+// for every epoch (reshuffle_each_epoch: false), or "".
+func fixedShuffle(st *spec.Stage) string {
+	if st == nil {
+		return ""
+	}
+	for _, in := range st.Inputs {
+		if c, ok := in.Config.(*stages.ShuffleConfig); ok && c.ReshuffleEachEpoch != nil && !*c.ReshuffleEachEpoch {
+			return in.Name
+		}
+		if name := fixedShuffle(in); name != "" {
+			return name
+		}
+	}
+	return ""
+}
+
+// shuffleCheck compares the order of each epoch with the one before; fixed
+// names a shuffle above the sink told not to reshuffle, if there is one.
+func shuffleCheck(epochs [][]string, fixed string) BenchShuffle {
 	var full [][]string
 	for _, e := range epochs {
 		if len(e) > 0 {
@@ -440,6 +459,8 @@ func shuffleCheck(epochs [][]string) BenchShuffle {
 	switch {
 	case c.Epochs < 2:
 		c.Verdict = "one epoch: nothing to compare"
+	case c.Same == c.Positions && fixed != "":
+		c.Verdict = fmt.Sprintf("every epoch comes in the same order: shuffle %q has reshuffle_each_epoch: false", fixed)
 	case c.Same == c.Positions:
 		c.Verdict = "every epoch comes in the same order: add a shuffle stage (it reshuffles each epoch unless reshuffle_each_epoch: false), or shuffle: true on a files source"
 	case 2*c.Same > c.Positions:

@@ -86,6 +86,16 @@ func TestBenchPipelineBound(t *testing.T) {
 	}
 }
 
+// TestBenchFixedShuffle: a shuffle told not to reshuffle gives every epoch
+// the same order, and bench names it instead of advising a shuffle stage
+// the spec already has.
+func TestBenchFixedShuffle(t *testing.T) {
+	r, br := benchRun(t, "4", "40", "--step-time", "0", "--set", "stages.mix.reshuffle_each_epoch=false")
+	if want := `every epoch comes in the same order: shuffle "mix" has reshuffle_each_epoch: false`; r.code != 0 || br.Shuffle.Same != br.Shuffle.Positions || br.Shuffle.Verdict != want {
+		t.Errorf("bench: %s\nshuffle %+v; want %q", r, br.Shuffle, want)
+	}
+}
+
 // TestBenchSteps: --steps stops the run after that many steps, which an
 // endless spec needs.
 func TestBenchSteps(t *testing.T) {
