@@ -21,6 +21,10 @@ type atomicFile struct {
 }
 
 func createAtomic(path string) (*atomicFile, error) {
+	path, err := outputPath(path)
+	if err != nil {
+		return nil, err
+	}
 	dir := filepath.Dir(path)
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return nil, fmt.Errorf("create output directory: %w", err)
@@ -77,13 +81,68 @@ func (a *atomicFile) commit() error {
 	return err
 }
 
-// replaceable reports why a file could not be renamed onto path: a
-// directory there (rename's "file exists" would not say so).
+// replaceable reports why an output could not be renamed onto path.
 func replaceable(path string) error {
-	if st, err := os.Stat(path); err == nil && st.IsDir() {
-		return fmt.Errorf("%s is a directory", path)
+	_, err := outputPath(path)
+	return err
+}
+
+// maxSymlinks bounds the links outputPath follows, as the kernel's ELOOP.
+const maxSymlinks = 40
+
+// outputPath returns the file an output at path is renamed onto: path
+// itself, or the file a symbolic link there points to, so that the link's
+// target is written and the link kept, as `cp` and a shell's `>` do. It
+// refuses a path that holds anything but a regular file: renaming over a
+// directory fails, and over a named pipe, a socket or a device (/dev/null)
+// it would replace the node with a plain file, for every other user of it.
+func outputPath(path string) (string, error) {
+	p := path
+	for hops := 0; ; hops++ {
+		st, err := os.Lstat(p)
+		if err != nil {
+			// Absent, or unreadable: creating the file says what is wrong.
+			return p, nil
+		}
+		m := st.Mode()
+		what := p
+		if p != path {
+			what = fmt.Sprintf("%s (the target of %s)", p, path)
+		}
+		switch {
+		case m&os.ModeSymlink != 0:
+			if hops == maxSymlinks {
+				return "", fmt.Errorf("%s: too many levels of symbolic links", path)
+			}
+			t, err := os.Readlink(p)
+			if err != nil {
+				return "", fmt.Errorf("read link %s: %w", p, err)
+			}
+			if !filepath.IsAbs(t) {
+				t = filepath.Join(filepath.Dir(p), t)
+			}
+			p = t
+		case m.IsDir():
+			return "", fmt.Errorf("%s is a directory", what)
+		case !m.IsRegular():
+			return "", fmt.Errorf("%s is %s, not a regular file: an output is written aside and renamed onto its path, which would replace it; write to a file", what, nodeKind(m))
+		default:
+			return p, nil
+		}
 	}
-	return nil
+}
+
+// nodeKind names a file mode that is not a regular file's.
+func nodeKind(m os.FileMode) string {
+	switch {
+	case m&os.ModeNamedPipe != 0:
+		return "a named pipe"
+	case m&os.ModeSocket != 0:
+		return "a socket"
+	case m&os.ModeDevice != 0:
+		return "a device"
+	}
+	return "a special file"
 }
 
 // abort removes the temporary file.
@@ -102,13 +161,20 @@ func (a *atomicFile) abort() error {
 
 // checkWritable reports whether files can be created in path's directory,
 // creating nothing but a probe that it removes.
-func checkWritable(path string) error { return checkDirFor(path, "output directory") }
-
-// checkDirFor is checkWritable naming the directory as what (a socket's
-// directory is not an output directory).
-func checkDirFor(path, what string) error {
-	if err := replaceable(path); err != nil {
+func checkWritable(path string) error {
+	path, err := outputPath(path)
+	if err != nil {
 		return err
+	}
+	return checkDirFor(path, "output directory")
+}
+
+// checkDirFor reports whether files can be created in path's directory,
+// naming the directory as what (a socket's directory is not an output
+// directory), and that path is no directory.
+func checkDirFor(path, what string) error {
+	if st, err := os.Stat(path); err == nil && st.IsDir() {
+		return fmt.Errorf("%s is a directory", path)
 	}
 	dir := filepath.Dir(path)
 	for d := dir; ; d = filepath.Dir(d) {
