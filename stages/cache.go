@@ -139,6 +139,25 @@ func buildCache(env *Env, cfg any) (any, error) {
 	if err != nil {
 		return nil, err
 	}
+	if m := store.Manifest(); !m.Complete && store.Count() > 0 && !env.Spec.Deterministic {
+		// Resuming takes stored samples in place of the ones with the same
+		// IDs. With deterministic: false the stages above number samples in
+		// the order they finish, so an ID names other samples in each run:
+		// resuming would store some twice and lose others, for good once
+		// the cache completes. Start the fill afresh instead.
+		env.Log.Warn("not resuming a partly filled cache: with deterministic: false its sample IDs do not name the same samples from run to run; filling it afresh",
+			zap.String("dir", store.Dir()), zap.Int64("dropped_samples", store.Count()))
+		if err := store.Close(); err != nil {
+			return nil, err
+		}
+		if err := cache.Remove(dir, fp); err != nil {
+			return nil, err
+		}
+		if store, err = cache.Open(dir, fp, cache.Manifest{Pipeline: env.Spec.Name, Stage: env.Stage.Name, Describe: desc},
+			cache.Options{Logf: func(f string, a ...any) { env.Log.Info(fmt.Sprintf(f, a...)) }}); err != nil {
+			return nil, err
+		}
+	}
 	d := &diskCache{env: env, cfg: c, store: store}
 	d.stats = CacheStats{Fingerprint: fp, Dir: store.Dir(), Complete: store.Manifest().Complete, Resumed: store.Count()}
 	if d.stats.Complete {
