@@ -1,6 +1,7 @@
 package engine_test
 
 import (
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
@@ -102,6 +103,56 @@ stages:
 		}[order]
 		if err == nil || !strings.Contains(err.Error(), want) || !strings.Contains(err.Error(), `stage "b" (batch)`) {
 			t.Errorf("%s: err = %v, want the batch stage and %q", order, err, want)
+		}
+	}
+}
+
+// TestInterleaveOrderIsTheSameOnEveryMachine: cycle_length auto (or unset)
+// is one width everywhere, so the order of the samples does not follow the
+// number of workers, which defaults to the core count (found by a new-user
+// test: 1, 2 and 3 workers gave three orders, against DESIGN.md §4). Ten
+// files of three lines: auto interleaves eight of them at a time.
+func TestInterleaveOrderIsTheSameOnEveryMachine(t *testing.T) {
+	dir := t.TempDir()
+	var want []string
+	for f := 0; f < 10; f++ {
+		var b strings.Builder
+		for l := 0; l < 3; l++ {
+			fmt.Fprintf(&b, "{\"f\":%d,\"l\":%d}\n", f, l)
+		}
+		if err := os.WriteFile(filepath.Join(dir, fmt.Sprintf("%02d.jsonl", f)), []byte(b.String()), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// Files 0-7 line by line in turn; as each of the first two ends, 8 and
+	// 9 take its place in the cycle.
+	for l := 0; l < 3; l++ {
+		for f := 0; f < 8; f++ {
+			want = append(want, fmt.Sprintf(`{"f":%d,"l":%d}`, f, l))
+		}
+	}
+	// Files 0 and 1 ended in the last round; 8 and 9 took slots 0 and 1.
+	for l := 0; l < 3; l++ {
+		want = append(want, fmt.Sprintf(`{"f":8,"l":%d}`, l), fmt.Sprintf(`{"f":9,"l":%d}`, l))
+	}
+	for _, cycle := range []string{"", "cycle_length: auto, "} {
+		for _, workers := range []string{"1", "2", "3", "16"} {
+			t.Run(cycle+"workers "+workers, func(t *testing.T) {
+				if _, err := runSpec(t, dir, `version: 1
+name: order
+resources: {workers: `+workers+`}
+stages:
+  - {name: files, type: files, pattern: '*.jsonl'}
+  - {name: r, type: jsonl, `+cycle+`parallelism: auto}
+  - {name: out, type: write_jsonl, path: out/out.jsonl}
+`); err != nil {
+					t.Fatal(err)
+				}
+				got := readLines(t, filepath.Join(dir, "out", "out.jsonl"))
+				if strings.Join(got, " ") != strings.Join(want, " ") {
+					t.Errorf("got  %v\nwant %v", got, want)
+				}
+			})
 		}
 	}
 }

@@ -18,7 +18,7 @@ import (
 // JSONLConfig configures the jsonl reader.
 type JSONLConfig struct {
 	Field       string    `yaml:"field" jsonschema_description:"Input field holding the file path (default path)."`
-	CycleLength spec.Auto `yaml:"cycle_length" jsonschema_description:"Files read at once, interleaved; auto = number of cores."`
+	CycleLength spec.Auto `yaml:"cycle_length" jsonschema_description:"Files read at once, interleaved; auto = 8 on every machine, so the order does not depend on the core count."`
 	BlockLength int       `yaml:"block_length" jsonschema:"minimum=1" jsonschema_description:"Consecutive lines taken from one file before moving on (default 1)."`
 	MaxLine     int       `yaml:"max_line_bytes" jsonschema_description:"Longest accepted line (default 64 MiB)."`
 }
@@ -29,7 +29,7 @@ func init() {
 			NewConfig: func() any { return &JSONLConfig{Field: "path", BlockLength: 1, MaxLine: 64 << 20} }, OnError: true, Parallel: true},
 		Build: func(env *Env, cfg any) (any, error) {
 			c := cfg.(*JSONLConfig)
-			return &jsonlStage{cfg: c, cycle: c.CycleLength.Resolve(env.Workers)}, nil
+			return &jsonlStage{cfg: c, cycle: c.CycleLength.Resolve(DefaultCycleLength)}, nil
 		},
 	})
 }

@@ -51,6 +51,14 @@ type Stream interface {
 	Close() error
 }
 
+// DefaultCycleLength is the interleave width of cycle_length: auto. It is
+// one number on every machine, not the core count as in tf.data's
+// AUTOTUNE: the width decides the order of the samples, and the same spec
+// and seed give the same order at any parallelism (DESIGN.md §4; found by
+// a new-user test: 1, 2 and 3 workers gave three orders). Whether the open
+// files are read ahead in parallel is the stage's parallelism.
+const DefaultCycleLength = 8
+
 // Expander opens a stream per input sample (a file path to its records).
 // The engine interleaves the streams (cycle_length, block_length) and reads
 // them ahead in parallel; Open may be called concurrently.

@@ -14,7 +14,7 @@ import (
 type TFRecordConfig struct {
 	Field       string    `yaml:"field" jsonschema_description:"Input field holding the file path (default path)."`
 	Compression string    `yaml:"compression" jsonschema:"enum=auto,enum=none,enum=gzip,enum=zlib,enum=AUTO,enum=NONE,enum=GZIP,enum=ZLIB" jsonschema_description:"auto (from magic bytes and extension), none, gzip or zlib (or in capitals, as tf.data writes them)."`
-	CycleLength spec.Auto `yaml:"cycle_length" jsonschema_description:"Files read at once, interleaved; auto = number of cores."`
+	CycleLength spec.Auto `yaml:"cycle_length" jsonschema_description:"Files read at once, interleaved; auto = 8 on every machine, so the order does not depend on the core count."`
 	BlockLength int       `yaml:"block_length" jsonschema:"minimum=1" jsonschema_description:"Consecutive records taken from one file before moving to the next (default 1)."`
 }
 
@@ -28,7 +28,7 @@ func init() {
 			if err != nil {
 				return nil, err
 			}
-			return &tfrecordStage{cfg: c, comp: comp, auto: auto, cycle: c.CycleLength.Resolve(env.Workers)}, nil
+			return &tfrecordStage{cfg: c, comp: comp, auto: auto, cycle: c.CycleLength.Resolve(DefaultCycleLength)}, nil
 		},
 	})
 }
