@@ -438,7 +438,7 @@ func (r *Run) run(parent context.Context) {
 	// Sinks commit only when every stage finished cleanly; otherwise they
 	// abort, so outputs appear whole or not at all.
 	if err == nil {
-		err = r.commit()
+		err = r.commit(parent)
 	}
 	if err != nil {
 		for _, n := range r.nodes {
@@ -466,7 +466,7 @@ func (r *Run) run(parent context.Context) {
 // last, the sinks that announce the end to a process outside (serve).
 // A failure at one step aborts all the sinks, before any file is renamed,
 // unless a rename itself fails, which the preparation has made unlikely.
-func (r *Run) commit() error {
+func (r *Run) commit(ctx context.Context) error {
 	stepErr := func(n *node, what string, err error) error {
 		return &StageError{Stage: n.st.Name, Type: n.st.Type, Err: fmt.Errorf("%s: %w", what, err)}
 	}
@@ -491,7 +491,13 @@ func (r *Run) commit() error {
 	}
 	for _, step := range [][]*node{rest, files, announcers} {
 		for _, n := range step {
-			if err := n.impl.(stages.Sink).Commit(); err != nil {
+			var err error
+			if cc, ok := n.impl.(stages.ContextCommitter); ok {
+				err = cc.CommitContext(ctx)
+			} else {
+				err = n.impl.(stages.Sink).Commit()
+			}
+			if err != nil {
 				return stepErr(n, "commit", err)
 			}
 		}

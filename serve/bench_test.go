@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"bytes"
 	"encoding/json"
+	"io"
 	"net"
 	"os"
 	"os/exec"
@@ -107,7 +108,8 @@ func BenchmarkPythonClient(b *testing.B) {
 	if err != nil {
 		b.Fatal(err)
 	}
-	hello, _ := serve.EncodeJSON(serve.KindHello, serve.Hello{Protocol: 1})
+	go io.Copy(io.Discard, c) // the client's acknowledgements
+	hello, _ := serve.EncodeJSON(serve.KindHello, serve.Hello{Protocol: serve.Protocol})
 	end, _ := serve.EncodeJSON(serve.KindEndOfStream, serve.EndHeader{Frames: int64(b.N + 1)})
 	if _, err := c.Write(hello); err != nil {
 		b.Fatal(err)

@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"bytes"
 	"encoding/base64"
+	"encoding/binary"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -12,6 +13,7 @@ import (
 	"net"
 	"strconv"
 	"strings"
+	"syscall"
 
 	"github.com/piperun/piperun/sample"
 	"github.com/piperun/piperun/tensor"
@@ -30,6 +32,7 @@ type Client struct {
 	conn  net.Conn
 	r     *bufio.Reader
 	hello Hello
+	read  uint64 // frames read after the hello, acknowledged
 	// Epoch is the last end-of-epoch frame read.
 	Epoch EpochHeader
 	// End is the end-of-stream frame, once read.
@@ -65,6 +68,10 @@ func Dial(address string) (*Client, error) {
 		conn.Close()
 		return nil, fmt.Errorf("%s: hello: %w", address, err)
 	}
+	if c.hello.Protocol != Protocol {
+		conn.Close()
+		return nil, fmt.Errorf("%s: serves protocol %d; this client speaks %d (use the client of the same piperun version)", address, c.hello.Protocol, Protocol)
+	}
 	return c, nil
 }
 
@@ -79,12 +86,15 @@ func (c *Client) Next() (*sample.Sample, error) {
 		return nil, io.EOF
 	}
 	f, err := ReadFrame(c.r)
-	if errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF) {
+	// A reset is a cut too: a server that closes while acknowledgements
+	// it has not read wait in its socket resets the connection.
+	if errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF) || errors.Is(err, syscall.ECONNRESET) {
 		return nil, ErrCut
 	}
 	if err != nil {
 		return nil, err
 	}
+	c.ack()
 	switch f.Kind {
 	case KindSample:
 		return DecodeSample(f)
@@ -105,6 +115,15 @@ func (c *Client) Next() (*sample.Sample, error) {
 
 // Close closes the connection.
 func (c *Client) Close() error { return c.conn.Close() }
+
+// ack tells the server one more frame was read. Its error is left to the
+// next read, which sees a connection that failed.
+func (c *Client) ack() {
+	c.read++
+	var b [AckSize]byte
+	binary.LittleEndian.PutUint64(b[:], c.read)
+	c.conn.Write(b[:])
+}
 
 // DecodeSample decodes a sample frame; tensors and bytes alias f.Payload.
 func DecodeSample(f Frame) (*sample.Sample, error) {

@@ -52,6 +52,18 @@ func EncodeSample(s *sample.Sample) (net.Buffers, error) {
 	if err != nil {
 		return nil, err
 	}
+	if len(hdr) > MaxHeader {
+		// No client would read it: the sink would hand it to one trainer
+		// after another for ever.
+		big, size := "", 0
+		for _, f := range h.Fields {
+			if len(f.Value) > size {
+				big, size = f.Name, len(f.Value)
+			}
+		}
+		return nil, fmt.Errorf("sample %d: its header is %d bytes, over the %d a client reads; field %q takes %d of them as JSON (a list of bytes or strings travels in the header: batch fewer samples)",
+			s.ID, len(hdr), MaxHeader, big, size)
+	}
 	bufs := net.Buffers{AppendHead(make([]byte, 0, headSize), KindSample, len(hdr), int(off)), hdr}
 	var at int64
 	for _, d := range data {

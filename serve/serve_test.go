@@ -318,3 +318,26 @@ func FuzzParseAddress(f *testing.F) {
 		}
 	})
 }
+
+// TestHeaderOverTheLimitIsRefused: a sample whose JSON header no client
+// would read (a batch of 64 one-MiB encoded images, base64 in the header)
+// is an error naming the field, not a frame every trainer rejects while
+// the sink waits for the next one for ever (found in review).
+func TestHeaderOverTheLimitIsRefused(t *testing.T) {
+	s := sample.New(7, 0, "")
+	img := make([][]byte, 49)
+	for i := range img {
+		img[i] = make([]byte, 1<<20)
+	}
+	s.Fields["jpeg"] = img
+	s.Fields["label"] = int64(1)
+	_, err := serve.EncodeSample(s)
+	want := `sample 7: its header is 68507362 bytes, over the 67108864 a client reads; field "jpeg" takes 68507244 of them as JSON (a list of bytes or strings travels in the header: batch fewer samples)`
+	if err == nil || err.Error() != want {
+		t.Errorf("got %v\nwant %s", err, want)
+	}
+	s.Fields["jpeg"] = img[:40]
+	if _, err := serve.EncodeSample(s); err != nil {
+		t.Errorf("40 MiB of bytes: %v", err)
+	}
+}

@@ -19,6 +19,13 @@
 // The client opens with the four bytes of ClientHello; the server then
 // sends hello first and end of stream last. A stream that stops without
 // end of stream is a run that failed or was interrupted.
+//
+// After each frame it has read whole (not the hello), the client sends its
+// count of frames read on the connection, 8 bytes little-endian. A frame
+// counts as delivered only then: those a trainer that left did not
+// acknowledge (its socket's buffers held them) go again, first, to the next
+// trainer, and the run ends only when every frame before the end of the
+// stream is acknowledged. Protocol 2; protocol 1 had no acknowledgements.
 package serve
 
 import (
@@ -29,6 +36,12 @@ import (
 	"io"
 	"slices"
 )
+
+// Protocol is the version in the hello frame.
+const Protocol = 2
+
+// AckSize is the length of a client's acknowledgement.
+const AckSize = 8
 
 // Magic opens every frame.
 const Magic = "PRN1"

@@ -103,6 +103,14 @@ type Announcer interface {
 	Announces()
 }
 
+// ContextCommitter is implemented by sinks whose Commit waits on a process
+// outside the run (serve: a trainer acknowledging the last frames), for
+// as long as that takes: the engine calls CommitContext with the run's
+// context instead of Commit, so Ctrl-C ends the wait.
+type ContextCommitter interface {
+	CommitContext(ctx context.Context) error
+}
+
 // Holder is implemented by stages that keep samples across calls (a
 // shuffle's buffer): Holding returns the bytes they hold, and may be called
 // from another goroutine, so a stuck run can say where its memory is.

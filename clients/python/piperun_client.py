@@ -27,6 +27,10 @@ import numpy as np
 MAGIC = b"PRN1"
 CLIENT_HELLO = b"PRN1"   # sent first: the server serves only connections that greet it
 MAX_HEADER = 64 << 20
+MAX_PAYLOAD = 16 << 30
+TRUST_PAYLOAD = 64 << 20  # allocated up front; beyond it, grown as bytes arrive
+PROTOCOL = 2
+_ACK = struct.Struct("<Q")
 HELLO, SAMPLE, END_OF_EPOCH, END_OF_STREAM = 1, 2, 3, 4
 _HEAD = struct.Struct("<4sB3xIQ")
 _DTYPES = {"uint8": np.uint8, "int32": np.int32, "int64": np.int64,
@@ -94,26 +98,44 @@ class Stream:
         self._torch = torch
         self.epoch = None          # the last end-of-epoch header
         self.end = None            # the end-of-stream header, once read
+        self._nread = 0            # frames read after the hello, acknowledged
         kind, header, _ = self._frame()
         if kind != HELLO:
             raise RuntimeError("%s: first frame is of kind %d, not hello" % (address, kind))
+        if header.get("protocol") != PROTOCOL:
+            raise RuntimeError("%s serves protocol %s; this client speaks %d (use the client of the same piperun version)"
+                               % (address, header.get("protocol"), PROTOCOL))
         self.hello = header
 
     def _read(self, n):
-        buf = bytearray(n)
-        view = memoryview(buf)
+        # Trust the length up to TRUST_PAYLOAD; beyond it, grow as the bytes
+        # arrive, so a corrupt length costs only what was really sent.
+        buf = bytearray(min(n, TRUST_PAYLOAD))
         got = 0
         while got < n:
-            try:
-                k = self._file.readinto(view[got:])
-            except ConnectionResetError as e:
-                raise StreamCut("piperun closed the connection (the run ended while another trainer was "
-                                "being served, or it failed)") from e
+            if got == len(buf):
+                buf.extend(bytes(min(n - got, got)))  # double, up to the length
+            with memoryview(buf) as view:
+                try:
+                    k = self._file.readinto(view[got:])
+                except ConnectionResetError as e:
+                    raise StreamCut("piperun closed the connection (the run ended while another trainer was "
+                                    "being served, or it failed)") from e
             if not k:
                 raise StreamCut("the stream ended before its end-of-stream frame "
                                 "(after %d of %d bytes of a frame): the run failed or was interrupted" % (got, n))
             got += k
         return buf
+
+    def _ack(self):
+        """Tells piperun one more frame was read: only acknowledged frames
+        count as delivered, and those a trainer that leaves did not
+        acknowledge go to the next one."""
+        self._nread += 1
+        try:
+            self._sock.sendall(_ACK.pack(self._nread))
+        except OSError:
+            pass  # the next read says what became of the connection
 
     def _frame(self):
         try:
@@ -126,10 +148,16 @@ class Stream:
         magic, kind, hlen, plen = _HEAD.unpack(head)
         if magic != MAGIC:
             raise RuntimeError("not a piperun frame: starts with %r" % magic)
+        if kind < HELLO or kind > END_OF_STREAM:
+            raise RuntimeError("unknown frame kind %d" % kind)
         if hlen > MAX_HEADER:
             raise RuntimeError("frame header of %d bytes is over the limit of %d" % (hlen, MAX_HEADER))
+        if plen > MAX_PAYLOAD:
+            raise RuntimeError("frame payload of %d bytes is over the limit of %d" % (plen, MAX_PAYLOAD))
         header = json.loads(bytes(self._read(hlen))) if hlen else {}
         payload = self._read(plen) if plen else bytearray()
+        if kind != HELLO:
+            self._ack()
         return kind, header, payload
 
     def _decode(self, header, payload):
