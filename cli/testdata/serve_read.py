@@ -28,4 +28,6 @@ try:
         out["end"] = s.end
 except StreamCut as e:
     out["cut"] = str(e)
+except RuntimeError as e:  # a protocol error
+    out["error"] = str(e)
 print(json.dumps(out, sort_keys=True))
