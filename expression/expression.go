@@ -18,7 +18,9 @@ import (
 	"math/rand/v2"
 	"reflect"
 	"regexp"
+	"slices"
 	"sort"
+	"strconv"
 	"strings"
 	"time"
 
@@ -154,6 +156,8 @@ type Program struct {
 	// Type is the inferred type of the result.
 	Type    sample.Type
 	program *vm.Program
+	// fields are the names of the fields the expression reads.
+	fields []string
 }
 
 // Disassemble lists the compiled program's instructions, showing which
@@ -415,11 +419,45 @@ func (r *Registry) compile(src string, in sample.Schema, want sample.Kind, strip
 	if err := optimizer.Optimize(&tree.Node, cfg); err != nil {
 		return nil, toError(err)
 	}
+	fr := &fieldsRead{skip: map[string]bool{CtxVar: true, "$env": true}}
+	for n := range cfg.Functions {
+		fr.skip[n] = true
+	}
+	ast.Walk(&tree.Node, fr)
 	prog, err := compiler.Compile(tree, cfg)
 	if err != nil {
 		return nil, toError(err)
 	}
-	return &Program{Source: src, Type: t, program: prog}, nil
+	return &Program{Source: src, Type: t, program: prog, fields: fr.names}, nil
+}
+
+// fieldsRead collects the names of the sample's fields an expression
+// reads: its variables, less functions and names bound by let, and
+// $env["key"] with a constant key.
+type fieldsRead struct {
+	skip  map[string]bool
+	names []string
+}
+
+func (f *fieldsRead) Visit(node *ast.Node) {
+	add := func(name string) {
+		if !f.skip[name] && !slices.Contains(f.names, name) {
+			f.names = append(f.names, name)
+		}
+	}
+	switch n := (*node).(type) {
+	case *ast.VariableDeclaratorNode:
+		f.skip[n.Name] = true
+		f.names = slices.DeleteFunc(f.names, func(s string) bool { return s == n.Name })
+	case *ast.IdentifierNode:
+		add(n.Value)
+	case *ast.MemberNode:
+		if id, ok := n.Node.(*ast.IdentifierNode); ok && id.Value == "$env" {
+			if key, ok := n.Property.(*ast.StringNode); ok {
+				add(key.Value)
+			}
+		}
+	}
 }
 
 // unknownCalls finds the first call of a name that is neither one of the
@@ -490,7 +528,7 @@ func (r *Registry) explain(err error, src string, in sample.Schema) error {
 // what a spec's author knows them as.
 var goTypes = strings.NewReplacer(
 	"*tensor.Tensor", "tensor", "tensor.Tensor", "tensor",
-	"map[string]interface {}", "map", "[]interface {}", "list", "interface {}", "any",
+	"map[string]interface {}", "map", "[]interface {}", "list", "interface {}", "any", "<nil>", "null",
 	"time.Time", "time", "time.Duration", "duration",
 )
 
@@ -549,6 +587,22 @@ func (p *Program) Run(m *VM, env map[string]any) (v any, err error) {
 	}
 	if err != nil {
 		err = plainError{err}
+		// A field missing from this sample (a jsonl line without the key)
+		// reads as null, and expr's message is about null: say what is
+		// missing.
+		var missing []string
+		for _, f := range p.fields {
+			if _, ok := env[f]; !ok {
+				missing = append(missing, strconv.Quote(f))
+			}
+		}
+		if len(missing) > 0 {
+			what := "field %s is"
+			if len(missing) > 1 {
+				what = "fields %s are"
+			}
+			err = fmt.Errorf(what+" missing from this sample: %w", strings.Join(missing, ", "), err)
+		}
 	}
 	return v, err
 }

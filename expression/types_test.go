@@ -296,3 +296,31 @@ func TestTensorEquality(t *testing.T) {
 		}
 	}
 }
+
+// TestMissingFieldsAreNamed: a field a sample lacks (a jsonl line without
+// the key) reads as null; the run-time error names the missing field
+// rather than talking of `<nil> + int` (found by a new-user test). Names
+// bound by let, functions and $env are no fields.
+func TestMissingFieldsAreNamed(t *testing.T) {
+	open := sample.Schema{Open: true}
+	for _, tc := range []struct {
+		src  string
+		env  map[string]any
+		want string
+	}{
+		{`a + 1`, map[string]any{"b": int64(2)}, `field "a" is missing from this sample: invalid operation: null + int (1:3)`},
+		{`a > 0`, map[string]any{}, `field "a" is missing from this sample: invalid operation: null > int (1:3)`},
+		{`$env["x/y"] + a`, map[string]any{}, `fields "x/y", "a" are missing from this sample: invalid operation: null + null (1:13)`},
+		{`let k = 2; k * a`, map[string]any{"a": "s"}, `invalid operation: int * string (1:14)`},
+		{`upper(a)`, map[string]any{"a": int64(1)}, `interface conversion: any is int64, not string`},
+	} {
+		p, err := expression.Default().Compile(tc.src, open, sample.Any)
+		if err != nil {
+			t.Fatalf("%s: %v", tc.src, err)
+		}
+		_, err = p.Run(nil, tc.env)
+		if err == nil || !strings.HasPrefix(err.Error(), tc.want) {
+			t.Errorf("%s: %v\nwant it to start %s", tc.src, err, tc.want)
+		}
+	}
+}

@@ -236,23 +236,23 @@ func Stack(ss []*sample.Sample, k string, pad map[string]float64) (any, error) {
 			switch x := v.(type) {
 			case int64:
 				if dt != tensor.Int64 {
-					return nil, mixed(k, v0, v)
+					return nil, mixed(k, ss, i, v0, v)
 				}
 				t.Int64()[i] = x
 			case float64:
 				if dt != tensor.Float64 {
-					return nil, mixed(k, v0, v)
+					return nil, mixed(k, ss, i, v0, v)
 				}
 				t.Float64()[i] = x
 			case bool:
 				if dt != tensor.Uint8 {
-					return nil, mixed(k, v0, v)
+					return nil, mixed(k, ss, i, v0, v)
 				}
 				if x {
 					t.Data[i] = 1
 				}
 			default:
-				return nil, mixed(k, v0, v)
+				return nil, mixed(k, ss, i, v0, v)
 			}
 		}
 		return t, nil
@@ -265,7 +265,7 @@ func Stack(ss []*sample.Sample, k string, pad map[string]float64) (any, error) {
 			}
 			s, ok := v.(string)
 			if !ok {
-				return nil, mixed(k, v0, v)
+				return nil, mixed(k, ss, i, v0, v)
 			}
 			out[i] = s
 		}
@@ -279,7 +279,7 @@ func Stack(ss []*sample.Sample, k string, pad map[string]float64) (any, error) {
 			}
 			b, ok := v.([]byte)
 			if !ok {
-				return nil, mixed(k, v0, v)
+				return nil, mixed(k, ss, i, v0, v)
 			}
 			out[i] = b
 		}
@@ -293,7 +293,7 @@ func Stack(ss []*sample.Sample, k string, pad map[string]float64) (any, error) {
 			}
 			t, ok := v.(*tensor.Tensor)
 			if !ok {
-				return nil, mixed(k, v0, v)
+				return nil, mixed(k, ss, i, v0, v)
 			}
 			ts[i] = t
 		}
@@ -311,8 +311,18 @@ func Stack(ss []*sample.Sample, k string, pad map[string]float64) (any, error) {
 	return out, nil
 }
 
-func mixed(k string, a, b any) error {
-	return fmt.Errorf("field %q mixes %T and %T within one batch", k, a, b)
+// mixed is the error for field k of sample ss[i], of another type than
+// in the batch's first sample.
+func mixed(k string, ss []*sample.Sample, i int, a, b any) error {
+	return fmt.Errorf("field %q is %s in %s but %s in %s, within one batch", k, typeName(a), ss[0].Describe(), typeName(b), ss[i].Describe())
+}
+
+// typeName names a value's type as plan does; null for a JSON null.
+func typeName(v any) string {
+	if v == nil {
+		return "null"
+	}
+	return sample.TypeOf(v).String()
 }
 
 func stackTensors(k string, ts []*tensor.Tensor, padded bool, padValue float64, ss []*sample.Sample) (*tensor.Tensor, error) {

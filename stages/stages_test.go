@@ -127,8 +127,13 @@ func TestStack(t *testing.T) {
 		t.Errorf("padded: %v %v", p.Shape, p.Int64())
 	}
 	mixed := mk(map[string]any{"i": int64(1)}, map[string]any{"i": "two"})
-	if _, err := stages.Stack(mixed, "i", nil); err == nil || err.Error() != `field "i" mixes int64 and string within one batch` {
+	if _, err := stages.Stack(mixed, "i", nil); err == nil || err.Error() != `field "i" is int64 in sample 0 (epoch 0) but string in sample 1 (epoch 0), within one batch` {
 		t.Errorf("mixed: %v", err)
+	}
+	// A JSON null is named so, not as Go's <nil> (found by a new-user test).
+	null := mk(map[string]any{"i": int64(1)}, map[string]any{"i": nil})
+	if _, err := stages.Stack(null, "i", nil); err == nil || err.Error() != `field "i" is int64 in sample 0 (epoch 0) but null in sample 1 (epoch 0), within one batch` {
+		t.Errorf("null: %v", err)
 	}
 	missing := mk(map[string]any{"i": int64(1)}, map[string]any{})
 	if _, err := stages.Stack(missing, "i", nil); err == nil || err.Error() != `field "i" is missing from sample 1 (epoch 0)` {
