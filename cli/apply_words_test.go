@@ -172,3 +172,44 @@ func TestZipOfDivergingBranchesWarns(t *testing.T) {
 		})
 	}
 }
+
+// TestFromDirWarnsOfOneClassInTwoFolders: labels: from_dir names a class by
+// the file's parent folder, so x/images/1.jpg and y/images/1.jpg are one
+// class "images"; validate and apply say so (found by a new-user test:
+// torchvision's ImageFolder would give two classes, piperun said nothing).
+func TestFromDirWarnsOfOneClassInTwoFolders(t *testing.T) {
+	dir := t.TempDir()
+	for _, f := range []string{"data/x/images/1.jpg", "data/y/images/1.jpg", "flat/a/1.jpg", "flat/b/1.jpg"} {
+		p := filepath.Join(dir, f)
+		if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(p, []byte("x"), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for _, tc := range []struct{ pattern, want string }{
+		{"data/**/*.jpg", `warning: stages[0].labels: folders ` + filepath.Join(dir, "data/x/images") + ` and ` + filepath.Join(dir, "data/y/images") + ` both give class "images"`},
+		{"flat/*/*.jpg", ""},
+	} {
+		spec := writeSpec(t, dir, "l.yaml", `version: 1
+name: l
+stages:
+  - {name: f, type: files, pattern: '`+tc.pattern+`', labels: from_dir}
+  - {name: out, type: discard}
+`)
+		r := run(t, "validate", spec)
+		switch {
+		case r.code != 0:
+			t.Errorf("%s: %s", tc.pattern, r)
+		case tc.want == "" && strings.Contains(r.stdout, "warning"):
+			t.Errorf("%s: %s\nwant no warning", tc.pattern, r)
+		case tc.want != "" && !strings.Contains(r.stdout, tc.want):
+			t.Errorf("%s: %s\nwant %q", tc.pattern, r, tc.want)
+		}
+		r = run(t, "apply", "--progress", "never", spec)
+		if tc.want != "" && (r.code != 0 || !strings.Contains(r.stderr, `both give class "images"`)) {
+			t.Errorf("apply %s: %s\nwant the warning logged", tc.pattern, r)
+		}
+	}
+}

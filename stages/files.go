@@ -153,6 +153,11 @@ func (c *FilesConfig) Check(cc *spec.CheckContext) sample.Schema {
 			} else if len(m) == 0 {
 				cc.Errorf(field, "pattern %q matches no file (resolved to %s)", p, cc.Resolve(p))
 			}
+			if c.Labels == "from_dir" {
+				if a, b, cls := sharedClass(m); cls != "" {
+					cc.Warnf("labels", "%s", sharedClassWords(a, b, cls))
+				}
+			}
 			// A sink writing what this reads would replace the input. Only
 			// a match with an output's name is resolved (a pattern may match
 			// a million files).
@@ -184,6 +189,26 @@ func (c *FilesConfig) Check(cc *spec.CheckContext) sample.Schema {
 		cc.Errorf("labels", "unknown labels mode %q (want from_dir)", c.Labels)
 	}
 	return sample.Schema{Fields: fields}
+}
+
+// sharedClass returns two folders of files that share a name, and the
+// name, or "" when every class name comes from one folder.
+func sharedClass(files []string) (a, b, class string) {
+	dirs := map[string]string{}
+	for _, f := range files {
+		d := filepath.Dir(f)
+		cls := filepath.Base(d)
+		if prev, ok := dirs[cls]; ok && prev != d {
+			return prev, d, cls
+		}
+		dirs[cls] = d
+	}
+	return "", "", ""
+}
+
+// sharedClassWords says that two folders make one class.
+func sharedClassWords(a, b, class string) string {
+	return fmt.Sprintf("folders %s and %s both give class %q: labels: from_dir names a file's class by its parent folder, so they are one class; match the class folders themselves (root/*/*.jpg)", a, b, class)
 }
 
 func boolInt(b bool) int {
@@ -234,6 +259,9 @@ func buildFiles(env *Env, cfg any) (any, error) {
 		}
 		for k := range fs.labels {
 			fs.classes = append(fs.classes, k)
+		}
+		if a, b, cls := sharedClass(all); cls != "" {
+			env.Log.Warn(sharedClassWords(a, b, cls))
 		}
 		sort.Strings(fs.classes)
 		for i, k := range fs.classes {
