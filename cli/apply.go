@@ -50,7 +50,7 @@ func applyCmd(g *globals) *cobra.Command {
 					rep.Error = pe.Problems()
 				}
 				if p != nil {
-					rep.MemoryBudgetBytes, rep.Seed, rep.Rewrites = p.Memory, p.Seed, p.Rewrites
+					rep.MemoryBudgetBytes, rep.Seed, rep.Rewrites = p.Memory, &p.Seed, p.Rewrites
 				}
 				if werr := writeReport(reportPath, rep); werr != nil {
 					g.log.Error("write report", zap.Error(werr))

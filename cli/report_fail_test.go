@@ -46,6 +46,11 @@ stages:
 	if rep.OK == nil || *rep.OK || !strings.Contains(rep.Error, "is in use by another piperun process") || rep.Budget <= 0 {
 		t.Errorf("report %s: want ok false, the error and the budget", b)
 	}
+	// The spec compiled, with no seed set: the seed drawn is written, so
+	// the run can be repeated.
+	if rep.Seed == nil {
+		t.Errorf("report %s: want the seed", b)
+	}
 }
 
 // TestReportOfAnInvalidSpec: an apply that stops at validation replaces an
@@ -66,13 +71,19 @@ func TestReportOfAnInvalidSpec(t *testing.T) {
 	if rep.OK == nil || *rep.OK || !strings.HasPrefix(rep.Error, want) || strings.Contains(rep.Error, "above") {
 		t.Errorf("report %s: want ok false and the spec's problems", b)
 	}
+	// No seed was drawn: none is written (0 is a seed; found by a new-user
+	// test).
+	if rep.Seed != nil {
+		t.Errorf("report %s: want no seed", b)
+	}
 }
 
 // report is what the failure tests read of an --report file.
 type report struct {
-	OK     *bool  `json:"ok"`
-	Error  string `json:"error"`
-	Budget int64  `json:"memory_budget_bytes"`
+	OK     *bool   `json:"ok"`
+	Error  string  `json:"error"`
+	Budget int64   `json:"memory_budget_bytes"`
+	Seed   *uint64 `json:"seed"`
 }
 
 // readReport reads and decodes the --report file at path, and returns its

@@ -812,18 +812,19 @@ func (r *Run) runSink(ctx context.Context, n *node, sk stages.Sink) (err error) 
 
 // Report is what a run returns and `apply --report` writes.
 type Report struct {
-	OK                bool                         `json:"ok"`
-	ElapsedS          float64                      `json:"elapsed_s"`
-	Sinks             map[string]SinkReport        `json:"sinks"`
-	Skipped           map[string]int64             `json:"skipped"`
-	SkipCauses        map[string][]string          `json:"skip_causes,omitempty"`
-	PeakMemoryBytes   int64                        `json:"peak_memory_bytes"`
-	MemoryBudgetBytes int64                        `json:"memory_budget_bytes"`
-	Seed              uint64                       `json:"seed"`
-	Stages            map[string]StageReport       `json:"stages"`
-	Caches            map[string]stages.CacheStats `json:"caches,omitempty"`
-	Error             string                       `json:"error,omitempty"`
-	Extra             map[string]any               `json:"extra,omitempty"`
+	OK                bool                  `json:"ok"`
+	ElapsedS          float64               `json:"elapsed_s"`
+	Sinks             map[string]SinkReport `json:"sinks"`
+	Skipped           map[string]int64      `json:"skipped"`
+	SkipCauses        map[string][]string   `json:"skip_causes,omitempty"`
+	PeakMemoryBytes   int64                 `json:"peak_memory_bytes"`
+	MemoryBudgetBytes int64                 `json:"memory_budget_bytes"`
+	// Seed is the run's seed; absent when the spec did not compile.
+	Seed   *uint64                      `json:"seed,omitempty"`
+	Stages map[string]StageReport       `json:"stages"`
+	Caches map[string]stages.CacheStats `json:"caches,omitempty"`
+	Error  string                       `json:"error,omitempty"`
+	Extra  map[string]any               `json:"extra,omitempty"`
 	// Rewrites lists what the planner changed in the DAG as written.
 	Rewrites []plan.Rewrite `json:"rewrites,omitempty"`
 	// GPU is what the NVML monitor saw during the run (apply --gpu).
@@ -863,7 +864,7 @@ func (r *Run) snapshot(err error) *Report {
 	rep := &Report{
 		OK: err == nil, ElapsedS: time.Since(r.start).Seconds(),
 		Sinks: map[string]SinkReport{}, Skipped: map[string]int64{}, Stages: map[string]StageReport{},
-		PeakMemoryBytes: r.budget.Peak(), MemoryBudgetBytes: r.budget.Limit(), Seed: r.plan.Seed,
+		PeakMemoryBytes: r.budget.Peak(), MemoryBudgetBytes: r.budget.Limit(), Seed: &r.plan.Seed,
 		Rewrites: r.plan.Rewrites,
 	}
 	if err != nil {
