@@ -466,6 +466,7 @@ func TestExamplesMatchSchema(t *testing.T) {
 		"{name: w, type: write_tfrecord, path: o.tfrecord, shards: 0}",
 		"{name: a.b, type: discard}",
 		"{name: '', type: discard}",
+		"{name: m, type: map, set: {a: index}, keep: []}",
 	} {
 		f := writeSpec(t, t.TempDir(), "s.yaml", "version: 1\nname: s\nstages:\n  - {name: src, type: range, count: 3}\n  - "+stage+"\n")
 		if err := sch.Validate(yamlAsJSON(t, f)); err == nil {

@@ -104,8 +104,13 @@ func ShardFromEnv(lookup func(string) (string, bool)) (index, count int, err err
 		}
 		i, err1 := strconv.Atoi(is)
 		c, err2 := strconv.Atoi(cs)
-		if err1 != nil || err2 != nil || c < 1 || i < 0 || i >= c {
-			return 0, 0, fmt.Errorf("shard: auto: bad %s=%q, %s=%q", p[0], is, p[1], cs)
+		switch {
+		case err1 != nil || i < 0:
+			return 0, 0, fmt.Errorf("shard: auto: %s=%q is not a whole number from 0", p[0], is)
+		case err2 != nil || c < 1:
+			return 0, 0, fmt.Errorf("shard: auto: %s=%q is not a whole number from 1", p[1], cs)
+		case i >= c:
+			return 0, 0, fmt.Errorf("shard: auto: %s=%d must be below %s=%d (ranks count from 0)", p[0], i, p[1], c)
 		}
 		return i, c, nil
 	}

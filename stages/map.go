@@ -15,7 +15,7 @@ import (
 // MapConfig configures the map stage.
 type MapConfig struct {
 	Set  spec.Map[string] `yaml:"set" jsonschema_description:"field: expression, evaluated in order; later expressions see earlier results."`
-	Keep []string         `yaml:"keep" jsonschema_description:"Keep only these fields."`
+	Keep []string         `yaml:"keep" jsonschema:"minItems=1" jsonschema_description:"Keep only these fields."`
 	Drop []string         `yaml:"drop" jsonschema_description:"Remove these fields."`
 
 	programs []*expression.Program
@@ -68,6 +68,10 @@ func (c *MapConfig) Check(cc *spec.CheckContext) sample.Schema {
 	}
 	if len(c.Keep) > 0 && len(c.Drop) > 0 {
 		cc.Errorf("drop", "set keep or drop, not both")
+	}
+	if c.Keep != nil && len(c.Keep) == 0 {
+		// It kept every field, the opposite of what it says.
+		cc.Errorf("keep", "is empty: a sample needs a field; list the fields to keep, or leave keep out to keep them all")
 	}
 	for i, k := range c.Keep {
 		if _, ok := s.Lookup(k); !ok {

@@ -66,7 +66,10 @@ func TestShardFromEnv(t *testing.T) {
 		{map[string]string{"PIPERUN_SHARD_INDEX": "0", "PIPERUN_SHARD_COUNT": "2", "RANK": "1", "WORLD_SIZE": "2"}, 0, 2, ""},
 		{map[string]string{"RANK": "1"}, 0, 0, "shard: auto: RANK and WORLD_SIZE must be set together"},
 		{map[string]string{"WORLD_SIZE": "4"}, 0, 1, ""},
-		{map[string]string{"RANK": "4", "WORLD_SIZE": "4"}, 0, 0, `shard: auto: bad RANK="4", WORLD_SIZE="4"`},
+		{map[string]string{"RANK": "4", "WORLD_SIZE": "4"}, 0, 0, `shard: auto: RANK=4 must be below WORLD_SIZE=4 (ranks count from 0)`},
+		{map[string]string{"RANK": "x", "WORLD_SIZE": "4"}, 0, 0, `shard: auto: RANK="x" is not a whole number from 0`},
+		{map[string]string{"RANK": "-1", "WORLD_SIZE": "4"}, 0, 0, `shard: auto: RANK="-1" is not a whole number from 0`},
+		{map[string]string{"SLURM_PROCID": "0", "SLURM_NTASKS": "0"}, 0, 0, `shard: auto: SLURM_NTASKS="0" is not a whole number from 1`},
 	}
 	for _, tc := range tests {
 		i, c, err := stages.ShardFromEnv(func(k string) (string, bool) { v, ok := tc.env[k]; return v, ok })
