@@ -1,0 +1,93 @@
+package stages_test
+
+import (
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/piperun/piperun/spec"
+	"github.com/piperun/piperun/stages"
+)
+
+// fingerprintOf returns the fingerprint of the last cache stage of body.
+func fingerprintOf(t *testing.T, body string) string {
+	t.Helper()
+	p := filepath.Join(t.TempDir(), "s.yaml")
+	if err := os.WriteFile(p, []byte(body), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	sp, diags := spec.Load(p, spec.Options{Catalog: stages.Default()})
+	if diags.HasErrors() {
+		t.Fatal(diags)
+	}
+	var st *spec.Stage
+	for _, s := range sp.Stages {
+		if s.Type == "cache" {
+			st = s
+		}
+	}
+	fp, _, err := stages.Fingerprint(sp, st, 7)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return fp
+}
+
+// TestFingerprintFollowsTheSamplesOnly: a cache's key changes with what
+// changes the samples above it, and not with what does not: a prefetch's
+// buffer, an upstream cache's directory and commit interval, parallelism,
+// or a stage's name when nothing above is random (found in review: tuning
+// a prefetch recomputed everything upstream). With randomness above, a
+// name seeds the generators, so renaming does change it.
+func TestFingerprintFollowsTheSamplesOnly(t *testing.T) {
+	const base = `version: 1
+name: p
+seed: 1
+stages:
+  - {name: src, type: range, count: 10}
+  - {name: m, type: map, parallelism: 1, set: {x: 'index * 2'}}
+  - {name: pf, type: prefetch, buffer: 4}
+  - {name: c1, type: cache, dir: c1, commit_every: 100}
+  - {name: c, type: cache, dir: cache}
+  - {name: out, type: discard}
+`
+	const random = `version: 1
+name: p
+seed: 1
+stages:
+  - {name: src, type: range, count: 10}
+  - {name: m, type: map, set: {x: 'index * 2'}}
+  - {name: sh, type: shuffle, buffer: 4}
+  - {name: c, type: cache, dir: cache}
+  - {name: out, type: discard}
+`
+	for _, tc := range []struct {
+		name, from, to string
+		random, same   bool
+	}{
+		{"prefetch buffer", "buffer: 4", "buffer: 8", false, true},
+		{"upstream cache commit_every", "commit_every: 100", "commit_every: 7", false, true},
+		{"upstream cache dir", "dir: c1", "dir: elsewhere", false, true},
+		{"parallelism", "parallelism: 1", "parallelism: 2", false, true},
+		{"a stage's name", "name: m,", "name: renamed,", false, true},
+		{"an expression", "'index * 2'", "'index * 3'", false, false},
+		{"the source", "count: 10", "count: 11", false, false},
+		{"a name above randomness", "name: m,", "name: renamed,", true, false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			body := base
+			if tc.random {
+				body = random
+			}
+			changed := strings.Replace(body, tc.from, tc.to, 1)
+			if changed == body {
+				t.Fatalf("%q is not in the spec", tc.from)
+			}
+			a, b := fingerprintOf(t, body), fingerprintOf(t, changed)
+			if (a == b) != tc.same {
+				t.Errorf("%s → %s: fingerprints %s and %s, want same %v", tc.from, tc.to, a, b, tc.same)
+			}
+		})
+	}
+}
