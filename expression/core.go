@@ -5,6 +5,7 @@ import (
 	"io"
 	"os"
 	"reflect"
+	"strings"
 	"unicode/utf8"
 
 	"github.com/expr-lang/expr/vm/runtime"
@@ -39,7 +40,7 @@ func init() {
 		},
 	})
 	r.Register(&Func{
-		Name: "cast", Signature: "cast(x, dtype)", Doc: "Converts a tensor or number to dtype (uint8, int32, int64, float32, float64).",
+		Name: "cast", Signature: "cast(x, dtype)", Doc: "Converts a tensor or number to dtype (uint8, int32, int64, float32, float64); a list of numbers (nested: rectangular) becomes a tensor of its shape.",
 		MinArgs: 2, MaxArgs: 2,
 		Check: func(a []Arg) (sample.Type, error) {
 			dt, err := constDType(a[1])
@@ -49,6 +50,11 @@ func init() {
 			switch a[0].Type.Kind {
 			case sample.Tensor:
 				return sample.Type{Kind: sample.Tensor, DType: dt, Shape: a[0].Type.Shape}, nil
+			case sample.List:
+				if e := a[0].Type.Elem; e == sample.String || e == sample.Bytes {
+					return sample.TAny, fmt.Errorf("argument 1 must be a tensor, a number or a list of numbers, got %s", a[0].Type)
+				}
+				return sample.Type{Kind: sample.Tensor, DType: dt}, nil
 			case sample.Int, sample.Float, sample.Bool, sample.Any:
 				if dt.IsFloat() {
 					return sample.TFloat, nil
@@ -66,6 +72,8 @@ func init() {
 			switch x := a[0].(type) {
 			case *tensor.Tensor:
 				return x.Cast(dt), nil
+			case []any:
+				return listTensor(x, dt)
 			case int64:
 				if !dt.IsFloat() { // exactly, not through a float64
 					t := tensor.New(dt, 1)
@@ -75,7 +83,7 @@ func init() {
 			}
 			f, ok := toFloat(a[0])
 			if !ok {
-				return nil, fmt.Errorf("cast: argument 1 must be a tensor or a number, got %T", a[0])
+				return nil, fmt.Errorf("cast: argument 1 must be a tensor, a number or a list of numbers, got %s", valueWord(a[0]))
 			}
 			if dt.IsFloat() {
 				return f, nil
@@ -224,6 +232,69 @@ func init() {
 			return t.Shape[0], nil
 		},
 	})
+}
+
+// listTensor makes a tensor of dtype dt from a list of numbers (a jsonl
+// field such as "bbox": [10, 20.5, 30, 40], or an expression's list),
+// nested lists giving more dimensions: what tf.constant does with a list.
+func listTensor(l []any, dt tensor.DType) (*tensor.Tensor, error) {
+	var shape []int
+	for v := any(l); ; {
+		x, ok := v.([]any)
+		if !ok {
+			break
+		}
+		shape = append(shape, len(x))
+		if len(x) == 0 {
+			break
+		}
+		v = x[0]
+	}
+	t := tensor.New(dt, shape...)
+	n := 0
+	var fill func(v any, depth int, at string) error
+	fill = func(v any, depth int, at string) error {
+		if depth < len(shape) {
+			x, ok := v.([]any)
+			first := "x" + strings.Repeat("[0]", depth)
+			switch {
+			case !ok:
+				return fmt.Errorf("cast: the list is not rectangular: %s is %s, %s a list of %d", at, valueWord(v), first, shape[depth])
+			case len(x) != shape[depth]:
+				return fmt.Errorf("cast: the list is not rectangular: %s has length %d, %s %d", at, len(x), first, shape[depth])
+			}
+			for i, e := range x {
+				if err := fill(e, depth+1, fmt.Sprintf("%s[%d]", at, i)); err != nil {
+					return err
+				}
+			}
+			return nil
+		}
+		switch x := v.(type) {
+		case int64:
+			t.SetInt(n, x)
+		case int:
+			t.SetInt(n, int64(x))
+		case float64:
+			t.Set(n, x)
+		case float32:
+			t.Set(n, float64(x))
+		case bool:
+			if x {
+				t.SetInt(n, 1)
+			} else {
+				t.SetInt(n, 0)
+			}
+		default:
+			return fmt.Errorf("cast: element %s is %s, not a number", at, valueWord(v))
+		}
+		n++
+		return nil
+	}
+	if err := fill(l, 0, "x"); err != nil {
+		return nil, err
+	}
+	return t, nil
 }
 
 // registerEquality registers __eq and __ne, which the patcher puts in

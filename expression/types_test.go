@@ -324,3 +324,57 @@ func TestMissingFieldsAreNamed(t *testing.T) {
 		}
 	}
 }
+
+// TestCastList: cast makes a tensor of a list of numbers, as tf.constant
+// does, nested lists giving more dimensions; a ragged list or one holding
+// a string is an error naming the element. validate passed cast(list) and
+// every sample then failed (found by a new-user test: "bbox": [10, 20.5,
+// 30, 40] from a jsonl file could not become a tensor).
+func TestCastList(t *testing.T) {
+	open := sample.Schema{Open: true}
+	for _, tc := range []struct {
+		src   string
+		x     any
+		dtype tensor.DType
+		shape []int
+		vals  []float64
+		err   string
+	}{
+		{`cast(x, "float32")`, []any{int64(10), 20.5, int64(30), int64(40)}, tensor.Float32, []int{4}, []float64{10, 20.5, 30, 40}, ""},
+		{`cast(x, "int64")`, []any{[]any{int64(1), int64(2)}, []any{int64(3), int64(4)}, []any{int64(5), true}}, tensor.Int64, []int{3, 2}, []float64{1, 2, 3, 4, 5, 1}, ""},
+		{`cast(x, "uint8")`, []any{int64(-3), int64(300), 7.9}, tensor.Uint8, []int{3}, []float64{0, 255, 7}, ""},
+		{`cast([1, 2.5], "float64")`, nil, tensor.Float64, []int{2}, []float64{1, 2.5}, ""},
+		{`cast(x, "float32")`, []any{}, tensor.Float32, []int{0}, nil, ""},
+		{`cast(x, "int64")`, []any{[]any{int64(1), int64(2)}, []any{int64(3)}}, 0, nil, nil, "cast: the list is not rectangular: x[1] has length 1, x[0] 2"},
+		{`cast(x, "int64")`, []any{[]any{int64(1)}, int64(3)}, 0, nil, nil, "cast: the list is not rectangular: x[1] is int64, x[0] a list of 1"},
+		{`cast(x, "int64")`, []any{int64(1), "two"}, 0, nil, nil, "cast: element x[1] is string, not a number"},
+	} {
+		p, err := expression.Default().Compile(tc.src, open, sample.Any)
+		if err != nil {
+			t.Fatalf("%s: %v", tc.src, err)
+		}
+		v, err := p.Run(nil, map[string]any{"x": tc.x})
+		if tc.err != "" {
+			if err == nil || !strings.HasPrefix(err.Error(), tc.err) {
+				t.Errorf("%s of %v: %v, %v; want error %s", tc.src, tc.x, v, err, tc.err)
+			}
+			continue
+		}
+		got, ok := v.(*tensor.Tensor)
+		if err != nil || !ok {
+			t.Fatalf("%s of %v: %v, %v", tc.src, tc.x, v, err)
+		}
+		var vals []float64
+		for i := 0; i < got.Len(); i++ {
+			vals = append(vals, got.At(i))
+		}
+		if got.DType != tc.dtype || !reflect.DeepEqual(got.Shape, tc.shape) || !reflect.DeepEqual(vals, tc.vals) {
+			t.Errorf("%s of %v = %s %v, want %s%v %v", tc.src, tc.x, got, vals, tc.dtype, tc.shape, tc.vals)
+		}
+	}
+	// A list of strings is refused where its type is known.
+	in := sample.Schema{Fields: []sample.Field{{Name: "names", Type: sample.ListOf(sample.String)}}}
+	if _, err := expression.Default().Compile(`cast(names, "int64")`, in, sample.Any); err == nil || !strings.Contains(err.Error(), "argument 1 must be a tensor, a number or a list of numbers, got list<string>") {
+		t.Errorf("cast of a list of strings: %v", err)
+	}
+}
