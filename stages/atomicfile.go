@@ -6,6 +6,8 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"strconv"
+	"strings"
 )
 
 // atomicFile is written beside its final path under a hidden temporary
@@ -29,7 +31,8 @@ func createAtomic(path string) (*atomicFile, error) {
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return nil, fmt.Errorf("create output directory: %w", err)
 	}
-	f, err := os.CreateTemp(dir, "."+filepath.Base(path)+".tmp-*")
+	removeStale(path)
+	f, err := os.CreateTemp(dir, fmt.Sprintf(".%s.tmp-%d-*", filepath.Base(path), os.Getpid()))
 	if err != nil {
 		return nil, fmt.Errorf("create output: %w", err)
 	}
@@ -37,6 +40,31 @@ func createAtomic(path string) (*atomicFile, error) {
 }
 
 func (a *atomicFile) Write(p []byte) (int, error) { return a.w.Write(p) }
+
+// removeStale removes the temporary files of earlier runs writing path
+// that were killed (kill -9, the OOM killer) before they could: their
+// names carry the writer's process ID, and no process has it now. A run
+// writing the same path at this moment keeps its file. (Names from before
+// the ID was in them parse as IDs beyond any process's, and go too.)
+func removeStale(path string) {
+	prefix := "." + filepath.Base(path) + ".tmp-"
+	ents, err := os.ReadDir(filepath.Dir(path))
+	if err != nil {
+		return
+	}
+	for _, e := range ents {
+		rest, ok := strings.CutPrefix(e.Name(), prefix)
+		if !ok || !e.Type().IsRegular() {
+			continue
+		}
+		pidText, _, _ := strings.Cut(rest, "-")
+		pid, err := strconv.Atoi(pidText)
+		if err != nil || pid <= 0 || pid == os.Getpid() || processAlive(pid) {
+			continue
+		}
+		os.Remove(filepath.Join(filepath.Dir(path), e.Name()))
+	}
+}
 
 // prepare does all that commit can fail at but the rename: it flushes,
 // syncs and closes the file, and checks that the final name can take it.

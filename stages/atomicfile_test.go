@@ -1,8 +1,10 @@
 package stages
 
 import (
+	"fmt"
 	"net"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"runtime"
 	"strings"
@@ -125,5 +127,40 @@ func mustOK(t *testing.T, err error) {
 	t.Helper()
 	if err != nil {
 		t.Fatal(err)
+	}
+}
+
+// TestStaleTemporariesAreRemoved: a run killed with kill -9 leaves its
+// hidden temporary beside the output; the next run writing that output
+// removes it, whatever its size, but not one whose writer is alive, nor
+// another output's (found by a new-user test: 38 MB stayed after a later
+// successful run).
+func TestStaleTemporariesAreRemoved(t *testing.T) {
+	if runtime.GOOS != "linux" {
+		t.Skip("process IDs as on Linux")
+	}
+	dir := t.TempDir()
+	// A process that has exited: its ID is free (until reused).
+	cmd := exec.Command("true")
+	mustOK(t, cmd.Run())
+	dead := cmd.Process.Pid
+	files := map[string]bool{ // name -> kept
+		fmt.Sprintf(".out.jsonl.tmp-%d-123", dead):        false,
+		".out.jsonl.tmp-3926397686":                       false, // the old naming
+		fmt.Sprintf(".out.jsonl.tmp-%d-456", os.Getppid()): true,  // alive
+		fmt.Sprintf(".other.jsonl.tmp-%d-789", dead):      true,  // another output
+		"out.jsonl.tmp-1-2":                               true,  // not ours
+	}
+	for name := range files {
+		mustOK(t, os.WriteFile(filepath.Join(dir, name), []byte("partial"), 0o644))
+	}
+	f, err := createAtomic(filepath.Join(dir, "out.jsonl"))
+	mustOK(t, err)
+	mustOK(t, f.commit())
+	for name, kept := range files {
+		_, err := os.Stat(filepath.Join(dir, name))
+		if kept != (err == nil) {
+			t.Errorf("%s: kept %v, want %v", name, err == nil, kept)
+		}
 	}
 }
