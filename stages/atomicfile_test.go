@@ -145,11 +145,11 @@ func TestStaleTemporariesAreRemoved(t *testing.T) {
 	mustOK(t, cmd.Run())
 	dead := cmd.Process.Pid
 	files := map[string]bool{ // name -> kept
-		fmt.Sprintf(".out.jsonl.tmp-%d-123", dead):        false,
-		".out.jsonl.tmp-3926397686":                       false, // the old naming
+		fmt.Sprintf(".out.jsonl.tmp-%d-123", dead):         false,
+		".out.jsonl.tmp-3926397686":                        false, // the old naming
 		fmt.Sprintf(".out.jsonl.tmp-%d-456", os.Getppid()): true,  // alive
-		fmt.Sprintf(".other.jsonl.tmp-%d-789", dead):      true,  // another output
-		"out.jsonl.tmp-1-2":                               true,  // not ours
+		fmt.Sprintf(".other.jsonl.tmp-%d-789", dead):       true,  // another output
+		"out.jsonl.tmp-1-2":                                true,  // not ours
 	}
 	for name := range files {
 		mustOK(t, os.WriteFile(filepath.Join(dir, name), []byte("partial"), 0o644))
