@@ -736,3 +736,61 @@ func sampleKey(ex *example.Example) string {
 	sum := sha256.Sum256(ex.Features["image/encoded"].Bytes[0])
 	return fmt.Sprintf("%d/%x", ex.Features["image/class/label"].Ints[0], sum[:8])
 }
+
+// TestFloat32FeaturesStayFloat32: a scalar feature declared float32 reads
+// as the shortest decimal of its float32 (17.65, not 17.649999618530273)
+// and batches to a float32 tensor holding the very float32s written, as
+// tf.data's FixedLenFeature([], tf.float32) does; it came out float64 on
+// both counts (found by a new-user test). plan says float32.
+func TestFloat32FeaturesStayFloat32(t *testing.T) {
+	dir := t.TempDir()
+	if _, err := tfrRun(t, dir, `version: 1
+name: w
+stages:
+  - {name: src, type: range, count: 3}
+  - {name: m, type: map, set: {fare: 'index + 17.65', tiny: '1e-45', big: '3.4028234663852886e38'}, drop: [index]}
+  - {name: out, type: write_tfrecord, path: f.tfrecord}
+`); err != nil {
+		t.Fatal(err)
+	}
+	const read = `version: 1
+name: r
+stages:
+  - {name: files, type: files, pattern: f.tfrecord}
+  - {name: rec, type: tfrecord}
+  - name: ex
+    type: parse_example
+    features: {fare: {dtype: float32}, tiny: {dtype: float32}, big: {dtype: float32}}
+  - {name: one, type: write_jsonl, path: one.jsonl}
+  - {name: b, type: batch, input: ex, size: 3}
+  - name: check
+    type: map
+    set: {f32: 'string(shape(fare)) + " " + string(fare[0] == 17.65)'}
+  - {name: out, type: write_jsonl, path: batch.jsonl}
+`
+	reg := stages.Default()
+	sp, diags := spec.Parse(filepath.Join(dir, "spec.yaml"), []byte(read), spec.Options{Catalog: reg})
+	if diags.HasErrors() {
+		t.Fatal(diags)
+	}
+	for _, st := range sp.Stages {
+		want := map[string]string{"ex": "float32", "b": "tensor<float32>[?]"}[st.Name]
+		if f, ok := st.Schema.Lookup("fare"); want != "" && (!ok || f.String() != want) {
+			t.Errorf("stage %s: fare is %v, want %s", st.Name, f, want)
+		}
+	}
+	if _, err := tfrRun(t, dir, read); err != nil {
+		t.Fatal(err)
+	}
+	one := strings.Join(readLines(t, filepath.Join(dir, "one.jsonl")), "\n")
+	if want := `{"big":3.4028235e+38,"fare":17.65,"tiny":1e-45}`; !strings.HasPrefix(one, want) {
+		t.Errorf("one sample: %s\nwant %s", one, want)
+	}
+	batch := readLines(t, filepath.Join(dir, "batch.jsonl"))
+	// write_jsonl writes a float32 tensor's elements as float32s; that the
+	// batch is float32, not float64 holding 17.65, shows in fare[0], the
+	// float32 nearest 17.65, which is not 17.65.
+	if want := `{"big":[3.4028235e+38,3.4028235e+38,3.4028235e+38],"f32":"[3] false","fare":[17.65,18.65,19.65],"tiny":[1e-45,1e-45,1e-45]}`; len(batch) != 1 || batch[0] != want {
+		t.Errorf("batch: %v\nwant %s", batch, want)
+	}
+}

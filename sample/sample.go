@@ -264,6 +264,10 @@ func (t Type) String() string {
 		return fmt.Sprintf("tensor<%s>[%s]", dt, strings.Join(dims, " "))
 	case List:
 		return fmt.Sprintf("list<%s>", t.Elem)
+	case Float:
+		if t.DType == tensor.Float32 {
+			return "float32" // a parse_example feature; held as a float64
+		}
 	}
 	return t.Kind.String()
 }

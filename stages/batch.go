@@ -18,6 +18,9 @@ type BatchConfig struct {
 
 	// full is the output schema of a full batch, for plan's estimates.
 	full sample.Schema
+	// float32s are the float fields declared float32 upstream (a
+	// parse_example feature): stacked as float32, as tf.data batches them.
+	float32s map[string]bool
 }
 
 // OutputBytes implements plan.OutputSizer: a batch is at most size samples,
@@ -81,6 +84,7 @@ func (c *BatchConfig) Check(cc *spec.CheckContext) sample.Schema {
 	}
 	out := sample.Schema{Open: in.Open}
 	c.full = sample.Schema{Open: in.Open}
+	c.float32s = map[string]bool{}
 	for _, f := range in.Fields {
 		var t sample.Type
 		switch f.Type.Kind {
@@ -88,6 +92,10 @@ func (c *BatchConfig) Check(cc *spec.CheckContext) sample.Schema {
 			t = sample.TensorOf(tensor.Int64, b)
 		case sample.Float:
 			t = sample.TensorOf(tensor.Float64, b)
+			if f.Type.DType == tensor.Float32 {
+				t = sample.TensorOf(tensor.Float32, b)
+				c.float32s[f.Name] = true
+			}
 		case sample.Bool:
 			t = sample.TensorOf(tensor.Uint8, b)
 		case sample.String:
@@ -186,6 +194,9 @@ func (b *batchStage) flush(emit Emit) error {
 			v, err = stackConverted(b.buf, k, lut)
 		} else {
 			v, err = Stack(b.buf, k, b.pad)
+			if t, ok := v.(*tensor.Tensor); ok && b.cfg.float32s[k] && t.DType == tensor.Float64 {
+				v = t.Cast(tensor.Float32) // exact: the values came from float32s
+			}
 		}
 		if err != nil {
 			for _, s := range b.buf {

@@ -3,6 +3,7 @@ package stages
 import (
 	"context"
 	"fmt"
+	"strconv"
 
 	"github.com/piperun/piperun/example"
 	"github.com/piperun/piperun/sample"
@@ -44,7 +45,8 @@ func (f FeatureSpec) fieldType() sample.Type {
 		return sample.TensorOf(tensor.Int64, f.Shape...)
 	case "float32":
 		if scalar {
-			return sample.TFloat
+			// A float64 value, marked float32 so that batch stacks it so.
+			return sample.Type{Kind: sample.Float, DType: tensor.Float32}
 		}
 		return sample.TensorOf(tensor.Float32, f.Shape...)
 	case "bytes":
@@ -285,7 +287,7 @@ func convertFeature(fs FeatureSpec, f *example.Feature) (any, error) {
 		return t, nil
 	case "float32":
 		if len(fs.Shape) == 0 {
-			return float64(f.Floats[0]), nil
+			return float32Value(f.Floats[0]), nil
 		}
 		t := tensor.New(tensor.Float32, shape...)
 		copy(t.Float32(), f.Floats)
@@ -305,4 +307,16 @@ func convertFeature(fs FeatureSpec, f *example.Feature) (any, error) {
 		}
 		return out, nil
 	}
+}
+
+// float32Value widens a float32 feature to the float64 a sample holds:
+// the shortest decimal that reads back as the same float32, so 17.65
+// stays 17.65 in expressions and output, not 17.649999618530273, and
+// narrowing it again (batch, write_tfrecord) gives the very float32.
+func float32Value(f float32) float64 {
+	v, err := strconv.ParseFloat(strconv.FormatFloat(float64(f), 'g', -1, 32), 64)
+	if err != nil { // NaN and the infinities format as words that parse back
+		return float64(f)
+	}
+	return v
 }
