@@ -574,7 +574,7 @@ func (s *serveSink) CommitContext(ctx context.Context) error {
 	// Every frame before the end of the stream is delivered. A trainer
 	// still connected has been sent it, unless it connected after the
 	// rest was acknowledged; one that has gone needs no more.
-	if s.conn != nil && s.written == 0 {
+	if s.conn != nil && len(s.queue) == 1 && s.written == 0 {
 		if err := s.write(ctx, s.conn, net.Buffers{b}); err != nil && ctx.Err() == nil {
 			s.log.Info("the trainer left before the end of the stream; it had read every sample", zap.Error(err))
 		}
