@@ -499,14 +499,81 @@ func (c *Cache) stored(id int64) (size int64, found bool, err error) {
 		// mapped value costs no copy and keeps Bytes exact.
 		found = true
 		return item.Value(func(v []byte) error {
+			if len(v) == 0 {
+				// Counting a corrupt value as a sample of 0 bytes would
+				// make Bytes drift and hide the damage until a read.
+				return c.corrupt(id, nil)
+			}
 			size = int64(len(v))
 			return nil
 		})
 	})
+	var ce *CorruptError
+	if errors.As(err, &ce) {
+		return 0, false, ce
+	}
 	if err != nil {
-		return 0, false, fmt.Errorf("cache: lookup %d: %w", id, err)
+		return 0, false, fmt.Errorf("cache: %s: lookup %d: %w", c.dir, id, err)
 	}
 	return size, found, nil
+}
+
+// ErrCorrupt matches, with errors.Is, every error reporting a stored sample
+// that cannot be read back; the error itself is a *CorruptError.
+var ErrCorrupt = errors.New("cache: corrupt sample")
+
+// CorruptError reports a sample the cache stores but cannot read back: its
+// bytes on disk are not what Put wrote. The cache must be removed and
+// filled again; see Error for how.
+type CorruptError struct {
+	// Dir is the cache's directory, DIR/<fingerprint>.
+	Dir string
+	// ID is the sample's ID.
+	ID int64
+	// Err is why the stored bytes do not decode, or nil when Badger handed
+	// back no bytes at all.
+	Err error
+}
+
+func (e *CorruptError) Error() string {
+	// Badger logs a value log checksum mismatch (or a value cut short by a
+	// truncated file) and hands back an empty value instead of an error,
+	// so an empty value is all that is left of the cause here.
+	cause := "checksum mismatch or truncated value"
+	if e.Err != nil {
+		cause = e.Err.Error()
+	}
+	return fmt.Sprintf("cache %s: sample %d is corrupt (%s); remove the directory (rm -r %s) or run "+
+		"\"piperun cache prune %s --older-than 0\" (it removes every cache there that no process uses), "+
+		"then run again to refill it", e.Dir, e.ID, cause, e.Dir, filepath.Dir(e.Dir))
+}
+
+// Unwrap returns the decode error, if that is what revealed the damage.
+func (e *CorruptError) Unwrap() error { return e.Err }
+
+// Is makes errors.Is(err, ErrCorrupt) true for every CorruptError.
+func (e *CorruptError) Is(target error) bool { return target == ErrCorrupt }
+
+func (c *Cache) corrupt(id int64, err error) *CorruptError {
+	return &CorruptError{Dir: c.dir, ID: id, Err: err}
+}
+
+// decodeStored decodes the stored value of id. Every sample's encoding
+// holds at least its header (see encode), so an empty value is never one
+// that Put wrote: it is what Badger returns for a value it could not read.
+// Nor can a value Put wrote fail to decode, as Open refuses caches written
+// in another format; either way the stored bytes are damaged.
+func (c *Cache) decodeStored(id int64, v []byte) (*sample.Sample, error) {
+	if len(v) == 0 {
+		return nil, c.corrupt(id, nil)
+	}
+	// A copy, not an alias: the value lives in Badger's mapped files only
+	// for the transaction, and the sample outlives it.
+	s, err := decode(v, false)
+	if err != nil {
+		return nil, c.corrupt(id, err)
+	}
+	return s, nil
 }
 
 // flush writes the pending samples to Badger, in as many transactions as
@@ -652,12 +719,16 @@ func (c *Cache) Get(id int64) (s *sample.Sample, found bool, err error) {
 		}
 		return item.Value(func(v []byte) error {
 			found = true
-			s, err = Decode(v)
+			s, err = c.decodeStored(id, v)
 			return err
 		})
 	})
+	var ce *CorruptError
+	if errors.As(err, &ce) {
+		return nil, false, ce // it names the cache and the sample already
+	}
 	if err != nil {
-		return nil, false, fmt.Errorf("cache: get %d: %w", id, err)
+		return nil, false, fmt.Errorf("cache: %s: get %d: %w", c.dir, id, err)
 	}
 	return s, found, nil
 }
@@ -731,13 +802,13 @@ func (c *Cache) Iterate(ctx context.Context, fn func(s *sample.Sample) error) er
 				var s *sample.Sample
 				var derr error
 				if err := item.Value(func(v []byte) error {
-					s, derr = decode(v, false)
+					s, derr = c.decodeStored(id, v)
 					return nil
 				}); err != nil {
-					return fmt.Errorf("cache: read %d: %w", id, err)
+					return fmt.Errorf("cache: %s: read %d: %w", c.dir, id, err)
 				}
 				if derr != nil {
-					return fmt.Errorf("cache: sample %d: %w", id, derr)
+					return derr
 				}
 				select {
 				case out <- result{s: s}:

@@ -48,8 +48,12 @@ type Options struct {
 	// the callback; default 8. Those samples are held in memory in addition
 	// to MemoryBytes: the caller counts them as samples.
 	PrefetchSamples int
-	// Logf receives Badger's warnings and errors; nil drops them. Info and
-	// debug messages are always dropped.
+	// Logf receives Badger's warnings and errors and the cache's own
+	// warnings; nil drops them. Info and debug messages are always dropped,
+	// so everything Logf gets deserves a warning level: among them is
+	// Badger's only report of a value that failed its checksum ("Unable to
+	// read: ... checksum mismatch"), which the read itself then reports as
+	// a CorruptError without the cause.
 	Logf func(format string, args ...any)
 	// Now returns the current time for the manifest; nil means time.Now.
 	Now func() time.Time

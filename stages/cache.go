@@ -114,6 +114,12 @@ type Cacher interface {
 	Close() error
 }
 
+// storeOptions routes Badger's warnings and errors (a value failing its
+// checksum among them) to the run's log as warnings.
+func storeOptions(env *Env) cache.Options {
+	return cache.Options{Logf: func(f string, a ...any) { env.Log.Warn(fmt.Sprintf(f, a...)) }}
+}
+
 func buildCache(env *Env, cfg any) (any, error) {
 	c := cfg.(*CacheConfig)
 	if c.Dir == "" {
@@ -135,7 +141,7 @@ func buildCache(env *Env, cfg any) (any, error) {
 		}
 	}
 	store, err := cache.Open(dir, fp, cache.Manifest{Pipeline: env.Spec.Name, Stage: env.Stage.Name, Describe: desc},
-		cache.Options{Logf: func(f string, a ...any) { env.Log.Info(fmt.Sprintf(f, a...)) }})
+		storeOptions(env))
 	if err != nil {
 		return nil, err
 	}
@@ -154,7 +160,7 @@ func buildCache(env *Env, cfg any) (any, error) {
 			return nil, err
 		}
 		if store, err = cache.Open(dir, fp, cache.Manifest{Pipeline: env.Spec.Name, Stage: env.Stage.Name, Describe: desc},
-			cache.Options{Logf: func(f string, a ...any) { env.Log.Info(fmt.Sprintf(f, a...)) }}); err != nil {
+			storeOptions(env)); err != nil {
 			return nil, err
 		}
 	}

@@ -1,0 +1,192 @@
+package cache
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+
+	"github.com/piperun/piperun/sample"
+)
+
+// corruptN samples are stored; corruptID is the one whose bytes are
+// damaged on disk.
+const (
+	corruptN  = 20
+	corruptID = 7
+)
+
+// bigSample is a sample well above the default 1 KiB ValueThreshold, so
+// that Badger keeps it in the value log, with a payload that names its ID
+// and can be found in the log's bytes.
+func bigSample(id int64) *sample.Sample {
+	return &sample.Sample{ID: id, Fields: map[string]any{
+		"payload": bytes.Repeat([]byte(fmt.Sprintf("<payload of sample %04d>", id)), 200),
+	}}
+}
+
+// fillAndCorrupt fills a real cache with corruptN big samples, closes it
+// (complete or not), and flips bytes in the middle of sample corruptID's
+// value in the value log files, as a failing disk or a stray write would.
+func fillAndCorrupt(t *testing.T, dir string, complete bool) {
+	t.Helper()
+	c := openT(t, dir, "fp", Options{})
+	for id := int64(0); id < corruptN; id++ {
+		if err := c.Put(id, bigSample(id)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if complete {
+		if err := c.MarkComplete(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := c.Close(); err != nil {
+		t.Fatal(err)
+	}
+	logs, err := filepath.Glob(filepath.Join(dir, "fp", badgerName, "*.vlog"))
+	if err != nil || len(logs) == 0 {
+		t.Fatalf("no value log in %s (%v): the samples are not where this test damages them", dir, err)
+	}
+	payload := bigSample(corruptID).Fields["payload"].([]byte)
+	flipped := 0
+	for _, name := range logs {
+		b, err := os.ReadFile(name)
+		if err != nil {
+			t.Fatal(err)
+		}
+		at := bytes.Index(b, payload)
+		if at < 0 {
+			continue
+		}
+		for i := at + len(payload)/2; i < at+len(payload)/2+8; i++ {
+			b[i] ^= 0xff
+		}
+		if err := os.WriteFile(name, b, 0o644); err != nil {
+			t.Fatal(err)
+		}
+		flipped++
+	}
+	if flipped == 0 {
+		t.Fatalf("sample %d's payload is in none of the value logs %v", corruptID, logs)
+	}
+}
+
+// checkCorrupt checks that err reports sample id of c as corrupt (any
+// sample when id is negative), in words that name the cache's directory
+// and the way out.
+func checkCorrupt(t *testing.T, what string, c *Cache, id int64, err error) {
+	t.Helper()
+	if !errors.Is(err, ErrCorrupt) {
+		t.Fatalf("%s: %v, want an error matching ErrCorrupt", what, err)
+	}
+	var ce *CorruptError
+	if !errors.As(err, &ce) || ce.Dir != c.Dir() || (id >= 0 && ce.ID != id) || ce.ID < 0 || ce.ID >= corruptN {
+		t.Fatalf("%s: %#v, want a *CorruptError for sample %d of %s", what, ce, id, c.Dir())
+	}
+	msg := err.Error()
+	for _, want := range []string{c.Dir(), fmt.Sprintf("sample %d is corrupt", ce.ID), "checksum mismatch",
+		"rm -r " + c.Dir(), "piperun cache prune " + filepath.Dir(c.Dir())} {
+		if !strings.Contains(msg, want) {
+			t.Errorf("%s: %q does not say %q", what, msg, want)
+		}
+	}
+	if strings.Contains(msg, "empty buffer") {
+		t.Errorf("%s: %q blames the decoder, not the disk", what, msg)
+	}
+}
+
+// TestCorruptValueLog damages a stored sample in Badger's value log of a
+// real cache. Badger does not fail the read: it logs the checksum mismatch
+// (or, for a partial cache, whose writable open cuts the log at the damage,
+// a read past the end) and hands back an empty value. Iterate, Get and Put
+// (which looks up the size of the sample it replaces) must each report the
+// sample as corrupt, naming the cache, instead of a decode error or a
+// sample of 0 bytes.
+func TestCorruptValueLog(t *testing.T) {
+	for _, complete := range []bool{true, false} {
+		t.Run(fmt.Sprintf("complete=%v", complete), func(t *testing.T) {
+			dir := t.TempDir()
+			fillAndCorrupt(t, dir, complete)
+			var mu sync.Mutex
+			var logged []string
+			c := openT(t, dir, "fp", Options{Logf: func(f string, a ...any) {
+				mu.Lock()
+				defer mu.Unlock()
+				logged = append(logged, fmt.Sprintf(f, a...))
+			}})
+			defer c.Close()
+			if c.Manifest().Complete != complete || c.Count() != corruptN {
+				t.Fatalf("reopened: complete %v, %d samples; want %v, %d", c.Manifest().Complete, c.Count(), complete, corruptN)
+			}
+
+			var seen []int64
+			err := c.Iterate(context.Background(), func(s *sample.Sample) error {
+				seen = append(seen, s.ID)
+				return nil
+			})
+			_, found, gerr := c.Get(corruptID)
+			checkCorrupt(t, "Get", c, corruptID, gerr)
+			if found {
+				t.Errorf("Get of a corrupt sample says found")
+			}
+			if !complete {
+				// Badger's writable open truncates the value log at the
+				// damaged entry, which also loses some samples around it
+				// (which ones varies from run to run): each must read as
+				// corrupt, whichever comes first.
+				checkCorrupt(t, "Iterate", c, -1, err)
+				if c.Has(corruptID) {
+					t.Errorf("Has(%d) of a corrupt sample", corruptID)
+				}
+				checkCorrupt(t, "Put over it", c, corruptID, c.Put(corruptID, bigSample(corruptID)))
+				return
+			}
+
+			checkCorrupt(t, "Iterate", c, corruptID, err)
+			if len(seen) != corruptID {
+				t.Errorf("Iterate gave samples %v before the corrupt one, want 0…%d", seen, corruptID-1)
+			}
+			// The damage is confined to one sample.
+			if s, found, err := c.Get(corruptID + 1); err != nil || !found || !bytes.Equal(s.Fields["payload"].([]byte), bigSample(corruptID + 1).Fields["payload"].([]byte)) {
+				t.Errorf("Get(%d) next to the corrupt sample: found %v, %v", corruptID+1, found, err)
+			}
+			// Badger's own words are the only place the cause is named;
+			// they must reach Logf.
+			mu.Lock()
+			defer mu.Unlock()
+			if !strings.Contains(strings.Join(logged, "\n"), "checksum mismatch") {
+				t.Errorf("Logf did not get Badger's checksum error; it got %q", logged)
+			}
+		})
+	}
+}
+
+// TestCorruptErrorEmptyValue checks the rule the read paths rely on: no
+// sample encodes to an empty value, so an empty value is damage, while a
+// decode failure is damage with its own cause.
+func TestCorruptErrorEmptyValue(t *testing.T) {
+	if b := Encode(nil, &sample.Sample{}); len(b) == 0 {
+		t.Fatal("an empty sample encodes to no bytes")
+	}
+	c := &Cache{dir: filepath.Join("caches", "fp")}
+	_, err := c.decodeStored(3, nil)
+	var ce *CorruptError
+	if !errors.As(err, &ce) || ce.ID != 3 || ce.Err != nil || !errors.Is(err, ErrCorrupt) {
+		t.Errorf("empty value: %#v", err)
+	}
+	_, err = c.decodeStored(4, []byte{codecVersion, 8})
+	if !errors.As(err, &ce) || ce.ID != 4 || ce.Err == nil || !errors.Is(err, errTruncated) {
+		t.Errorf("truncated value: %#v", err)
+	}
+	want := `cache caches/fp: sample 3 is corrupt (checksum mismatch or truncated value); remove the directory (rm -r caches/fp) ` +
+		`or run "piperun cache prune caches --older-than 0" (it removes every cache there that no process uses), then run again to refill it`
+	if got := c.corrupt(3, nil).Error(); got != want {
+		t.Errorf("message\n%s\nwant\n%s", got, want)
+	}
+}
