@@ -57,7 +57,7 @@ stages:
 func TestFeatureErrorsInPlainWords(t *testing.T) {
 	for _, tc := range []struct{ expr, want string }{
 		{`[[1, 2], [3]]`, `a list in a list cannot be written as a feature: a feature is one flat list of int64s, floats or bytes`},
-		{`[1, true]`, `a boolean in a list cannot be written as a feature: a feature is one flat list of int64s, floats or bytes`},
+		{`[1, "a"]`, `a list of numbers and strings cannot be written as a feature (element 0 is a number, element 1 a string): a feature is one flat list of int64s, floats or bytes`},
 	} {
 		dir := t.TempDir()
 		spec := writeSpec(t, dir, "f.yaml", `

@@ -905,8 +905,24 @@ func (in *inferrer) infer(n ast.Node) sample.Type {
 			in.infer(a)
 		}
 	case *ast.ArrayNode:
-		for _, a := range x.Nodes {
-			in.infer(a)
+		// A list literal of one kind of scalar is typed so ([1, 2] is a
+		// list<int64>), so that a sink can tell it will write it; ints and
+		// floats together are numbers, a list<float64>.
+		var elem sample.Kind
+		for i, a := range x.Nodes {
+			k := in.infer(a).Kind
+			switch {
+			case i == 0 || k == elem:
+				elem = k
+			case k == sample.Float && elem == sample.Int, k == sample.Int && elem == sample.Float:
+				elem = sample.Float
+			default:
+				elem = sample.Any
+			}
+		}
+		switch elem {
+		case sample.Int, sample.Float, sample.Bool, sample.String, sample.Bytes:
+			return sample.ListOf(elem)
 		}
 	}
 	return fromReflect(n.Type())

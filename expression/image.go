@@ -266,6 +266,14 @@ func init() {
 			if a[0].Type.Kind != sample.Tensor && a[0].Type.Kind != sample.Any {
 				return sample.TAny, fmt.Errorf("argument 1 must be a tensor, got %s", a[0].Type)
 			}
+			// imageops.ToFloat scales uint8 levels and passes float32
+			// through; any other dtype fails on the first sample, so say
+			// it here, where the dtype is already known.
+			switch specDType(a[0].Type) {
+			case tensor.Invalid, tensor.Uint8, tensor.Float32:
+			default:
+				return sample.TAny, fmt.Errorf("argument 1 must be a uint8 image (to_float scales its levels 0..255 to [0, 1]), got %s: use cast(x, \"uint8\") first if it holds such levels, or cast(x, \"float32\") instead to convert without scaling", a[0].Type)
+			}
 			return sample.Type{Kind: sample.Tensor, DType: tensor.Float32, Shape: a[0].Type.Shape}, nil
 		},
 		Impl: func(_ *Call, a []any) (any, error) {
@@ -284,6 +292,15 @@ func init() {
 			img, err := imageArg(a, 0)
 			if err != nil {
 				return sample.TAny, err
+			}
+			// imageops.Normalize takes float32 alone; a dtype known here
+			// would fail on the first sample.
+			switch specDType(img) {
+			case tensor.Invalid, tensor.Float32:
+			case tensor.Uint8:
+				return sample.TAny, fmt.Errorf("argument 1 must be a float32 image, got %s: apply to_float first", img)
+			default:
+				return sample.TAny, fmt.Errorf("argument 1 must be a float32 image, got %s: convert it with cast(x, \"float32\") first", img)
 			}
 			channels := -1
 			if n := len(img.Shape); n > 0 {
@@ -368,6 +385,19 @@ func init() {
 			return imageops.Transpose(img, perm)
 		},
 	})
+}
+
+// specDType is a tensor type's dtype in the spec's terms: a deferred
+// uint8 tensor travels as levels but is float32 to whatever reads it.
+// tensor.Invalid means the dtype is known only at run time.
+func specDType(t sample.Type) tensor.DType {
+	if t.Kind != sample.Tensor {
+		return tensor.Invalid
+	}
+	if t.Deferred != nil {
+		return tensor.Float32
+	}
+	return t.DType
 }
 
 func channelsArg(a Arg) (int, error) {

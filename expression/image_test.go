@@ -11,6 +11,7 @@ import (
 	"testing"
 
 	"github.com/piperun/piperun/expression"
+	"github.com/piperun/piperun/imageops"
 	"github.com/piperun/piperun/sample"
 	"github.com/piperun/piperun/tensor"
 )
@@ -205,5 +206,92 @@ func TestUses(t *testing.T) {
 		if got := expression.Uses(tc.src, "image"); got != tc.want {
 			t.Errorf("Uses(%q, image) = %v, want %v", tc.src, got, tc.want)
 		}
+	}
+}
+
+// TestImageDTypeChecks: normalize and to_float refuse at compile time a
+// tensor whose dtype is known and which they would refuse at run time
+// (found by a user test: normalize of a uint8 image and to_float of an
+// int64 tensor passed validate, and apply failed on the first sample). A
+// dtype known only at run time still compiles.
+func TestImageDTypeChecks(t *testing.T) {
+	lut, err := imageops.FloatTable(nil, nil, 3)
+	if err != nil {
+		t.Fatal(err)
+	}
+	deferred := sample.TensorOf(tensor.Uint8, 2, 2, 3)
+	deferred.Deferred = lut
+	in := sample.Schema{Fields: []sample.Field{
+		{Name: "path", Type: sample.TString},
+		{Name: "u8", Type: sample.TensorOf(tensor.Uint8, 2, 2, 3)},
+		{Name: "f32", Type: sample.TensorOf(tensor.Float32, 2, 2, 3)},
+		{Name: "i64", Type: sample.TensorOf(tensor.Int64, 2, 2, 3)},
+		{Name: "f64", Type: sample.TensorOf(tensor.Float64, -1, -1, 3)},
+		{Name: "unknown", Type: sample.Type{Kind: sample.Tensor}},
+		{Name: "shaped", Type: sample.Type{Kind: sample.Tensor, Shape: []int{2, 2, 3}}},
+		{Name: "any", Type: sample.TAny},
+		{Name: "deferred", Type: deferred},
+	}}
+	const (
+		toFloatFirst = `normalize: argument 1 must be a float32 image, got tensor<uint8>[2 2 3]: apply to_float first`
+		castInt      = `to_float: argument 1 must be a uint8 image (to_float scales its levels 0..255 to [0, 1]), got tensor<int64>[2 2 3]: use cast(x, "uint8") first if it holds such levels, or cast(x, "float32") instead to convert without scaling`
+	)
+	for _, tc := range []struct{ src, want, typ string }{
+		// normalize takes float32 alone.
+		{`decode_image(read_file(path), 3) | resize(2, 2) | normalize(100, 2)`, toFloatFirst + ` (line 1, column 51 of the expression)`, ""},
+		{`normalize(u8, 100, 2)`, toFloatFirst + ` (line 1, column 1 of the expression)`, ""},
+		{`normalize(i64, 0.5, 0.2)`, `normalize: argument 1 must be a float32 image, got tensor<int64>[2 2 3]: convert it with cast(x, "float32") first (line 1, column 1 of the expression)`, ""},
+		{`normalize(f64, 0.5, 0.2)`, `normalize: argument 1 must be a float32 image, got tensor<float64>[? ? 3]: convert it with cast(x, "float32") first (line 1, column 1 of the expression)`, ""},
+		{`normalize(cast(u8, "int32"), 0.5, 0.2)`, `normalize: argument 1 must be a float32 image, got tensor<int32>[2 2 3]: convert it with cast(x, "float32") first (line 1, column 1 of the expression)`, ""},
+		{`normalize(f32, 0.5, 0.2)`, "", "tensor<float32>[2 2 3]"},
+		{`normalize(to_float(u8), 0.5, 0.2)`, "", "tensor<float32>[2 2 3]"},
+		{`normalize(cast(i64, "float32"), 0.5, 0.2)`, "", "tensor<float32>[2 2 3]"},
+		{`normalize(deferred, 0.5, 0.2)`, "", "tensor<float32>[2 2 3]"},
+		{`normalize(unknown, 0.5, 0.2)`, "", "tensor<float32>[?]"},
+		{`normalize(shaped, 0.5, 0.2)`, "", "tensor<float32>[2 2 3]"},
+		{`normalize(any, 0.5, 0.2)`, "", "tensor<float32>[?]"},
+		// to_float scales uint8 and passes float32 through.
+		{`to_float(cast(u8, "int64"))`, castInt + ` (line 1, column 1 of the expression)`, ""},
+		{`to_float(i64)`, castInt + ` (line 1, column 1 of the expression)`, ""},
+		{`to_float(f64)`, `to_float: argument 1 must be a uint8 image (to_float scales its levels 0..255 to [0, 1]), got tensor<float64>[? ? 3]: use cast(x, "uint8") first if it holds such levels, or cast(x, "float32") instead to convert without scaling (line 1, column 1 of the expression)`, ""},
+		{`to_float(u8)`, "", "tensor<float32>[2 2 3]"},
+		{`to_float(f32)`, "", "tensor<float32>[2 2 3]"},
+		{`to_float(cast(i64, "uint8"))`, "", "tensor<float32>[2 2 3]"},
+		{`to_float(unknown)`, "", "tensor<float32>[?]"},
+		{`to_float(shaped)`, "", "tensor<float32>[2 2 3]"},
+		{`to_float(any)`, "", "tensor<float32>[?]"},
+	} {
+		p, err := expression.Default().Compile(tc.src, in, sample.Any)
+		got := ""
+		if err != nil {
+			got = err.Error()
+		}
+		if got != tc.want {
+			t.Errorf("%s:\ngot  %q\nwant %q", tc.src, got, tc.want)
+			continue
+		}
+		if err == nil && p.Type.String() != tc.typ {
+			t.Errorf("%s: type %s, want %s", tc.src, p.Type, tc.typ)
+		}
+	}
+}
+
+// TestToFloatPassesFloat32Through: to_float of a float32 tensor, which
+// the checker lets through, gives the same values at run time.
+func TestToFloatPassesFloat32Through(t *testing.T) {
+	in := sample.Schema{Fields: []sample.Field{{Name: "f32", Type: sample.TensorOf(tensor.Float32, 1, 1, 2)}}}
+	p, err := expression.Default().Compile(`to_float(f32)`, in, sample.Any)
+	if err != nil {
+		t.Fatal(err)
+	}
+	x := tensor.FromFloat32s([]float32{0.25, 7})
+	x.Shape = []int{1, 1, 2}
+	v, err := p.Run(nil, map[string]any{"f32": x})
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := v.(*tensor.Tensor)
+	if got.DType != tensor.Float32 || got.Float32()[0] != 0.25 || got.Float32()[1] != 7 {
+		t.Errorf("got %s %v, want float32 [0.25 7]", got, got.Float32())
 	}
 }

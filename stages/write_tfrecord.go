@@ -60,13 +60,19 @@ func (c *WriteTFRecordConfig) Check(cc *spec.CheckContext) sample.Schema {
 		cc.Errorf("compression", "must be none, gzip or zlib, got %q", c.Compression)
 	}
 	_ = comp
+	// Only a list whose elements are not known before the run can fail to
+	// write: a list literal or a JSON array is list<any> however uniform
+	// its elements. A field of kind Any gets no warning, though it too may
+	// hold such a list: every key of a jsonl source is Any, and warning on
+	// each would drown the warnings that matter.
 	for _, f := range cc.Input().Fields {
-		switch f.Type.Kind {
-		case sample.Tensor, sample.Int, sample.Float, sample.Bool, sample.String, sample.Bytes, sample.Any:
-		case sample.List:
-			if f.Type.Elem == sample.Any {
-				cc.Warnf("", "field %q is %s; it can be written only if its elements are all numbers or all strings", f.Name, f.Type)
-			}
+		if f.Type.Kind != sample.List {
+			continue
+		}
+		switch f.Type.Elem {
+		case sample.Int, sample.Float, sample.Bool, sample.String, sample.Bytes:
+		default:
+			cc.Warnf("", "field %q is %s, whose elements are known only at run time: it can be written only if they are all numbers and booleans (an int64_list, or a float_list if any is a float) or all strings and bytes (a bytes_list)", f.Name, f.Type)
 		}
 	}
 	if cc.Environment && c.Path != "" {
@@ -171,8 +177,12 @@ func (s *tfrecordSink) Abort() error {
 
 // ToExample converts sample fields to a tf.train.Example: integers and
 // bools to int64 lists, floats to float lists, strings and bytes to bytes
-// lists. Tensors are flattened (row-major); uint8 tensors are written as one
-// bytes value holding the raw buffer, the compact form images take.
+// lists. A list of numbers and bools is a float list if any element is a
+// float and an int64 list otherwise; a list of strings and bytes is a
+// bytes list; an empty list is a feature with no list set, an empty list
+// of any dtype to a reader. Tensors are flattened (row-major); uint8
+// tensors are written as one bytes value holding the raw buffer, the
+// compact form images take.
 func ToExample(fields map[string]any) (*example.Example, error) {
 	ex := &example.Example{Features: make(map[string]*example.Feature, len(fields))}
 	for k, v := range fields {
@@ -190,11 +200,7 @@ func toFeature(v any) (*example.Feature, error) {
 	case int64:
 		return &example.Feature{Kind: example.KindInt64, Ints: []int64{x}}, nil
 	case bool:
-		b := int64(0)
-		if x {
-			b = 1
-		}
-		return &example.Feature{Kind: example.KindInt64, Ints: []int64{b}}, nil
+		return &example.Feature{Kind: example.KindInt64, Ints: []int64{boolInt64(x)}}, nil
 	case float64:
 		return &example.Feature{Kind: example.KindFloat, Floats: []float32{float32(x)}}, nil
 	case string:
@@ -229,41 +235,103 @@ func toFeature(v any) (*example.Feature, error) {
 			return &example.Feature{Kind: example.KindFloat, Floats: out}, nil
 		}
 	case []any:
-		f := &example.Feature{}
-		for _, e := range x {
-			switch y := e.(type) {
-			case int64:
-				f.Ints = append(f.Ints, y)
-			case float64:
-				f.Floats = append(f.Floats, float32(y))
-			case string:
-				f.Bytes = append(f.Bytes, []byte(y))
-			case []byte:
-				f.Bytes = append(f.Bytes, y)
-			default:
-				return nil, fmt.Errorf("%s in a list cannot be written as a feature: a feature is one flat list of int64s, floats or bytes", featureWord(e))
-			}
-		}
-		switch {
-		case len(f.Ints) == len(x):
-			f.Kind = example.KindInt64
-		case len(f.Floats) == len(x):
-			f.Kind = example.KindFloat
-		case len(f.Bytes) == len(x):
-			f.Kind = example.KindBytes
-		default:
-			return nil, fmt.Errorf("list mixes element types")
-		}
-		return f, nil
+		return listFeature(x)
 	}
 	return nil, fmt.Errorf("%s cannot be written as a feature: a feature is one flat list of int64s, floats or bytes", featureWord(v))
+}
+
+// listFeature writes a list as the one flat list a feature holds. Whole
+// numbers in JSON and in expression literals are ints, so [10, 20.5, 30,
+// 40] is one list of coordinates, not a mistake: one float makes the whole
+// list a float_list, as tf.train.Feature(float_list=...) would take it. A
+// bool is 0 or 1, as a bool field is, so booleans mix with numbers too.
+//
+// An empty list has no element to say its kind, and the same key may hold
+// floats in the next record (a bbox list empty for an image without
+// boxes): it is a feature with no list set, which TensorFlow's VarLen
+// parsing and parse_example read as an empty list of whatever dtype they
+// declare, where an empty int64_list read as float32 fails.
+func listFeature(x []any) (*example.Feature, error) {
+	if len(x) == 0 {
+		return &example.Feature{Kind: example.KindNone}, nil
+	}
+	num, text, float := -1, -1, false
+	for i, e := range x {
+		switch e.(type) {
+		case int64, bool:
+		case float64:
+			float = true
+		case string, []byte:
+			if text < 0 {
+				text = i
+			}
+			continue
+		default:
+			return nil, fmt.Errorf("%s in a list cannot be written as a feature: a feature is one flat list of int64s, floats or bytes", featureWord(e))
+		}
+		if num < 0 {
+			num = i
+		}
+	}
+	f := &example.Feature{}
+	switch {
+	case num >= 0 && text >= 0:
+		return nil, fmt.Errorf("a list of numbers and strings cannot be written as a feature (element %d is a number, element %d a string): a feature is one flat list of int64s, floats or bytes", num, text)
+	case text >= 0:
+		f.Kind = example.KindBytes
+		f.Bytes = make([][]byte, len(x))
+		for i, e := range x {
+			switch y := e.(type) {
+			case string:
+				f.Bytes[i] = []byte(y)
+			case []byte:
+				f.Bytes[i] = y
+			}
+		}
+	case float:
+		f.Kind = example.KindFloat
+		f.Floats = make([]float32, len(x))
+		for i, e := range x {
+			switch y := e.(type) {
+			case int64:
+				f.Floats[i] = float32(y)
+			case float64:
+				f.Floats[i] = float32(y)
+			case bool:
+				f.Floats[i] = float32(boolInt64(y))
+			}
+		}
+	default:
+		f.Kind = example.KindInt64
+		f.Ints = make([]int64, len(x))
+		for i, e := range x {
+			switch y := e.(type) {
+			case int64:
+				f.Ints[i] = y
+			case bool:
+				f.Ints[i] = boolInt64(y)
+			}
+		}
+	}
+	return f, nil
+}
+
+// boolInt64 is a bool as a feature holds it: an Example has no bool list,
+// and tf.train.Feature users write bools as int64 0 and 1.
+func boolInt64(b bool) int64 {
+	if b {
+		return 1
+	}
+	return 0
 }
 
 // featureWord names what a feature cannot hold as a spec's author knows it.
 func featureWord(v any) string {
 	switch v.(type) {
-	case []any:
+	case []any, []string, [][]byte:
 		return "a list"
+	case *tensor.Tensor:
+		return "a tensor"
 	case nil:
 		return "null"
 	case bool:

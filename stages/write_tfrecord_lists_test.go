@@ -1,0 +1,185 @@
+package stages_test
+
+import (
+	"bytes"
+	"reflect"
+	"strings"
+	"testing"
+
+	"github.com/piperun/piperun/example"
+	"github.com/piperun/piperun/spec"
+	"github.com/piperun/piperun/stages"
+	"github.com/piperun/piperun/tensor"
+	"github.com/piperun/piperun/tfrecord"
+)
+
+// writeAndReadBack writes fields as write_tfrecord's sink does (ToExample,
+// Marshal, one framed record) and parses the record back, so a test sees
+// what a reader of the file would.
+func writeAndReadBack(t *testing.T, fields map[string]any) (*example.Example, error) {
+	t.Helper()
+	ex, err := stages.ToExample(fields)
+	if err != nil {
+		return nil, err
+	}
+	var buf bytes.Buffer
+	w := tfrecord.NewWriter(&buf, tfrecord.None)
+	if err := w.Write(example.Marshal(ex)); err != nil {
+		t.Fatal(err)
+	}
+	if err := w.Close(); err != nil {
+		t.Fatal(err)
+	}
+	r, err := tfrecord.NewReader(&buf, tfrecord.None, "test")
+	if err != nil {
+		t.Fatal(err)
+	}
+	rec, err := r.Next()
+	if err != nil {
+		t.Fatal(err)
+	}
+	got, err := example.Unmarshal(rec)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return got, nil
+}
+
+// TestWriteTFRecordLists: a list becomes the one feature kind its elements
+// allow. A list of numbers with any float is a float_list, since JSON and
+// expression literals leave whole numbers as ints (a bbox [10, 20.5, 30,
+// 40] from jsonl failed "list mixes element types"; found by a user
+// test); booleans count as 0 and 1 (they failed "a boolean in a list
+// cannot be written").
+func TestWriteTFRecordLists(t *testing.T) {
+	for _, tc := range []struct {
+		name   string
+		json   string // the value as a jsonl line holds it; else val
+		val    []any
+		kind   example.Kind
+		ints   []int64
+		floats []float32
+		bytes  []string
+	}{
+		{name: "ints", json: `[1, 2, -3]`, kind: example.KindInt64, ints: []int64{1, 2, -3}},
+		{name: "floats", json: `[1.5, 2.25]`, kind: example.KindFloat, floats: []float32{1.5, 2.25}},
+		{name: "a float among ints", json: `[10, 20.5, 30, 40]`, kind: example.KindFloat, floats: []float32{10, 20.5, 30, 40}},
+		{name: "an int among floats", json: `[1.5, 2]`, kind: example.KindFloat, floats: []float32{1.5, 2}},
+		{name: "whole floats", json: `[1.0, 2.0]`, kind: example.KindFloat, floats: []float32{1, 2}},
+		{name: "bools", json: `[true, false]`, kind: example.KindInt64, ints: []int64{1, 0}},
+		{name: "bools and ints", json: `[true, 3, false]`, kind: example.KindInt64, ints: []int64{1, 3, 0}},
+		{name: "bools and a float", json: `[true, 0.5, false]`, kind: example.KindFloat, floats: []float32{1, 0.5, 0}},
+		{name: "strings", json: `["a", "bc"]`, kind: example.KindBytes, bytes: []string{"a", "bc"}},
+		{name: "strings and bytes", val: []any{"a", []byte{0xff}}, kind: example.KindBytes, bytes: []string{"a", "\xff"}},
+		{name: "one int", json: `[7]`, kind: example.KindInt64, ints: []int64{7}},
+		// No element says the kind; the next record may hold floats.
+		{name: "empty", json: `[]`, kind: example.KindNone},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			var v any = tc.val
+			if tc.json != "" {
+				line, err := stages.ParseJSONLine([]byte(`{"v": ` + tc.json + `}`))
+				if err != nil {
+					t.Fatal(err)
+				}
+				v = line["v"]
+			}
+			ex, err := writeAndReadBack(t, map[string]any{"v": v})
+			if err != nil {
+				t.Fatal(err)
+			}
+			f := ex.Features["v"]
+			if f == nil {
+				t.Fatalf("no feature v in %v", ex.Features)
+			}
+			if f.Kind != tc.kind {
+				t.Fatalf("kind %s, want %s", f.Kind, tc.kind)
+			}
+			var got, want any
+			switch tc.kind {
+			case example.KindInt64:
+				got, want = append([]int64{}, f.Ints...), tc.ints
+			case example.KindFloat:
+				got, want = append([]float32{}, f.Floats...), tc.floats
+			case example.KindBytes:
+				s := []string{}
+				for _, b := range f.Bytes {
+					s = append(s, string(b))
+				}
+				got, want = s, tc.bytes
+			}
+			if !reflect.DeepEqual(got, want) {
+				t.Errorf("values %v, want %v", got, want)
+			}
+		})
+	}
+}
+
+// TestWriteTFRecordListErrors: what no feature can hold fails naming the
+// field and saying why, in a spec's words.
+func TestWriteTFRecordListErrors(t *testing.T) {
+	for _, tc := range []struct {
+		val  []any
+		want string
+	}{
+		{[]any{int64(1), "a"}, `field "v": a list of numbers and strings cannot be written as a feature (element 0 is a number, element 1 a string): a feature is one flat list of int64s, floats or bytes`},
+		{[]any{"a", []byte("b"), true}, `field "v": a list of numbers and strings cannot be written as a feature (element 2 is a number, element 0 a string): a feature is one flat list of int64s, floats or bytes`},
+		{[]any{1.5, []any{int64(1)}}, `field "v": a list in a list cannot be written as a feature: a feature is one flat list of int64s, floats or bytes`},
+		{[]any{int64(1), nil}, `field "v": null in a list cannot be written as a feature: a feature is one flat list of int64s, floats or bytes`},
+		{[]any{tensor.New(tensor.Float32, 2)}, `field "v": a tensor in a list cannot be written as a feature: a feature is one flat list of int64s, floats or bytes`},
+	} {
+		_, err := writeAndReadBack(t, map[string]any{"v": tc.val})
+		if err == nil || err.Error() != tc.want {
+			t.Errorf("%v: %v\nwant %s", tc.val, err, tc.want)
+		}
+	}
+}
+
+// TestWriteTFRecordListWarning: validate warns of a list whose elements
+// are known only at run time, the one field type whose write can fail,
+// saying what writes (it said "all numbers or all strings", and a list
+// of numbers then failed "list mixes element types"); a field that
+// always writes gets no warning.
+func TestWriteTFRecordListWarning(t *testing.T) {
+	const warning = `is list<any>, whose elements are known only at run time: it can be written only if they are all numbers and booleans (an int64_list, or a float_list if any is a float) or all strings and bytes (a bytes_list)`
+	for _, tc := range []struct {
+		name, stages string
+		want         []string // the fields warned of
+	}{
+		{"a list of numbers and strings", `
+  - {name: m, type: map, set: {x: '[1, "a"]'}}`, []string{"x"}},
+		{"a batch of lists", `
+  - {name: m, type: map, set: {sh: 'shape(cast([1.5, 2], "float32"))'}}
+  - {name: b, type: batch, size: 2}`, []string{"sh"}},
+		{"list<int64>", `
+  - {name: m, type: map, set: {sh: 'shape(cast([1.5, 2], "float32"))'}}`, nil},
+		{"list<string>", `
+  - {name: m, type: map, set: {s: 'string(index)'}}
+  - {name: b, type: batch, size: 2}`, nil},
+		{"scalars and tensors", `
+  - {name: m, type: map, set: {f: '1.5', t: 'cast([1.5, 2], "float32")', b: 'index > 0'}}`, nil},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			src := "version: 1\nname: w\nstages:\n  - {name: r, type: range, count: 2}" + tc.stages +
+				"\n  - {name: out, type: write_tfrecord, path: out.tfrecord}\n"
+			_, diags := spec.Parse("w.yaml", []byte(src), spec.Options{Catalog: stages.Default()})
+			if diags.HasErrors() {
+				t.Fatalf("%v", diags)
+			}
+			var got []string
+			for _, d := range diags {
+				if d.Severity != spec.SevWarning || !strings.Contains(d.Message, "list") {
+					continue
+				}
+				name, rest, _ := strings.Cut(strings.TrimPrefix(d.Message, "field "), " ")
+				if rest != warning {
+					t.Errorf("warning %q\nwant field %s %s", d.Message, name, warning)
+				}
+				got = append(got, strings.Trim(name, `"`))
+			}
+			if !reflect.DeepEqual(got, tc.want) {
+				t.Errorf("warned of %v, want %v\n%v", got, tc.want, diags)
+			}
+		})
+	}
+}
