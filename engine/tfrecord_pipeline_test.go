@@ -794,3 +794,35 @@ stages:
 		t.Errorf("batch: %v\nwant %s", batch, want)
 	}
 }
+
+// TestBatchedBoolsWriteAsInts: booleans batched into a uint8 tensor are
+// written as an int64_list of 0 and 1, as a single boolean is, not as the
+// raw bytes of a uint8 image (found by a new-user test: reading the field
+// back as int64 failed). A uint8 image beside them stays bytes.
+func TestBatchedBoolsWriteAsInts(t *testing.T) {
+	dir := t.TempDir()
+	if _, err := tfrRun(t, dir, `version: 1
+name: b
+stages:
+  - {name: src, type: range, count: 3}
+  - {name: m, type: map, set: {ok: 'index % 2 == 0', img: 'cast(one_hot(index, 3), "uint8")'}, drop: [index]}
+  - {name: b, type: batch, size: 3}
+  - {name: out, type: write_tfrecord, path: b.tfrecord}
+`); err != nil {
+		t.Fatal(err)
+	}
+	recs := tfrReadAll(t, filepath.Join(dir, "b.tfrecord"))
+	if len(recs) != 1 {
+		t.Fatalf("%d records, want 1", len(recs))
+	}
+	ex, err := example.Unmarshal(recs[0])
+	if err != nil {
+		t.Fatal(err)
+	}
+	if f := ex.Features["ok"]; f == nil || f.Kind != example.KindInt64 || !reflect.DeepEqual(f.Ints, []int64{1, 0, 1}) {
+		t.Errorf("ok: %+v, want int64_list [1 0 1]", f)
+	}
+	if f := ex.Features["img"]; f == nil || f.Kind != example.KindBytes || !reflect.DeepEqual(f.Bytes, [][]byte{{1, 0, 0, 0, 1, 0, 0, 0, 1}}) {
+		t.Errorf("img: %+v, want its raw bytes", f)
+	}
+}

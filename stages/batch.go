@@ -98,6 +98,7 @@ func (c *BatchConfig) Check(cc *spec.CheckContext) sample.Schema {
 			}
 		case sample.Bool:
 			t = sample.TensorOf(tensor.Uint8, b)
+			t.Elem = sample.Bool // booleans, for a sink that writes them as such
 		case sample.String:
 			t = sample.ListOf(sample.String)
 		case sample.Bytes:

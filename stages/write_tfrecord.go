@@ -19,6 +19,11 @@ type WriteTFRecordConfig struct {
 	Path        string `yaml:"path" jsonschema:"required" jsonschema_description:"Output path; {shard} and {shards} become 5-digit numbers, e.g. out/train-{shard}-of-{shards}.tfrecord."`
 	Shards      int    `yaml:"shards" jsonschema:"minimum=1" jsonschema_description:"Number of files; sample i goes to shard i mod shards (default 1)."`
 	Compression string `yaml:"compression" jsonschema:"enum=none,enum=gzip,enum=zlib,enum=NONE,enum=GZIP,enum=ZLIB" jsonschema_description:"none (default), gzip or zlib."`
+
+	// bools are the fields that are booleans batched into uint8 tensors:
+	// written as int64_lists of 0 and 1, as a single bool is, not as the
+	// raw bytes a uint8 image is.
+	bools map[string]bool
 }
 
 func init() {
@@ -61,11 +66,15 @@ func (c *WriteTFRecordConfig) Check(cc *spec.CheckContext) sample.Schema {
 	}
 	_ = comp
 	// Only a list whose elements are not known before the run can fail to
-	// write: a list literal or a JSON array is list<any> however uniform
-	// its elements. A field of kind Any gets no warning, though it too may
-	// hold such a list: every key of a jsonl source is Any, and warning on
-	// each would drown the warnings that matter.
+	// write (a JSON array, a literal mixing kinds). A field of kind Any gets
+	// no warning, though it too may hold such a list: every key of a jsonl
+	// source is Any, and warning on each would drown the warnings that
+	// matter.
+	c.bools = map[string]bool{}
 	for _, f := range cc.Input().Fields {
+		if f.Type.Kind == sample.Tensor && f.Type.Elem == sample.Bool {
+			c.bools[f.Name] = true
+		}
 		if f.Type.Kind != sample.List {
 			continue
 		}
@@ -100,6 +109,7 @@ func (c *WriteTFRecordConfig) OutputPaths(resolve func(string) string) []string 
 }
 
 type tfrecordSink struct {
+	bools   map[string]bool
 	files   []*atomicFile
 	writers []*tfrecord.Writer
 	n       int64
@@ -111,7 +121,7 @@ func buildWriteTFRecord(env *Env, cfg any) (any, error) {
 	if err != nil {
 		return nil, err
 	}
-	s := &tfrecordSink{}
+	s := &tfrecordSink{bools: c.bools}
 	for i := 0; i < c.Shards; i++ {
 		f, err := createAtomic(env.Resolve(ShardPath(c.Path, i, c.Shards)))
 		if err != nil {
@@ -125,7 +135,7 @@ func buildWriteTFRecord(env *Env, cfg any) (any, error) {
 }
 
 func (s *tfrecordSink) Write(_ context.Context, smp *sample.Sample) error {
-	ex, err := ToExample(smp.Fields)
+	ex, err := toExample(smp.Fields, s.bools)
 	if err != nil {
 		return err
 	}
@@ -183,9 +193,20 @@ func (s *tfrecordSink) Abort() error {
 // of any dtype to a reader. Tensors are flattened (row-major); uint8
 // tensors are written as one bytes value holding the raw buffer, the
 // compact form images take.
-func ToExample(fields map[string]any) (*example.Example, error) {
+func ToExample(fields map[string]any) (*example.Example, error) { return toExample(fields, nil) }
+
+// toExample is ToExample with the fields that are batched booleans.
+func toExample(fields map[string]any, bools map[string]bool) (*example.Example, error) {
 	ex := &example.Example{Features: make(map[string]*example.Feature, len(fields))}
 	for k, v := range fields {
+		if t, ok := v.(*tensor.Tensor); ok && bools[k] && t.DType == tensor.Uint8 {
+			ints := make([]int64, len(t.Data))
+			for i, b := range t.Data {
+				ints[i] = int64(b)
+			}
+			ex.Features[k] = &example.Feature{Kind: example.KindInt64, Ints: ints}
+			continue
+		}
 		f, err := toFeature(v)
 		if err != nil {
 			return nil, fmt.Errorf("field %q: %w", k, err)
