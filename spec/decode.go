@@ -246,7 +246,17 @@ func (d *decoder) decodeStruct(n *yaml.Node, v reflect.Value, path string) {
 			// empty string the stage judges ("path: must not be empty").
 			nulls[k.Value] = val
 		}
-		d.decode(val, v.FieldByIndex(idx), p)
+		f := v.FieldByIndex(idx)
+		if isNull(val) && nullIsAbsent(f) {
+			// A mapping whose entries are all commented out, or a key
+			// left to be filled in later, reads as null: absent, so its
+			// defaults hold, as for any other null value, and an ordered
+			// map's stage says what it says of a missing one ("map needs
+			// set, keep or drop"). Its place is kept for diagnostics.
+			d.record(val, p)
+			continue
+		}
+		d.decode(val, f, p)
 	}
 	for _, r := range requiredFields(v.Type()) {
 		if nv, ok := nulls[r]; ok {
@@ -261,6 +271,19 @@ func (d *decoder) decodeStruct(n *yaml.Node, v reflect.Value, path string) {
 			d.r.markUndecoded(joinPath(path, r))
 		}
 	}
+}
+
+// nullIsAbsent reports whether a null value leaves field f as it is,
+// absent, rather than being of the wrong type. So for mappings (structs,
+// ordered maps), whose absence means their defaults. Not for lists: an
+// emptied keep: taken as absent would keep every field, the opposite of
+// what it says. A type that reads itself (NodeUnmarshaler) judges a null
+// itself.
+func nullIsAbsent(f reflect.Value) bool {
+	if f.CanAddr() && f.Addr().Type().Implements(nodeUnmarshalerType) {
+		return false
+	}
+	return f.Kind() == reflect.Struct
 }
 
 // exactScalar reports whether scalar n is a value of kind as schema.json

@@ -279,7 +279,6 @@ func Load(path string, opts Options) (*Spec, Diagnostics) {
 var (
 	nameRe      = regexp.MustCompile(`^[a-z0-9][a-z0-9_-]*$`)
 	stageNameRe = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9_-]*$`)
-	yamlLineRe  = regexp.MustCompile(`^yaml: line (\d+): (.*)$`)
 )
 
 // document is the top level of a spec file.
@@ -317,13 +316,8 @@ func Parse(file string, data []byte, opts Options) (*Spec, Diagnostics) {
 	r := &reporter{file: file}
 	var root yaml.Node
 	if err := yaml.Unmarshal(data, &root); err != nil {
-		line := 0
-		msg := err.Error()
-		if m := yamlLineRe.FindStringSubmatch(msg); m != nil {
-			fmt.Sscan(m[1], &line)
-			msg = m[2]
-		}
-		r.add(SevError, line, 1, "", "invalid YAML: %s", strings.TrimPrefix(msg, "yaml: "))
+		line, col, msg := yamlErrorPos(data, err)
+		r.add(SevError, line, col, "", "invalid YAML: %s", msg)
 		return nil, r.diags
 	}
 	if len(root.Content) == 0 {

@@ -1,0 +1,127 @@
+package spec
+
+import (
+	"bytes"
+	"fmt"
+	"regexp"
+	"strconv"
+	"strings"
+
+	"go.yaml.in/yaml/v3"
+)
+
+var yamlLineRe = regexp.MustCompile(`^yaml: line (\d+): (.*)$`)
+
+// yamlBlocks names the block each of yaml.v3's "while parsing a ..."
+// errors is about. For these, and only these, the line in the error is the
+// line where that block starts.
+var yamlBlocks = map[string]string{
+	"did not find expected '-' indicator": "list",
+	"did not find expected key":           "mapping",
+	"did not find expected ',' or ']'":    "[...] list",
+	"did not find expected ',' or '}'":    "{...} mapping",
+}
+
+// utf8BOM may only open a YAML stream, so the line yamlErrorPos adds goes
+// after it.
+var utf8BOM = []byte("\xef\xbb\xbf")
+
+// yamlErrorPos places err, the error yaml.v3 gave for data, and returns
+// its message without yaml.v3's prefix.
+//
+// yaml.v3 reports the line of the block around a problem (its context
+// mark), not the line of the problem, and does not expose the problem's
+// mark: one list item of the quickstart indented a space too far was
+// reported at `stages:`, forty lines above it. The problem lies on the
+// last line of the shortest prefix of data that fails with the same
+// error; a prefix that stops before it parses, or fails differently (it
+// ends inside the block, and yaml.v3 then says so). The column is the
+// line's first that is not a space, since the mistake is most often the
+// line's indentation.
+func yamlErrorPos(data []byte, err error) (line, col int, msg string) {
+	line, msg = splitYAMLError(err)
+	// Where the block starts on the first line, yaml.v3 reports the
+	// problem's line instead, which moves with the prefix (and is 0, left
+	// out, when that is the first line too). One line more in front keeps
+	// every block off the first line.
+	shift := func(b []byte) []byte {
+		head := 0
+		if bytes.HasPrefix(b, utf8BOM) {
+			head = len(utf8BOM)
+		}
+		out := make([]byte, 0, len(b)+1)
+		out = append(append(append(out, b[:head]...), '\n'), b[head:]...)
+		return out
+	}
+	want := parseYAML(shift(data))
+	if want == nil {
+		return line, 1, msg
+	}
+	wantLine, wantMsg := splitYAMLError(want)
+	if wantMsg != msg {
+		return line, 1, msg // not data as yaml.v3 read it (UTF-16, say)
+	}
+	if wantLine > 0 {
+		// The line is that of the block, or of the problem; either way
+		// the problem is at or below the line before it in data (less
+		// one, for scanner errors, which count from 1).
+		line = wantLine - 1
+	}
+	lines := bytes.SplitAfter(data, []byte("\n"))
+	if len(lines[len(lines)-1]) == 0 {
+		lines = lines[:len(lines)-1]
+	}
+	ends := make([]int, len(lines)+1)
+	for i, l := range lines {
+		ends[i+1] = ends[i] + len(l)
+	}
+	same := func(k int) bool {
+		e := parseYAML(shift(data[:ends[k]]))
+		return e != nil && e.Error() == want.Error()
+	}
+	// All of data fails so, by definition. Gallop then bisect rather than
+	// try each line in turn, which is quadratic in the length of a spec
+	// whose top-level mapping holds the problem; on the broken specs tried
+	// (thousands of random edits of the examples) both found the same line.
+	last := len(lines)
+	lo := max(line, 1) - 1
+	hi := min(lo+1, last)
+	for step := 2; hi < last && !same(hi); step *= 2 {
+		lo, hi = hi, min(hi+step, last)
+	}
+	for hi-lo > 1 {
+		if mid := (lo + hi) / 2; same(mid) {
+			hi = mid
+		} else {
+			lo = mid
+		}
+	}
+	text := lines[hi-1]
+	col = len(text) - len(bytes.TrimLeft(text, " ")) + 1
+	if col > len(strings.TrimRight(string(text), "\r\n")) {
+		col = 1 // a blank line: the problem is the end of the input
+	}
+	if kind, ok := yamlBlocks[msg]; ok {
+		// With the line added in front, wantLine counts from 1 in data.
+		if wantLine > 0 && wantLine < hi {
+			msg = fmt.Sprintf("%s (in the %s that starts at line %d)", msg, kind, wantLine)
+		}
+	}
+	return hi, col, msg
+}
+
+// splitYAMLError splits a yaml.v3 error into the line it names (0 if none)
+// and its message.
+func splitYAMLError(err error) (int, string) {
+	s := err.Error()
+	if m := yamlLineRe.FindStringSubmatch(s); m != nil {
+		n, _ := strconv.Atoi(m[1])
+		return n, m[2]
+	}
+	return 0, strings.TrimPrefix(s, "yaml: ")
+}
+
+func parseYAML(data []byte) error {
+	var n yaml.Node
+	return yaml.Unmarshal(data, &n)
+}
