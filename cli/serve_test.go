@@ -54,12 +54,7 @@ func startServe(t *testing.T, count, width, limit string) (sock string, done cha
 	body := strings.NewReplacer("SOCK", sock, "COUNT", count, "WIDTH", width, "LIMIT", limit).Replace(servedSpec)
 	p := writeSpec(t, dir, "served.yaml", body)
 	ctx, cancel := context.WithCancel(context.Background())
-	done = make(chan result, 1)
-	go func() {
-		var out, errb strings.Builder
-		code := cli.Run(ctx, []string{"apply", "--progress", "never", "--gpu", "off", p}, &out, &errb)
-		done <- result{code: code, stdout: out.String(), stderr: errb.String()}
-	}()
+	done = applyInBackground(ctx, p)
 	// The socket exists once the sink listens.
 	for i := 0; ; i++ {
 		if _, err := os.Stat(sock); err == nil {
@@ -76,6 +71,34 @@ func startServe(t *testing.T, count, width, limit string) (sock string, done cha
 		time.Sleep(10 * time.Millisecond)
 	}
 	return sock, done, cancel
+}
+
+// applyInBackground runs piperun apply on spec p and sends its result on
+// the channel it returns.
+func applyInBackground(ctx context.Context, p string) chan result {
+	done := make(chan result, 1)
+	go func() {
+		var out, errb strings.Builder
+		code := cli.Run(ctx, []string{"apply", "--progress", "never", "--gpu", "off", p}, &out, &errb)
+		done <- result{code: code, stdout: out.String(), stderr: errb.String()}
+	}()
+	return done
+}
+
+// dialWhenUp dials the serve sink at addr, retrying for up to 10 s while
+// the run starts listening.
+func dialWhenUp(t *testing.T, addr string) *serve.Client {
+	t.Helper()
+	var err error
+	for range 1000 {
+		var c *serve.Client
+		if c, err = serve.Dial(addr); err == nil {
+			return c
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	t.Fatal(err)
+	return nil
 }
 
 func pythonWith(t *testing.T, modules string) string {
@@ -328,23 +351,8 @@ stages:
   - {name: slow, type: map, input: src, set: {v: 'one_hot(index, 4000000)'}}
   - {name: sink2, type: discard, input: slow}
 `)
-	done := make(chan result, 1)
-	go func() {
-		var out, errb strings.Builder
-		code := cli.Run(context.Background(), []string{"apply", "--progress", "never", "--gpu", "off", p}, &out, &errb)
-		done <- result{code: code, stdout: out.String(), stderr: errb.String()}
-	}()
-	var c *serve.Client
-	var err error
-	for range 1000 {
-		if c, err = serve.Dial("unix://" + sock); err == nil {
-			break
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
-	if err != nil {
-		t.Fatal(err)
-	}
+	done := applyInBackground(context.Background(), p)
+	c := dialWhenUp(t, "unix://"+sock)
 	for epochs := 0; epochs < 2; {
 		if _, err := c.Next(); errors.Is(err, serve.ErrEndOfEpoch) {
 			epochs++
@@ -442,23 +450,8 @@ stages:
   - {name: batch, type: batch, size: 4}
   - {name: out, type: serve, listen: '`+listen+`'}
 `)
-			done := make(chan result, 1)
-			go func() {
-				var out, errb strings.Builder
-				code := cli.Run(context.Background(), []string{"apply", "--progress", "never", "--gpu", "off", p}, &out, &errb)
-				done <- result{code: code, stdout: out.String(), stderr: errb.String()}
-			}()
-			var a *serve.Client
-			var err error
-			for range 1000 {
-				if a, err = serve.Dial(listen); err == nil {
-					break
-				}
-				time.Sleep(10 * time.Millisecond)
-			}
-			if err != nil {
-				t.Fatal(err)
-			}
+			done := applyInBackground(context.Background(), p)
+			a := dialWhenUp(t, listen)
 			var got []int64
 			for range 3 {
 				s, err := a.Next()

@@ -84,21 +84,7 @@ func TestCacheResumesAfterInterrupt(t *testing.T) {
 	want, _ := os.ReadFile(filepath.Join(ref, "out.jsonl"))
 
 	dir := t.TempDir()
-	ctx, cancel := context.WithCancel(context.Background())
-	go func() {
-		// Cancel once some samples are committed.
-		for i := 0; i < 400; i++ {
-			time.Sleep(5 * time.Millisecond)
-			ms, _ := filepath.Glob(filepath.Join(dir, "cache", "*", "manifest.json"))
-			if len(ms) > 0 {
-				b, _ := os.ReadFile(ms[0])
-				if strings.Contains(string(b), `"samples": 1`) || strings.Contains(string(b), `"samples":1`) {
-					break
-				}
-			}
-		}
-		cancel()
-	}()
+	ctx := cancelOnceCommitted(dir)
 	_, err := runSpecCtx(ctx, t, dir, slow)
 	if !errors.Is(err, context.Canceled) {
 		t.Skipf("the run finished before it could be interrupted (%v)", err)
@@ -269,20 +255,7 @@ func TestCacheNotResumedWhenNotDeterministic(t *testing.T) {
 	spec = strings.Replace(spec, "  - {name: c, type: cache", "  - {name: b, type: batch, size: 10}\n  - {name: c, type: cache", 1)
 	spec = strings.Replace(spec, "set: {v:", "set: {x: 'len(string(index)) > 99 ? 1 : 0', v:", 1)
 	dir := t.TempDir()
-	ctx, cancel := context.WithCancel(context.Background())
-	go func() {
-		for i := 0; i < 400; i++ {
-			time.Sleep(5 * time.Millisecond)
-			ms, _ := filepath.Glob(filepath.Join(dir, "cache", "*", "manifest.json"))
-			if len(ms) > 0 {
-				b, _ := os.ReadFile(ms[0])
-				if strings.Contains(string(b), `"samples": 1`) || strings.Contains(string(b), `"samples":1`) {
-					break
-				}
-			}
-		}
-		cancel()
-	}()
+	ctx := cancelOnceCommitted(dir)
 	if _, err := runSpecCtx(ctx, t, dir, spec); !errors.Is(err, context.Canceled) {
 		t.Skipf("the run finished before it could be interrupted (%v)", err)
 	}
@@ -312,4 +285,25 @@ func TestCacheNotResumedWhenNotDeterministic(t *testing.T) {
 			t.Errorf("w=%s came %d times in 3 epochs", w, n)
 		}
 	}
+}
+
+// cancelOnceCommitted returns a context that is cancelled once the cache
+// under dir has committed some samples (its manifest counts them), or
+// after about 2 s.
+func cancelOnceCommitted(dir string) context.Context {
+	ctx, cancel := context.WithCancel(context.Background())
+	go func() {
+		for i := 0; i < 400; i++ {
+			time.Sleep(5 * time.Millisecond)
+			ms, _ := filepath.Glob(filepath.Join(dir, "cache", "*", "manifest.json"))
+			if len(ms) > 0 {
+				b, _ := os.ReadFile(ms[0])
+				if strings.Contains(string(b), `"samples": 1`) || strings.Contains(string(b), `"samples":1`) {
+					break
+				}
+			}
+		}
+		cancel()
+	}()
+	return ctx
 }
