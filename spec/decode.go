@@ -302,7 +302,13 @@ func exactScalar(n *yaml.Node, kind reflect.Kind) bool {
 	return true
 }
 
-func isNull(n *yaml.Node) bool { return n.Kind == yaml.ScalarNode && n.ShortTag() == "!!null" }
+// isNull reports whether n, or the node an alias n names, is null.
+func isNull(n *yaml.Node) bool {
+	for n.Kind == yaml.AliasNode && n.Alias != nil {
+		n = n.Alias
+	}
+	return n.Kind == yaml.ScalarNode && n.ShortTag() == "!!null"
+}
 
 func describe(n *yaml.Node) string {
 	switch n.Kind {

@@ -58,6 +58,11 @@ func TestNullMappingIsAbsent(t *testing.T) {
 		{"resources: ~",
 			head + "resources: ~\nstages:\n  - {name: r, type: range, count: 3}\n  - {name: out, type: discard}\n",
 			"", stages.Default(), nil},
+		// Through an alias too (found in review: "expected a mapping, got
+		// null", placed at the anchor).
+		{"resources: an alias of null",
+			head + "seed: &none ~\nresources: *none\nstages:\n  - {name: r, type: range, count: 3}\n  - {name: out, type: discard}\n",
+			"", stages.Default(), nil},
 		{"resources as a list is still a type error",
 			head + "resources: []\nstages:\n  - {name: r, type: range, count: 3}\n  - {name: out, type: discard}\n",
 			"n.yaml:3:12: resources: expected a mapping, got a list\n", stages.Default(), nil},

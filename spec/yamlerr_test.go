@@ -57,10 +57,10 @@ func TestYAMLErrorPosition(t *testing.T) {
 			"y.yaml:1:1: invalid YAML: found unexpected end of stream"},
 		{"unclosed flow mapping on one line",
 			head + "  - {name: a, type: range, count: 3\n  - {name: b, type: discard}\n",
-			"y.yaml:4:3: invalid YAML: did not find expected ',' or '}'"},
+			"y.yaml:4:1: invalid YAML: did not find expected ',' or '}'"},
 		{"flow mapping spanning lines, not closed",
 			head + "  - {name: a, type: range,\n     count: 3\n  - {name: b, type: discard}\n",
-			"y.yaml:5:6: invalid YAML: did not find expected ',' or '}' (in the {...} mapping that starts at line 4)"},
+			"y.yaml:5:1: invalid YAML: did not find expected ',' or '}' (in the {...} mapping that starts at line 4)"},
 		{"flow list not closed at the end of the input",
 			"version: 1\nname: t\nstages: [a, b",
 			"y.yaml:3:1: invalid YAML: did not find expected ',' or ']'"},
@@ -76,6 +76,19 @@ func TestYAMLErrorPosition(t *testing.T) {
 		{"CRLF line ends",
 			strings.ReplaceAll(head+"  - name: a\n    type: range\n   count: 3\n", "\n", "\r\n"),
 			"y.yaml:6:4: invalid YAML: did not find expected '-' indicator (in the list that starts at line 4)"},
+		// yaml.v3 breaks lines at a lone CR too; the search did not, took
+		// the file for one line and reported line 1 (found in review).
+		{"CR line ends",
+			strings.ReplaceAll(head+"  - name: a\n    type: range\n   count: 3\n", "\n", "\r"),
+			"y.yaml:6:4: invalid YAML: did not find expected '-' indicator (in the list that starts at line 4)"},
+		{"CR line ends, tab",
+			strings.ReplaceAll(head+"  - name: a\n\ttype: range\n", "\n", "\r"),
+			"y.yaml:5:1: invalid YAML: found a tab character that violates indentation"},
+		// Only an indentation error gets the line's indentation as its
+		// column; here the byte is at column 12, which yaml.v3 does not say.
+		{"control character",
+			head + "  - name: a\x01\n",
+			"y.yaml:4:1: invalid YAML: control characters are not allowed"},
 		{"byte order mark",
 			"\ufeff" + head + "  - name: a\n\ttype: range\n",
 			"y.yaml:5:1: invalid YAML: found a tab character that violates indentation"},
