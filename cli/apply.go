@@ -318,6 +318,11 @@ func checkReportPath(path string, sp *spec.Spec) error {
 // sees half a report.
 func writeReport(path string, rep any) error {
 	dir := filepath.Dir(path)
+	// Made here too, not only by checkReportPath: a spec that does not
+	// load never gets that far, and its report says why.
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return fmt.Errorf("report: %w", err)
+	}
 	f, err := os.CreateTemp(dir, "."+filepath.Base(path)+".tmp-*")
 	if err != nil {
 		return fmt.Errorf("report: %w", err)

@@ -56,6 +56,16 @@ func benchCmd(g *globals) *cobra.Command {
 			}
 			sp, err := g.load(args[0], set, true)
 			if err != nil {
+				// As apply does: a CI job reading the report learns why.
+				if reportPath != "" {
+					rep := &BenchReport{Error: err.Error()}
+					if pe := (*problemsError)(nil); errors.As(err, &pe) {
+						rep.Error = pe.Problems()
+					}
+					if werr := writeReport(reportPath, rep); werr != nil {
+						g.log.Error("write report", zap.Error(werr))
+					}
+				}
 				return err
 			}
 			if reportPath != "" {
@@ -89,6 +99,10 @@ func benchCmd(g *globals) *cobra.Command {
 
 // BenchReport is what bench measures.
 type BenchReport struct {
+	// OK is false when the run failed or was interrupted before it ended
+	// (Error says why): the figures then cover only the steps taken.
+	OK        bool    `json:"ok"`
+	Error     string  `json:"error,omitempty"`
 	StepTimeS float64 `json:"step_time_s"`
 	Steps     int     `json:"steps"`
 	ElapsedS  float64 `json:"elapsed_s"`
@@ -381,8 +395,10 @@ func runBench(parent context.Context, g *globals, sp *spec.Spec, file string, st
 	r.Stages, r.Bottleneck, r.Why = bottleneck(p, runRep, elapsed, sinkName, tr.stepped)
 	r.Shuffle = shuffleCheck(tr.epochs, fixedShuffle(sp.Stage(sinkName)))
 	if runErr != nil {
+		r.Error = runErr.Error()
 		return r, exit(ExitFailed, runErr)
 	}
+	r.OK = true
 	return r, nil
 }
 
@@ -472,6 +488,9 @@ func shuffleCheck(epochs [][]string, fixed string) BenchShuffle {
 }
 
 func (r *BenchReport) text(w io.Writer) {
+	if !r.OK {
+		fmt.Fprintf(w, "the run failed after %d steps (the error follows): the figures below cover those steps only\n", r.Steps)
+	}
 	fmt.Fprintf(w, "trainer %s: %d steps in %.2fs: %.1f steps/s, %.1f after the first", r.Trainer, r.Steps, r.ElapsedS, r.StepsPerS, r.SteadyStepsPerS)
 	if r.IdealStepsPerS > 0 {
 		fmt.Fprintf(w, " (%.0f%% of the %.1f a %s step allows)", 100*r.SteadyStepsPerS/r.IdealStepsPerS, r.IdealStepsPerS, time.Duration(r.StepTimeS*float64(time.Second)))

@@ -54,6 +54,9 @@ func TestBenchTrainerBound(t *testing.T) {
 	if r.code != 0 {
 		t.Fatalf("bench: %s", r)
 	}
+	if !br.OK || br.Error != "" {
+		t.Errorf("ok %v, error %q; want ok", br.OK, br.Error)
+	}
 	if br.Trainer != "out" || br.Steps != 20 || br.Bottleneck != "out" || br.StepTimeS != 0.02 || br.IdealStepsPerS != 50 {
 		t.Errorf("trainer %q, %d steps, bottleneck %q, step %v, ideal %v; want out, 20, out, 0.02, 50", br.Trainer, br.Steps, br.Bottleneck, br.StepTimeS, br.IdealStepsPerS)
 	}
@@ -142,5 +145,40 @@ stages:
 	want := `trainer sink "b" got 0 samples and nothing more while the sources above it read `
 	if r.code != 1 || !strings.Contains(r.stderr, want) {
 		t.Errorf("%s\nwant exit 1 and %q", r, want)
+	}
+}
+
+// TestBenchOfAFailingRun: a run that fails part-way says so before its
+// figures, which cover the steps taken, and its report has ok false and
+// the error (found by a new-user test: a healthy-looking result, the
+// failure only in run.error).
+func TestBenchOfAFailingRun(t *testing.T) {
+	dir := t.TempDir()
+	spec := writeSpec(t, dir, "f.yaml", `version: 1
+name: failing
+stages:
+  - {name: src, type: range, count: 20}
+  - {name: m, type: map, set: {v: 'index < 7 ? index : int("nope")'}}
+  - {name: out, type: discard}
+`)
+	report := filepath.Join(dir, "bench.json")
+	r := run(t, "bench", "--step-time", "1ms", "--report", report, spec)
+	if r.code != 1 || !strings.Contains(r.stderr, `stage "m"`) {
+		t.Fatalf("%s\nwant exit 1 naming stage m", r)
+	}
+	first, _, _ := strings.Cut(r.stdout, "\n")
+	if want := "the run failed after "; !strings.HasPrefix(first, want) || !strings.HasSuffix(first, " steps (the error follows): the figures below cover those steps only") {
+		t.Errorf("first line %q, want the failure first", first)
+	}
+	b, err := os.ReadFile(report)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var br cli.BenchReport
+	if err := json.Unmarshal(b, &br); err != nil {
+		t.Fatal(err)
+	}
+	if br.OK || !strings.Contains(br.Error, `int("nope")`) || br.Steps > 7 {
+		t.Errorf("report %s: want ok false, the error and at most 7 steps", b)
 	}
 }

@@ -76,6 +76,19 @@ func TestReportOfAnInvalidSpec(t *testing.T) {
 	if rep.Seed != nil {
 		t.Errorf("report %s: want no seed", b)
 	}
+	// The report's directory is made, as for a run that starts (found by
+	// a new-user test: no report at all when it did not exist yet), by
+	// apply and by bench alike.
+	for _, cmd := range [][]string{{"apply", "--progress", "never"}, {"bench", "--step-time", "1ms"}} {
+		report := filepath.Join(dir, cmd[0], "new", "report.json")
+		if r := run(t, append(cmd, "--report", report, p)...); r.code != 3 {
+			t.Fatalf("%s: got %s\nwant exit 3", cmd[0], r)
+		}
+		rep, b := readReport(t, report)
+		if rep.OK == nil || *rep.OK || !strings.HasPrefix(rep.Error, want) {
+			t.Errorf("%s: report %s: want ok false and the spec's problems", cmd[0], b)
+		}
+	}
 }
 
 // report is what the failure tests read of an --report file.
