@@ -170,7 +170,7 @@ func watchGPU(g *globals, mode string) func() *gpu.Summary {
 // checkFit prints the ways p's buffers do not fit its memory budget, and
 // fails with ExitInvalid if any is more than a warning.
 func checkFit(g *globals, p *plan.Plan, file string) error {
-	diags := p.FitDiagnostics()
+	diags := append(p.FitDiagnostics(), p.MachineDiagnostics()...)
 	for _, d := range diags {
 		g.printDiag(d)
 	}

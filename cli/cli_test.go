@@ -17,6 +17,8 @@ import (
 
 	"github.com/piperun/piperun/cli"
 	"github.com/piperun/piperun/engine"
+	"github.com/piperun/piperun/plan"
+	"github.com/piperun/piperun/spec"
 )
 
 var update = flag.Bool("update", false, "rewrite golden files under testdata/")
@@ -278,6 +280,36 @@ func TestValidateBudgets(t *testing.T) {
 		if r.code != 1 || r.stdout != want {
 			t.Errorf("got %s\nwant exit 1, stdout %q", r, want)
 		}
+	}
+}
+
+// TestBudgetOverTheMachineWarns: a budget larger than the machine's (or
+// container's) memory is a warning, placed at resources.memory, from
+// validate and apply, and left out by validate --no-environment, whose
+// verdict must not depend on the machine (found by a new-user test: 1TiB
+// on a 23 GiB machine passed without a word).
+func TestBudgetOverTheMachineWarns(t *testing.T) {
+	if plan.MachineMemory() <= 0 {
+		t.Skip("this machine's memory cannot be read")
+	}
+	dir := t.TempDir()
+	p := writeSpec(t, dir, "big.yaml", `version: 1
+name: big
+resources: {memory: 4000000TiB}
+stages:
+  - {name: src, type: range, count: 3}
+  - {name: out, type: discard}
+`)
+	want := fmt.Sprintf("%s:3:21: warning: resources.memory: 4000000TiB is more than this machine's memory (%s): the budget no longer keeps the run from the OOM killer\n",
+		p, spec.ByteSize(plan.MachineMemory()))
+	if r := run(t, "validate", p); r.code != 0 || r.stdout != want {
+		t.Errorf("validate: got %s\nwant exit 0, stdout %q", r, want)
+	}
+	if r := run(t, "validate", "--no-environment", p); r.code != 0 || strings.Contains(r.stdout, "machine") {
+		t.Errorf("validate --no-environment: got %s\nwant exit 0 and no warning", r)
+	}
+	if r := run(t, "apply", "--progress", "never", "--gpu", "off", p); r.code != 0 || !strings.Contains(r.stderr, strings.TrimSuffix(want, "\n")) {
+		t.Errorf("apply: got %s\nwant exit 0 and the warning", r)
 	}
 }
 

@@ -116,7 +116,11 @@ func validateFile(ctx context.Context, g *globals, file string, set []string, en
 		}
 		p.ApplyProbe(avg)
 	}
-	return append(diags, p.FitDiagnostics()...)
+	diags = append(diags, p.FitDiagnostics()...)
+	if environment {
+		diags = append(diags, p.MachineDiagnostics()...)
+	}
+	return diags
 }
 
 // ghProperty escapes a workflow command's property value, where a comma

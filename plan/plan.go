@@ -239,12 +239,39 @@ func (p *Plan) ApplyProbe(avg map[string]int64) {
 }
 
 // DefaultMemory is the budget of a spec that sets none: a quarter of
-// physical memory, or 1 GiB where that cannot be read.
+// the memory this process may use (MachineMemory), or 1 GiB where that
+// cannot be read.
 func DefaultMemory() int64 {
-	if total := physicalMemory(); total > 0 {
+	if total := MachineMemory(); total > 0 {
 		return total / 4
 	}
 	return 1 << 30
+}
+
+// MachineMemory returns the memory this process may use: the machine's
+// RAM, or its cgroup's limit where that is lower; 0 if neither is known.
+func MachineMemory() int64 {
+	total := physicalMemory()
+	if l := cgroupMemoryLimit(); l > 0 && (total <= 0 || l < total) {
+		total = l
+	}
+	return total
+}
+
+// MachineDiagnostics warns when the memory budget is more than this
+// machine (or container) has: the budget then no longer keeps the run
+// from the OOM killer, and a typo (200GiB for 20GiB) would go unnoticed.
+// It depends on the machine, so validate runs it only with its
+// environment checks.
+func (p *Plan) MachineDiagnostics() spec.Diagnostics {
+	have := MachineMemory()
+	if have <= 0 || p.Memory <= have {
+		return nil
+	}
+	const path = "resources.memory"
+	return spec.Diagnostics{{Pos: p.Spec.PosOf(path), Path: path, Severity: spec.SevWarning,
+		Message: fmt.Sprintf("%s is more than this machine's memory (%s): the budget no longer keeps the run from the OOM killer",
+			spec.ByteSize(p.Memory), spec.ByteSize(have))}}
 }
 
 // FitProblem is one way the planned buffers do not fit the memory budget.
