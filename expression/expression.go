@@ -645,6 +645,13 @@ type patcher struct {
 
 var tensorPtr = reflect.TypeOf((*tensor.Tensor)(nil))
 
+// arityFits reports whether n arguments suit function name (true for a
+// name the registry does not know: the check reports it).
+func (p *patcher) arityFits(name string, n int) bool {
+	f, ok := p.reg.funcs[name]
+	return !ok || n >= f.MinArgs && (f.MaxArgs < 0 || n <= f.MaxArgs)
+}
+
 func (p *patcher) Visit(node *ast.Node) {
 	switch n := (*node).(type) {
 	case *ast.CallNode:
@@ -666,6 +673,11 @@ func (p *patcher) Visit(node *ast.Node) {
 			}
 			if f, ok := p.reg.funcs[fu.Inner]; ok && f.Random {
 				continue // already patched: fusing would misplace its context
+			}
+			if !p.arityFits(fu.Outer, len(n.Arguments)) || !p.arityFits(fu.Inner, len(inner.Arguments)) {
+				// Left as written, so that the check names the call the
+				// user wrote and its count, not the fused one's.
+				continue
 			}
 			args := append(append([]ast.Node{}, inner.Arguments...), n.Arguments[1:]...)
 			id.Value = fu.Into

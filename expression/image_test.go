@@ -260,6 +260,13 @@ func TestImageDTypeChecks(t *testing.T) {
 		{`to_float(unknown)`, "", "tensor<float32>[?]"},
 		{`to_float(shaped)`, "", "tensor<float32>[2 2 3]"},
 		{`to_float(any)`, "", "tensor<float32>[?]"},
+		// A wrong count in a chain that would be fused names the call as
+		// written, not the fused one (found by a new-user test: "resize(
+		// decode_image(bytes, channels), h, w[, method]): got 3, want 4 to 5").
+		{`decode_image(read_file(path), 3) | resize(32)`, `resize(img, h, w[, method]): wrong number of arguments: got 2, want 3 to 4 (line 1, column 36 of the expression)`, ""},
+		{`decode_image(read_file(path), 3) | random_resized_crop(32)`, `random_resized_crop(img, h, w[, min_scale, max_scale]): wrong number of arguments: got 2, want 3 to 5 (line 1, column 36 of the expression)`, ""},
+		{`decode_image(read_file(path)) | resize(32, 32)`, `decode_image(bytes, channels[, max_pixels]): wrong number of arguments: got 1, want 2 to 3 (line 1, column 1 of the expression)`, ""},
+		{`decode_image(read_file(path), 3) | resize(32, 32) | to_float(1)`, `to_float(img): wrong number of arguments: got 2, want 1 (line 1, column 53 of the expression)`, ""},
 	} {
 		p, err := expression.Default().Compile(tc.src, in, sample.Any)
 		got := ""
