@@ -123,6 +123,11 @@ func yamlErrorPos(data []byte, err error) (line, col int, msg string) {
 			col = 1 // a blank line: the problem is the end of the input
 		}
 	}
+	if text := lines[hi-1]; msg == "found character that cannot start any token" && bytes.HasPrefix(bytes.TrimLeft(text, " "), []byte("\t")) {
+		// yaml.v3 names no character; a tab in the indentation is the
+		// usual one.
+		msg += ": a tab indents this line; YAML indents with spaces"
+	}
 	if kind, ok := yamlBlocks[msg]; ok {
 		// With the line added in front, wantLine counts from 1 in data.
 		if wantLine > 0 && wantLine < hi {
