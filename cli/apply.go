@@ -135,7 +135,9 @@ const GPUInterval = 500 * time.Millisecond
 // unavailable summary (and a debug log line) where NVML cannot be used.
 func watchGPU(g *globals, mode string) func() *gpu.Summary {
 	if mode == "off" {
-		return func() *gpu.Summary { return nil }
+		// Said in the report, so that its reader does not take a missing
+		// gpu key for a run that forgot to look.
+		return func() *gpu.Summary { return gpu.Unavailable(errors.New("not watched (--gpu off)")) }
 	}
 	src, err := gpu.Open()
 	if err != nil {
@@ -283,6 +285,14 @@ func summary(g *globals, rep *engine.Report) {
 		return
 	}
 	fmt.Fprintln(g.stderr, line)
+	for _, name := range rep.SinkNames() {
+		if rep.Sinks[name].Samples == 0 {
+			// Not an error (tf.data gives an empty dataset too), but an
+			// empty input file or a filter that passes nothing is worth a
+			// word on a run that otherwise looks fine.
+			g.log.Warn(fmt.Sprintf("sink %q got no samples", name), zap.String("stage", name))
+		}
+	}
 }
 
 // checkReportPath reports why a report could not be written to path: it

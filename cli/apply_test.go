@@ -149,7 +149,8 @@ func TestApplyReport(t *testing.T) {
 
 // TestApplyGPU: the report's gpu key. Without an NVIDIA driver (these
 // machines) it says the GPUs could not be watched and why, and the run
-// goes on; --gpu off leaves the key out; any other mode is a usage error.
+// goes on; --gpu off says it did not watch; any other mode is a usage
+// error.
 // (gpu/'s tests read a mock DGX H200 through the same NVML adapter.)
 func TestApplyGPU(t *testing.T) {
 	src, openErr := gpu.Open()
@@ -165,7 +166,7 @@ func TestApplyGPU(t *testing.T) {
 		want string
 	}{
 		{"auto", `{"available":false,"why":` + string(why) + `,"starving":false}`},
-		{"off", ""},
+		{"off", `{"available":false,"why":"not watched (--gpu off)","starving":false}`},
 	} {
 		reportPath := filepath.Join(dir, tc.mode+".json")
 		if r := run(t, "apply", "--progress", "never", "--gpu", tc.mode, "--report", reportPath, p); r.code != 0 {
@@ -191,6 +192,24 @@ func TestApplyGPU(t *testing.T) {
 	}
 	if r := run(t, "apply", "--gpu", "on", p); r.code != 2 || !strings.Contains(r.stderr, "--gpu must be auto or off") {
 		t.Errorf("--gpu on: %s\nwant exit 2 and the modes", r)
+	}
+}
+
+// TestEmptySinkWarns: a run whose sink gets nothing succeeds, as tf.data's
+// empty dataset does, but says so (found by a new-user test: an empty
+// TFRecord file gave "out: 0 samples" and nothing else).
+func TestEmptySinkWarns(t *testing.T) {
+	p := writeSpec(t, t.TempDir(), "empty.yaml", `version: 1
+name: empty
+stages:
+  - {name: r, type: range, count: 5}
+  - {name: f, type: filter, where: 'index > 10'}
+  - {name: out, type: discard}
+  - {name: all, type: discard, input: r}
+`)
+	r := run(t, "apply", "--progress", "never", "--gpu", "off", p)
+	if r.code != 0 || !strings.Contains(r.stderr, `sink "out" got no samples`) || strings.Contains(r.stderr, `sink "all" got no samples`) {
+		t.Errorf("got %s\nwant exit 0 and a warning for out alone", r)
 	}
 }
 

@@ -183,8 +183,19 @@ func TestCacheCommands(t *testing.T) {
 	if r := run(t, "cache", "info", filepath.Join(dir, "cache"), ms[0].Fingerprint[:6]); r.code != 0 || !strings.Contains(r.stdout, `"samples": 300`) {
 		t.Errorf("cache info: %d %s %s", r.code, r.stdout, r.stderr)
 	}
-	if r := run(t, "cache", "ls", filepath.Join(t.TempDir(), "nope")); r.code != 1 || !strings.Contains(r.stderr, "nope is not a cache directory") {
+	missing := filepath.Join(t.TempDir(), "nope")
+	if r := run(t, "cache", "ls", missing); r.code != 1 || !strings.Contains(r.stderr, "cache directory "+missing+" does not exist") {
 		t.Errorf("ls of a missing directory: %s", r)
+	}
+	if r := run(t, "cache", "ls", spec); r.code != 0 {
+		t.Errorf("ls of a spec: %s", r)
+	}
+	notDir := filepath.Join(dir, "file")
+	if err := os.WriteFile(notDir, nil, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if r := run(t, "cache", "ls", notDir); r.code != 1 || !strings.Contains(r.stderr, notDir+" is not a cache directory (or a spec ending in .yaml)") {
+		t.Errorf("ls of a file: %s", r)
 	}
 	for _, flag := range [][]string{{"--older-than", "-1h"}, {"--keep-last", "-3"}} {
 		if r := run(t, append([]string{"cache", "prune"}, append(flag, spec)...)...); r.code != 2 {

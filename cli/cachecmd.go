@@ -1,7 +1,9 @@
 package cli
 
 import (
+	"errors"
 	"fmt"
+	"io/fs"
 	"math"
 	"os"
 	"path/filepath"
@@ -169,7 +171,13 @@ func (g *globals) cacheDirs(args []string) ([]string, error) {
 		if !strings.HasSuffix(a, ".yaml") && !strings.HasSuffix(a, ".yml") {
 			// A directory named outright must exist (a spec's may not
 			// yet: its first run makes it).
-			if fi, err := os.Stat(a); err != nil || !fi.IsDir() {
+			fi, err := os.Stat(a)
+			switch {
+			case errors.Is(err, fs.ErrNotExist):
+				return nil, exit(ExitFailed, fmt.Errorf("cache directory %s does not exist", a))
+			case err != nil:
+				return nil, exit(ExitFailed, fmt.Errorf("cache directory: %w", err))
+			case !fi.IsDir():
 				return nil, exit(ExitFailed, fmt.Errorf("%s is not a cache directory (or a spec ending in .yaml)", a))
 			}
 			dirs = append(dirs, a)
