@@ -52,9 +52,7 @@ func applyCmd(g *globals) *cobra.Command {
 				if p != nil {
 					rep.MemoryBudgetBytes, rep.Seed, rep.Rewrites = p.Memory, &p.Seed, p.Rewrites
 				}
-				if werr := writeReport(reportPath, rep); werr != nil {
-					g.log.Error("write report", zap.Error(werr))
-				}
+				writeFailureReport(g, reportPath, args[0], rep)
 				return err
 			}
 			sp, err := g.load(args[0], set, true)
@@ -282,9 +280,9 @@ func summary(g *globals, rep *engine.Report) {
 	if g.logFormat == "json" {
 		// A log collector reading JSON lines would choke on a plain one.
 		g.log.Info(line, zap.Float64("elapsed_s", rep.ElapsedS), zap.Int64("peak_memory_bytes", rep.PeakMemoryBytes))
-		return
+	} else {
+		fmt.Fprintln(g.stderr, line)
 	}
-	fmt.Fprintln(g.stderr, line)
 	for _, name := range rep.SinkNames() {
 		if rep.Sinks[name].Samples == 0 {
 			// Not an error (tf.data gives an empty dataset too), but an
@@ -300,18 +298,12 @@ func summary(g *globals, rep *engine.Report) {
 // directory that cannot be made or written. It makes the directory, as a
 // sink does, and creates nothing else but a probe it removes.
 func checkReportPath(path string, sp *spec.Spec) error {
-	abs, err := filepath.Abs(path)
-	if err != nil {
-		return fmt.Errorf("--report %s: %w", path, err)
+	if err := checkReportTarget(path, sp.File); err != nil {
+		return err
 	}
-	if specFile, _ := filepath.Abs(sp.File); spec.OutputKey(abs) == spec.OutputKey(specFile) {
-		return fmt.Errorf("--report %s is the spec itself", path)
-	}
+	abs, _ := filepath.Abs(path)
 	if st, ok := sp.Outputs()[spec.OutputKey(abs)]; ok {
 		return fmt.Errorf("--report %s is what stage %q writes", path, st)
-	}
-	if st, err := os.Stat(path); err == nil && st.IsDir() {
-		return fmt.Errorf("--report %s is a directory", path)
 	}
 	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
 		return fmt.Errorf("--report %s cannot be written: %w", path, errors.Unwrap(err))
@@ -322,6 +314,36 @@ func checkReportPath(path string, sp *spec.Spec) error {
 	}
 	f.Close()
 	return os.Remove(f.Name())
+}
+
+// checkReportTarget is what checkReportPath can check without a loaded
+// spec: a report must not replace the spec file (a failure report of a
+// spec that does not load once did) or a directory.
+func checkReportTarget(path, specFile string) error {
+	abs, err := filepath.Abs(path)
+	if err != nil {
+		return fmt.Errorf("--report %s: %w", path, err)
+	}
+	if sf, _ := filepath.Abs(specFile); spec.OutputKey(abs) == spec.OutputKey(sf) {
+		return fmt.Errorf("--report %s is the spec itself", path)
+	}
+	if st, err := os.Stat(path); err == nil && st.IsDir() {
+		return fmt.Errorf("--report %s is a directory", path)
+	}
+	return nil
+}
+
+// writeFailureReport writes rep, the report of a run that failed before
+// it began, to path unless path is the spec file or a directory; it logs
+// why it wrote nothing.
+func writeFailureReport(g *globals, path, specFile string, rep any) {
+	err := checkReportTarget(path, specFile)
+	if err == nil {
+		err = writeReport(path, rep)
+	}
+	if err != nil {
+		g.log.Error("write report", zap.Error(err))
+	}
 }
 
 // writeReport writes the report aside and renames it, so a reader never

@@ -211,6 +211,12 @@ stages:
 	if r.code != 0 || !strings.Contains(r.stderr, `sink "out" got no samples`) || strings.Contains(r.stderr, `sink "all" got no samples`) {
 		t.Errorf("got %s\nwant exit 0 and a warning for out alone", r)
 	}
+	// In JSON logs too (found in review: the warning came after the JSON
+	// summary's return).
+	r = run(t, "--log-format", "json", "apply", "--progress", "never", "--gpu", "off", p)
+	if r.code != 0 || !strings.Contains(r.stderr, `"msg":"sink \"out\" got no samples"`) {
+		t.Errorf("json: got %s\nwant exit 0 and the warning", r)
+	}
 }
 
 func TestApplyFailureReport(t *testing.T) {

@@ -54,19 +54,21 @@ func benchCmd(g *globals) *cobra.Command {
 			if steps < 0 {
 				return exit(ExitUsage, fmt.Errorf("--steps must not be negative"))
 			}
-			sp, err := g.load(args[0], set, true)
-			if err != nil {
-				// As apply does: a CI job reading the report learns why.
+			// As apply does: a CI job reading the report learns why a run
+			// that never began failed, and never reads an older report.
+			failed := func(err error) error {
 				if reportPath != "" {
 					rep := &BenchReport{Error: err.Error()}
 					if pe := (*problemsError)(nil); errors.As(err, &pe) {
 						rep.Error = pe.Problems()
 					}
-					if werr := writeReport(reportPath, rep); werr != nil {
-						g.log.Error("write report", zap.Error(werr))
-					}
+					writeFailureReport(g, reportPath, args[0], rep)
 				}
 				return err
+			}
+			sp, err := g.load(args[0], set, true)
+			if err != nil {
+				return failed(err)
 			}
 			if reportPath != "" {
 				if err := checkReportPath(reportPath, sp); err != nil {
@@ -74,9 +76,12 @@ func benchCmd(g *globals) *cobra.Command {
 				}
 			}
 			if sp.Epochs == 0 && steps == 0 {
-				return exit(ExitUsage, fmt.Errorf("%s runs until stopped (epochs: 0): give --steps", args[0]))
+				return failed(exit(ExitUsage, fmt.Errorf("%s runs until stopped (epochs: 0): give --steps", args[0])))
 			}
 			rep, err := runBench(cmd.Context(), g, sp, args[0], step, steps, sinkName)
+			if rep == nil && err != nil {
+				return failed(err)
+			}
 			if rep != nil {
 				rep.text(g.stdout)
 				if reportPath != "" {

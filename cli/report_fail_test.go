@@ -88,6 +88,33 @@ func TestReportOfAnInvalidSpec(t *testing.T) {
 		if rep.OK == nil || *rep.OK || !strings.HasPrefix(rep.Error, want) {
 			t.Errorf("%s: report %s: want ok false and the spec's problems", cmd[0], b)
 		}
+		// Never in place of the spec itself (found in review: bench, and
+		// apply before it, replaced the spec that did not load with its
+		// report).
+		if r := run(t, append(cmd, "--report", p, p)...); r.code != 3 || !strings.Contains(r.stderr, "is the spec itself") {
+			t.Errorf("%s --report SPEC: got %s\nwant exit 3 and the refusal", cmd[0], r)
+		}
+		if b, err := os.ReadFile(p); err != nil || string(b) != invalidSpec {
+			t.Fatalf("%s --report SPEC: the spec now holds %q (%v)", cmd[0], b, err)
+		}
+	}
+}
+
+// TestBenchReportOfARunThatCannotStart: a bench that stops before its run
+// (its buffers do not fit) replaces an older report with ok false (found
+// in review: the old "ok": true stayed).
+func TestBenchReportOfARunThatCannotStart(t *testing.T) {
+	report := filepath.Join(t.TempDir(), "bench.json")
+	if err := os.WriteFile(report, []byte(`{"ok": true}`), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	const file = "testdata/budget_buffer.yaml"
+	if r := run(t, "bench", "--step-time", "1ms", "--report", report, file); r.code != 3 {
+		t.Fatalf("got %s\nwant exit 3", r)
+	}
+	rep, b := readReport(t, report)
+	if rep.OK == nil || *rep.OK || !strings.Contains(rep.Error, "more than resources.memory (256MiB)") {
+		t.Errorf("report %s: want ok false and why", b)
 	}
 }
 

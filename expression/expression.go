@@ -110,6 +110,11 @@ type Registry struct {
 // when outer is named Outer and inner is named Inner.
 type Fusion struct {
 	Outer, Inner, Into string
+	// InnerArgs, if not 0, is the only argument count of the inner call
+	// that Into takes: an optional argument of the inner function that
+	// Into has no place for (decode_image's max_pixels) leaves the chain
+	// as written.
+	InnerArgs int
 }
 
 // NewRegistry returns an empty registry.
@@ -674,7 +679,8 @@ func (p *patcher) Visit(node *ast.Node) {
 			if f, ok := p.reg.funcs[fu.Inner]; ok && f.Random {
 				continue // already patched: fusing would misplace its context
 			}
-			if !p.arityFits(fu.Outer, len(n.Arguments)) || !p.arityFits(fu.Inner, len(inner.Arguments)) {
+			if !p.arityFits(fu.Outer, len(n.Arguments)) || !p.arityFits(fu.Inner, len(inner.Arguments)) ||
+				fu.InnerArgs != 0 && len(inner.Arguments) != fu.InnerArgs {
 				// Left as written, so that the check names the call the
 				// user wrote and its count, not the fused one's.
 				continue

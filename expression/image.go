@@ -221,8 +221,8 @@ func init() {
 			return imageops.DecodeRandomResizedCrop(data, ch, h, w, lo, hi, c.Rand, opts)
 		},
 	})
-	r.AddFusion(Fusion{Outer: "resize", Inner: "decode_image", Into: "__decode_resize"})
-	r.AddFusion(Fusion{Outer: "random_resized_crop", Inner: "decode_image", Into: "__decode_rrc"})
+	r.AddFusion(Fusion{Outer: "resize", Inner: "decode_image", Into: "__decode_resize", InnerArgs: 2})
+	r.AddFusion(Fusion{Outer: "random_resized_crop", Inner: "decode_image", Into: "__decode_rrc", InnerArgs: 2})
 	// The patcher visits inner calls first, so to_float meets the inner
 	// call already fused into __decode_resize.
 	r.AddFusion(Fusion{Outer: "to_float", Inner: "__decode_resize", Into: "__decode_resize_float"})

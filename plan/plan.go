@@ -270,7 +270,7 @@ func (p *Plan) MachineDiagnostics() spec.Diagnostics {
 	}
 	const path = "resources.memory"
 	return spec.Diagnostics{{Pos: p.Spec.PosOf(path), Path: path, Severity: spec.SevWarning,
-		Message: fmt.Sprintf("%s is more than this machine's memory (%s): the budget no longer keeps the run from the OOM killer",
+		Message: fmt.Sprintf("%s is more than the memory this process may use (%s: the machine's RAM, or its cgroup's limit where lower): the budget no longer keeps the run from the OOM killer",
 			spec.ByteSize(p.Memory), spec.ByteSize(have))}}
 }
 

@@ -495,19 +495,25 @@ func sinkNames(cat Catalog) []string {
 
 func link(sp *Spec, r *reporter, cat Catalog) {
 	byName := map[string]*Stage{}
-	// gaps is set when some stage could not be wired (its type unknown,
-	// its name taken): the stages it would have read then look unread,
-	// and saying so would only add noise to the error that explains it.
-	gaps := false
-	for _, st := range sp.Stages {
+	// unwired holds the stages a stage that could not be wired (its type
+	// unknown, its name taken) would have read, and such a stage itself:
+	// they look unread, and saying so would only add noise to the error
+	// that explains it.
+	unwired := map[string]bool{}
+	for i, st := range sp.Stages {
 		if st.Config == nil {
-			gaps = true
+			for _, n := range st.InputNames {
+				unwired[n] = true
+			}
+			if len(st.InputNames) == 0 && i > 0 {
+				unwired[sp.Stages[i-1].Name] = true
+			}
 		}
 		if st.Name == "" {
 			continue
 		}
 		if prev, dup := byName[st.Name]; dup {
-			gaps = true
+			unwired[st.Name] = true
 			l, c := posLC(sp, st.Path+".name")
 			r.add(SevError, l, c, st.Path+".name", "duplicate stage name %q (first used by %s)", st.Name, prev.Path)
 			continue
@@ -599,7 +605,7 @@ func link(sp *Spec, r *reporter, cat Catalog) {
 		if st.Role == RoleSink && st.Config != nil {
 			hasSink = true
 		}
-		if st.Role != RoleSink && st.Config != nil && len(st.Outputs) == 0 && st.Name != "" && !gaps {
+		if st.Role != RoleSink && st.Config != nil && len(st.Outputs) == 0 && st.Name != "" && !unwired[st.Name] {
 			r.add(SevWarning, st.Pos.Line, st.Pos.Col, st.Path, "output of stage %q is not read by any stage", st.Name)
 		}
 	}
