@@ -91,8 +91,10 @@ type globals struct {
 }
 
 // Main runs the CLI with args (without the program name) and returns the
-// process exit code.
+// process exit code. It gives the process one P more than Go's default
+// (spareProcs), which Run, for tests in a shared process, does not.
 func Main(args []string, stdout, stderr io.Writer) int {
+	setProcs()
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
 	return Run(ctx, args, stdout, stderr)
