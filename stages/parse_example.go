@@ -106,73 +106,109 @@ func (c *ParseExampleConfig) Check(cc *spec.CheckContext) sample.Schema {
 	return out
 }
 
+// defaultValues spreads the spec's default over the n elements of a
+// fixed shape: a scalar fills them all; a list gives each its own, in
+// row-major order, as TensorFlow's default_value does (a list of exactly
+// n values). A variable-length feature's default is a scalar, unused.
+func (f FeatureSpec) defaultValues(n int) ([]any, error) {
+	list, ok := f.Default.([]any)
+	if !ok {
+		out := make([]any, n)
+		for i := range out {
+			out[i] = f.Default
+		}
+		return out, nil
+	}
+	if len(f.Shape) == 0 || f.variable() {
+		return nil, fmt.Errorf("default for a feature of shape %v must be a scalar, got a list", f.Shape)
+	}
+	if len(list) != n {
+		return nil, fmt.Errorf("default for shape %v must be a scalar or a list of %d values, got %d", f.Shape, n, len(list))
+	}
+	return list, nil
+}
+
 // defaultValue converts the spec's default to the feature's field value.
 func (f FeatureSpec) defaultValue() (any, error) {
 	n := tensor.NumElements(f.Shape)
+	if f.variable() {
+		n = 0
+	}
+	vals, err := f.defaultValues(n)
+	if err != nil {
+		return nil, err
+	}
+	if len(f.Shape) == 0 || f.variable() {
+		// Checked for its type all the same; a variable-length feature's
+		// default is not used (a missing one is empty).
+		vals = []any{f.Default}
+	}
 	switch f.DType {
 	case "int64":
-		v, ok := f.Default.(int)
-		if !ok {
-			return nil, fmt.Errorf("default for an int64 feature must be an integer, got %v", f.Default)
+		ints := make([]int64, len(vals))
+		for i, x := range vals {
+			v, ok := x.(int)
+			if !ok {
+				return nil, fmt.Errorf("default for an int64 feature must be an integer, got %v", x)
+			}
+			ints[i] = int64(v)
 		}
 		if len(f.Shape) == 0 {
-			return int64(v), nil
+			return ints[0], nil
 		}
 		if f.variable() {
 			return tensor.New(tensor.Int64, 0), nil
 		}
 		t := tensor.New(tensor.Int64, f.Shape...)
-		for i := range t.Int64() {
-			t.Int64()[i] = int64(v)
-		}
+		copy(t.Int64(), ints)
 		return t, nil
 	case "float32":
-		var v float64
-		switch x := f.Default.(type) {
-		case int:
-			v = float64(x)
-		case float64:
-			v = x
-		default:
-			return nil, fmt.Errorf("default for a float32 feature must be a number, got %v", f.Default)
+		fs := make([]float32, len(vals))
+		for i, x := range vals {
+			switch v := x.(type) {
+			case int:
+				fs[i] = float32(v)
+			case float64:
+				fs[i] = float32(v)
+			default:
+				return nil, fmt.Errorf("default for a float32 feature must be a number, got %v", x)
+			}
 		}
 		if len(f.Shape) == 0 {
-			return float64(float32(v)), nil
+			return float64(fs[0]), nil
 		}
 		if f.variable() {
 			return tensor.New(tensor.Float32, 0), nil
 		}
 		t := tensor.New(tensor.Float32, f.Shape...)
-		for i := range t.Float32() {
-			t.Float32()[i] = float32(v)
-		}
+		copy(t.Float32(), fs)
 		return t, nil
 	case "bytes", "string":
-		s, ok := f.Default.(string)
-		if !ok {
-			return nil, fmt.Errorf("default for a %s feature must be a string, got %v", f.DType, f.Default)
+		ss := make([]string, len(vals))
+		for i, x := range vals {
+			v, ok := x.(string)
+			if !ok {
+				return nil, fmt.Errorf("default for a %s feature must be a string, got %v", f.DType, x)
+			}
+			ss[i] = v
 		}
 		if len(f.Shape) == 0 {
 			if f.DType == "bytes" {
-				return []byte(s), nil
+				return []byte(ss[0]), nil
 			}
-			return s, nil
+			return ss[0], nil
 		}
 		if f.variable() {
-			n = 0
+			ss = ss[:0]
 		}
 		if f.DType == "bytes" {
-			out := make([][]byte, n)
-			for i := range out {
-				out[i] = []byte(s)
+			out := make([][]byte, len(ss))
+			for i, v := range ss {
+				out[i] = []byte(v)
 			}
 			return out, nil
 		}
-		out := make([]string, n)
-		for i := range out {
-			out[i] = s
-		}
-		return out, nil
+		return ss, nil
 	}
 	return nil, fmt.Errorf("unknown dtype %q", f.DType)
 }

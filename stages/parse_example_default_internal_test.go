@@ -1,0 +1,56 @@
+package stages
+
+import (
+	"fmt"
+	"testing"
+
+	"github.com/piperun/piperun/tensor"
+)
+
+// TestFeatureDefaults: a fixed-shape feature's default is a scalar that
+// fills the shape or, as TensorFlow's default_value, a list of one value
+// per element in row-major order (found by a data-path test: a list was
+// refused); scalars and variable-length features take scalars only.
+func TestFeatureDefaults(t *testing.T) {
+	for _, tc := range []struct {
+		dtype string
+		shape []int
+		def   any
+		want  string
+	}{
+		{"int64", nil, 7, "7"},
+		{"int64", []int{3}, 7, "[7 7 7]"},
+		{"int64", []int{2, 2}, []any{1, 2, 3, 4}, "[1 2 3 4]"},
+		{"float32", []int{2}, []any{1.5, 2}, "[1.5 2]"},
+		{"float32", []int{2}, 0.25, "[0.25 0.25]"},
+		{"string", []int{2}, []any{"a", "b"}, "[a b]"},
+		{"bytes", []int{2}, "x", "[[120] [120]]"},
+		{"int64", []int{-1}, 5, "[]"},
+		{"string", []int{-1}, "z", "[]"},
+		{"int64", []int{3}, []any{1, 2}, "error: default for shape [3] must be a scalar or a list of 3 values, got 2"},
+		{"int64", []int{2}, []any{1, 2.5}, "error: default for an int64 feature must be an integer, got 2.5"},
+		{"int64", nil, []any{1}, "error: default for a feature of shape [] must be a scalar, got a list"},
+		{"float32", []int{-1}, []any{1.0}, "error: default for a feature of shape [-1] must be a scalar, got a list"},
+		{"int64", []int{-1}, "x", "error: default for an int64 feature must be an integer, got x"},
+	} {
+		f := FeatureSpec{DType: tc.dtype, Shape: tc.shape, Default: tc.def}
+		v, err := f.defaultValue()
+		got := ""
+		switch x := v.(type) {
+		case *tensor.Tensor:
+			if x.DType == tensor.Int64 {
+				got = fmt.Sprint(x.Int64())
+			} else {
+				got = fmt.Sprint(x.Float32())
+			}
+		default:
+			got = fmt.Sprint(x)
+		}
+		if err != nil {
+			got = "error: " + err.Error()
+		}
+		if got != tc.want {
+			t.Errorf("%s %v default %v: got %s, want %s", tc.dtype, tc.shape, tc.def, got, tc.want)
+		}
+	}
+}
