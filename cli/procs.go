@@ -3,10 +3,11 @@ package cli
 import (
 	"os"
 	"runtime"
+	"strconv"
 )
 
 // spareProcs is how many Ps the piperun command runs with beyond Go's
-// default (the usable cores). A decoder in C (libjpeg-turbo, the C resize
+// default (the cores it may use, or a container's CPU limit). A decoder in C (libjpeg-turbo, the C resize
 // passes) holds its P in a system call for a millisecond or more. When
 // every P is in one, the runtime's monitor takes each back after 20 µs
 // and starts a spinning thread to look for other work, which competes
@@ -19,16 +20,19 @@ import (
 const spareProcs = 1
 
 // procsFor is the GOMAXPROCS the command sets: the default plus
-// spareProcs, unless the GOMAXPROCS variable chose (set says so).
-func procsFor(set bool, def int) int {
-	if set {
+// spareProcs, unless the GOMAXPROCS variable chose (env, its value: the
+// runtime, and so this, ignores one that is not a positive number).
+func procsFor(env string, def int) int {
+	if n, err := strconv.Atoi(env); err == nil && n > 0 {
 		return def
 	}
 	return def + spareProcs
 }
 
-// setProcs applies procsFor to this process.
+// setProcs applies procsFor to this process. Setting GOMAXPROCS turns
+// off the runtime's own updates of it (to a container's CPU limit or the
+// process's CPU affinity changing during the run), which a run of an
+// input pipeline, sized to its cores at the start, does without.
 func setProcs() {
-	_, set := os.LookupEnv("GOMAXPROCS")
-	runtime.GOMAXPROCS(procsFor(set, runtime.GOMAXPROCS(0)))
+	runtime.GOMAXPROCS(procsFor(os.Getenv("GOMAXPROCS"), runtime.GOMAXPROCS(0)))
 }

@@ -6,17 +6,22 @@ import "testing"
 // user set GOMAXPROCS.
 func TestProcsFor(t *testing.T) {
 	for _, tc := range []struct {
-		set       bool
+		env       string
 		def, want int
 	}{
-		{false, 2, 3},
-		{false, 1, 2},
-		{false, 64, 65},
-		{true, 2, 2},
-		{true, 7, 7},
+		{"", 2, 3},
+		{"", 1, 2},
+		{"", 64, 65},
+		{"2", 2, 2},
+		{"7", 7, 7},
+		// Values the runtime ignores leave its default, so the spare P
+		// is added (found in review).
+		{"0", 2, 3},
+		{"-3", 2, 3},
+		{"abc", 2, 3},
 	} {
-		if got := procsFor(tc.set, tc.def); got != tc.want {
-			t.Errorf("procsFor(%v, %d) = %d, want %d", tc.set, tc.def, got, tc.want)
+		if got := procsFor(tc.env, tc.def); got != tc.want {
+			t.Errorf("procsFor(%q, %d) = %d, want %d", tc.env, tc.def, got, tc.want)
 		}
 	}
 }

@@ -3,6 +3,7 @@ package stages
 import (
 	"context"
 	"fmt"
+	"slices"
 	"strconv"
 
 	"github.com/piperun/piperun/example"
@@ -88,15 +89,17 @@ func (c *ParseExampleConfig) Check(cc *spec.CheckContext) sample.Schema {
 			cc.Errorf(p+".dtype", "unknown dtype %q (want int64, float32, bytes or string)", f.DType)
 			continue
 		}
+		badShape := false
 		for i, d := range f.Shape {
 			if d < -1 || d == 0 || (d == -1 && len(f.Shape) > 1) {
 				cc.Errorf(fmt.Sprintf("%s.shape[%d]", p, i), "dimension must be positive, or a single -1 for variable length; got %v", f.Shape)
+				badShape = true
 			}
 		}
 		if (f.DType == "bytes" || f.DType == "string") && len(f.Shape) > 1 {
 			cc.Errorf(p+".shape", "%s features are scalars or lists; shape %v has too many dimensions", f.DType, f.Shape)
 		}
-		if f.Default != nil {
+		if f.Default != nil && !badShape {
 			if _, err := f.defaultValue(); err != nil {
 				cc.Errorf(p+".default", "%v", err)
 			}
@@ -106,26 +109,53 @@ func (c *ParseExampleConfig) Check(cc *spec.CheckContext) sample.Schema {
 	return out
 }
 
-// defaultValues spreads the spec's default over the n elements of a
-// fixed shape: a scalar fills them all; a list gives each its own, in
-// row-major order, as TensorFlow's default_value does (a list of exactly
-// n values). A variable-length feature's default is a scalar, unused.
+// defaultValues returns the spec's default as its elements: one for a
+// scalar, which fills a fixed shape; or, for a fixed shape, a list of one
+// value per element, flat in row-major order or nested as the shape is
+// (TensorFlow's default_value). A variable-length feature's default is a
+// scalar, checked for its type but unused (a missing one is empty).
 func (f FeatureSpec) defaultValues(n int) ([]any, error) {
 	list, ok := f.Default.([]any)
 	if !ok {
-		out := make([]any, n)
-		for i := range out {
-			out[i] = f.Default
-		}
-		return out, nil
+		return []any{f.Default}, nil
 	}
 	if len(f.Shape) == 0 || f.variable() {
 		return nil, fmt.Errorf("default for a feature of shape %v must be a scalar, got a list", f.Shape)
 	}
-	if len(list) != n {
-		return nil, fmt.Errorf("default for shape %v must be a scalar or a list of %d values, got %d", f.Shape, n, len(list))
+	if flat, ok := flattenAs(list, f.Shape); ok {
+		return flat, nil
+	}
+	if len(list) != n || slices.ContainsFunc(list, func(x any) bool { _, nested := x.([]any); return nested }) {
+		return nil, fmt.Errorf("default for shape %v must be a scalar, a list of %d values, or lists nested as the shape", f.Shape, n)
 	}
 	return list, nil
+}
+
+// flattenAs flattens v, lists nested as shape is, in row-major order.
+func flattenAs(v []any, shape []int) ([]any, bool) {
+	if len(shape) < 2 || len(v) != shape[0] {
+		return nil, false
+	}
+	var out []any
+	for _, x := range v {
+		inner, ok := x.([]any)
+		if !ok {
+			return nil, false
+		}
+		if len(shape) == 2 {
+			if len(inner) != shape[1] {
+				return nil, false
+			}
+			out = append(out, inner...)
+			continue
+		}
+		flat, ok := flattenAs(inner, shape[1:])
+		if !ok {
+			return nil, false
+		}
+		out = append(out, flat...)
+	}
+	return out, true
 }
 
 // defaultValue converts the spec's default to the feature's field value.
@@ -134,81 +164,84 @@ func (f FeatureSpec) defaultValue() (any, error) {
 	if f.variable() {
 		n = 0
 	}
+	if n < 0 {
+		return nil, fmt.Errorf("shape %v is not a valid shape", f.Shape)
+	}
 	vals, err := f.defaultValues(n)
 	if err != nil {
 		return nil, err
 	}
-	if len(f.Shape) == 0 || f.variable() {
-		// Checked for its type all the same; a variable-length feature's
-		// default is not used (a missing one is empty).
-		vals = []any{f.Default}
-	}
+	// at gives element i: a scalar default fills every element.
+	at := func(i int) any { return vals[i%len(vals)] }
 	switch f.DType {
 	case "int64":
-		ints := make([]int64, len(vals))
-		for i, x := range vals {
-			v, ok := x.(int)
-			if !ok {
+		for _, x := range vals {
+			if _, ok := x.(int); !ok {
 				return nil, fmt.Errorf("default for an int64 feature must be an integer, got %v", x)
 			}
-			ints[i] = int64(v)
 		}
 		if len(f.Shape) == 0 {
-			return ints[0], nil
+			return int64(vals[0].(int)), nil
 		}
-		if f.variable() {
-			return tensor.New(tensor.Int64, 0), nil
+		t := tensor.New(tensor.Int64, max(n, 0))
+		if !f.variable() {
+			t = tensor.New(tensor.Int64, f.Shape...)
 		}
-		t := tensor.New(tensor.Int64, f.Shape...)
-		copy(t.Int64(), ints)
+		for i := range t.Int64() {
+			t.Int64()[i] = int64(at(i).(int))
+		}
 		return t, nil
 	case "float32":
-		fs := make([]float32, len(vals))
-		for i, x := range vals {
+		num := func(x any) (float32, bool) {
 			switch v := x.(type) {
 			case int:
-				fs[i] = float32(v)
+				return float32(v), true
 			case float64:
-				fs[i] = float32(v)
-			default:
+				return float32(v), true
+			}
+			return 0, false
+		}
+		for _, x := range vals {
+			if _, ok := num(x); !ok {
 				return nil, fmt.Errorf("default for a float32 feature must be a number, got %v", x)
 			}
 		}
 		if len(f.Shape) == 0 {
-			return float64(fs[0]), nil
+			v, _ := num(vals[0])
+			return float32Value(v), nil
 		}
-		if f.variable() {
-			return tensor.New(tensor.Float32, 0), nil
+		t := tensor.New(tensor.Float32, 0)
+		if !f.variable() {
+			t = tensor.New(tensor.Float32, f.Shape...)
 		}
-		t := tensor.New(tensor.Float32, f.Shape...)
-		copy(t.Float32(), fs)
+		for i := range t.Float32() {
+			t.Float32()[i], _ = num(at(i))
+		}
 		return t, nil
 	case "bytes", "string":
-		ss := make([]string, len(vals))
-		for i, x := range vals {
-			v, ok := x.(string)
-			if !ok {
+		for _, x := range vals {
+			if _, ok := x.(string); !ok {
 				return nil, fmt.Errorf("default for a %s feature must be a string, got %v", f.DType, x)
 			}
-			ss[i] = v
 		}
 		if len(f.Shape) == 0 {
 			if f.DType == "bytes" {
-				return []byte(ss[0]), nil
+				return []byte(vals[0].(string)), nil
 			}
-			return ss[0], nil
-		}
-		if f.variable() {
-			ss = ss[:0]
+			return vals[0].(string), nil
 		}
 		if f.DType == "bytes" {
-			out := make([][]byte, len(ss))
-			for i, v := range ss {
-				out[i] = []byte(v)
+			out := make([][]byte, n)
+			for i := range out {
+				out[i] = []byte(at(i).(string))
 			}
 			return out, nil
 		}
-		return ss, nil
+		out := make([]string, n)
+		for i := range out {
+			out[i] = at(i).(string)
+		}
+		return out, nil
 	}
 	return nil, fmt.Errorf("unknown dtype %q", f.DType)
 }
