@@ -7,6 +7,7 @@ import (
 	"math/rand"
 	"os"
 	"path/filepath"
+	"runtime"
 	"strings"
 	"testing"
 
@@ -278,6 +279,48 @@ func TestPool(t *testing.T) {
 	p.Put(make([]byte, 5000)) // not from the pool: ignored
 	if b := p.Get(0); b != nil {
 		t.Error("Get(0) is not nil")
+	}
+	// An empty bucket takes from up to poolReach buckets above it, the
+	// nearest first; beyond that it allocates.
+	big, bigger, far := p.Get(1<<16), p.Get(1<<17), p.Get(1<<20)
+	p.Put(bigger)
+	p.Put(big)
+	p.Put(far)
+	for _, tc := range []struct{ n, want int }{{10000, 1 << 16}, {10000, 1 << 14}, {40000, 1 << 17}, {40000, 1 << 16}} {
+		if b := p.Get(tc.n); cap(b) != tc.want || len(b) != tc.n {
+			t.Errorf("Get(%d) with 64 and 128 KiB idle: cap %d len %d, want cap %d", tc.n, cap(b), len(b), tc.want)
+		}
+	}
+	// Idle buffers outlive collections (a sync.Pool empties within two);
+	// only two agings with no use drop them.
+	runtime.GC()
+	runtime.GC()
+	if b := p.Get(1 << 20); &b[0] != &far[0] {
+		t.Error("an idle buffer did not survive two collections")
+	}
+	p.Put(far)
+	p.mu.Lock()
+	p.age()
+	p.mu.Unlock()
+	if b := p.Get(1 << 20); &b[0] != &far[0] {
+		t.Error("a buffer idle through one aging was dropped")
+	}
+	p.Put(far)
+	p.mu.Lock()
+	p.age()
+	p.age()
+	idle := p.idle
+	p.mu.Unlock()
+	if b := p.Get(1 << 20); &b[0] == &far[0] || idle != 0 {
+		t.Errorf("two agings kept a buffer (%d idle bytes)", idle)
+	}
+	// Beyond poolIdleLimit idle bytes, Put leaves buffers to the collector.
+	var q Pool
+	for range poolIdleLimit>>poolMaxShift + 1 {
+		q.Put(make([]byte, 1<<poolMaxShift))
+	}
+	if q.idle != poolIdleLimit {
+		t.Errorf("idle %d bytes after putting more than the limit, want %d", q.idle, poolIdleLimit)
 	}
 	_, photos := photos(t)
 	// Steady state: the full-size frame and the intermediate come from the

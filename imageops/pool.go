@@ -3,6 +3,7 @@ package imageops
 import (
 	"math/bits"
 	"sync"
+	"time"
 
 	"github.com/piperun/piperun/tensor"
 )
@@ -12,42 +13,88 @@ import (
 // half-resized plane) are reused across samples instead of being garbage
 // collected at hundreds of megabytes per second.
 //
+// It is not a sync.Pool: that one drops everything it holds within two
+// garbage collections, and a pipeline collects every few hundred
+// milliseconds, so each drop sent its decoders back to fresh memory (W1
+// allocated 43 MB of scratch in its first two epochs and kept allocating
+// after). Here an idle buffer is dropped only when it has sat unused
+// through a whole aging period (at most one per second, driven by the
+// collector, as the tensor pool ages), or when the pool already holds
+// poolIdleLimit bytes. And a request whose bucket is empty takes a buffer
+// from the next larger buckets before it allocates: photos of a dataset
+// differ in size, and a frame buffer big enough for the largest then
+// serves them all instead of one per bucket per decoder.
+//
 // Buffers from Get have unspecified contents. A buffer handed to Put must not
 // be used afterwards. The zero Pool is ready to use and safe for concurrent
-// use.
+// use; once used, a Pool is never freed, so keep pools in package variables.
 type Pool struct {
-	buckets [poolMaxShift + 1]sync.Pool
+	mu sync.Mutex
+	// free holds the buffers put back since the last aging, old those idle
+	// through it, by bucket.
+	free, old [poolMaxShift + 1][][]byte
+	idle      int64 // bytes of capacity in free and old
+	aged      time.Time
+	armed     bool
 }
 
 const (
 	poolMinShift = 12 // below 4 KiB the allocator is cheaper than the pool
 	poolMaxShift = 28 // above 256 MiB a buffer is too big to keep around
+	// poolReach is how many buckets above its own a request may take a
+	// buffer from: up to 4× the size, no more, so that a small request
+	// does not hold a large buffer another one needs.
+	poolReach = 2
+	// poolIdleLimit bounds the idle bytes a Pool holds; beyond it, Put
+	// leaves the buffer to the collector.
+	poolIdleLimit = 256 << 20
+	// poolAgePeriod is the least time between two agings.
+	poolAgePeriod = time.Second
 )
 
 // defaultPool serves the package's own intermediate buffers.
 var defaultPool Pool
 
-// Get returns a buffer of length n whose capacity is n rounded up to a
-// power of two.
+// Get returns a buffer of length n whose capacity is a power of two: n
+// rounded up, or up to poolReach doublings more when only a larger idle
+// buffer is at hand.
 func (p *Pool) Get(n int) []byte {
 	if n <= 0 {
 		return nil
 	}
-	shift := bits.Len(uint(n - 1))
-	if shift < poolMinShift {
-		shift = poolMinShift
-	}
+	shift := max(bits.Len(uint(n-1)), poolMinShift)
 	if shift > poolMaxShift {
 		return make([]byte, n)
 	}
-	if v := p.buckets[shift].Get(); v != nil {
-		b := *(v.(*[]byte))
-		return b[:n]
+	p.mu.Lock()
+	for s := shift; s <= min(shift+poolReach, poolMaxShift); s++ {
+		b := p.take(&p.free[s])
+		if b == nil {
+			b = p.take(&p.old[s])
+		}
+		if b != nil {
+			p.mu.Unlock()
+			return b[:n]
+		}
 	}
+	p.mu.Unlock()
 	b := make([]byte, n, 1<<shift)
 	if shift >= hugeShift {
 		tensor.AdviseHuge(b[:cap(b)])
 	}
+	return b
+}
+
+// take pops the last buffer of l, if any.
+func (p *Pool) take(l *[][]byte) []byte {
+	k := len(*l)
+	if k == 0 {
+		return nil
+	}
+	b := (*l)[k-1]
+	(*l)[k-1] = nil
+	*l = (*l)[:k-1]
+	p.idle -= int64(cap(b))
 	return b
 }
 
@@ -71,8 +118,38 @@ func (p *Pool) Put(b []byte) {
 	if shift < poolMinShift || shift > poolMaxShift {
 		return
 	}
-	b = b[:c]
-	p.buckets[shift].Put(&b)
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if !p.armed {
+		p.armed = true
+		tensor.OnGC(p.collected)
+	}
+	if p.idle+int64(c) > poolIdleLimit {
+		return
+	}
+	p.free[shift] = append(p.free[shift], b[:c])
+	p.idle += int64(c)
+}
+
+// collected ages the pool after a garbage collection, at most once per
+// poolAgePeriod: buffers idle since the previous aging are dropped.
+func (p *Pool) collected() {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if now := time.Now(); now.Sub(p.aged) >= poolAgePeriod {
+		p.aged = now
+		p.age()
+	}
+}
+
+// age drops the buffers of the old generation and makes the current one old.
+func (p *Pool) age() {
+	for s := range p.old {
+		for _, b := range p.old[s] {
+			p.idle -= int64(cap(b))
+		}
+		p.old[s], p.free[s] = p.free[s], nil
+	}
 }
 
 // getF32 returns a pooled float32 scratch slice of length n together with the

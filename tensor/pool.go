@@ -61,14 +61,35 @@ var buffers = pool{limit: DefaultPoolLimit, free: map[int][][]byte{}, old: map[i
 
 func init() { armGCHook() }
 
-// armGCHook calls buffers.collected after the next garbage collection,
-// and again after each one after that.
+// armGCHook calls buffers.collected and the OnGC functions after the next
+// garbage collection, and again after each one after that.
 func armGCHook() {
 	sentinel := new([16]byte)
 	runtime.AddCleanup(sentinel, func(struct{}) {
 		buffers.collected()
+		gcHooks.Lock()
+		fs := gcHooks.fs
+		gcHooks.Unlock()
+		for _, f := range fs {
+			f()
+		}
 		armGCHook()
 	}, struct{}{})
+}
+
+var gcHooks struct {
+	sync.Mutex
+	fs []func()
+}
+
+// OnGC calls f after every garbage collection from now on, as the tensor
+// pool ages its idle buffers, so that other pools of scratch memory can age
+// theirs with the same clock. f runs on the runtime's cleanup goroutine and
+// must be quick.
+func OnGC(f func()) {
+	gcHooks.Lock()
+	defer gcHooks.Unlock()
+	gcHooks.fs = append(gcHooks.fs, f)
 }
 
 // agePeriod is the least time between two agings of the pool. With tensors

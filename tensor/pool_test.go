@@ -230,3 +230,25 @@ func TestBindPoolKeepsIdleWithinRoom(t *testing.T) {
 		again()
 	})
 }
+
+// TestOnGC: a function given to OnGC runs after a collection.
+func TestOnGC(t *testing.T) {
+	ran := make(chan struct{}, 1)
+	OnGC(func() {
+		select {
+		case ran <- struct{}{}:
+		default:
+		}
+	})
+	deadline := time.After(10 * time.Second)
+	for {
+		runtime.GC()
+		select {
+		case <-ran:
+			return
+		case <-deadline:
+			t.Fatal("OnGC's function did not run within 10 s of collections")
+		case <-time.After(10 * time.Millisecond):
+		}
+	}
+}
