@@ -66,6 +66,11 @@ type coeffs struct {
 	// w13 are 13-bit weights for the packed three-channel pass, set only
 	// when no weight is negative (bilinear, area), which that pass needs.
 	w13 []uint64
+	// w16 holds w13 again as the C pass's AVX2 loop reads them: per
+	// output, groups16 groups of 16 int16s, each four taps as
+	// (w0 w1 w0 w1 w0 w1 0 0 | w2 w3 w2 w3 w2 w3 0 0), zero past count.
+	w16      []int16
+	groups16 int
 }
 
 // makeCoeffs computes antialiased resampling weights the way PIL's
@@ -137,6 +142,18 @@ func makeCoeffs(in, out int, f filter, fixed bool) *coeffs {
 			c.w13[big] = uint64(adj)
 		}
 	}
+	if c.w13 != nil {
+		c.groups16 = (stride + 3) / 4
+		c.w16 = make([]int16, out*c.groups16*16)
+		for i := 0; i < out; i++ {
+			for k := 0; k < int(c.count[i]); k++ {
+				g := c.w16[(i*c.groups16+k/4)*16:][:16]
+				lane := 8*(k/2%2) + k%2 // the 128-bit half, then the pixel of the pair
+				w := int16(c.w13[i*stride+k])
+				g[lane], g[lane+2], g[lane+4] = w, w, w
+			}
+		}
+	}
 	return c
 }
 
@@ -172,7 +189,7 @@ func cachedCoeffs(in, out int, method string, f filter, fixed bool) *coeffs {
 		return c
 	}
 	c = makeCoeffs(in, out, f, fixed)
-	n := 4*(len(c.start)+len(c.count)+len(c.wi)+len(c.wf)) + 8*len(c.w13)
+	n := 4*(len(c.start)+len(c.count)+len(c.wi)+len(c.wf)) + 8*len(c.w13) + 2*len(c.w16)
 	coeffCache.Lock()
 	defer coeffCache.Unlock()
 	if coeffCache.m == nil || coeffCache.bytes+n > coeffCacheBytes {

@@ -47,12 +47,12 @@ void pr_vpass8(const uint8_t *src, int row, uint8_t *dst, int oh,
 #define PR_SWAR 13
 #define PR_LANE 21
 
-// pr_hpass3packed is hpass8's packed three-channel pass (hrow3packed in
+// hpass3_swar is hpass8's packed three-channel pass (hrow3packed in
 // resize.go) over h rows: each pixel's channels sit in 21-bit lanes of one
 // uint64, so one multiply by a 13-bit weight serves all three. exp holds
 // iw uint64s of scratch.
 PR_CLONES
-void pr_hpass3packed(const uint8_t *src, int h, int iw, uint8_t *dst, int ow,
+static void hpass3_swar(const uint8_t *src, int h, int iw, uint8_t *dst, int ow,
 		const int32_t *start, const int32_t *count, const uint64_t *w13, int stride,
 		uint64_t *restrict exp) {
 	const uint64_t round = (1ull << (PR_SWAR - 1)) | (1ull << (PR_SWAR - 1 + PR_LANE)) |
@@ -75,4 +75,92 @@ void pr_hpass3packed(const uint8_t *src, int h, int iw, uint8_t *dst, int ow,
 			d[3 * x + 2] = (uint8_t)(acc >> (PR_SWAR + 2 * PR_LANE));
 		}
 	}
+}
+
+#if defined(__x86_64__) && defined(__GNUC__)
+#include <immintrin.h>
+#include <string.h>
+#define PR_HAVE_AVX2_PASS 1
+
+// hpass3_avx2 computes exactly what hpass3_swar does, the same 13-bit
+// weights summed in exact integers, four taps per multiply-add: one
+// 16-byte load holds four RGB pixels, a byte shuffle spreads them into
+// 16-bit lanes as (R0 R1 G0 G1 B0 B1 0 0 | R2 R3 G2 G3 B2 B3 0 0), and
+// vpmaddwd against the taps' weights laid out alike (w16: per output
+// pixel, groups of 16 int16s, four taps each, zero past count) leaves the
+// three channel sums in 32-bit lanes. A channel sum is at most
+// 255 × (2^13 + 1) + 2^12, far from overflowing. Every output reads all
+// its groups, the zero-weight taps too, so the loop has no branch on
+// count; it reads at most 16 bytes from pixel start[x] + 4 * (groups - 1).
+static inline __attribute__((always_inline, target("avx2")))
+__m128i hpass3_pixel(const uint8_t *p, const __m256i *w, int groups, __m256i spread) {
+	__m256i acc = _mm256_madd_epi16(_mm256_shuffle_epi8(
+		_mm256_broadcastsi128_si256(_mm_loadu_si128((const __m128i *)p)), spread), _mm256_loadu_si256(w));
+	for (int g = 1; g < groups; g++) {
+		__m256i v = _mm256_broadcastsi128_si256(_mm_loadu_si128((const __m128i *)(p + 12 * g)));
+		acc = _mm256_add_epi32(acc, _mm256_madd_epi16(_mm256_shuffle_epi8(v, spread), _mm256_loadu_si256(w + g)));
+	}
+	return _mm_add_epi32(_mm256_castsi256_si128(acc), _mm256_extracti128_si256(acc, 1));
+}
+
+__attribute__((target("avx2")))
+static void hpass3_avx2(const uint8_t *src, int h, int iw, uint8_t *dst, int ow,
+		const int32_t *start, const int16_t *w16, int groups) {
+	const __m256i spread = _mm256_setr_epi8(
+		0, -1, 3, -1, 1, -1, 4, -1, 2, -1, 5, -1, -1, -1, -1, -1,
+		6, -1, 9, -1, 7, -1, 10, -1, 8, -1, 11, -1, -1, -1, -1, -1);
+	const __m128i round = _mm_set1_epi32(1 << (PR_SWAR - 1));
+	const size_t size = (size_t)h * iw * 3;
+	for (int y = 0; y < h; y++) {
+		const size_t row = (size_t)y * iw * 3;
+		uint8_t *d = dst + (size_t)y * ow * 3;
+		for (int x = 0; x < ow; x++) {
+			const size_t at = row + (size_t)start[x] * 3;
+			const __m256i *w = (const __m256i *)(w16 + (size_t)x * groups * 16);
+			__m128i sum;
+			if (at + 12 * (size_t)groups + 4 <= size) {
+				sum = groups == 2 ? hpass3_pixel(src + at, w, 2, spread) : hpass3_pixel(src + at, w, groups, spread);
+			} else {
+				// The last pixels of the image: copy what is left, so the
+				// zero-weight taps past it read zeros, not past the end.
+				uint8_t tail[16];
+				const uint8_t *p = src + at;
+				__m256i acc = _mm256_setzero_si256();
+				for (int g = 0; g < groups; g++, p += 12) {
+					size_t left = p < src + size ? (size_t)(src + size - p) : 0;
+					memset(tail, 0, 16);
+					memcpy(tail, p, left < 12 ? left : 12);
+					acc = _mm256_add_epi32(acc, _mm256_madd_epi16(_mm256_shuffle_epi8(
+						_mm256_broadcastsi128_si256(_mm_loadu_si128((const __m128i *)tail)), spread),
+						_mm256_loadu_si256(w + g)));
+				}
+				sum = _mm_add_epi32(_mm256_castsi256_si128(acc), _mm256_extracti128_si256(acc, 1));
+			}
+			sum = _mm_srli_epi32(_mm_add_epi32(sum, round), PR_SWAR);
+			sum = _mm_packus_epi16(_mm_packus_epi32(sum, sum), sum);
+			uint32_t rgb = (uint32_t)_mm_cvtsi128_si32(sum);
+			if (x + 1 < ow) {
+				memcpy(d + 3 * x, &rgb, 4); // the fourth byte is the next pixel's, written next
+			} else {
+				d[3 * x] = (uint8_t)rgb;
+				d[3 * x + 1] = (uint8_t)(rgb >> 8);
+				d[3 * x + 2] = (uint8_t)(rgb >> 16);
+			}
+		}
+	}
+}
+#endif
+
+// pr_hpass3packed runs hpass3_avx2 where the CPU has AVX2 and the caller
+// laid out w16, hpass3_swar otherwise.
+void pr_hpass3packed(const uint8_t *src, int h, int iw, uint8_t *dst, int ow,
+		const int32_t *start, const int32_t *count, const uint64_t *w13, int stride,
+		const int16_t *w16, int groups, uint64_t *exp) {
+#ifdef PR_HAVE_AVX2_PASS
+	if (w16 && __builtin_cpu_supports("avx2")) {
+		hpass3_avx2(src, h, iw, dst, ow, start, w16, groups);
+		return;
+	}
+#endif
+	hpass3_swar(src, h, iw, dst, ow, start, count, w13, stride, exp);
 }

@@ -35,9 +35,16 @@ func hpass3PackedFast(src []byte, h, iw int, dst []byte, ow int, cf *coeffs) {
 	if len(src) < h*iw*3 || len(dst) < h*ow*3 || len(cf.start) < ow || len(cf.count) < ow || len(cf.w13) < ow*cf.stride || cf.end > iw {
 		panic("imageops: hpass3PackedFast buffers too short")
 	}
+	var w16 *C.int16_t
+	if len(cf.w16) > 0 {
+		if len(cf.w16) < ow*cf.groups16*16 {
+			panic("imageops: hpass3PackedFast buffers too short")
+		}
+		w16 = (*C.int16_t)(unsafe.Pointer(&cf.w16[0]))
+	}
 	exp, buf := defaultPool.getU64(iw)
 	C.pr_hpass3packed((*C.uint8_t)(unsafe.Pointer(&src[0])), C.int(h), C.int(iw), (*C.uint8_t)(unsafe.Pointer(&dst[0])), C.int(ow),
 		(*C.int32_t)(unsafe.Pointer(&cf.start[0])), (*C.int32_t)(unsafe.Pointer(&cf.count[0])),
-		(*C.uint64_t)(unsafe.Pointer(&cf.w13[0])), C.int(cf.stride), (*C.uint64_t)(unsafe.Pointer(&exp[0])))
+		(*C.uint64_t)(unsafe.Pointer(&cf.w13[0])), C.int(cf.stride), w16, C.int(cf.groups16), (*C.uint64_t)(unsafe.Pointer(&exp[0])))
 	defaultPool.Put(buf)
 }
