@@ -48,7 +48,7 @@ type Reserver interface {
 
 // Options tune compilation.
 type Options struct {
-	// Workers overrides the core count; 0 means runtime.NumCPU().
+	// Workers overrides the core count; 0 means DefaultWorkers.
 	Workers int
 	// Memory is the budget when the spec does not set one; 0 means a quarter
 	// of physical memory.
@@ -112,13 +112,22 @@ func (p *Plan) Node(name string) *Node {
 	return nil
 }
 
+// DefaultWorkers is what `workers: auto` means: Go's GOMAXPROCS as the
+// process started, which is the cores it may run on, lowered to a
+// container's CPU limit (Go 1.25 and later read the cgroup's quota), or
+// the GOMAXPROCS environment variable when set. runtime.NumCPU counts the
+// machine's cores: a pod limited to 2 CPUs on a 64-core node would run 64
+// decoders, throttled by the quota. Read at package initialisation, before
+// the piperun command adds its spare P (cli/procs.go).
+var DefaultWorkers = runtime.GOMAXPROCS(0)
+
 // Compile plans a spec that validated without errors. Unless the spec
 // says optimize: false, it first rewrites the spec's DAG in place where
 // that keeps the output the same (pushShuffles); compile a spec once.
 func Compile(sp *spec.Spec, cat spec.Catalog, opts Options) (*Plan, error) {
 	p := &Plan{Spec: sp, Workers: opts.Workers, ChunkSize: opts.ChunkSize}
 	if p.Workers <= 0 {
-		p.Workers = runtime.NumCPU()
+		p.Workers = DefaultWorkers
 	}
 	if sp.Resources.Workers.N > 0 {
 		p.Workers = sp.Resources.Workers.N

@@ -1,8 +1,16 @@
 package plan_test
 
 import (
+	"fmt"
+	"os"
+	"os/exec"
+	"runtime"
 	"strings"
 	"testing"
+
+	"github.com/piperun/piperun/plan"
+	"github.com/piperun/piperun/spec"
+	"github.com/piperun/piperun/stages"
 )
 
 // TestIdentsStayApart: stage names that differ only in '-' and '_' get
@@ -22,5 +30,46 @@ stages:
 		if !strings.Contains(dot.String(), want) {
 			t.Errorf("dot:\n%s\nwant %q", dot.String(), want)
 		}
+	}
+}
+
+// TestAutoWorkersFollowGOMAXPROCS: `workers: auto` is the GOMAXPROCS the
+// process started with, not the machine's core count, so a container's
+// CPU limit (which Go applies to GOMAXPROCS) or GOMAXPROCS=1 bounds it.
+// The child process, started with GOMAXPROCS=1, prints what it planned.
+func TestAutoWorkersFollowGOMAXPROCS(t *testing.T) {
+	const src = `version: 1
+name: p
+resources:
+  workers: auto
+stages:
+  - {name: r, type: range, count: 4}
+  - {name: m, type: map, parallelism: auto, set: {y: 'index * 2'}}
+  - {name: out, type: discard}
+`
+	reg := stages.Default()
+	sp, diags := spec.Parse("spec.yaml", []byte(src), spec.Options{Catalog: reg})
+	if diags.HasErrors() {
+		t.Fatalf("spec problems:\n%v", diags)
+	}
+	p, err := plan.Compile(sp, reg, plan.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if os.Getenv("PLAN_TEST_CHILD") == "1" {
+		fmt.Printf("workers=%d parallelism=%d\n", p.Workers, p.Nodes[1].Parallelism)
+		return
+	}
+	if p.Workers != runtime.GOMAXPROCS(0) || p.Nodes[1].Parallelism != p.Workers {
+		t.Errorf("workers %d, map parallelism %d; want GOMAXPROCS, %d", p.Workers, p.Nodes[1].Parallelism, runtime.GOMAXPROCS(0))
+	}
+	cmd := exec.Command(os.Args[0], "-test.run=^TestAutoWorkersFollowGOMAXPROCS$")
+	cmd.Env = append(os.Environ(), "PLAN_TEST_CHILD=1", "GOMAXPROCS=1")
+	out, err := cmd.CombinedOutput()
+	if err != nil {
+		t.Fatalf("child: %v\n%s", err, out)
+	}
+	if !strings.Contains(string(out), "workers=1 parallelism=1\n") {
+		t.Errorf("with GOMAXPROCS=1 on %d cores the child planned:\n%s\nwant workers=1 parallelism=1", runtime.NumCPU(), out)
 	}
 }
