@@ -3,6 +3,7 @@ package expression
 import (
 	"fmt"
 	"io"
+	"math"
 	"os"
 	"reflect"
 	"strings"
@@ -91,6 +92,61 @@ func init() {
 			t := tensor.New(dt, 1)
 			t.Set(0, f)
 			return int64(t.At(0)), nil
+		},
+	})
+	r.Register(&Func{
+		Name: "decode_raw", Signature: "decode_raw(bytes, dtype[, shape])",
+		Doc:     "Reads bytes as the little-endian elements of a dtype tensor, as tf.io.decode_raw does: 1-D, or of shape (a literal list; one entry may be -1, inferred from the length).",
+		MinArgs: 2, MaxArgs: 3,
+		Returns: tensorPtr,
+		Check: func(a []Arg) (sample.Type, error) {
+			switch k := a[0].Type.Kind; k {
+			case sample.Bytes, sample.String, sample.Any:
+			default:
+				return sample.TAny, fmt.Errorf("argument 1 must be bytes, got %s", a[0].Type)
+			}
+			dt, err := constDType(a[1])
+			if err != nil {
+				return sample.TAny, err
+			}
+			if len(a) < 3 {
+				return sample.TensorOf(dt, -1), nil
+			}
+			shape, ok := intList(a[2].Const)
+			if !a[2].IsConst || !ok {
+				return sample.TAny, fmt.Errorf("shape must be a literal list of dimensions, e.g. [224, 224, 3]")
+			}
+			if err := checkRawShape(shape); err != nil {
+				return sample.TAny, err
+			}
+			return sample.TensorOf(dt, shape...), nil
+		},
+		Impl: func(_ *Call, a []any) (any, error) {
+			var data []byte
+			switch x := a[0].(type) {
+			case []byte:
+				data = x
+			case string:
+				data = []byte(x)
+			default:
+				return nil, fmt.Errorf("decode_raw: argument 1 must be bytes, got %s", valueWord(a[0]))
+			}
+			name, _ := a[1].(string)
+			dt, err := tensor.ParseDType(name)
+			if err != nil {
+				return nil, fmt.Errorf("decode_raw: %w", err)
+			}
+			shape := []int{-1}
+			if len(a) == 3 {
+				var ok bool
+				if shape, ok = intList(a[2]); !ok {
+					return nil, fmt.Errorf("decode_raw: shape must be a list of integers")
+				}
+				if err := checkRawShape(shape); err != nil {
+					return nil, fmt.Errorf("decode_raw: %w", err)
+				}
+			}
+			return decodeRaw(data, dt, shape)
 		},
 	})
 	r.Register(&Func{
@@ -496,4 +552,66 @@ func readPooled(path string) (*pooledFile, error) {
 	}
 	fileBufs.Put(buf)
 	return nil, err
+}
+
+// checkRawShape accepts dimensions of at least 0 and at most one -1.
+func checkRawShape(shape []int) error {
+	unknown := 0
+	for _, d := range shape {
+		switch {
+		case d == -1:
+			unknown++
+		case d < 0:
+			return fmt.Errorf("shape %v has a negative dimension other than -1", shape)
+		}
+	}
+	if unknown > 1 {
+		return fmt.Errorf("shape %v has more than one -1; at most one dimension is inferred", shape)
+	}
+	return nil
+}
+
+// decodeRaw copies data into a tensor of dtype dt and shape, inferring a
+// -1 dimension from the length. The copy is a recyclable buffer of the
+// tensor pool, and the bytes it came from stay the caller's. Tensor
+// buffers hold their elements in the machine's order, which on every
+// platform piperun builds for is little-endian, tf.io.decode_raw's default.
+func decodeRaw(data []byte, dt tensor.DType, shape []int) (*tensor.Tensor, error) {
+	size := dt.Size()
+	if len(data)%size != 0 {
+		return nil, fmt.Errorf("decode_raw: %d bytes are not a whole number of %s elements (%d bytes each)", len(data), dt, size)
+	}
+	n := len(data) / size
+	// known is the product of the given dimensions, unless it would not
+	// fit an int in bytes (over), when it cannot match the data anyway.
+	known, at, zero, over := 1, -1, false, false
+	for i, d := range shape {
+		switch {
+		case d == -1:
+			at = i
+		case d == 0:
+			zero = true
+		case known > math.MaxInt/size/d:
+			over = true
+		default:
+			known *= d
+		}
+	}
+	if zero {
+		known, over = 0, false
+	}
+	out := append([]int(nil), shape...)
+	switch {
+	case at >= 0 && (known == 0 || over || n%known != 0):
+		return nil, fmt.Errorf("decode_raw: %d %s elements (%d bytes) do not fill shape %v", n, dt, len(data), shape)
+	case at >= 0:
+		out[at] = n / known
+	case over:
+		return nil, fmt.Errorf("decode_raw: shape %v holds more elements than memory does, got %d bytes", shape, len(data))
+	case known != n:
+		return nil, fmt.Errorf("decode_raw: shape %v holds %d %s elements (%d bytes), got %d bytes", shape, known, dt, known*size, len(data))
+	}
+	t := tensor.Alloc(dt, out...)
+	copy(t.Data, data)
+	return t, nil
 }

@@ -5,6 +5,8 @@ import (
 	"os"
 	"path/filepath"
 	"testing"
+
+	"github.com/piperun/piperun/tensor"
 )
 
 // TestReadPooled reads files of several sizes, including empty, into
@@ -43,4 +45,29 @@ func TestReadPooled(t *testing.T) {
 	if _, err := readPooled(filepath.Join(dir, "missing")); !os.IsNotExist(err) {
 		t.Fatalf("missing file: %v", err)
 	}
+}
+
+// FuzzDecodeRaw: any bytes and any shape give a tensor holding exactly
+// those bytes in a shape whose product is their element count, or an
+// error; never a panic or a tensor of another size.
+func FuzzDecodeRaw(f *testing.F) {
+	f.Add([]byte{1, 2, 3, 4, 5, 6}, uint8(0), -1, 3, 0)
+	f.Add([]byte{1, 2, 3, 4}, uint8(3), 1, 1, 1)
+	f.Add([]byte{}, uint8(0), 0, -1, 2)
+	f.Add([]byte{0, 0, 0x80, 0x3f}, uint8(3), 1000000000, 1000000000, -1)
+	dtypes := []tensor.DType{tensor.Uint8, tensor.Int32, tensor.Int64, tensor.Float32, tensor.Float64}
+	f.Fuzz(func(t *testing.T, data []byte, k uint8, a, b, c int) {
+		dt := dtypes[int(k)%len(dtypes)]
+		shape := []int{a, b, c}
+		if checkRawShape(shape) != nil {
+			return
+		}
+		x, err := decodeRaw(data, dt, shape)
+		if err != nil {
+			return
+		}
+		if x.DType != dt || !bytes.Equal(x.Data, data) || tensor.NumElements(x.Shape)*dt.Size() != len(data) {
+			t.Fatalf("%d bytes as %s %v: got %s %v with %d bytes", len(data), dt, shape, x.DType, x.Shape, len(x.Data))
+		}
+	})
 }

@@ -2,7 +2,9 @@ package expression_test
 
 import (
 	"errors"
+	"fmt"
 	"reflect"
+	"strconv"
 	"strings"
 	"testing"
 
@@ -376,5 +378,87 @@ func TestCastList(t *testing.T) {
 	in := sample.Schema{Fields: []sample.Field{{Name: "names", Type: sample.ListOf(sample.String)}}}
 	if _, err := expression.Default().Compile(`cast(names, "int64")`, in, sample.Any); err == nil || !strings.Contains(err.Error(), "argument 1 must be a tensor, a number or a list of numbers, got list<string>") {
 		t.Errorf("cast of a list of strings: %v", err)
+	}
+}
+
+// TestDecodeRaw: decode_raw reads bytes as tf.io.decode_raw does (the
+// elements little-endian, 1-D) and, given a shape, as a reshape after it
+// would; the checker types the result from the literal dtype and shape,
+// and a length that does not fit is a run-time error naming both.
+func TestDecodeRaw(t *testing.T) {
+	in := sample.Schema{Fields: []sample.Field{
+		{Name: "b", Type: sample.TBytes},
+		{Name: "s", Type: sample.TString},
+		{Name: "n", Type: sample.TInt},
+		{Name: "any", Type: sample.TAny},
+	}}
+	u12 := []byte{0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 255}
+	f2 := []byte{0, 0, 0x80, 0x3f, 0, 0, 0, 0xc0} // 1.0 and -2.0, little-endian float32
+	for _, tc := range []struct {
+		src   string
+		b     any
+		typ   string // the checked type, or the compile error
+		shape []int
+		want  string // the tensor's elements, or the run-time error
+	}{
+		{src: `decode_raw(b, "uint8")`, b: u12, typ: "tensor<uint8>[?]", shape: []int{12}, want: "[0 1 2 3 4 5 6 7 8 9 10 255]"},
+		{src: `decode_raw(b, "uint8", [2, 2, 3])`, b: u12, typ: "tensor<uint8>[2 2 3]", shape: []int{2, 2, 3}, want: "[0 1 2 3 4 5 6 7 8 9 10 255]"},
+		{src: `decode_raw(b, "uint8", [-1, 3])`, b: u12, typ: "tensor<uint8>[? 3]", shape: []int{4, 3}, want: "[0 1 2 3 4 5 6 7 8 9 10 255]"},
+		{src: `decode_raw(b, "int32")`, b: u12, typ: "tensor<int32>[?]", shape: []int{3}, want: "[50462976 117835012 -16119544]"},
+		{src: `decode_raw(b, "float32", [2])`, b: f2, typ: "tensor<float32>[2]", shape: []int{2}, want: "[1 -2]"},
+		{src: `decode_raw(s, "uint8", [])`, b: "A", typ: "tensor<uint8>[]", shape: []int{}, want: "[65]"},
+		{src: `decode_raw(any, "uint8", [0])`, b: []byte{}, typ: "tensor<uint8>[0]", shape: []int{0}, want: "[]"},
+		// Lengths that do not fit.
+		{src: `decode_raw(b, "int64")`, b: u12, typ: "tensor<int64>[?]", want: "decode_raw: 12 bytes are not a whole number of int64 elements (8 bytes each)"},
+		{src: `decode_raw(b, "uint8", [2, 2, 2])`, b: u12, typ: "tensor<uint8>[2 2 2]", want: "decode_raw: shape [2 2 2] holds 8 uint8 elements (8 bytes), got 12 bytes"},
+		{src: `decode_raw(b, "uint8", [2, 7])`, b: u12, typ: "tensor<uint8>[2 7]", want: "decode_raw: shape [2 7] holds 14 uint8 elements (14 bytes), got 12 bytes"},
+		{src: `decode_raw(b, "uint8", [-1, 1000000000, 1000000000, 1000000000])`, b: u12, typ: "tensor<uint8>[? 1000000000 1000000000 1000000000]", want: "decode_raw: 12 uint8 elements (12 bytes) do not fill shape [-1 1000000000 1000000000 1000000000]"},
+		{src: `decode_raw(b, "uint8", [0, 7])`, b: u12, typ: "tensor<uint8>[0 7]", want: "decode_raw: shape [0 7] holds 0 uint8 elements (0 bytes), got 12 bytes"},
+		{src: `decode_raw(b, "uint8", [-1, 5])`, b: u12, typ: "tensor<uint8>[? 5]", want: "decode_raw: 12 uint8 elements (12 bytes) do not fill shape [-1 5]"},
+		{src: `decode_raw(b, "uint8", [0, -1])`, b: u12, typ: "tensor<uint8>[0 ?]", want: "decode_raw: 12 uint8 elements (12 bytes) do not fill shape [0 -1]"},
+		{src: `decode_raw(b, "uint8", [1000000000, 1000000000, 1000000000])`, b: u12, typ: "tensor<uint8>[1000000000 1000000000 1000000000]", want: "decode_raw: shape [1000000000 1000000000 1000000000] holds more elements than memory does, got 12 bytes"},
+		{src: `decode_raw(any, "uint8")`, b: int64(3), typ: "tensor<uint8>[?]", want: "decode_raw: argument 1 must be bytes, got int64"},
+		// Compile errors.
+		{src: `decode_raw(n, "uint8")`, typ: "decode_raw: argument 1 must be bytes, got int64 (line 1, column 1 of the expression)"},
+		{src: `decode_raw(b, "uint9")`, typ: `decode_raw: unknown dtype "uint9" (want uint8, int32, int64, float32 or float64) (line 1, column 1 of the expression)`},
+		{src: `decode_raw(b, s)`, typ: `decode_raw: dtype must be a string literal such as "float32" (line 1, column 1 of the expression)`},
+		{src: `decode_raw(b, "uint8", [-1, -1])`, typ: "decode_raw: shape [-1 -1] has more than one -1; at most one dimension is inferred (line 1, column 1 of the expression)"},
+		{src: `decode_raw(b, "uint8", [2, -3])`, typ: "decode_raw: shape [2 -3] has a negative dimension other than -1 (line 1, column 1 of the expression)"},
+		{src: `decode_raw(b, "uint8", n)`, typ: "decode_raw: shape must be a literal list of dimensions, e.g. [224, 224, 3] (line 1, column 1 of the expression)"},
+	} {
+		p, err := expression.Default().Compile(tc.src, in, sample.Any)
+		if err != nil {
+			if err.Error() != tc.typ {
+				t.Errorf("%s: compile error %q, want %q", tc.src, err, tc.typ)
+			}
+			continue
+		}
+		if got := p.Type.String(); got != tc.typ {
+			t.Errorf("%s: type %s, want %s", tc.src, got, tc.typ)
+			continue
+		}
+		v, err := p.Run(nil, map[string]any{"b": tc.b, "s": tc.b, "any": tc.b, "n": int64(2)})
+		if tc.shape == nil {
+			if err == nil || !strings.Contains(err.Error(), tc.want) {
+				t.Errorf("%s: got %v, %v; want error %q", tc.src, v, err, tc.want)
+			}
+			continue
+		}
+		if err != nil {
+			t.Errorf("%s: %v", tc.src, err)
+			continue
+		}
+		x, ok := v.(*tensor.Tensor)
+		if !ok {
+			t.Errorf("%s: got %T, want a tensor", tc.src, v)
+			continue
+		}
+		var elems []string
+		for i := range x.Len() {
+			elems = append(elems, strconv.FormatFloat(x.At(i), 'f', -1, 64))
+		}
+		if got := "[" + strings.Join(elems, " ") + "]"; fmt.Sprint(x.Shape) != fmt.Sprint(tc.shape) || got != tc.want {
+			t.Errorf("%s: %v %s, want %v %s", tc.src, x.Shape, got, tc.shape, tc.want)
+		}
 	}
 }
