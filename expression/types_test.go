@@ -144,7 +144,7 @@ func TestNormalizeChannels(t *testing.T) {
 // not look at their arguments again).
 func TestUnknownNamesInArguments(t *testing.T) {
 	in := sample.Schema{Fields: []sample.Field{{Name: "path", Type: sample.TString}, {Name: "index", Type: sample.TInt}}}
-	const funcs = "(functions: cast, center_crop, decode_image, flip_left_right, normalize, one_hot, random_crop, random_resized_crop, read_file, resize, shape, to_float, transpose)"
+	const funcs = "(functions: cast, center_crop, decode_image, decode_raw, flip_left_right, normalize, one_hot, random_crop, random_resized_crop, read_file, resize, shape, to_float, transpose)"
 	for _, tc := range []struct{ src, want string }{
 		{`read_file(nope)`, `unknown field "nope" (fields here: path, index) (line 1, column 11 of the expression)`},
 		{`len(nope)`, `unknown field "nope" (fields here: path, index) (line 1, column 5 of the expression)`},
