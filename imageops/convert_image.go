@@ -6,12 +6,17 @@ import (
 	"image/color"
 )
 
-// put writes one pixel with c channels. Gray uses PIL's integer ITU-R 601
-// luma so grayscale conversions match PIL's convert("L").
+// put writes one pixel with c channels: gray, gray and alpha (c = 2, a
+// PNG stored so, decoded as stored), RGB or RGBA. Gray uses PIL's integer
+// ITU-R 601 luma so grayscale conversions match PIL's convert("L"); of a
+// gray pixel (r = g = b) it is that level exactly.
 func put(dst []byte, c int, r, g, b, a uint8) {
 	switch c {
 	case 1:
 		dst[0] = uint8((uint32(r)*19595 + uint32(g)*38470 + uint32(b)*7471 + 0x8000) >> 16)
+	case 2:
+		dst[0] = uint8((uint32(r)*19595 + uint32(g)*38470 + uint32(b)*7471 + 0x8000) >> 16)
+		dst[1] = a
 	case 3:
 		dst[0], dst[1], dst[2] = r, g, b
 	default:
@@ -24,6 +29,8 @@ func putGray(dst []byte, c int, v uint8) {
 	switch c {
 	case 1:
 		dst[0] = v
+	case 2:
+		dst[0], dst[1] = v, 255
 	case 3:
 		dst[0], dst[1], dst[2] = v, v, v
 	default:

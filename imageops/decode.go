@@ -130,8 +130,9 @@ func formatErr(data []byte) error {
 
 // Decode decodes a JPEG or PNG into a uint8 [H, W, C] tensor, upright after
 // EXIF orientation. channels 0 keeps the stored channels (1 for grayscale,
-// 3 for color, 4 for PNG with alpha), 1 converts to grayscale, 3 to RGB and
-// 4 to RGBA (opaque when the file has no alpha).
+// 2 for PNG gray with alpha, 3 for color, 4 for PNG color or palette with
+// alpha), 1 converts to grayscale, 3 to RGB and 4 to RGBA (opaque when the
+// file has no alpha).
 //
 // Errors wrap ErrFormat, ErrTooLarge, ErrUnsupported (12-bit, arithmetic,
 // lossless JPEG), ErrCorrupt or ErrTruncated, and name the reason.

@@ -2,10 +2,12 @@ package imageops
 
 import (
 	"bytes"
+	"compress/zlib"
 	"encoding/binary"
 	"errors"
 	"fmt"
 	"hash/crc32"
+	"io"
 	"math/rand"
 	"path/filepath"
 	"regexp"
@@ -68,6 +70,10 @@ func expectation(t *testing.T, r manifestRow) (h, w, c int) {
 	case m == nil:
 	case strings.HasPrefix(m[4], "Gray"):
 		c = 1
+	case strings.HasPrefix(m[4], "NRGBA") && strings.HasPrefix(r["file"], "pngsuite/basn4a"):
+		// PngSuite's color type 4, gray with alpha: Go's decoder gives
+		// NRGBA, PIL mode LA and tf.io.decode_png 2 channels.
+		c = 2
 	case strings.HasPrefix(m[4], "NRGBA"), strings.Contains(r["file"], "trns"):
 		c = 4
 	}
@@ -680,4 +686,99 @@ func TestDecodeErrorNamesItsFile(t *testing.T) {
 		}()
 	}
 	wg.Wait()
+}
+
+// TestGrayAlphaPNGAsStored: a gray+alpha PNG (PngSuite's basn4a08 and its
+// 16-bit twin) decodes at channels 0 to two channels, gray then alpha, as
+// tf.io.decode_png and PIL's mode LA give it; they are the gray and alpha
+// of the RGBA decode, and the resize of the two channels is exactly the
+// resize of those two channels of the RGBA image.
+func TestGrayAlphaPNGAsStored(t *testing.T) {
+	dir := sharedData(t, "png-edge")
+	for _, f := range []string{"pngsuite/basn4a08.png", "pngsuite/basn4a16.png"} {
+		data := readFile(t, filepath.Join(dir, f))
+		ga, err := Decode(data, 0, DecodeOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		rgba, err := Decode(data, 4, DecodeOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if fmt.Sprint(ga.Shape) != "[32 32 2]" {
+			t.Fatalf("%s: shape %v, want [32 32 2]", f, ga.Shape)
+		}
+		alphas := map[byte]bool{}
+		for i := range 32 * 32 {
+			p, q := ga.Data[2*i:2*i+2], rgba.Data[4*i:4*i+4]
+			if p[0] != q[0] || q[0] != q[1] || q[1] != q[2] || p[1] != q[3] {
+				t.Fatalf("%s pixel %d: gray+alpha %v, RGBA %v", f, i, p, q)
+			}
+			alphas[p[1]] = true
+		}
+		if len(alphas) < 8 {
+			t.Errorf("%s: only %d distinct alphas: not the image's alpha ramp", f, len(alphas))
+		}
+		small, err := Resize(ga, 13, 9, Bilinear)
+		if err != nil {
+			t.Fatal(err)
+		}
+		smallRGBA, err := Resize(rgba, 13, 9, Bilinear)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for i := range 13 * 9 {
+			if small.Data[2*i] != smallRGBA.Data[4*i] || small.Data[2*i+1] != smallRGBA.Data[4*i+3] {
+				t.Fatalf("%s: resized pixel %d: %v, RGBA %v", f, i, small.Data[2*i:2*i+2], smallRGBA.Data[4*i:4*i+4])
+			}
+		}
+	}
+}
+
+// rgbKeyPNG writes a 2×1 8-bit truecolor PNG whose tRNS chunk makes its
+// first pixel's colour transparent.
+func rgbKeyPNG() []byte {
+	var out bytes.Buffer
+	chunk := func(typ string, data []byte) {
+		binary.Write(&out, binary.BigEndian, uint32(len(data)))
+		crc := crc32.NewIEEE()
+		io.WriteString(crc, typ)
+		crc.Write(data)
+		out.WriteString(typ)
+		out.Write(data)
+		binary.Write(&out, binary.BigEndian, crc.Sum32())
+	}
+	out.WriteString("\x89PNG\r\n\x1a\n")
+	chunk("IHDR", []byte{0, 0, 0, 2, 0, 0, 0, 1, 8, 2, 0, 0, 0})
+	chunk("tRNS", []byte{0, 10, 0, 20, 0, 30})
+	var z bytes.Buffer
+	zw := zlib.NewWriter(&z)
+	zw.Write([]byte{0, 10, 20, 30, 40, 50, 60}) // filter 0, then (10,20,30) (40,50,60)
+	zw.Close()
+	chunk("IDAT", z.Bytes())
+	chunk("IEND", nil)
+	return out.Bytes()
+}
+
+// TestRGBKeyPNGAsStored: a truecolor PNG with a transparency key decodes
+// at channels 0 to its 3 colour channels, as tf.io.decode_png and PIL
+// ("RGB", the key kept aside) give it; asking for 4 gives the key's
+// pixel alpha 0.
+func TestRGBKeyPNGAsStored(t *testing.T) {
+	data := rgbKeyPNG()
+	for _, tc := range []struct {
+		channels int
+		want     string
+	}{{0, "[1 2 3] [10 20 30 40 50 60]"}, {3, "[1 2 3] [10 20 30 40 50 60]"}, {4, "[1 2 4] [10 20 30 0 40 50 60 255]"}} {
+		img, err := Decode(data, tc.channels, DecodeOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := fmt.Sprint(img.Shape, " ", img.Data); got != tc.want {
+			t.Errorf("channels %d: %s, want %s", tc.channels, got, tc.want)
+		}
+	}
+	if cfg, err := DecodeConfig(data); err != nil || cfg.Channels != 3 {
+		t.Errorf("DecodeConfig: %+v, %v; want 3 channels", cfg, err)
+	}
 }

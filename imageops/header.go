@@ -213,19 +213,23 @@ func scanPNG(data []byte) (pngInfo, error) {
 	return info, nil
 }
 
-// channels is the channel count of the image as stored: gray and gray with
-// a transparency key give 1, gray+alpha widens to RGBA since two-channel
-// images are not produced, truecolor and palette give 3, or 4 when they
-// carry alpha.
+// channels is the channel count of the image as stored, as
+// tf.io.decode_png's channels=0 and PIL's modes give it: gray, also with
+// a transparency key, 1; gray+alpha 2 (PIL's "LA"); truecolor 3, also
+// with a transparency key (PIL's "RGB" keeping it as an attribute);
+// RGBA 4; a palette 3, or 4 when it has transparency.
 func (info *pngInfo) channels() int {
 	switch info.colorType {
 	case 0:
 		return 1
-	case 4, 6:
+	case 4:
+		return 2
+	case 6:
 		return 4
-	}
-	if info.hasTRNS {
-		return 4
+	case 3:
+		if info.hasTRNS {
+			return 4
+		}
 	}
 	return 3
 }
