@@ -52,6 +52,10 @@ const (
 	tagBytesList
 	tagStringList
 	tagList
+	// tagBoolTensor is a tagTensor whose tensor.Booleans is set: batched
+	// booleans. Caches written before it existed never hold it, so the
+	// format stays 1.
+	tagBoolTensor
 	numTags
 )
 
@@ -178,7 +182,11 @@ func (e *encoder) tensor(t *tensor.Tensor) error {
 	if overflow || n > uint64(len(t.Data)/size) || int(n)*size != len(t.Data) {
 		return fmt.Errorf("tensor %v %s holds %d bytes, which its shape does not match", t.Shape, t.DType, len(t.Data))
 	}
-	e.buf = append(e.buf, tagTensor, byte(t.DType))
+	tag := tagTensor
+	if t.Booleans {
+		tag = tagBoolTensor
+	}
+	e.buf = append(e.buf, tag, byte(t.DType))
 	e.buf = binary.AppendUvarint(e.buf, uint64(len(t.Shape)))
 	for _, d := range t.Shape {
 		e.buf = binary.AppendUvarint(e.buf, uint64(d))
@@ -386,6 +394,13 @@ func (d *decoder) value(depth int) (any, error) {
 		return d.bytes("bytes")
 	case tagTensor:
 		return d.tensor()
+	case tagBoolTensor:
+		t, err := d.tensor()
+		if err != nil {
+			return nil, err
+		}
+		t.Booleans = true
+		return t, nil
 	case tagBytesList:
 		n, err := d.count("bytes list length", 1)
 		if err != nil {

@@ -43,6 +43,7 @@ func codecCases(t testing.TB) map[string]*sample.Sample {
 		"empty bytes": one([]byte{}),
 		"tensor u8":   one(mustTensor(t, tensor.Uint8, []int{2, 3}, []byte{1, 2, 3, 4, 5, 6})),
 		"tensor i32":  one(tensor.FromInt64s([]int64{1, -2, 3})),
+		"tensor bool": one(&tensor.Tensor{DType: tensor.Uint8, Shape: []int{3}, Data: []byte{1, 0, 1}, Booleans: true}),
 		"tensor f32":  one(tensor.FromFloat32s([]float32{1.5, -2, float32(math.Inf(1))})),
 		"tensor f64":  one(mustTensor(t, tensor.Float64, []int{1, 1, 2}, bytes.Repeat([]byte{7}, 16))),
 		"scalar":      one(tensor.New(tensor.Int32)),
@@ -213,7 +214,7 @@ func sameValue(a, b any) bool {
 		return ok && math.Float64bits(x) == math.Float64bits(y)
 	case *tensor.Tensor:
 		y, ok := b.(*tensor.Tensor)
-		return ok && tensor.Equal(x, y)
+		return ok && tensor.Equal(x, y) && x.Booleans == y.Booleans
 	case []any:
 		y, ok := b.([]any)
 		if !ok || len(x) != len(y) || (x == nil) != (y == nil) {

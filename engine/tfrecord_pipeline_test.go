@@ -826,3 +826,43 @@ stages:
 		t.Errorf("img: %+v, want its raw bytes", f)
 	}
 }
+
+// TestRuntimeBoolsWriteAsInts: booleans of a field typed only at run
+// time (a jsonl key) batch into a uint8 tensor marked as booleans, which
+// write_tfrecord writes as an int64_list of 0 and 1, as it does typed
+// booleans; also after an on-disk cache replays the batches (found by the
+// data-path test: they were written as the raw bytes of an image).
+func TestRuntimeBoolsWriteAsInts(t *testing.T) {
+	dir := t.TempDir()
+	if err := os.WriteFile(filepath.Join(dir, "in.jsonl"), []byte("{\"b\": true}\n{\"b\": false}\n{\"b\": false}\n{\"b\": true}\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	const src = `version: 1
+name: b
+epochs: 2
+stages:
+  - {name: files, type: files, pattern: in.jsonl}
+  - {name: lines, type: jsonl}
+  - {name: batch, type: batch, size: 4}
+  - {name: c, type: cache, dir: cache}
+  - {name: out, type: write_tfrecord, path: b.tfrecord}
+`
+	for _, run := range []string{"first, cache filling", "replayed from the cache"} {
+		if _, err := tfrRun(t, dir, src); err != nil {
+			t.Fatal(err)
+		}
+		recs := tfrReadAll(t, filepath.Join(dir, "b.tfrecord"))
+		if len(recs) != 2 {
+			t.Fatalf("%s: %d records, want 2 (one batch an epoch)", run, len(recs))
+		}
+		for i, rec := range recs {
+			ex, err := example.Unmarshal(rec)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if f := ex.Features["b"]; f == nil || f.Kind != example.KindInt64 || !reflect.DeepEqual(f.Ints, []int64{1, 0, 0, 1}) {
+				t.Errorf("%s, record %d: b is %+v, want int64_list [1 0 0 1]", run, i, f)
+			}
+		}
+	}
+}

@@ -260,6 +260,7 @@ func Stack(ss []*sample.Sample, k string, pad map[string]float64) (any, error) {
 				if dt != tensor.Uint8 {
 					return nil, mixed(k, ss, i, v0, v)
 				}
+				t.Booleans = true
 				if x {
 					t.Data[i] = 1
 				}
@@ -383,6 +384,10 @@ func stackTensors(k string, ts []*tensor.Tensor, padded bool, padValue float64, 
 			}
 		}
 		copyPadded(row, t)
+	}
+	out.Booleans = t0.Booleans
+	for _, t := range ts[1:] {
+		out.Booleans = out.Booleans && t.Booleans
 	}
 	return out, nil
 }

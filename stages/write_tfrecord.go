@@ -199,7 +199,7 @@ func ToExample(fields map[string]any) (*example.Example, error) { return toExamp
 func toExample(fields map[string]any, bools map[string]bool) (*example.Example, error) {
 	ex := &example.Example{Features: make(map[string]*example.Feature, len(fields))}
 	for k, v := range fields {
-		if t, ok := v.(*tensor.Tensor); ok && bools[k] && t.DType == tensor.Uint8 {
+		if t, ok := v.(*tensor.Tensor); ok && (bools[k] || t.Booleans) && t.DType == tensor.Uint8 {
 			ints := make([]int64, len(t.Data))
 			for i, b := range t.Data {
 				ints[i] = int64(b)

@@ -72,6 +72,11 @@ type Tensor struct {
 	DType DType
 	Shape []int
 	Data  []byte
+	// Booleans marks a uint8 tensor whose elements are booleans, 0 or 1:
+	// batch sets it when it stacks bool values, so that a sink writes them
+	// as booleans also where the field's type is known only at run time
+	// (a jsonl key), which the spec's types cannot tell it.
+	Booleans bool
 	// recyclable says Data came from the pool and t is its only reference
 	// (see Alloc, Share and Recycle in pool.go).
 	recyclable atomic.Bool
@@ -138,7 +143,7 @@ func (t *Tensor) String() string {
 
 // Clone returns a deep copy.
 func (t *Tensor) Clone() *Tensor {
-	return &Tensor{DType: t.DType, Shape: append([]int(nil), t.Shape...), Data: append([]byte(nil), t.Data...)}
+	return &Tensor{DType: t.DType, Shape: append([]int(nil), t.Shape...), Data: append([]byte(nil), t.Data...), Booleans: t.Booleans}
 }
 
 func view[T any](t *Tensor, want DType) []T {
