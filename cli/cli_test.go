@@ -264,13 +264,13 @@ func TestValidateBudgets(t *testing.T) {
 		// A field set from shape(image)[0] is an int64, 8 bytes, so the
 		// batch of 256 uint8 images (36.75MiB out, as much buffered) is
 		// sized rather than left unknown.
-		{"testdata/budget_shape.yaml", `buffers need about 73.73MiB (src 205B, img 147.33KiB, batch 73.58MiB) but resources.memory is 64MiB`},
+		{"testdata/budget_shape.yaml", `buffers need about 73.73MiB (src 205B, img 147.33KiB, batch 73.58MiB), more than resources.memory (64MiB)`},
 		// The quickstart's shape at 4 MiB: the names are strings, of
 		// unknown size before the run, but the images, their float32
 		// batches and the 4 that prefetch holds are known and already
 		// need more (found by the tester: any string turned the check off,
 		// and the run stalled instead).
-		{"testdata/budget_lower.yaml", `buffers need at least 7.4MiB (src 205B, img ≥ 7.15KiB, shuffle ≥ 2.1MiB, batch ≥ 1.07MiB, prefetch ≥ 4.22MiB; ≥: the sizes of strings and bytes are known only at run time, and count as empty here; --probe N measures them) but resources.memory is 4MiB`},
+		{"testdata/budget_lower.yaml", `buffers need at least 7.4MiB (src 205B, img ≥ 7.15KiB, shuffle ≥ 2.1MiB, batch ≥ 1.07MiB, prefetch ≥ 4.22MiB; ≥: the sizes of strings and bytes are known only at run time, and count as empty here; --probe N measures them), more than resources.memory (4MiB)`},
 		// A prefetch of batches sized by the batch stage's estimate, not
 		// left unknown by the batch's "?" rows (found by a re-test).
 		{"testdata/budget_prefetch_batches.yaml", `stage "p" buffers 1000 samples of about 391.79KiB each = 382.61MiB, more than resources.memory (64MiB)`},
@@ -348,7 +348,7 @@ func TestFanOutSharesItsSamples(t *testing.T) {
 // fewer samples, as validate says), in validate, plan and apply alike.
 func TestShuffleOverItsShareWarns(t *testing.T) {
 	const file = "testdata/budget_shuffle_half.yaml"
-	want := file + ":12:44: warning: stages[2].buffer: 300 samples of about 588.25KiB each = 172.34MiB, more than the 1/2 of resources.memory (128MiB) a shuffle may fill: it will hold about 222 samples\n"
+	want := file + ":12:44: warning: stages[2].buffer: 300 samples of about 588.25KiB each = 172.34MiB, more than 128MiB, the 1/2 of resources.memory (256MiB) a shuffle may fill: it will hold about 222 samples\n"
 	if r := run(t, "validate", file); r.code != 0 || r.stdout != want {
 		t.Errorf("validate: got %s\nwant exit 0, stdout %q", r, want)
 	}

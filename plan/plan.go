@@ -72,9 +72,12 @@ type Plan struct {
 	Seed       uint64
 	SeedRandom bool
 	Memory     int64
-	Workers    int
-	ChunkSize  int
-	Nodes      []*Node
+	// MemoryDefault says neither the spec nor Options set the budget:
+	// Memory is DefaultMemory, which depends on the machine.
+	MemoryDefault bool
+	Workers       int
+	ChunkSize     int
+	Nodes         []*Node
 	// Rewrites lists what the planner changed in the DAG as written; Kept
 	// the shuffles it left behind a map, and why.
 	Rewrites, Kept []Rewrite
@@ -140,7 +143,7 @@ func Compile(sp *spec.Spec, cat spec.Catalog, opts Options) (*Plan, error) {
 		p.Memory = opts.Memory
 	}
 	if p.Memory == 0 {
-		p.Memory = DefaultMemory()
+		p.Memory, p.MemoryDefault = DefaultMemory(), true
 	}
 	if sp.Seed != nil {
 		p.Seed = uint64(*sp.Seed)
@@ -310,7 +313,7 @@ func (p *Plan) Fit() []FitProblem {
 			total += n.Reserved
 			parts = append(parts, fmt.Sprintf("%s %s (reserved)", n.Stage.Name, spec.ByteSize(n.Reserved)))
 			if n.Reserved > p.Memory {
-				add("resources.memory", false, "stage %q needs %s for its own use, more than resources.memory (%s)", n.Stage.Name, spec.ByteSize(n.Reserved), spec.ByteSize(p.Memory))
+				add("resources.memory", false, "stage %q needs %s for its own use, more than %s", n.Stage.Name, spec.ByteSize(n.Reserved), p.budget())
 				errs++
 			}
 		}
@@ -327,8 +330,8 @@ func (p *Plan) Fit() []FitProblem {
 		// The copies a fan-out sends share their values, which are
 		// reserved once (engine: need).
 		if n.SampleBytes > p.Memory {
-			add("resources.memory", false, "stage %q emits samples of about %s each, more than resources.memory (%s)",
-				n.Stage.Name, spec.ByteSize(n.SampleBytes), spec.ByteSize(p.Memory))
+			add("resources.memory", false, "stage %q emits samples of about %s each, more than %s",
+				n.Stage.Name, spec.ByteSize(n.SampleBytes), p.budget())
 			errs++
 		}
 		total += n.Share
@@ -340,12 +343,12 @@ func (p *Plan) Fit() []FitProblem {
 				// warning here says so before the run, since it changes how
 				// well the data is mixed.
 				if room := p.Memory / int64(bs.BufferShare()); need > room {
-					add(p.stagePath(n.Stage, "buffer"), true, "%d samples of about %s each = %s, more than the 1/%d of resources.memory (%s) a %s may fill: it will hold about %d samples",
-						n.Buffer, spec.ByteSize(n.InSampleBytes), spec.ByteSize(need), bs.BufferShare(), spec.ByteSize(room), n.Stage.Type, max(1, room/n.InSampleBytes))
+					add(p.stagePath(n.Stage, "buffer"), true, "%d samples of about %s each = %s, more than %s, the 1/%d of %s a %s may fill: it will hold about %d samples",
+						n.Buffer, spec.ByteSize(n.InSampleBytes), spec.ByteSize(need), spec.ByteSize(room), bs.BufferShare(), p.budget(), n.Stage.Type, max(1, room/n.InSampleBytes))
 				}
 			} else if need > p.Memory {
-				add("resources.memory", false, "stage %q buffers %d samples of about %s each = %s, more than resources.memory (%s)",
-					n.Stage.Name, n.Buffer, spec.ByteSize(n.InSampleBytes), spec.ByteSize(need), spec.ByteSize(p.Memory))
+				add("resources.memory", false, "stage %q buffers %d samples of about %s each = %s, more than %s",
+					n.Stage.Name, n.Buffer, spec.ByteSize(n.InSampleBytes), spec.ByteSize(need), p.budget())
 				errs++
 			}
 		}
@@ -353,13 +356,23 @@ func (p *Plan) Fit() []FitProblem {
 	switch {
 	case errs > 0 || total <= p.Memory:
 	case lower:
-		add("resources.memory", false, "buffers need at least %s (%s; ≥: the sizes of strings and bytes are known only at run time, and count as empty here; --probe N measures them) but resources.memory is %s",
-			spec.ByteSize(total), strings.Join(parts, ", "), spec.ByteSize(p.Memory))
+		add("resources.memory", false, "buffers need at least %s (%s; ≥: the sizes of strings and bytes are known only at run time, and count as empty here; --probe N measures them), more than %s",
+			spec.ByteSize(total), strings.Join(parts, ", "), p.budget())
 	default:
-		add("resources.memory", false, "buffers need about %s (%s) but resources.memory is %s",
-			spec.ByteSize(total), strings.Join(parts, ", "), spec.ByteSize(p.Memory))
+		add("resources.memory", false, "buffers need about %s (%s), more than %s",
+			spec.ByteSize(total), strings.Join(parts, ", "), p.budget())
 	}
 	return out
+}
+
+// budget names the memory budget in a message: resources.memory and its
+// size, or, where the spec sets none, the default and where it comes
+// from, since another machine gives another one.
+func (p *Plan) budget() string {
+	if p.MemoryDefault {
+		return fmt.Sprintf("the default memory budget (%s, a quarter of this machine's memory or cgroup limit; set resources.memory)", spec.ByteSize(p.Memory))
+	}
+	return fmt.Sprintf("resources.memory (%s)", spec.ByteSize(p.Memory))
 }
 
 // stagePath is the spec path of key in st's entry: stages[i].key.

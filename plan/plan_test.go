@@ -73,3 +73,41 @@ stages:
 		t.Errorf("with GOMAXPROCS=1 on %d cores the child planned:\n%s\nwant workers=1 parallelism=1", runtime.NumCPU(), out)
 	}
 }
+
+// TestFitNamesTheDefaultBudget: a spec without resources.memory is
+// checked against the default budget, which depends on the machine, and
+// the problem says so (a CI machine and a training node differ); with
+// resources.memory set it names that.
+func TestFitNamesTheDefaultBudget(t *testing.T) {
+	const src = `version: 1
+name: p
+optimize: false
+%s
+stages:
+  - {name: r, type: range, count: 4}
+  - {name: m, type: map, set: {x: 'one_hot(0, 262144)'}}
+  - {name: s, type: shuffle, buffer: 1000000000}
+  - {name: out, type: discard}
+`
+	reg := stages.Default()
+	for _, tc := range []struct{ resources, want string }{
+		{"", `stage "s" buffers 1000000000 samples of about 1MiB each = 953.98TiB, more than the default memory budget (` + spec.ByteSize(plan.DefaultMemory()).String() + `, a quarter of this machine's memory or cgroup limit; set resources.memory)`},
+		{"resources: {memory: 1GiB}", `stage "s" buffers 1000000000 samples of about 1MiB each = 953.98TiB, more than resources.memory (1GiB)`},
+	} {
+		sp, diags := spec.Parse("spec.yaml", []byte(fmt.Sprintf(src, tc.resources)), spec.Options{Catalog: reg})
+		if diags.HasErrors() {
+			t.Fatalf("spec problems:\n%v", diags)
+		}
+		p, err := plan.Compile(sp, reg, plan.Options{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		var got []string
+		for _, f := range p.Fit() {
+			got = append(got, f.Message)
+		}
+		if len(got) != 1 || got[0] != tc.want {
+			t.Errorf("%q: fit problems %q\nwant [%q]", tc.resources, got, tc.want)
+		}
+	}
+}
