@@ -124,12 +124,13 @@ static void hpass3_avx2(const uint8_t *src, int h, int iw, uint8_t *dst, int ow,
 				// The last pixels of the image: copy what is left, so the
 				// zero-weight taps past it read zeros, not past the end.
 				uint8_t tail[16];
-				const uint8_t *p = src + at;
 				__m256i acc = _mm256_setzero_si256();
-				for (int g = 0; g < groups; g++, p += 12) {
-					size_t left = p < src + size ? (size_t)(src + size - p) : 0;
+				for (int g = 0; g < groups; g++) {
+					size_t off = at + 12 * (size_t)g;
+					size_t left = off < size ? size - off : 0;
 					memset(tail, 0, 16);
-					memcpy(tail, p, left < 12 ? left : 12);
+					if (left > 0)
+						memcpy(tail, src + off, left < 12 ? left : 12);
 					acc = _mm256_add_epi32(acc, _mm256_madd_epi16(_mm256_shuffle_epi8(
 						_mm256_broadcastsi128_si256(_mm_loadu_si128((const __m128i *)tail)), spread),
 						_mm256_loadu_si256(w + g)));
@@ -151,8 +152,18 @@ static void hpass3_avx2(const uint8_t *src, int h, int iw, uint8_t *dst, int ow,
 }
 #endif
 
+// pr_hpass3_avx2 says whether pr_hpass3packed runs the AVX2 loop when
+// given w16.
+int pr_hpass3_avx2(void) {
+#ifdef PR_HAVE_AVX2_PASS
+	return __builtin_cpu_supports("avx2") ? 1 : 0;
+#else
+	return 0;
+#endif
+}
+
 // pr_hpass3packed runs hpass3_avx2 where the CPU has AVX2 and the caller
-// laid out w16, hpass3_swar otherwise.
+// laid out w16, hpass3_swar otherwise (exp may then be NULL).
 void pr_hpass3packed(const uint8_t *src, int h, int iw, uint8_t *dst, int ow,
 		const int32_t *start, const int32_t *count, const uint64_t *w13, int stride,
 		const int16_t *w16, int groups, uint64_t *exp) {

@@ -42,9 +42,17 @@ func hpass3PackedFast(src []byte, h, iw int, dst []byte, ow int, cf *coeffs) {
 		}
 		w16 = (*C.int16_t)(unsafe.Pointer(&cf.w16[0]))
 	}
-	exp, buf := defaultPool.getU64(iw)
+	var exp *C.uint64_t
+	if w16 == nil || !hpassAVX2 {
+		e, buf := defaultPool.getU64(iw)
+		defer defaultPool.Put(buf)
+		exp = (*C.uint64_t)(unsafe.Pointer(&e[0]))
+	}
 	C.pr_hpass3packed((*C.uint8_t)(unsafe.Pointer(&src[0])), C.int(h), C.int(iw), (*C.uint8_t)(unsafe.Pointer(&dst[0])), C.int(ow),
 		(*C.int32_t)(unsafe.Pointer(&cf.start[0])), (*C.int32_t)(unsafe.Pointer(&cf.count[0])),
-		(*C.uint64_t)(unsafe.Pointer(&cf.w13[0])), C.int(cf.stride), w16, C.int(cf.groups16), (*C.uint64_t)(unsafe.Pointer(&exp[0])))
-	defaultPool.Put(buf)
+		(*C.uint64_t)(unsafe.Pointer(&cf.w13[0])), C.int(cf.stride), w16, C.int(cf.groups16), exp)
 }
+
+// hpassAVX2 is pr_hpass3_avx2, asked once: the C pass then needs no
+// expansion scratch.
+var hpassAVX2 = C.pr_hpass3_avx2() == 1
