@@ -176,7 +176,11 @@ func checkFit(g *globals, p *plan.Plan, file string) error {
 	}
 	if diags.HasErrors() {
 		// A report gets the numbers too (problemsError), not just "above".
-		pe := &problemsError{file: file, what: "the pipeline's buffers do not fit in resources.memory"}
+		what := "the pipeline's buffers do not fit in resources.memory"
+		if p.MemoryDefault {
+			what = "the pipeline's buffers do not fit in the default memory budget"
+		}
+		pe := &problemsError{file: file, what: what}
 		for _, d := range diags.Errors() {
 			pe.problems = append(pe.problems, d.String())
 		}

@@ -866,3 +866,49 @@ stages:
 		}
 	}
 }
+
+// TestPaddedBoolsStayBooleansOnlyWithBooleanPads: a batch of batched
+// booleans padded with 0 or 1 is still booleans; padded with another
+// value it is a uint8 tensor like any other, written as raw bytes (found
+// in review: a pad of 7 was written as the boolean 7).
+func TestPaddedBoolsStayBooleansOnlyWithBooleanPads(t *testing.T) {
+	dir := t.TempDir()
+	if err := os.WriteFile(filepath.Join(dir, "in.jsonl"), []byte("{\"b\": true}\n{\"b\": false}\n{\"b\": true}\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	const src = `version: 1
+name: b
+stages:
+  - {name: files, type: files, pattern: in.jsonl}
+  - {name: lines, type: jsonl}
+  - {name: inner, type: batch, size: 2}
+  - {name: outer, type: batch, size: 2, pad: {b: %s}}
+  - {name: out, type: write_tfrecord, path: b.tfrecord}
+`
+	for _, tc := range []struct {
+		pad   string
+		kind  example.Kind
+		ints  []int64
+		bytes [][]byte
+	}{
+		{pad: "0", kind: example.KindInt64, ints: []int64{1, 0, 1, 0}},
+		{pad: "1", kind: example.KindInt64, ints: []int64{1, 0, 1, 1}},
+		{pad: "7", kind: example.KindBytes, bytes: [][]byte{{1, 0, 1, 7}}},
+	} {
+		if _, err := tfrRun(t, dir, fmt.Sprintf(src, tc.pad)); err != nil {
+			t.Fatal(err)
+		}
+		recs := tfrReadAll(t, filepath.Join(dir, "b.tfrecord"))
+		if len(recs) != 1 {
+			t.Fatalf("pad %s: %d records, want 1", tc.pad, len(recs))
+		}
+		ex, err := example.Unmarshal(recs[0])
+		if err != nil {
+			t.Fatal(err)
+		}
+		f := ex.Features["b"]
+		if f == nil || f.Kind != tc.kind || tc.ints != nil && !reflect.DeepEqual(f.Ints, tc.ints) || tc.bytes != nil && !reflect.DeepEqual(f.Bytes, tc.bytes) {
+			t.Errorf("pad %s: b is %+v, want %v %v%v", tc.pad, f, tc.kind, tc.ints, tc.bytes)
+		}
+	}
+}

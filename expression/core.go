@@ -1,6 +1,7 @@
 package expression
 
 import (
+	"encoding/binary"
 	"fmt"
 	"io"
 	"math"
@@ -122,15 +123,6 @@ func init() {
 			return sample.TensorOf(dt, shape...), nil
 		},
 		Impl: func(_ *Call, a []any) (any, error) {
-			var data []byte
-			switch x := a[0].(type) {
-			case []byte:
-				data = x
-			case string:
-				data = []byte(x)
-			default:
-				return nil, fmt.Errorf("decode_raw: argument 1 must be bytes, got %s", valueWord(a[0]))
-			}
 			name, _ := a[1].(string)
 			dt, err := tensor.ParseDType(name)
 			if err != nil {
@@ -146,7 +138,13 @@ func init() {
 					return nil, fmt.Errorf("decode_raw: %w", err)
 				}
 			}
-			return decodeRaw(data, dt, shape)
+			switch x := a[0].(type) {
+			case []byte:
+				return decodeRaw(x, dt, shape)
+			case string:
+				return decodeRaw(x, dt, shape)
+			}
+			return nil, fmt.Errorf("decode_raw: argument 1 must be bytes, got %s", valueWord(a[0]))
 		},
 	})
 	r.Register(&Func{
@@ -554,30 +552,41 @@ func readPooled(path string) (*pooledFile, error) {
 	return nil, err
 }
 
-// checkRawShape accepts dimensions of at least 0 and at most one -1.
+// checkRawShape accepts dimensions of at least 0 and at most one -1, and
+// no -1 beside a 0, which no length determines.
 func checkRawShape(shape []int) error {
-	unknown := 0
+	unknown, zero := 0, false
 	for _, d := range shape {
 		switch {
 		case d == -1:
 			unknown++
+		case d == 0:
+			zero = true
 		case d < 0:
 			return fmt.Errorf("shape %v has a negative dimension other than -1", shape)
 		}
 	}
-	if unknown > 1 {
+	switch {
+	case unknown > 1:
 		return fmt.Errorf("shape %v has more than one -1; at most one dimension is inferred", shape)
+	case unknown == 1 && zero:
+		return fmt.Errorf("shape %v has a -1 beside a 0: no length tells what the -1 is", shape)
 	}
 	return nil
 }
 
+// littleEndian says tensor buffers, which hold elements in the machine's
+// order, hold them as tf.io.decode_raw reads them by default.
+var littleEndian = binary.NativeEndian.Uint16([]byte{1, 0}) == 1
+
 // decodeRaw copies data into a tensor of dtype dt and shape, inferring a
 // -1 dimension from the length. The copy is a recyclable buffer of the
-// tensor pool, and the bytes it came from stay the caller's. Tensor
-// buffers hold their elements in the machine's order, which on every
-// platform piperun builds for is little-endian, tf.io.decode_raw's default.
-func decodeRaw(data []byte, dt tensor.DType, shape []int) (*tensor.Tensor, error) {
+// tensor pool, and the bytes it came from stay the caller's.
+func decodeRaw[B []byte | string](data B, dt tensor.DType, shape []int) (*tensor.Tensor, error) {
 	size := dt.Size()
+	if !littleEndian && size > 1 {
+		return nil, fmt.Errorf("decode_raw: %s elements are read little-endian, and this machine is big-endian", dt)
+	}
 	if len(data)%size != 0 {
 		return nil, fmt.Errorf("decode_raw: %d bytes are not a whole number of %s elements (%d bytes each)", len(data), dt, size)
 	}

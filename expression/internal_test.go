@@ -51,14 +51,16 @@ func TestReadPooled(t *testing.T) {
 // those bytes in a shape whose product is their element count, or an
 // error; never a panic or a tensor of another size.
 func FuzzDecodeRaw(f *testing.F) {
-	f.Add([]byte{1, 2, 3, 4, 5, 6}, uint8(0), -1, 3, 0)
-	f.Add([]byte{1, 2, 3, 4}, uint8(3), 1, 1, 1)
-	f.Add([]byte{}, uint8(0), 0, -1, 2)
-	f.Add([]byte{0, 0, 0x80, 0x3f}, uint8(3), 1000000000, 1000000000, -1)
+	f.Add([]byte{1, 2, 3, 4, 5, 6}, uint8(0), uint8(3), -1, 3, 0)
+	f.Add([]byte{1, 2, 3, 4}, uint8(3), uint8(3), 1, 1, 1)
+	f.Add([]byte{}, uint8(0), uint8(3), 0, -1, 2)
+	f.Add([]byte{0, 0, 0x80, 0x3f}, uint8(3), uint8(3), 1000000000, 1000000000, -1)
+	f.Add([]byte{7}, uint8(0), uint8(0), 0, 0, 0)
+	f.Add([]byte{1, 2, 3, 4, 5, 6, 7, 8}, uint8(2), uint8(1), -1, 0, 0)
 	dtypes := []tensor.DType{tensor.Uint8, tensor.Int32, tensor.Int64, tensor.Float32, tensor.Float64}
-	f.Fuzz(func(t *testing.T, data []byte, k uint8, a, b, c int) {
+	f.Fuzz(func(t *testing.T, data []byte, k, rank uint8, a, b, c int) {
 		dt := dtypes[int(k)%len(dtypes)]
-		shape := []int{a, b, c}
+		shape := []int{a, b, c}[:rank%4]
 		if checkRawShape(shape) != nil {
 			return
 		}

@@ -214,10 +214,10 @@ func scanPNG(data []byte) (pngInfo, error) {
 }
 
 // channels is the channel count of the image as stored, as
-// tf.io.decode_png's channels=0 and PIL's modes give it: gray, also with
-// a transparency key, 1; gray+alpha 2 (PIL's "LA"); truecolor 3, also
-// with a transparency key (PIL's "RGB" keeping it as an attribute);
-// RGBA 4; a palette 3, or 4 when it has transparency.
+// tf.io.decode_png's channels=0 gives it: gray, also with a transparency
+// key, 1; gray+alpha 2 (PIL's "LA"); truecolor 3, also with a
+// transparency key (PIL's "RGB", keeping the key aside); RGBA 4; a
+// palette 3, or 4 when it has transparency (PIL keeps the indexes, "P").
 func (info *pngInfo) channels() int {
 	switch info.colorType {
 	case 0:

@@ -302,6 +302,7 @@ func Transpose(img *tensor.Tensor, perm []int) (*tensor.Tensor, error) {
 		shape[i] = img.Shape[p]
 	}
 	out := tensor.Alloc(img.DType, shape...)
+	out.Booleans = img.Booleans // the same elements, reordered
 	if len(out.Data) == 0 {
 		return out, nil
 	}

@@ -9,6 +9,7 @@ import (
 	"path/filepath"
 	"runtime"
 	"strings"
+	"sync/atomic"
 	"testing"
 
 	"github.com/piperun/piperun/tensor"
@@ -314,13 +315,21 @@ func TestPool(t *testing.T) {
 	if b := p.Get(1 << 20); &b[0] == &far[0] || idle != 0 {
 		t.Errorf("two agings kept a buffer (%d idle bytes)", idle)
 	}
-	// Beyond poolIdleLimit idle bytes, Put leaves buffers to the collector.
-	var q Pool
-	for range poolIdleLimit>>poolMaxShift + 1 {
-		q.Put(make([]byte, 1<<poolMaxShift))
+	// Beyond poolIdleLimit idle bytes in all the pools sharing the limit,
+	// Put leaves buffers to the collector.
+	var all atomic.Int64
+	q1, q2 := Pool{all: &all}, Pool{all: &all}
+	const size = 4 << 20
+	for range poolIdleLimit / size {
+		q1.Put(make([]byte, size))
+		q2.Put(make([]byte, size))
 	}
-	if q.idle != poolIdleLimit {
-		t.Errorf("idle %d bytes after putting more than the limit, want %d", q.idle, poolIdleLimit)
+	if q1.idle+q2.idle != poolIdleLimit || all.Load() != poolIdleLimit || q1.idle != poolIdleLimit/2 {
+		t.Errorf("idle %d + %d bytes (%d counted) after putting twice the limit, want %d in all", q1.idle, q2.idle, all.Load(), poolIdleLimit)
+	}
+	q1.Get(size)
+	if all.Load() != poolIdleLimit-size {
+		t.Errorf("%d idle bytes counted after a Get, want %d", all.Load(), poolIdleLimit-size)
 	}
 	_, photos := photos(t)
 	// Steady state: the full-size frame and the intermediate come from the
@@ -470,5 +479,18 @@ func TestFloatTableRejects(t *testing.T) {
 		if err == nil || !strings.Contains(err.Error(), tc.want) {
 			t.Errorf("FloatTable(%v, %v, %d) = %v, want %q", tc.mean, tc.std, tc.c, err, tc.want)
 		}
+	}
+}
+
+// TestTransposeKeepsBooleans: transposed batched booleans are still
+// booleans, written as such by write_tfrecord.
+func TestTransposeKeepsBooleans(t *testing.T) {
+	b := &tensor.Tensor{DType: tensor.Uint8, Shape: []int{2, 3}, Data: []byte{1, 0, 1, 0, 0, 1}, Booleans: true}
+	out, err := Transpose(b, []int{1, 0})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !out.Booleans || fmt.Sprint(out.Shape, out.Data) != "[3 2] [1 0 0 0 1 1]" {
+		t.Errorf("transpose: %v %v, Booleans %v", out.Shape, out.Data, out.Booleans)
 	}
 }

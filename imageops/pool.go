@@ -3,6 +3,7 @@ package imageops
 import (
 	"math/bits"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/piperun/piperun/tensor"
@@ -19,8 +20,8 @@ import (
 // allocated 43 MB of scratch in its first two epochs and kept allocating
 // after). Here an idle buffer is dropped only when it has sat unused
 // through a whole aging period (at most one per second, driven by the
-// collector, as the tensor pool ages), or when the pool already holds
-// poolIdleLimit bytes. And a request whose bucket is empty takes a buffer
+// collector, as the tensor pool ages), or when the pools together
+// already hold poolIdleLimit bytes. And a request whose bucket is empty takes a buffer
 // from the next larger buckets before it allocates: photos of a dataset
 // differ in size, and a frame buffer big enough for the largest then
 // serves them all instead of one per bucket per decoder.
@@ -33,9 +34,12 @@ type Pool struct {
 	// free holds the buffers put back since the last aging, old those idle
 	// through it, by bucket.
 	free, old [poolMaxShift + 1][][]byte
-	idle      int64 // bytes of capacity in free and old
-	aged      time.Time
-	armed     bool
+	idle      int64 // bytes of capacity in free and old, also counted in *all
+	// all counts the idle bytes of every Pool sharing the limit: idleAll,
+	// unless a test gives a Pool its own.
+	all   *atomic.Int64
+	aged  time.Time
+	armed bool
 }
 
 const (
@@ -45,15 +49,20 @@ const (
 	// buffer from: up to 4× the size, no more, so that a small request
 	// does not hold a large buffer another one needs.
 	poolReach = 2
-	// poolIdleLimit bounds the idle bytes a Pool holds; beyond it, Put
-	// leaves the buffer to the collector.
-	poolIdleLimit = 256 << 20
+	// poolIdleLimit bounds the idle bytes all Pools together hold; beyond
+	// it, Put leaves the buffer to the collector. They live outside the
+	// run's budget, in the headroom Go's memory limit leaves above it
+	// (cli.MemoryHeadroom, 128 MiB), with the runtime's own.
+	poolIdleLimit = 64 << 20
 	// poolAgePeriod is the least time between two agings.
 	poolAgePeriod = time.Second
 )
 
 // defaultPool serves the package's own intermediate buffers.
 var defaultPool Pool
+
+// idleAll is the idle bytes of every Pool, which poolIdleLimit bounds.
+var idleAll atomic.Int64
 
 // Get returns a buffer of length n whose capacity is a power of two: n
 // rounded up, or up to poolReach doublings more when only a larger idle
@@ -95,6 +104,7 @@ func (p *Pool) take(l *[][]byte) []byte {
 	(*l)[k-1] = nil
 	*l = (*l)[:k-1]
 	p.idle -= int64(cap(b))
+	p.all.Add(-int64(cap(b)))
 	return b
 }
 
@@ -124,7 +134,11 @@ func (p *Pool) Put(b []byte) {
 		p.armed = true
 		tensor.OnGC(p.collected)
 	}
-	if p.idle+int64(c) > poolIdleLimit {
+	if p.all == nil {
+		p.all = &idleAll
+	}
+	if p.all.Add(int64(c)) > poolIdleLimit {
+		p.all.Add(-int64(c))
 		return
 	}
 	p.free[shift] = append(p.free[shift], b[:c])
@@ -147,6 +161,7 @@ func (p *Pool) age() {
 	for s := range p.old {
 		for _, b := range p.old[s] {
 			p.idle -= int64(cap(b))
+			p.all.Add(-int64(cap(b)))
 		}
 		p.old[s], p.free[s] = p.free[s], nil
 	}

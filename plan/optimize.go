@@ -61,7 +61,7 @@ type Rewrite struct {
 // an encoded image may shrink its samples, and then the shuffle is better
 // where it is. Shuffles that stay behind a map are listed in kept, with
 // the reason.
-func pushShuffles(sp *spec.Spec, memory int64, workers int) (moved, kept []Rewrite) {
+func pushShuffles(sp *spec.Spec, memory int64, budget string, workers int) (moved, kept []Rewrite) {
 	for _, sh := range sp.Order {
 		if sh.Type != "shuffle" || len(sh.Inputs) != 1 || sh.Inputs[0].Type != "map" {
 			continue
@@ -128,17 +128,17 @@ func pushShuffles(sp *spec.Spec, memory int64, workers int) (moved, kept []Rewri
 			r.Why += "; the spec is not deterministic, so its output differs run to run either way"
 		case origin < 0:
 			r.SameOrder = false
-			r.Why += "; its samples' origins (the file each came from) are of unknown length, so as written it might shrink to its share of resources.memory: the same samples come out, maybe in another order than with optimize: false"
+			r.Why += "; its samples' origins (the file each came from) are of unknown length, so as written it might shrink to its share of " + budget + ": the same samples come out, maybe in another order than with optimize: false"
 		case n < 0:
 			r.SameOrder = false
-			r.Why += fmt.Sprintf("; as written, its %d samples would not fit resources.memory at all", buffer)
+			r.Why += fmt.Sprintf("; as written, its %d samples would not fit %s at all", buffer, budget)
 			if est := chain[0].Schema.EstimateBytes(); est >= 0 && int64(buffer)*est > memory {
 				r.Why += " (validate rejects the spec with optimize: false)"
 			}
 		case n > 0:
 			r.SameOrder = false
-			r.Why += fmt.Sprintf("; as written, its %d samples might fill its share of resources.memory (%s), and then it shuffles over fewer: the same samples come out, maybe in another order than with optimize: false",
-				buffer, spec.ByteSize(memory/int64(sh.Config.(BufferSharer).BufferShare())))
+			r.Why += fmt.Sprintf("; as written, its %d samples might fill its share of %s (%s), and then it shuffles over fewer: the same samples come out, maybe in another order than with optimize: false",
+				buffer, budget, spec.ByteSize(memory/int64(sh.Config.(BufferSharer).BufferShare())))
 		default:
 			r.Why += "; a run that succeeds gives the same output as with optimize: false"
 		}

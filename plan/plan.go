@@ -156,7 +156,11 @@ func Compile(sp *spec.Spec, cat spec.Catalog, opts Options) (*Plan, error) {
 		p.SeedRandom = true
 	}
 	if sp.Optimize {
-		p.Rewrites, p.Kept = pushShuffles(sp, p.Memory, p.Workers)
+		budget := "resources.memory"
+		if p.MemoryDefault {
+			budget = "the default memory budget"
+		}
+		p.Rewrites, p.Kept = pushShuffles(sp, p.Memory, budget, p.Workers)
 	}
 	byStage := map[*spec.Stage]*Node{}
 	for _, st := range sp.Order {

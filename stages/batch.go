@@ -385,7 +385,8 @@ func stackTensors(k string, ts []*tensor.Tensor, padded bool, padValue float64, 
 		}
 		copyPadded(row, t)
 	}
-	out.Booleans = t0.Booleans
+	// Stacked booleans stay booleans, unless padding put other values in.
+	out.Booleans = t0.Booleans && (same || padValue == 0 || padValue == 1)
 	for _, t := range ts[1:] {
 		out.Booleans = out.Booleans && t.Booleans
 	}

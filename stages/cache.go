@@ -192,11 +192,19 @@ func upstream(st *spec.Stage) []*spec.Stage {
 	return up
 }
 
+// SamplesVersion changes when a change to piperun changes the samples
+// that the same spec makes from the same files, so that caches written
+// before are not replayed as if nothing had changed. 2 (2026-12-04):
+// gray+alpha PNGs decode to 2 channels, and batched booleans of a field
+// typed only at run time carry their mark (cache/codec.go's
+// tagBoolTensor). Caches of version 1 stay on disk for `cache prune`.
+const SamplesVersion = 2
+
 // Fingerprint identifies everything upstream of a stage: each upstream
 // stage's type and config, the identity (path, size, modification time)
-// of every input file the file sources match, and seed, the run's resolved
-// seed, when anything upstream is random. Change any of it and the
-// fingerprint changes.
+// of every input file the file sources match, seed, the run's resolved
+// seed, when anything upstream is random, and SamplesVersion. Change any
+// of it and the fingerprint changes.
 func Fingerprint(sp *spec.Spec, st *spec.Stage, seed uint64) (string, string, error) {
 	up := upstream(st)
 	cfgs := make([][]byte, len(up))
@@ -264,6 +272,9 @@ func Fingerprint(sp *spec.Spec, st *spec.Stage, seed uint64) (string, string, er
 	}
 	if random {
 		fmt.Fprintf(&b, "seed %d\n", seed)
+	}
+	if SamplesVersion > 1 {
+		fmt.Fprintf(&b, "samples version %d\n", SamplesVersion)
 	}
 	sum := sha256.Sum256([]byte(b.String()))
 	desc := fmt.Sprintf("%s after %s", sp.Name, strings.Join(names, " → "))

@@ -271,6 +271,7 @@ func (t *Tensor) Cast(dt DType) *Tensor {
 	out := New(dt, t.Shape...)
 	if dt == t.DType {
 		copy(out.Data, t.Data)
+		out.Booleans = t.Booleans // still the same 0s and 1s
 		return out
 	}
 	switch {

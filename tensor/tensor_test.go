@@ -71,3 +71,23 @@ func TestIntegerCastsAreExact(t *testing.T) {
 		t.Errorf("Cast(float32) = %v, want %v", got, float32(1<<60+1<<37))
 	}
 }
+
+// TestBooleansSurviveCopies: a copy of batched booleans that keeps the
+// values (Clone, a Cast to uint8) keeps the mark; a Cast to another dtype
+// makes numbers of them.
+func TestBooleansSurviveCopies(t *testing.T) {
+	b := &Tensor{DType: Uint8, Shape: []int{3}, Data: []byte{1, 0, 1}, Booleans: true}
+	for _, tc := range []struct {
+		name string
+		t    *Tensor
+		want bool
+	}{
+		{"clone", b.Clone(), true},
+		{"cast uint8", b.Cast(Uint8), true},
+		{"cast int64", b.Cast(Int64), false},
+	} {
+		if tc.t.Booleans != tc.want {
+			t.Errorf("%s: Booleans %v, want %v", tc.name, tc.t.Booleans, tc.want)
+		}
+	}
+}
