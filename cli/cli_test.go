@@ -521,6 +521,34 @@ func TestExamplesMatchSchema(t *testing.T) {
 			t.Errorf("validate refuses %s: %s", stage, r)
 		}
 	}
+	// A key left empty (null) is absent to validate, so the schema takes
+	// it too; an empty list key is refused by both.
+	nulls := writeSpec(t, t.TempDir(), "n.yaml", `version: 1
+name: n
+seed:
+epochs: ~
+deterministic:
+resources: {memory: ~, workers: ~}
+stages:
+  - {name: f, type: files, pattern: '*.jsonl', shuffle: ~, shard: ~, labels: ~}
+  - {name: j, type: jsonl, parallelism: ~, block_length: ~, cycle_length: ~, on_error: ~}
+  - {name: m, type: map, set: {a: '1'}, drop: [path]}
+  - {name: s, type: shuffle, buffer: 4, reshuffle_each_epoch: ~}
+  - {name: o, type: discard, input: ~}
+`)
+	if err := sch.Validate(yamlAsJSON(t, nulls)); err != nil {
+		t.Errorf("schema.json refuses keys left empty: %v", err)
+	}
+	if r := run(t, "validate", "--no-environment", nulls); r.code != 0 {
+		t.Errorf("validate refuses keys left empty: %s", r)
+	}
+	emptyList := writeSpec(t, t.TempDir(), "e.yaml", "version: 1\nname: e\nstages:\n  - {name: src, type: range, count: 3}\n  - {name: m, type: map, set: {a: '1'}, keep: ~}\n")
+	if err := sch.Validate(yamlAsJSON(t, emptyList)); err == nil {
+		t.Error("schema.json accepts keep: null")
+	}
+	if r := run(t, "validate", "--no-environment", emptyList); r.code != 1 {
+		t.Errorf("validate accepts keep: null: %s", r)
+	}
 	for _, top := range []string{"epochs: -1", "resources: {memory: 0}"} {
 		f := writeSpec(t, t.TempDir(), "s.yaml", "version: 1\nname: s\n"+top+"\nstages:\n  - {name: src, type: range, count: 3}\n")
 		if err := sch.Validate(yamlAsJSON(t, f)); err == nil {

@@ -274,17 +274,22 @@ func (d *decoder) decodeStruct(n *yaml.Node, v reflect.Value, path string) {
 }
 
 // nullIsAbsent reports whether a null value leaves field f as it is,
-// absent, rather than being of the wrong type. So for mappings (structs,
-// ordered maps), whose absence means their defaults. Not for lists: an
-// emptied keep: taken as absent would keep every field, the opposite of
-// what it says. A type that reads itself (NodeUnmarshaler) judges a null
-// itself.
+// absent, rather than being of the wrong type: for every key but a list,
+// whose absence means its default (a mapping's defaults, a count's
+// default, auto, the default memory budget). Not for lists: an emptied
+// keep: taken as absent would keep every field, the opposite of what it
+// says; nor for a string-or-list (StringList), for the same reason.
+// Before, a null count read as 0 ("block_length: must be at least 1, got
+// 0") and a null bool, auto or byte size was a type error, while a null
+// epochs or seed was absent.
 func nullIsAbsent(f reflect.Value) bool {
-	if f.CanAddr() && f.Addr().Type().Implements(nodeUnmarshalerType) {
+	if f.Type() == stringListType {
 		return false
 	}
-	return f.Kind() == reflect.Struct
+	return f.Kind() != reflect.Slice
 }
+
+var stringListType = reflect.TypeOf(StringList(nil))
 
 // exactScalar reports whether scalar n is a value of kind as schema.json
 // types it, where yaml.v3 would convert more: it truncates 2.5 into an

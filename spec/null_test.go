@@ -97,6 +97,20 @@ func TestNullMappingIsAbsent(t *testing.T) {
 			head + "stages:\n  - {name: r, type: range, count: 3}\n  - {name: p, type: parse_example, field: index, features: }\n  - {name: out, type: discard}\n",
 			"n.yaml:5:43: stages[1].field: field \"index\" is int64; parse_example needs serialized bytes\n" +
 				"n.yaml:5:60: stages[1].features: required field \"features\" has no value\n", stages.Default(), nil},
+		// Scalars, auto and byte sizes left empty keep their defaults; they
+		// were 0 ("block_length: must be at least 1, got 0") or type errors
+		// (found by a re-test: epochs: ~ was absent, shuffle: ~ an error).
+		{"scalar, auto and byte size keys left empty",
+			head + "resources: {memory: ~, workers: ~}\nstages:\n  - {name: f, type: files, pattern: '*.jsonl', shuffle: ~, shard: ~}\n  - {name: j, type: jsonl, block_length: ~, cycle_length: ~, parallelism: ~}\n  - {name: out, type: discard}\n",
+			"", stages.Default(),
+			func(sp *spec.Spec) bool {
+				j, f := sp.Stage("j").Config.(*stages.JSONLConfig), sp.Stage("f").Config.(*stages.FilesConfig)
+				return j.BlockLength == 1 && j.CycleLength == (spec.Auto{}) && sp.Stage("j").Parallelism == (spec.Auto{}) &&
+					!f.Shuffle && f.Shard == (stages.Shard{}) && sp.Resources == (spec.Resources{})
+			}},
+		{"a required count left empty",
+			head + "stages:\n  - {name: r, type: range, count: ~}\n  - {name: out, type: discard}\n",
+			"n.yaml:4:35: stages[0].count: required field \"count\" has no value\n", stages.Default(), nil},
 	}
 	for _, tc := range tests {
 		sp, diags := spec.Parse("n.yaml", []byte(tc.src), spec.Options{Catalog: tc.cat, LookupEnv: noEnv})

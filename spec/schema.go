@@ -38,7 +38,56 @@ func JSONSchema(cat Catalog) ([]byte, error) {
 	if v, ok := root.Properties.Get("name"); ok {
 		v.Pattern = nameRe.String()
 	}
+	allowNulls(root)
 	return json.MarshalIndent(root, "", "  ")
+}
+
+// allowNulls lets every optional key of every object in s be null, as
+// validate reads a null as the key's absence (nullIsAbsent), except lists
+// and string-or-list keys, where validate refuses it: an editor checking
+// against the schema then agrees with validate on `epochs:` left empty.
+func allowNulls(s *jsonschema.Schema) {
+	if s == nil {
+		return
+	}
+	for _, sub := range append(append(append([]*jsonschema.Schema{s.Items, s.AdditionalProperties}, s.OneOf...), s.AnyOf...), s.AllOf...) {
+		allowNulls(sub)
+	}
+	if s.Properties == nil {
+		return
+	}
+	required := map[string]bool{}
+	for _, r := range s.Required {
+		required[r] = true
+	}
+	for p := s.Properties.Oldest(); p != nil; p = p.Next() {
+		allowNulls(p.Value)
+		if required[p.Key] || isList(p.Value) {
+			continue
+		}
+		v := p.Value
+		if v.OneOf != nil {
+			v.OneOf = append(v.OneOf, &jsonschema.Schema{Type: "null"})
+			continue
+		}
+		// The description stays outside, where editors show it.
+		inner := *v
+		inner.Description = ""
+		s.Properties.Set(p.Key, &jsonschema.Schema{AnyOf: []*jsonschema.Schema{&inner, {Type: "null"}}, Description: v.Description})
+	}
+}
+
+// isList reports whether s is a list, or may be one (a string or a list).
+func isList(s *jsonschema.Schema) bool {
+	if s.Type == "array" {
+		return true
+	}
+	for _, o := range s.OneOf {
+		if o.Type == "array" {
+			return true
+		}
+	}
+	return false
 }
 
 func ptr[T any](v T) *T { return &v }
