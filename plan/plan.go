@@ -312,12 +312,24 @@ func (p *Plan) Fit() []FitProblem {
 		out = append(out, FitProblem{Path: path, Message: fmt.Sprintf(format, args...), Warning: warn})
 	}
 	errs := 0
+	// Where the spec sets no budget there is no resources.memory line to
+	// point at: a problem points at the stage, or its key, instead, so
+	// that it still has a line (and a CI annotation).
+	budgetPath := func(n *Node, key string) string {
+		if !p.MemoryDefault {
+			return "resources.memory"
+		}
+		if n == nil {
+			return "stages"
+		}
+		return p.stagePath(n.Stage, key)
+	}
 	for _, n := range p.Nodes {
 		if n.Reserved > 0 {
 			total += n.Reserved
 			parts = append(parts, fmt.Sprintf("%s %s (reserved)", n.Stage.Name, spec.ByteSize(n.Reserved)))
 			if n.Reserved > p.Memory {
-				add("resources.memory", false, "stage %q needs %s for its own use, more than %s", n.Stage.Name, spec.ByteSize(n.Reserved), p.budget())
+				add(budgetPath(n, ""), false, "stage %q needs %s for its own use, more than %s", n.Stage.Name, spec.ByteSize(n.Reserved), p.budget())
 				errs++
 			}
 		}
@@ -334,7 +346,7 @@ func (p *Plan) Fit() []FitProblem {
 		// The copies a fan-out sends share their values, which are
 		// reserved once (engine: need).
 		if n.SampleBytes > p.Memory {
-			add("resources.memory", false, "stage %q emits samples of about %s each, more than %s",
+			add(budgetPath(n, ""), false, "stage %q emits samples of about %s each, more than %s",
 				n.Stage.Name, spec.ByteSize(n.SampleBytes), p.budget())
 			errs++
 		}
@@ -351,7 +363,7 @@ func (p *Plan) Fit() []FitProblem {
 						n.Buffer, spec.ByteSize(n.InSampleBytes), spec.ByteSize(need), spec.ByteSize(room), bs.BufferShare(), p.budget(), n.Stage.Type, max(1, room/n.InSampleBytes))
 				}
 			} else if need > p.Memory {
-				add("resources.memory", false, "stage %q buffers %d samples of about %s each = %s, more than %s",
+				add(budgetPath(n, "buffer"), false, "stage %q buffers %d samples of about %s each = %s, more than %s",
 					n.Stage.Name, n.Buffer, spec.ByteSize(n.InSampleBytes), spec.ByteSize(need), p.budget())
 				errs++
 			}
@@ -360,10 +372,10 @@ func (p *Plan) Fit() []FitProblem {
 	switch {
 	case errs > 0 || total <= p.Memory:
 	case lower:
-		add("resources.memory", false, "buffers need at least %s (%s; ≥: the sizes of strings and bytes are known only at run time, and count as empty here; --probe N measures them), more than %s",
+		add(budgetPath(nil, ""), false, "buffers need at least %s (%s; ≥: the sizes of strings and bytes are known only at run time, and count as empty here; --probe N measures them), more than %s",
 			spec.ByteSize(total), strings.Join(parts, ", "), p.budget())
 	default:
-		add("resources.memory", false, "buffers need about %s (%s), more than %s",
+		add(budgetPath(nil, ""), false, "buffers need about %s (%s), more than %s",
 			spec.ByteSize(total), strings.Join(parts, ", "), p.budget())
 	}
 	return out
@@ -379,10 +391,14 @@ func (p *Plan) budget() string {
 	return fmt.Sprintf("resources.memory (%s)", spec.ByteSize(p.Memory))
 }
 
-// stagePath is the spec path of key in st's entry: stages[i].key.
+// stagePath is the spec path of key in st's entry, stages[i].key, or of
+// the entry itself when key is "".
 func (p *Plan) stagePath(st *spec.Stage, key string) string {
 	for i, s := range p.Spec.Stages {
 		if s == st {
+			if key == "" {
+				return fmt.Sprintf("stages[%d]", i)
+			}
 			return fmt.Sprintf("stages[%d].%s", i, key)
 		}
 	}

@@ -92,9 +92,9 @@ stages:
   - {name: out, type: discard}
 `
 	reg := stages.Default()
-	for _, tc := range []struct{ resources, want string }{
-		{"", `stage "s" buffers 1000000000 samples of about 1MiB each = 953.98TiB, more than the default memory budget (` + spec.ByteSize(plan.DefaultMemory()).String() + `, a quarter of this machine's memory or cgroup limit; set resources.memory)`},
-		{"resources: {memory: 1GiB}", `stage "s" buffers 1000000000 samples of about 1MiB each = 953.98TiB, more than resources.memory (1GiB)`},
+	for _, tc := range []struct{ resources, want, path, pos string }{
+		{"", `stage "s" buffers 1000000000 samples of about 1MiB each = 953.98TiB, more than the default memory budget (` + spec.ByteSize(plan.DefaultMemory()).String() + `, a quarter of this machine's memory or cgroup limit; set resources.memory)`, "stages[2].buffer", "spec.yaml:8:38"},
+		{"resources: {memory: 1GiB}", `stage "s" buffers 1000000000 samples of about 1MiB each = 953.98TiB, more than resources.memory (1GiB)`, "resources.memory", "spec.yaml:4:21"},
 	} {
 		sp, diags := spec.Parse("spec.yaml", []byte(fmt.Sprintf(src, tc.resources)), spec.Options{Catalog: reg})
 		if diags.HasErrors() {
@@ -110,6 +110,12 @@ stages:
 		}
 		if len(got) != 1 || got[0] != tc.want {
 			t.Errorf("%q: fit problems %q\nwant [%q]", tc.resources, got, tc.want)
+		}
+		// It has a line to point at either way (found by a new-user
+		// test: the default budget's problem had none, so CI could not
+		// annotate it).
+		if d := p.FitDiagnostics(); len(d) != 1 || d[0].Path != tc.path || d[0].Pos.String() != tc.pos {
+			t.Errorf("%q: diagnostics %v, want one at %s, %s", tc.resources, d, tc.pos, tc.path)
 		}
 	}
 }
