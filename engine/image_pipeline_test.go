@@ -10,6 +10,8 @@ import (
 	"testing"
 
 	"github.com/piperun/piperun/engine"
+	"github.com/piperun/piperun/spec"
+	"github.com/piperun/piperun/stages"
 )
 
 // TestImageEdgeFilesThroughPipeline decodes every edge-case JPEG and PNG of
@@ -264,5 +266,34 @@ stages:
 	_, err := runSpec(t, dir, fmt.Sprintf(read, "7, 5, 3"))
 	if err == nil || !strings.Contains(err.Error(), `stage "raw"`) || !strings.Contains(err.Error(), "decode_raw: shape [7 5 3] holds 105 uint8 elements (105 bytes), got 90 bytes") {
 		t.Errorf("a shape that does not fit: %v", err)
+	}
+}
+
+// TestMixedChannelsBatchSaysWhy: PNGs decoded as stored (channels 0) with
+// different channel counts cannot be batched, and both validate (warning)
+// and the run (error) say it is the channels and how to fix them, not
+// "resize first or add pad", which would put alpha in the green channel
+// (found by a new-user test).
+func TestMixedChannelsBatchSaysWhy(t *testing.T) {
+	data := tfrSharedData(t)
+	dir := t.TempDir()
+	src := fmt.Sprintf(`
+version: 1
+name: mixed
+stages:
+  - {name: files, type: files, patterns: [%q, %q]}
+  - {name: decode, type: map, set: {img: 'decode_image(read_file(path), 0) | resize(16, 16)'}, keep: [img]}
+  - {name: b, type: batch, size: 2}
+  - {name: out, type: discard}
+`, filepath.Join(data, "png-edge", "pngsuite", "basn4a08.png"), filepath.Join(data, "png-edge", "pngsuite", "basn6a08.png"))
+	_, diags := spec.Parse(filepath.Join(dir, "spec.yaml"), []byte(src), spec.Options{Catalog: stages.Default()})
+	const fix = "decode with a fixed channel count, e.g. decode_image(b, 3) or decode_image(b, 4), rather than 0 (as stored)"
+	if w := fmt.Sprint(diags); diags.HasErrors() || !strings.Contains(w, `field "img" is tensor<uint8>[16 16 ?]: its channel count is known only at run time, and batching fails if it varies between samples; `+fix) {
+		t.Errorf("validate warnings:\n%s", w)
+	}
+	_, err := runSpec(t, dir, src)
+	if err == nil || !strings.Contains(err.Error(), `field "img": channel counts differ within a batch (`) || !strings.Contains(err.Error(), "is uint8[16 16 2]") ||
+		!strings.Contains(err.Error(), "is uint8[16 16 4]") || !strings.Contains(err.Error(), fix) || strings.Contains(err.Error(), "pad") {
+		t.Errorf("run: %v", err)
 	}
 }

@@ -113,12 +113,24 @@ func init() {
 			if len(a) < 3 {
 				return sample.TensorOf(dt, -1), nil
 			}
-			shape, ok := intList(a[2].Const)
-			if !a[2].IsConst || !ok {
+			if _, list := a[2].Const.([]any); !a[2].IsConst || !list {
 				return sample.TAny, fmt.Errorf("shape must be a literal list of dimensions, e.g. [224, 224, 3]")
+			}
+			shape, ok := intList(a[2].Const)
+			if !ok {
+				return sample.TAny, fmt.Errorf("shape %v: dimensions must be integers", a[2].Const)
 			}
 			if err := checkRawShape(shape); err != nil {
 				return sample.TAny, err
+			}
+			// Known dimensions whose product is past any buffer would
+			// otherwise reach plan as a tiny estimate.
+			n := dt.Size()
+			for _, d := range shape {
+				if d > 0 && n > math.MaxInt/d {
+					return sample.TAny, fmt.Errorf("shape %v holds more %s elements than memory does", shape, dt)
+				}
+				n *= max(d, 1)
 			}
 			return sample.TensorOf(dt, shape...), nil
 		},

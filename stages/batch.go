@@ -114,7 +114,11 @@ func (c *BatchConfig) Check(cc *spec.CheckContext) sample.Schema {
 				t = sample.TensorOf(dt, append([]int{b}, f.Type.Shape...)...)
 			}
 			if _, padded := c.Pad.Get(f.Name); !padded && !f.Type.KnownShape() {
-				cc.Warnf("", "field %q is %s; if its shape varies between samples, batching fails: add pad: {%s: 0} or resize first", f.Name, f.Type, f.Name)
+				if sh := f.Type.Shape; len(sh) == 3 && sh[0] >= 0 && sh[1] >= 0 && sh[2] < 0 {
+					cc.Warnf("", "field %q is %s: its channel count is known only at run time, and batching fails if it varies between samples; %s", f.Name, f.Type, fixChannels)
+				} else {
+					cc.Warnf("", "field %q is %s; if its shape varies between samples, batching fails: add pad: {%s: 0} or resize first", f.Name, f.Type, f.Name)
+				}
 			}
 		case sample.Any:
 			t = sample.TAny
@@ -338,6 +342,18 @@ func typeName(v any) string {
 	return sample.TypeOf(v).String()
 }
 
+// fixChannels is what to do about images whose channel counts differ:
+// padding the channel axis would put a gray image's alpha in the green
+// channel, and no resize changes channels (found by a new-user test: both
+// were suggested).
+const fixChannels = "decode with a fixed channel count, e.g. decode_image(b, 3) or decode_image(b, 4), rather than 0 (as stored)"
+
+// channelsDiffer reports whether two image shapes [H, W, C] differ in C
+// alone.
+func channelsDiffer(a, b []int) bool {
+	return len(a) == 3 && len(b) == 3 && a[0] == b[0] && a[1] == b[1] && a[2] != b[2]
+}
+
 func stackTensors(k string, ts []*tensor.Tensor, padded bool, padValue float64, ss []*sample.Sample) (*tensor.Tensor, error) {
 	t0 := ts[0]
 	shape := append([]int(nil), t0.Shape...)
@@ -359,6 +375,10 @@ func stackTensors(k string, ts []*tensor.Tensor, padded bool, padValue float64, 
 	if !same && !padded {
 		for i, t := range ts[1:] {
 			if !tensor.Equal(&tensor.Tensor{DType: t.DType, Shape: t.Shape}, &tensor.Tensor{DType: t0.DType, Shape: t0.Shape}) {
+				if channelsDiffer(t0.Shape, t.Shape) {
+					return nil, fmt.Errorf("field %q: channel counts differ within a batch (%s is %s, %s is %s); %s",
+						k, ss[0].Describe(), t0, ss[i+1].Describe(), t, fixChannels)
+				}
 				return nil, fmt.Errorf("field %q: shapes differ within a batch (%s is %s, %s is %s); resize first or add pad: {%s: 0}",
 					k, ss[0].Describe(), t0, ss[i+1].Describe(), t, k)
 			}
@@ -413,6 +433,10 @@ func stackConverted(ss []*sample.Sample, k string, lut *tensor.FloatLUT) (*tenso
 		if i == 0 {
 			t0 = t
 		} else if !tensor.Equal(&tensor.Tensor{DType: t.DType, Shape: t.Shape}, &tensor.Tensor{DType: t.DType, Shape: t0.Shape}) {
+			if channelsDiffer(t0.Shape, t.Shape) {
+				return nil, fmt.Errorf("field %q: channel counts differ within a batch (%s is %s, %s is %s); %s",
+					k, ss[0].Describe(), t0, s.Describe(), t, fixChannels)
+			}
 			return nil, fmt.Errorf("field %q: shapes differ within a batch (%s is %s, %s is %s); resize first",
 				k, ss[0].Describe(), t0, s.Describe(), t)
 		}
