@@ -827,6 +827,31 @@ stages:
 	}
 }
 
+// boolsRun writes lines of {"b": bool} as in.jsonl in dir, runs src and
+// returns feature b of each record of b.tfrecord.
+func boolsRun(t *testing.T, dir, src string, bs ...bool) []*example.Feature {
+	t.Helper()
+	var lines strings.Builder
+	for _, b := range bs {
+		fmt.Fprintf(&lines, "{\"b\": %v}\n", b)
+	}
+	if err := os.WriteFile(filepath.Join(dir, "in.jsonl"), []byte(lines.String()), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := tfrRun(t, dir, src); err != nil {
+		t.Fatal(err)
+	}
+	var out []*example.Feature
+	for _, rec := range tfrReadAll(t, filepath.Join(dir, "b.tfrecord")) {
+		ex, err := example.Unmarshal(rec)
+		if err != nil {
+			t.Fatal(err)
+		}
+		out = append(out, ex.Features["b"])
+	}
+	return out
+}
+
 // TestRuntimeBoolsWriteAsInts: booleans of a field typed only at run
 // time (a jsonl key) batch into a uint8 tensor marked as booleans, which
 // write_tfrecord writes as an int64_list of 0 and 1, as it does typed
@@ -834,9 +859,6 @@ stages:
 // data-path test: they were written as the raw bytes of an image).
 func TestRuntimeBoolsWriteAsInts(t *testing.T) {
 	dir := t.TempDir()
-	if err := os.WriteFile(filepath.Join(dir, "in.jsonl"), []byte("{\"b\": true}\n{\"b\": false}\n{\"b\": false}\n{\"b\": true}\n"), 0o644); err != nil {
-		t.Fatal(err)
-	}
 	const src = `version: 1
 name: b
 epochs: 2
@@ -848,19 +870,12 @@ stages:
   - {name: out, type: write_tfrecord, path: b.tfrecord}
 `
 	for _, run := range []string{"first, cache filling", "replayed from the cache"} {
-		if _, err := tfrRun(t, dir, src); err != nil {
-			t.Fatal(err)
+		fs := boolsRun(t, dir, src, true, false, false, true)
+		if len(fs) != 2 {
+			t.Fatalf("%s: %d records, want 2 (one batch an epoch)", run, len(fs))
 		}
-		recs := tfrReadAll(t, filepath.Join(dir, "b.tfrecord"))
-		if len(recs) != 2 {
-			t.Fatalf("%s: %d records, want 2 (one batch an epoch)", run, len(recs))
-		}
-		for i, rec := range recs {
-			ex, err := example.Unmarshal(rec)
-			if err != nil {
-				t.Fatal(err)
-			}
-			if f := ex.Features["b"]; f == nil || f.Kind != example.KindInt64 || !reflect.DeepEqual(f.Ints, []int64{1, 0, 0, 1}) {
+		for i, f := range fs {
+			if f == nil || f.Kind != example.KindInt64 || !reflect.DeepEqual(f.Ints, []int64{1, 0, 0, 1}) {
 				t.Errorf("%s, record %d: b is %+v, want int64_list [1 0 0 1]", run, i, f)
 			}
 		}
@@ -873,9 +888,6 @@ stages:
 // in review: a pad of 7 was written as the boolean 7).
 func TestPaddedBoolsStayBooleansOnlyWithBooleanPads(t *testing.T) {
 	dir := t.TempDir()
-	if err := os.WriteFile(filepath.Join(dir, "in.jsonl"), []byte("{\"b\": true}\n{\"b\": false}\n{\"b\": true}\n"), 0o644); err != nil {
-		t.Fatal(err)
-	}
 	const src = `version: 1
 name: b
 stages:
@@ -895,18 +907,11 @@ stages:
 		{pad: "1", kind: example.KindInt64, ints: []int64{1, 0, 1, 1}},
 		{pad: "7", kind: example.KindBytes, bytes: [][]byte{{1, 0, 1, 7}}},
 	} {
-		if _, err := tfrRun(t, dir, fmt.Sprintf(src, tc.pad)); err != nil {
-			t.Fatal(err)
+		fs := boolsRun(t, dir, fmt.Sprintf(src, tc.pad), true, false, true)
+		if len(fs) != 1 {
+			t.Fatalf("pad %s: %d records, want 1", tc.pad, len(fs))
 		}
-		recs := tfrReadAll(t, filepath.Join(dir, "b.tfrecord"))
-		if len(recs) != 1 {
-			t.Fatalf("pad %s: %d records, want 1", tc.pad, len(recs))
-		}
-		ex, err := example.Unmarshal(recs[0])
-		if err != nil {
-			t.Fatal(err)
-		}
-		f := ex.Features["b"]
+		f := fs[0]
 		if f == nil || f.Kind != tc.kind || tc.ints != nil && !reflect.DeepEqual(f.Ints, tc.ints) || tc.bytes != nil && !reflect.DeepEqual(f.Bytes, tc.bytes) {
 			t.Errorf("pad %s: b is %+v, want %v %v%v", tc.pad, f, tc.kind, tc.ints, tc.bytes)
 		}

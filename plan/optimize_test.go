@@ -11,15 +11,22 @@ import (
 	"github.com/piperun/piperun/stages"
 )
 
-// compile parses and plans a spec held in a string.
+// compile parses and plans a spec held in a string, on 2 workers and a
+// 1 GiB budget unless the spec sets them.
 func compile(t *testing.T, src string) *plan.Plan {
+	t.Helper()
+	return compileWith(t, src, plan.Options{Workers: 2, Memory: 1 << 30})
+}
+
+// compileWith is compile with the given options.
+func compileWith(t *testing.T, src string, opts plan.Options) *plan.Plan {
 	t.Helper()
 	reg := stages.Default()
 	sp, diags := spec.Parse("spec.yaml", []byte(src), spec.Options{Catalog: reg})
 	if diags.HasErrors() {
 		t.Fatalf("spec problems:\n%v", diags)
 	}
-	p, err := plan.Compile(sp, reg, plan.Options{Workers: 2, Memory: 1 << 30})
+	p, err := plan.Compile(sp, reg, opts)
 	if err != nil {
 		t.Fatal(err)
 	}

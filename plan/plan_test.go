@@ -10,7 +10,6 @@ import (
 
 	"github.com/piperun/piperun/plan"
 	"github.com/piperun/piperun/spec"
-	"github.com/piperun/piperun/stages"
 )
 
 // TestIdentsStayApart: stage names that differ only in '-' and '_' get
@@ -47,15 +46,7 @@ stages:
   - {name: m, type: map, parallelism: auto, set: {y: 'index * 2'}}
   - {name: out, type: discard}
 `
-	reg := stages.Default()
-	sp, diags := spec.Parse("spec.yaml", []byte(src), spec.Options{Catalog: reg})
-	if diags.HasErrors() {
-		t.Fatalf("spec problems:\n%v", diags)
-	}
-	p, err := plan.Compile(sp, reg, plan.Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
+	p := compileWith(t, src, plan.Options{})
 	if os.Getenv("PLAN_TEST_CHILD") == "1" {
 		fmt.Printf("workers=%d parallelism=%d\n", p.Workers, p.Nodes[1].Parallelism)
 		return
@@ -91,19 +82,11 @@ stages:
   - {name: s, type: shuffle, buffer: 1000000000}
   - {name: out, type: discard}
 `
-	reg := stages.Default()
 	for _, tc := range []struct{ resources, want, path, pos string }{
 		{"", `stage "s" buffers 1000000000 samples of about 1MiB each = 953.98TiB, more than the default memory budget (` + spec.ByteSize(plan.DefaultMemory()).String() + `, a quarter of this machine's memory or cgroup limit; set resources.memory)`, "stages[2].buffer", "spec.yaml:8:38"},
 		{"resources: {memory: 1GiB}", `stage "s" buffers 1000000000 samples of about 1MiB each = 953.98TiB, more than resources.memory (1GiB)`, "resources.memory", "spec.yaml:4:21"},
 	} {
-		sp, diags := spec.Parse("spec.yaml", []byte(fmt.Sprintf(src, tc.resources)), spec.Options{Catalog: reg})
-		if diags.HasErrors() {
-			t.Fatalf("spec problems:\n%v", diags)
-		}
-		p, err := plan.Compile(sp, reg, plan.Options{})
-		if err != nil {
-			t.Fatal(err)
-		}
+		p := compileWith(t, fmt.Sprintf(src, tc.resources), plan.Options{})
 		var got []string
 		for _, f := range p.Fit() {
 			got = append(got, f.Message)
