@@ -7,6 +7,7 @@ import (
 	"math"
 	"os"
 	"reflect"
+	"slices"
 	"strings"
 	"unicode/utf8"
 
@@ -127,7 +128,7 @@ func init() {
 			// otherwise reach plan as a tiny estimate.
 			n := dt.Size()
 			for _, d := range shape {
-				if d > 0 && n > math.MaxInt/d {
+				if d > 0 && n > math.MaxInt/d && !slices.Contains(shape, 0) {
 					return sample.TAny, fmt.Errorf("shape %v holds more %s elements than memory does", shape, dt)
 				}
 				n *= max(d, 1)

@@ -417,6 +417,7 @@ func TestDecodeRaw(t *testing.T) {
 		{src: `decode_raw(b, "uint8", [-1, 5])`, b: u12, typ: "tensor<uint8>[? 5]", want: "decode_raw: 12 uint8 elements (12 bytes) do not fill shape [-1 5]"},
 		{src: `decode_raw(b, "uint8", [0, -1])`, typ: "decode_raw: shape [0 -1] has a -1 beside a 0: no length tells what the -1 is (line 1, column 1 of the expression)"},
 		{src: `decode_raw(b, "uint8", [1000000000, 1000000000, 1000000000])`, typ: "decode_raw: shape [1000000000 1000000000 1000000000] holds more uint8 elements than memory does (line 1, column 1 of the expression)"},
+		{src: `decode_raw(b, "uint8", [0, 1000000000, 1000000000, 1000000000])`, b: []byte{}, typ: "tensor<uint8>[0 1000000000 1000000000 1000000000]", shape: []int{0, 1000000000, 1000000000, 1000000000}, want: "[]"},
 		{src: `decode_raw(b, "uint8", [4.0, 3])`, b: u12, typ: "tensor<uint8>[4 3]", shape: []int{4, 3}, want: "[0 1 2 3 4 5 6 7 8 9 10 255]"},
 		{src: `decode_raw(b, "uint8", [2.5, 3])`, typ: "decode_raw: shape [2.5 3]: dimensions must be integers (line 1, column 1 of the expression)"},
 		{src: `decode_raw(any, "uint8")`, b: int64(3), typ: "tensor<uint8>[?]", want: "decode_raw: argument 1 must be bytes, got int64"},

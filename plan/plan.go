@@ -22,6 +22,12 @@ type Bufferer interface {
 	BufferSamples(workers int) int
 }
 
+// BufferKeyer is implemented by a Bufferer whose buffer is set by a key
+// other than "buffer" (batch: "size"), so problems point at it.
+type BufferKeyer interface {
+	BufferKey() string
+}
+
 // BufferSharer is implemented by stage configs whose buffer may fill only a
 // share of the budget (a shuffle: half), and shrinks at run time past it:
 // BufferShare is the divisor.
@@ -321,6 +327,9 @@ func (p *Plan) Fit() []FitProblem {
 		}
 		if n == nil {
 			return "stages"
+		}
+		if k, ok := n.Stage.Config.(BufferKeyer); ok && key == "buffer" {
+			key = k.BufferKey()
 		}
 		return p.stagePath(n.Stage, key)
 	}

@@ -102,3 +102,22 @@ stages:
 		}
 	}
 }
+
+// TestFitPointsAtBatchSize: a batch holds size samples, so a batch that
+// cannot fit the default budget points at its size key, which it has,
+// not at a buffer key, which it would refuse (found in review).
+func TestFitPointsAtBatchSize(t *testing.T) {
+	p := compileWith(t, `version: 1
+name: p
+stages:
+  - {name: r, type: range, count: 4}
+  - {name: m, type: map, set: {x: 'one_hot(0, 262144)'}}
+  - {name: b, type: batch, size: 100000000}
+  - {name: out, type: discard}
+`, plan.Options{})
+	// Its batches are too large too: that points at the stage.
+	d := p.FitDiagnostics()
+	if len(d) != 2 || d[0].Path != "stages[2]" || d[0].Pos.String() != "spec.yaml:6:5" || d[1].Path != "stages[2].size" || d[1].Pos.String() != "spec.yaml:6:34" {
+		t.Errorf("diagnostics %v, want them at spec.yaml:6:5, stages[2] and spec.yaml:6:34, stages[2].size", d)
+	}
+}

@@ -132,7 +132,9 @@ func (d *decoder) decode(n *yaml.Node, v reflect.Value, path string) {
 			}
 			return
 		}
-		if !exactScalar(n, v.Kind()) {
+		// A null here is a list element or a map value (a key's null is
+		// absent, decodeStruct): yaml.v3 would read it as 0 or false.
+		if !exactScalar(n, v.Kind()) || n.ShortTag() == "!!null" {
 			d.errorf(n, path, "expected %s, got %s", kindWord(v.Kind()), describe(n))
 			return
 		}
@@ -283,13 +285,8 @@ func (d *decoder) decodeStruct(n *yaml.Node, v reflect.Value, path string) {
 // 0") and a null bool, auto or byte size was a type error, while a null
 // epochs or seed was absent.
 func nullIsAbsent(f reflect.Value) bool {
-	if f.Type() == stringListType {
-		return false
-	}
-	return f.Kind() != reflect.Slice
+	return f.Kind() != reflect.Slice // StringList too
 }
-
-var stringListType = reflect.TypeOf(StringList(nil))
 
 // exactScalar reports whether scalar n is a value of kind as schema.json
 // types it, where yaml.v3 would convert more: it truncates 2.5 into an

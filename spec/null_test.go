@@ -1,6 +1,7 @@
 package spec_test
 
 import (
+	"fmt"
 	"sort"
 	"testing"
 
@@ -108,6 +109,13 @@ func TestNullMappingIsAbsent(t *testing.T) {
 				return j.BlockLength == 1 && j.CycleLength == (spec.Auto{}) && sp.Stage("j").Parallelism == (spec.Auto{}) &&
 					!f.Shuffle && f.Shard == (stages.Shard{}) && sp.Resources == (spec.Resources{})
 			}},
+		// Inside a value a null is not a key's absence: yaml.v3 read it as
+		// 0 (found in review: pad 0, weight 0, shard index 0, shape 0).
+		{"nulls inside lists and maps",
+			head + "stages:\n  - {name: f, type: files, pattern: '*.jsonl', shard: {index: ~, count: 2}}\n  - {name: j, type: jsonl}\n  - {name: r, type: range, count: 3}\n  - {name: m, type: mix, inputs: [j, r], weights: [1, ~]}\n  - {name: b, type: batch, size: 2, pad: {x: ~}}\n  - {name: out, type: discard}\n",
+			"n.yaml:4:55: stages[0].shard: shard.index: expected an integer, got null\n" +
+				"n.yaml:7:55: stages[3].weights[1]: expected a number, got null\n" +
+				"n.yaml:8:46: stages[4].pad.x: expected a number, got null\n", stages.Default(), nil},
 		{"a required count left empty",
 			head + "stages:\n  - {name: r, type: range, count: ~}\n  - {name: out, type: discard}\n",
 			"n.yaml:4:35: stages[0].count: required field \"count\" has no value\n", stages.Default(), nil},
@@ -120,6 +128,27 @@ func TestNullMappingIsAbsent(t *testing.T) {
 		}
 		if tc.check != nil && !tc.check(sp) {
 			t.Errorf("%s: not decoded as absent", tc.desc)
+		}
+	}
+}
+
+// TestEmptyVariableIsAnError: a value that is only a variable set to
+// nothing, written without a default, is an error rather than null: MEM=
+// must not drop memory: ${MEM} to the default budget unseen (found in
+// review); ${MEM:-} says absent on purpose.
+func TestEmptyVariableIsAnError(t *testing.T) {
+	const src = "version: 1\nname: t\nresources:\n  memory: %s\nstages:\n  - {name: r, type: range, count: 3}\n  - {name: out, type: discard}\n"
+	lookup := func(k string) (string, bool) { return "", k == "MEM" }
+	for _, tc := range []struct{ value, want string }{
+		{"${MEM}", "n.yaml:4:11: resources.memory: environment variable MEM is set but empty, which leaves the value empty (write ${MEM:-} to leave the key at its default, or ${MEM:-VALUE})\n"},
+		{"${MEM:-}", ""},
+	} {
+		sp, diags := spec.Parse("n.yaml", []byte(fmt.Sprintf(src, tc.value)), spec.Options{Catalog: stages.Default(), LookupEnv: lookup})
+		if got := diagText(diags); got != tc.want {
+			t.Errorf("memory: %s with MEM empty:\ngot\n%swant\n%s", tc.value, got, tc.want)
+		}
+		if tc.want == "" && (sp == nil || sp.Resources.Memory != 0) {
+			t.Errorf("memory: %s: not absent", tc.value)
 		}
 	}
 }

@@ -57,12 +57,19 @@ func interpolate(n *yaml.Node, path string, lookup func(string) (string, bool), 
 func Expand(s string, lookup func(string) (string, bool)) (string, error) {
 	var b strings.Builder
 	var unset []string // every one, not only the first
+	// empty are the variables set to nothing and written without a
+	// default: a value they leave empty would be null, absent, so that
+	// MEM= would drop `memory: ${MEM}` to the default budget unseen.
+	var empty []string
 	for {
 		i := strings.Index(s, "${")
 		if i < 0 {
 			b.WriteString(s)
 			switch len(unset) {
 			case 0:
+				if b.Len() == 0 && len(empty) > 0 {
+					return "", fmt.Errorf("environment variable %s is set but empty, which leaves the value empty (write ${%s:-} to leave the key at its default, or ${%s:-VALUE})", empty[0], empty[0], empty[0])
+				}
 				return b.String(), nil
 			case 1:
 				return "", fmt.Errorf("environment variable %s is not set (write ${%s:-default} to give a default)", unset[0], unset[0])
@@ -88,6 +95,9 @@ func Expand(s string, lookup func(string) (string, bool)) (string, error) {
 		v, ok := lookup(name)
 		switch {
 		case ok && (v != "" || !hasDef):
+			if v == "" {
+				empty = append(empty, name)
+			}
 			b.WriteString(v)
 		case hasDef:
 			b.WriteString(def)

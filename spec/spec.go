@@ -739,6 +739,9 @@ func (c *CheckContext) Errorf(field, format string, args ...any) {
 // Warnf reports a warning at a field's position.
 func (c *CheckContext) Warnf(field, format string, args ...any) {
 	p := c.FieldPath(field)
+	if c.r.isUndecoded(p) {
+		return // its value had an error already: a warning about it would be about the default
+	}
 	pos := c.Spec.rawPosOf(p)
 	c.r.add(SevWarning, pos.Line, pos.Col, p, format, args...)
 }

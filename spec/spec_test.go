@@ -168,7 +168,11 @@ func TestExpand(t *testing.T) {
 		{"${A}/b", "x/b", ""},
 		{"${B:-def}", "def", ""},
 		{"${EMPTY:-def}", "def", ""},
-		{"${EMPTY}", "", ""},
+		// Set but empty, no default: an empty value would be null, absent,
+		// so MEM= would silently drop memory: ${MEM} to the default.
+		{"${EMPTY}", "", "environment variable EMPTY is set but empty, which leaves the value empty (write ${EMPTY:-} to leave the key at its default, or ${EMPTY:-VALUE})"},
+		{"${EMPTY}/b", "/b", ""},
+		{"${EMPTY:-}", "", ""},
 		{"$${A}", "${A}", ""},
 		{"${A}${A}", "xx", ""},
 		{"${B}", "", "environment variable B is not set (write ${B:-default} to give a default)"},

@@ -33,6 +33,9 @@ func (c *BatchConfig) MinOutputBytes() int64 { return c.full.MinBytes() }
 // BufferSamples implements plan.Bufferer.
 func (c *BatchConfig) BufferSamples(int) int { return c.Size }
 
+// BufferKey implements plan.BufferKeyer: a batch's buffer is its size.
+func (c *BatchConfig) BufferKey() string { return "size" }
+
 // FinishesDeferred implements spec.DeferFinisher: batch converts a
 // deferred field as it stacks it, unless the field is padded (padding is
 // applied in the field's final dtype).
@@ -114,8 +117,8 @@ func (c *BatchConfig) Check(cc *spec.CheckContext) sample.Schema {
 				t = sample.TensorOf(dt, append([]int{b}, f.Type.Shape...)...)
 			}
 			if _, padded := c.Pad.Get(f.Name); !padded && !f.Type.KnownShape() {
-				if sh := f.Type.Shape; len(sh) == 3 && sh[0] >= 0 && sh[1] >= 0 && sh[2] < 0 {
-					cc.Warnf("", "field %q is %s: its channel count is known only at run time, and batching fails if it varies between samples; %s", f.Name, f.Type, fixChannels)
+				if sh := f.Type.Shape; f.Type.DType == tensor.Uint8 && len(sh) == 3 && sh[0] >= 0 && sh[1] >= 0 && sh[2] < 0 {
+					cc.Warnf("", "field %q is %s: its last dimension is known only at run time, and batching fails if it varies between samples; for images, %s; for other data, add pad: {%s: 0}", f.Name, f.Type, fixChannels, f.Name)
 				} else {
 					cc.Warnf("", "field %q is %s; if its shape varies between samples, batching fails: add pad: {%s: 0} or resize first", f.Name, f.Type, f.Name)
 				}
@@ -348,10 +351,13 @@ func typeName(v any) string {
 // were suggested).
 const fixChannels = "decode with a fixed channel count, e.g. decode_image(b, 3) or decode_image(b, 4), rather than 0 (as stored)"
 
-// channelsDiffer reports whether two image shapes [H, W, C] differ in C
-// alone.
+// channelsDiffer reports whether two shapes look like images [H, W, C]
+// that differ in their channel count C (1 to 4) alone; other data whose
+// last dimension varies is padded (found in review: decode_raw rows of 5
+// and 7 bytes were told to decode with fixed channels).
 func channelsDiffer(a, b []int) bool {
-	return len(a) == 3 && len(b) == 3 && a[0] == b[0] && a[1] == b[1] && a[2] != b[2]
+	return len(a) == 3 && len(b) == 3 && a[0] == b[0] && a[1] == b[1] && a[2] != b[2] &&
+		a[2] >= 1 && a[2] <= 4 && b[2] >= 1 && b[2] <= 4
 }
 
 func stackTensors(k string, ts []*tensor.Tensor, padded bool, padValue float64, ss []*sample.Sample) (*tensor.Tensor, error) {

@@ -46,7 +46,9 @@ func (s *Shard) UnmarshalNode(n *yaml.Node) error {
 	var v struct{ Index, Count *int }
 	for i := 0; i+1 < len(n.Content); i += 2 {
 		var x int
-		if err := n.Content[i+1].Decode(&x); err != nil {
+		if v := n.Content[i+1]; v.ShortTag() == "!!null" {
+			return fmt.Errorf("shard.%s: expected an integer, got null", n.Content[i].Value)
+		} else if err := v.Decode(&x); err != nil {
 			return fmt.Errorf("shard.%s: expected an integer", n.Content[i].Value)
 		}
 		switch n.Content[i].Value {
