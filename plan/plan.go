@@ -270,6 +270,20 @@ func DefaultMemory() int64 {
 	return 1 << 30
 }
 
+// DefaultMemorySource says where DefaultMemory comes from here: "a
+// quarter of this machine's memory", "a quarter of its cgroup's memory
+// limit", or "1GiB: this machine's memory could not be read".
+func DefaultMemorySource() string {
+	total := physicalMemory()
+	switch l := cgroupMemoryLimit(); {
+	case l > 0 && (total <= 0 || l < total):
+		return "a quarter of this process's cgroup memory limit"
+	case total > 0:
+		return "a quarter of this machine's memory"
+	}
+	return "this machine's memory could not be read"
+}
+
 // MachineMemory returns the memory this process may use: the machine's
 // RAM, or its cgroup's limit where that is lower; 0 if neither is known.
 func MachineMemory() int64 {
@@ -395,7 +409,7 @@ func (p *Plan) Fit() []FitProblem {
 // from, since another machine gives another one.
 func (p *Plan) budget() string {
 	if p.MemoryDefault {
-		return fmt.Sprintf("the default memory budget (%s, a quarter of this machine's memory or cgroup limit; set resources.memory)", spec.ByteSize(p.Memory))
+		return fmt.Sprintf("the default memory budget (%s, %s; set resources.memory)", spec.ByteSize(p.Memory), DefaultMemorySource())
 	}
 	return fmt.Sprintf("resources.memory (%s)", spec.ByteSize(p.Memory))
 }

@@ -83,7 +83,7 @@ stages:
   - {name: out, type: discard}
 `
 	for _, tc := range []struct{ resources, want, path, pos string }{
-		{"", `stage "s" buffers 1000000000 samples of about 1MiB each = 953.98TiB, more than the default memory budget (` + spec.ByteSize(plan.DefaultMemory()).String() + `, a quarter of this machine's memory or cgroup limit; set resources.memory)`, "stages[2].buffer", "spec.yaml:8:38"},
+		{"", `stage "s" buffers 1000000000 samples of about 1MiB each = 953.98TiB, more than the default memory budget (` + spec.ByteSize(plan.DefaultMemory()).String() + `, ` + plan.DefaultMemorySource() + `; set resources.memory)`, "stages[2].buffer", "spec.yaml:8:38"},
 		{"resources: {memory: 1GiB}", `stage "s" buffers 1000000000 samples of about 1MiB each = 953.98TiB, more than resources.memory (1GiB)`, "resources.memory", "spec.yaml:4:21"},
 	} {
 		p := compileWith(t, fmt.Sprintf(src, tc.resources), plan.Options{})
