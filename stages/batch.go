@@ -117,9 +117,12 @@ func (c *BatchConfig) Check(cc *spec.CheckContext) sample.Schema {
 				t = sample.TensorOf(dt, append([]int{b}, f.Type.Shape...)...)
 			}
 			if _, padded := c.Pad.Get(f.Name); !padded && !f.Type.KnownShape() {
-				if sh := f.Type.Shape; f.Type.DType == tensor.Uint8 && len(sh) == 3 && sh[0] >= 0 && sh[1] >= 0 && sh[2] < 0 {
+				switch sh := f.Type.Shape; {
+				case f.Type.DType == tensor.Uint8 && len(sh) == 3 && sh[0] >= 0 && sh[1] >= 0 && sh[2] < 0:
 					cc.Warnf("", "field %q is %s: its last dimension is known only at run time, and batching fails if it varies between samples; for images, %s; for other data, add pad: {%s: 0}", f.Name, f.Type, fixChannels, f.Name)
-				} else {
+				case f.Type.DType == tensor.Uint8 && len(sh) == 3 && sh[2] < 0:
+					cc.Warnf("", "field %q is %s; if its shape varies between samples, batching fails: for images, resize to one size and decode with a fixed channel count, e.g. decode_image(b, 3) | resize(224, 224); for other data, add pad: {%s: 0}", f.Name, f.Type, f.Name)
+				default:
 					cc.Warnf("", "field %q is %s; if its shape varies between samples, batching fails: add pad: {%s: 0} or resize first", f.Name, f.Type, f.Name)
 				}
 			}

@@ -10,6 +10,7 @@ import (
 	"testing"
 
 	"github.com/piperun/piperun/sample"
+	"github.com/piperun/piperun/spec"
 	"github.com/piperun/piperun/stages"
 	"github.com/piperun/piperun/tensor"
 )
@@ -261,4 +262,34 @@ func FuzzParseJSONLine(f *testing.F) {
 			t.Fatalf("round trip changed %v into %v", m, again)
 		}
 	})
+}
+
+// TestBatchShapeWarnings: a batched image field of unknown shape gets the
+// advice that fits what is unknown: a size (resize), a channel count
+// (decode with fixed channels, not pad, which would put alpha in green),
+// or both.
+func TestBatchShapeWarnings(t *testing.T) {
+	const src = `version: 1
+name: w
+stages:
+  - {name: f, type: files, pattern: '*.png'}
+  - {name: m, type: map, set: {img: '%s'}, keep: [img]}
+  - {name: b, type: batch, size: 2}
+  - {name: out, type: discard}
+`
+	for _, tc := range []struct{ expr, want string }{
+		{`decode_image(read_file(path), 3)`, `field "img" is tensor<uint8>[? ? 3]; if its shape varies between samples, batching fails: add pad: {img: 0} or resize first`},
+		{`decode_image(read_file(path), 0)`, `field "img" is tensor<uint8>[? ? ?]; if its shape varies between samples, batching fails: for images, resize to one size and decode with a fixed channel count, e.g. decode_image(b, 3) | resize(224, 224); for other data, add pad: {img: 0}`},
+		{`decode_image(read_file(path), 0) | resize(8, 8)`, `field "img" is tensor<uint8>[8 8 ?]: its last dimension is known only at run time, and batching fails if it varies between samples; for images, decode with a fixed channel count, e.g. decode_image(b, 3) or decode_image(b, 4), rather than 0 (as stored); for other data, add pad: {img: 0}`},
+		{`decode_image(read_file(path), 3) | resize(8, 8)`, ``},
+	} {
+		_, diags := spec.Parse("w.yaml", []byte(fmt.Sprintf(src, tc.expr)), spec.Options{Catalog: stages.Default()})
+		var got []string
+		for _, d := range diags {
+			got = append(got, d.Message)
+		}
+		if diags.HasErrors() || strings.Join(got, "\n") != tc.want {
+			t.Errorf("%s:\ngot  %q\nwant %q", tc.expr, got, tc.want)
+		}
+	}
 }
