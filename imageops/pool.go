@@ -17,14 +17,14 @@ import (
 // It is not a sync.Pool: that one drops everything it holds within two
 // garbage collections, and a pipeline collects every few hundred
 // milliseconds, so each drop sent its decoders back to fresh memory (W1
-// allocated 43 MB of scratch in its first two epochs and kept allocating
-// after). Here an idle buffer is dropped only when it has sat unused
-// through a whole aging period (at most one per second, driven by the
-// collector, as the tensor pool ages), or when the pools together
-// already hold poolIdleLimit bytes. And a request whose bucket is empty takes a buffer
-// from the next larger buckets before it allocates: photos of a dataset
-// differ in size, and a frame buffer big enough for the largest then
-// serves them all instead of one per bucket per decoder.
+// allocated 44 MB of scratch in its first two epochs, 10–11 MB now, and
+// kept allocating after). Here an idle buffer is dropped only when it has
+// sat unused through a whole aging period (at most one per second, driven
+// by the collector, as the tensor pool ages), or when the pools together
+// already hold poolIdleLimit bytes. And a request whose bucket is empty
+// takes a buffer from the next larger buckets before it allocates: photos
+// of a dataset differ in size, and a frame buffer big enough for the
+// largest then serves them all instead of one per bucket per decoder.
 //
 // Buffers from Get have unspecified contents. A buffer handed to Put must not
 // be used afterwards. The zero Pool is ready to use and safe for concurrent
