@@ -281,9 +281,7 @@ func (d *decoder) decodeStruct(n *yaml.Node, v reflect.Value, path string) {
 // default, auto, the default memory budget). Not for lists: an emptied
 // keep: taken as absent would keep every field, the opposite of what it
 // says; nor for a string-or-list (StringList), for the same reason.
-// Before, a null count read as 0 ("block_length: must be at least 1, got
-// 0") and a null bool, auto or byte size was a type error, while a null
-// epochs or seed was absent.
+// schema.json allows null exactly there (allowNulls).
 func nullIsAbsent(f reflect.Value) bool {
 	return f.Kind() != reflect.Slice // StringList too
 }
