@@ -87,7 +87,7 @@ func applyCmd(g *globals) *cobra.Command {
 			tty := progress == "always" || (progress == "auto" && isTerminal(g.stderr))
 			watch(run, g, tty, sp.Epochs)
 			rep, runErr := run.Wait()
-			rep.GPU = stopGPU()
+			rep.GPU = stopGPU(serveFeeds(sp, rep))
 			interrupted := errors.Is(runErr, context.Canceled)
 			if interrupted {
 				msg := "no output was committed"
@@ -129,24 +129,25 @@ func applyCmd(g *globals) *cobra.Command {
 const GPUInterval = 500 * time.Millisecond
 
 // watchGPU starts the NVML monitor for a run (mode auto) and returns the
-// function that stops it and sums up what it saw: nil with --gpu off, an
-// unavailable summary (and a debug log line) where NVML cannot be used.
-func watchGPU(g *globals, mode string) func() *gpu.Summary {
+// function that stops it and sums up what it saw, told what the run's
+// serve sinks saw (gpu.Summary.Attribute): an unavailable summary with
+// --gpu off, and (with a debug log line) where NVML cannot be used.
+func watchGPU(g *globals, mode string) func([]gpu.Feed) *gpu.Summary {
 	if mode == "off" {
 		// Said in the report, so that its reader does not take a missing
 		// gpu key for a run that forgot to look.
-		return func() *gpu.Summary { return gpu.Unavailable(errors.New("not watched (--gpu off)")) }
+		return func([]gpu.Feed) *gpu.Summary { return gpu.Unavailable(errors.New("not watched (--gpu off)")) }
 	}
 	src, err := gpu.Open()
 	if err != nil {
 		g.log.Debug("gpu monitor off", zap.Error(err))
-		return func() *gpu.Summary { return gpu.Unavailable(err) }
+		return func([]gpu.Feed) *gpu.Summary { return gpu.Unavailable(err) }
 	}
 	m, err := gpu.NewMonitor(src)
 	if err != nil {
 		src.Close()
 		g.log.Warn("gpu monitor off", zap.Error(err))
-		return func() *gpu.Summary { return gpu.Unavailable(err) }
+		return func([]gpu.Feed) *gpu.Summary { return gpu.Unavailable(err) }
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan struct{})
@@ -154,17 +155,30 @@ func watchGPU(g *globals, mode string) func() *gpu.Summary {
 		defer close(done)
 		m.Run(ctx, GPUInterval)
 	}()
-	return func() *gpu.Summary {
+	return func(feeds []gpu.Feed) *gpu.Summary {
 		cancel()
 		<-done
 		m.Sample() // a run shorter than the interval still gets a reading at its end
 		s := m.Summary()
+		s.Attribute(feeds)
 		if err := m.Close(); err != nil {
 			g.log.Warn("gpu monitor", zap.Error(err))
 		}
 		g.log.Info("gpu: " + s.Verdict)
 		return s
 	}
+}
+
+// serveFeeds lists what the run's serve sinks that sent anything saw: a
+// trainer on the GPU takes its input from them.
+func serveFeeds(sp *spec.Spec, rep *engine.Report) []gpu.Feed {
+	var feeds []gpu.Feed
+	for _, st := range sp.Stages {
+		if sr, ok := rep.Sinks[st.Name]; ok && st.Type == "serve" && sr.Samples > 0 {
+			feeds = append(feeds, gpu.Feed{Sink: st.Name, WaitedShare: sr.WaitedShare})
+		}
+	}
+	return feeds
 }
 
 // checkFit prints the ways p's buffers do not fit its memory budget, and

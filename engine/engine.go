@@ -114,6 +114,11 @@ type node struct {
 	opened atomic.Int64
 	// ended is set on a sink whose input has ended: it gets no more.
 	ended atomic.Bool
+	// On a sink: from (nanoseconds since the run's start) is when its
+	// first Write returned, until when it stopped (0 while it runs), and
+	// waited the nanoseconds it has since spent waiting for its next
+	// sample (SinkReport.WaitedShare).
+	from, until, waited atomic.Int64
 
 	mu         sync.Mutex
 	skipped    int64
@@ -773,8 +778,20 @@ func (r *Run) runProcess(ctx context.Context, n *node, p stages.Processor) (err 
 func (r *Run) runSink(ctx context.Context, n *node, sk stages.Sink) (err error) {
 	in := r.newInlet(ctx, n.ins[0], nil)
 	defer r.end(n, nil, &err, in)
+	defer func() { n.until.Store(max(1, int64(time.Since(r.start)))) }()
+	// The wait is counted from the first Write's return: before it, a
+	// serve sink waits for its trainer to connect, and the pipeline for
+	// its first samples, neither of which says whether it keeps up.
+	delivered := false
 	for {
+		var t0 time.Time
+		if delivered {
+			t0 = time.Now()
+		}
 		it, err := in.next()
+		if delivered {
+			n.waited.Add(int64(time.Since(t0)))
+		}
 		if err != nil {
 			return err
 		}
@@ -800,12 +817,16 @@ func (r *Run) runSink(ctx context.Context, n *node, sk stages.Sink) (err error) 
 		} else {
 			n.out.Add(1)
 		}
-		t0 := r.clock()
+		t1 := r.clock()
 		err = sk.Write(ctx, it.s)
-		n.busyFrom(t0, 0)
+		n.busyFrom(t1, 0)
 		release(r.budget, it.s)
 		if err != nil {
 			return n.fail(it.s, err)
+		}
+		if !delivered {
+			delivered = true
+			n.from.Store(max(1, int64(time.Since(r.start))))
 		}
 	}
 }
@@ -840,6 +861,12 @@ type SinkReport struct {
 	Epochs int64 `json:"epochs"`
 	// PerEpoch is the samples of the first complete epoch, 0 before then.
 	PerEpoch int64 `json:"-"`
+	// WaitedS is the time the sink waited for its next sample after its
+	// first was written, and WaitedShare that time's share of the time
+	// since (to its end): high when the pipeline is what held the sink
+	// (a serve sink's trainer) back, near 0 when the sink was.
+	WaitedS     float64 `json:"waited_s"`
+	WaitedShare float64 `json:"waited_share"`
 }
 
 // StageReport counts one stage's traffic.
@@ -887,7 +914,19 @@ func (r *Run) snapshot(err error) *Report {
 			rep.Caches[n.st.Name] = c.Stats()
 		}
 		if n.st.Role == spec.RoleSink {
-			rep.Sinks[n.st.Name] = SinkReport{Samples: n.out.Load(), Batches: n.batches.Load(), Epochs: n.epochs.Load(), PerEpoch: n.perEpoch.Load()}
+			sr := SinkReport{Samples: n.out.Load(), Batches: n.batches.Load(), Epochs: n.epochs.Load(), PerEpoch: n.perEpoch.Load()}
+			if from := n.from.Load(); from > 0 {
+				until := n.until.Load()
+				if until == 0 {
+					until = int64(time.Since(r.start))
+				}
+				waited := n.waited.Load()
+				sr.WaitedS = time.Duration(waited).Seconds()
+				if until > from {
+					sr.WaitedShare = min(1, float64(waited)/float64(until-from))
+				}
+			}
+			rep.Sinks[n.st.Name] = sr
 			rep.sinkOrder = append(rep.sinkOrder, n.st.Name)
 		} else {
 			sr := StageReport{In: n.in.Load(), Out: n.out.Load(), Bytes: n.outBytes.Load()}

@@ -145,9 +145,63 @@ type Summary struct {
 	// process used it (or the driver did not say).
 	Starving bool `json:"starving"`
 	// Verdict says the same in words.
-	Verdict       string `json:"verdict,omitempty"`
+	Verdict string `json:"verdict,omitempty"`
+	// HeldBackBy says, for a starving device fed by the run's serve sinks
+	// (Attribute), what kept it waiting: "pipeline" when a serve sink
+	// waited for its next sample at least PipelineBoundAt of its time,
+	// "trainer" when none did.
+	HeldBackBy    string `json:"held_back_by,omitempty"`
 	ReadErrors    int    `json:"read_errors,omitempty"`
 	LastReadError string `json:"last_read_error,omitempty"`
+
+	// starved is the verdict's account of the starving devices, which
+	// Attribute words again.
+	starved string
+}
+
+// PipelineBoundAt is the share of its time a serve sink must have waited
+// for its next sample for a starving GPU to be put down to the pipeline:
+// a trainer faster than its input keeps the sink waiting for most of it,
+// one slower than its input keeps the sink's queue full and the sink
+// waiting for almost none of it.
+const PipelineBoundAt = 0.1
+
+// Feed is what one of the run's serve sinks, a trainer's input, says of
+// the run.
+type Feed struct {
+	Sink string
+	// WaitedShare is the share of the sink's time, after its first
+	// sample, that it waited for its next one.
+	WaitedShare float64
+}
+
+// Attribute words a starving Summary's verdict again with what the serve
+// sinks that fed the trainers saw: the pipeline held the GPU back when one
+// of them waited for samples at least PipelineBoundAt of its time; the
+// trainer did when none did (its steps are too small for the GPU, or spend
+// their time on the CPU). It does nothing to a Summary that is not
+// starving, or without feeds: a run with no serve sink did not feed the
+// GPU's process, so it cannot say.
+func (s *Summary) Attribute(feeds []Feed) {
+	if !s.Starving || len(feeds) == 0 {
+		return
+	}
+	most := feeds[0]
+	for _, f := range feeds[1:] {
+		if f.WaitedShare > most.WaitedShare {
+			most = f
+		}
+	}
+	if most.WaitedShare >= PipelineBoundAt {
+		s.HeldBackBy = "pipeline"
+		s.Verdict = fmt.Sprintf("starving: %s; the pipeline held it back: serve sink %q waited for its next sample %.0f%% of its time "+
+			"(piperun bench names the slowest stage)", s.starved, most.Sink, 100*most.WaitedShare)
+		return
+	}
+	s.HeldBackBy = "trainer"
+	s.Verdict = fmt.Sprintf("starving: %s; not the pipeline: serve sink %q waited for its next sample only %.0f%% of its time, "+
+		"so the trainer took samples as fast as it could: its steps are too small to keep the GPU busy, or spend their time on the CPU",
+		s.starved, most.Sink, 100*most.WaitedShare)
 }
 
 // DeviceSummary is one device's readings over the run.
@@ -210,7 +264,8 @@ func (m *Monitor) Summary() *Summary {
 		out.Verdict = "no gpu found"
 	case len(starving) > 0:
 		out.Starving = true
-		out.Verdict = fmt.Sprintf("starving: %s; it waited for input, or its work is too small to keep it busy", joinAnd(starving))
+		out.starved = joinAnd(starving)
+		out.Verdict = fmt.Sprintf("starving: %s; it waited for input, or its work is too small to keep it busy", out.starved)
 	case len(used) > 0:
 		out.Verdict = fmt.Sprintf("fed: %s", joinAnd(used))
 	default:

@@ -147,3 +147,44 @@ func ExampleMonitor() {
 	// true
 	// starving: gpu 0 (NVIDIA H200) under 50% busy in 2 of 3 readings while a process used it, 57% on average then; it waited for input, or its work is too small to keep it busy
 }
+
+// TestAttribute: a starving GPU fed by serve sinks is put down to the
+// pipeline when one of the sinks waited for samples at least
+// PipelineBoundAt of its time, to the trainer when none did; a fed GPU, or
+// a run without serve sinks, keeps its verdict.
+func TestAttribute(t *testing.T) {
+	h200 := Device{Index: 0, Name: "NVIDIA H200"}
+	const starved = "starving: gpu 0 (NVIDIA H200) under 50% busy in 2 of 2 readings while a process used it, 20% on average then"
+	for _, tc := range []struct {
+		name    string
+		util    []uint32
+		feeds   []Feed
+		by      string
+		verdict string
+	}{
+		{"pipeline", []uint32{20, 20}, []Feed{{"trainer", 0.6}}, "pipeline",
+			starved + `; the pipeline held it back: serve sink "trainer" waited for its next sample 60% of its time (piperun bench names the slowest stage)`},
+		{"the slower of two sinks", []uint32{20, 20}, []Feed{{"a", 0.02}, {"b", 0.1}}, "pipeline",
+			starved + `; the pipeline held it back: serve sink "b" waited for its next sample 10% of its time (piperun bench names the slowest stage)`},
+		{"trainer", []uint32{20, 20}, []Feed{{"trainer", 0.02}}, "trainer",
+			starved + `; not the pipeline: serve sink "trainer" waited for its next sample only 2% of its time, so the trainer took samples as fast as it could: its steps are too small to keep the GPU busy, or spend their time on the CPU`},
+		{"no serve sink", []uint32{20, 20}, nil, "",
+			starved + "; it waited for input, or its work is too small to keep it busy"},
+		{"fed", []uint32{95, 97}, []Feed{{"trainer", 0.9}}, "",
+			"fed: gpu 0 (NVIDIA H200) under 50% busy in 0 of 2 readings while a process used it, 96% on average then"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			m, err := NewMonitor(&script{devices: []Device{h200}, reads: map[int][]Reading{0: busy(tc.util...)}})
+			if err != nil {
+				t.Fatal(err)
+			}
+			m.Sample()
+			m.Sample()
+			s := m.Summary()
+			s.Attribute(tc.feeds)
+			if s.HeldBackBy != tc.by || s.Verdict != tc.verdict {
+				t.Errorf("held back by %q, verdict\n%s\nwant %q,\n%s", s.HeldBackBy, s.Verdict, tc.by, tc.verdict)
+			}
+		})
+	}
+}

@@ -5,7 +5,9 @@ package gpu
 import (
 	"errors"
 	"os"
+	"os/exec"
 	"path/filepath"
+	"strings"
 	"testing"
 
 	"github.com/NVIDIA/go-nvml/pkg/nvml"
@@ -68,26 +70,106 @@ func TestNVMLSourceOnAMockDGX(t *testing.T) {
 	}
 }
 
-// TestOpenWithoutADriver: where libnvidia-ml.so.1 cannot be loaded, Open
-// says so and wraps ErrUnavailable, so apply reports the GPU as
-// unavailable instead of failing. On a machine with the driver it opens.
-func TestOpenWithoutADriver(t *testing.T) {
-	for _, dir := range []string{"/usr/lib/x86_64-linux-gnu", "/usr/lib64", "/usr/lib/aarch64-linux-gnu"} {
-		if _, err := os.Stat(filepath.Join(dir, "libnvidia-ml.so.1")); err == nil {
-			src, err := Open()
-			if err != nil {
-				t.Fatalf("driver library in %s, but Open: %v", dir, err)
-			}
-			src.Close()
-			t.Skipf("this machine has an NVIDIA driver (%s): Open works", dir)
+// nvmlLibrary returns where the dynamic loader would find NVML's
+// library, or "" where it would not: the directories of LD_LIBRARY_PATH,
+// the loader's cache (ldconfig -p), and the usual driver directories, the
+// container runtimes' /usr/local/nvidia/lib64 among them.
+func nvmlLibrary() string {
+	const lib = "libnvidia-ml.so.1"
+	dirs := filepath.SplitList(os.Getenv("LD_LIBRARY_PATH"))
+	dirs = append(dirs, "/usr/lib/x86_64-linux-gnu", "/usr/lib64", "/usr/lib/aarch64-linux-gnu", "/usr/local/nvidia/lib64", "/usr/local/nvidia/lib")
+	for _, dir := range dirs {
+		if p := filepath.Join(dir, lib); dir != "" && fileExists(p) {
+			return p
 		}
 	}
-	src, err := Open()
-	if err == nil {
-		src.Close()
-		t.Fatal("Open succeeded without libnvidia-ml.so.1 in the usual places")
+	for _, ldconfig := range []string{"/sbin/ldconfig", "/usr/sbin/ldconfig"} {
+		out, err := exec.Command(ldconfig, "-p").Output()
+		if err != nil {
+			continue
+		}
+		for line := range strings.Lines(string(out)) {
+			if strings.Contains(line, lib+" ") {
+				_, p, _ := strings.Cut(line, "=> ")
+				return strings.TrimSpace(p)
+			}
+		}
+		break
 	}
-	if !errors.Is(err, ErrUnavailable) || err.Error() != "nvml unavailable: no NVIDIA driver (libnvidia-ml.so.1 not found)" {
-		t.Errorf("err = %v", err)
+	return ""
+}
+
+func fileExists(p string) bool {
+	_, err := os.Stat(p)
+	return err == nil
+}
+
+// TestOpenOnThisMachine opens NVML wherever the tests run. Without the
+// driver's library, Open says so and wraps ErrUnavailable, so apply
+// reports the GPU as unavailable instead of failing. With it, Open works
+// and every device reads sensibly: a name, a GPU- UUID, memory used within
+// the total, utilization within 0-100, and a Monitor over the real source
+// sums two samples of each device without read errors. (This part runs
+// only on a machine with an NVIDIA GPU; bench/gpu_check.sh runs it there.)
+func TestOpenOnThisMachine(t *testing.T) {
+	lib := nvmlLibrary()
+	src, err := Open()
+	if lib == "" {
+		if err == nil {
+			src.Close()
+			t.Fatal("Open succeeded, but the loader knows no libnvidia-ml.so.1")
+		}
+		if !errors.Is(err, ErrUnavailable) || err.Error() != "nvml unavailable: no NVIDIA driver (libnvidia-ml.so.1 not found)" {
+			t.Errorf("err = %v", err)
+		}
+		return
+	}
+	if err != nil {
+		// A driver library without a usable GPU (a container given the
+		// library but not the device) fails in nvmlInit, not in loading.
+		if !errors.Is(err, ErrUnavailable) || !strings.HasPrefix(err.Error(), "nvml unavailable: nvml init: ") {
+			t.Errorf("driver library at %s; err = %v", lib, err)
+		}
+		t.Skipf("driver library at %s, but no usable GPU: %v", lib, err)
+	}
+	devices, err := src.Devices()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(devices) == 0 {
+		t.Fatalf("NVML (%s) opened but lists no device", lib)
+	}
+	for _, d := range devices {
+		r, err := src.Read(d.Index)
+		if err != nil {
+			t.Errorf("gpu %d: %v", d.Index, err)
+			continue
+		}
+		t.Logf("gpu %d: %q %s, memory %d of %d bytes, utilization %d%%, %d compute processes", d.Index, d.Name, d.UUID, r.MemoryUsed, d.MemoryTotal, r.Utilization, r.Processes)
+		if d.Name == "" || !strings.HasPrefix(d.UUID, "GPU-") || d.MemoryTotal == 0 {
+			t.Errorf("gpu %d: %+v", d.Index, d)
+		}
+		if r.Utilization > 100 || r.MemoryUsed > d.MemoryTotal || r.Processes < -1 {
+			t.Errorf("gpu %d: reading %+v (memory total %d)", d.Index, r, d.MemoryTotal)
+		}
+	}
+	m, err := NewMonitor(src)
+	if err != nil {
+		t.Fatal(err)
+	}
+	m.Sample()
+	m.Sample()
+	s := m.Summary()
+	if !s.Available || len(s.Devices) != len(devices) || s.ReadErrors != 0 || s.Verdict == "" {
+		t.Errorf("summary %+v", s)
+	}
+	for _, d := range s.Devices {
+		if d.Readings != 2 || d.UtilizationMaxPct > 100 || d.MemoryUsedMaxBytes > d.MemoryTotalBytes {
+			t.Errorf("gpu %d summary %+v", d.Index, d)
+		}
+	}
+	t.Logf("verdict: %s", s.Verdict)
+	if err := m.Close(); err != nil {
+		t.Error(err)
 	}
 }

@@ -1,0 +1,87 @@
+package engine_test
+
+import (
+	"context"
+	"path/filepath"
+	"testing"
+	"time"
+
+	"github.com/piperun/piperun/engine"
+	"github.com/piperun/piperun/plan"
+	"github.com/piperun/piperun/sample"
+	"github.com/piperun/piperun/spec"
+	"github.com/piperun/piperun/stages"
+)
+
+type nap struct{}
+
+func (nap) Process(_ context.Context, s *sample.Sample, emit stages.Emit) error {
+	time.Sleep(2 * time.Millisecond)
+	return emit(s)
+}
+
+type slowSink struct{}
+
+func (slowSink) Write(context.Context, *sample.Sample) error {
+	time.Sleep(2 * time.Millisecond)
+	return nil
+}
+func (slowSink) Commit() error { return nil }
+func (slowSink) Abort() error  { return nil }
+
+// TestSinkWaitSaysWhoHeldBack: a sink's waited_share is the share of its
+// time (after its first sample) spent waiting for the next sample: nearly
+// all of it behind a stage that naps 2 ms a sample, nearly none of it when
+// the sink itself naps 2 ms a write. apply uses it to tell a starving GPU
+// whose pipeline was too slow from one whose trainer was.
+func TestSinkWaitSaysWhoHeldBack(t *testing.T) {
+	reg := benchRegistry()
+	reg.Register(&stages.Type{
+		StageType: spec.StageType{Name: "nap", Role: spec.RoleTransform, NewConfig: func() any { return &passConfig{} }},
+		Build:     func(*stages.Env, any) (any, error) { return nap{}, nil },
+	})
+	reg.Register(&stages.Type{
+		StageType: spec.StageType{Name: "slow_sink", Role: spec.RoleSink, NewConfig: func() any { return &passConfig{} }},
+		Build:     func(*stages.Env, any) (any, error) { return slowSink{}, nil },
+	})
+	for _, tc := range []struct {
+		name, stages string
+		pipelineSlow bool
+	}{
+		{"slow pipeline", "  - {name: n, type: nap}\n  - {name: out, type: discard}\n", true},
+		{"slow sink", "  - {name: out, type: slow_sink}\n", false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			src := "version: 1\nname: wait\nstages:\n  - {name: src, type: range, count: 100}\n" + tc.stages
+			sp, diags := spec.Parse(filepath.Join(t.TempDir(), "s.yaml"), []byte(src), spec.Options{Catalog: reg})
+			if diags.HasErrors() {
+				t.Fatal(diags)
+			}
+			p, err := plan.Compile(sp, reg, plan.Options{})
+			if err != nil {
+				t.Fatal(err)
+			}
+			run, err := engine.Start(context.Background(), p, engine.Options{Registry: reg})
+			if err != nil {
+				t.Fatal(err)
+			}
+			rep, err := run.Wait()
+			if err != nil {
+				t.Fatal(err)
+			}
+			out := rep.Sinks["out"]
+			t.Logf("waited %.3fs, share %.3f of a %.3fs run", out.WaitedS, out.WaitedShare, rep.ElapsedS)
+			if out.Samples != 100 || out.WaitedS < 0 || out.WaitedS > rep.ElapsedS || out.WaitedShare < 0 || out.WaitedShare > 1 {
+				t.Fatalf("sink report %+v in a %.3fs run", out, rep.ElapsedS)
+			}
+			// 99 waits of 2 ms against writes of microseconds, or the
+			// reverse: the margins are wide enough for a loaded machine.
+			if tc.pipelineSlow && (out.WaitedShare < 0.5 || out.WaitedS <= 0) {
+				t.Errorf("behind a napping stage the sink waited %.3f of its time (%.3fs), want most of it", out.WaitedShare, out.WaitedS)
+			}
+			if !tc.pipelineSlow && out.WaitedShare > 0.5 {
+				t.Errorf("a napping sink waited %.3f of its time, want little of it", out.WaitedShare)
+			}
+		})
+	}
+}
