@@ -57,7 +57,12 @@ func runSpec(t testing.TB, dir, src string, set ...string) (*engine.Report, erro
 
 func runSpecCtx(ctx context.Context, t testing.TB, dir, src string, set ...string) (*engine.Report, error) {
 	t.Helper()
-	reg := stages.Default()
+	return runSpecWith(ctx, t, stages.Default(), dir, src, set...)
+}
+
+// runSpecWith runs src with the stage types of reg.
+func runSpecWith(ctx context.Context, t testing.TB, reg *stages.Registry, dir, src string, set ...string) (*engine.Report, error) {
+	t.Helper()
 	file := filepath.Join(dir, "spec.yaml")
 	sp, diags := spec.Parse(file, []byte(src), spec.Options{Catalog: reg, Set: set})
 	if diags.HasErrors() {

@@ -2,12 +2,9 @@ package engine_test
 
 import (
 	"context"
-	"path/filepath"
 	"testing"
 	"time"
 
-	"github.com/piperun/piperun/engine"
-	"github.com/piperun/piperun/plan"
 	"github.com/piperun/piperun/sample"
 	"github.com/piperun/piperun/spec"
 	"github.com/piperun/piperun/stages"
@@ -53,19 +50,7 @@ func TestSinkWaitSaysWhoHeldBack(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			src := "version: 1\nname: wait\nstages:\n  - {name: src, type: range, count: 100}\n" + tc.stages
-			sp, diags := spec.Parse(filepath.Join(t.TempDir(), "s.yaml"), []byte(src), spec.Options{Catalog: reg})
-			if diags.HasErrors() {
-				t.Fatal(diags)
-			}
-			p, err := plan.Compile(sp, reg, plan.Options{})
-			if err != nil {
-				t.Fatal(err)
-			}
-			run, err := engine.Start(context.Background(), p, engine.Options{Registry: reg})
-			if err != nil {
-				t.Fatal(err)
-			}
-			rep, err := run.Wait()
+			rep, err := runSpecWith(context.Background(), t, reg, t.TempDir(), src)
 			if err != nil {
 				t.Fatal(err)
 			}
