@@ -24,7 +24,11 @@
 # Writes each report and the trainer's own figures to OUT_DIR, prints
 # them side by side, and fails unless apply's verdicts are: no process
 # used the GPU; fed; starving held back by the pipeline; starving held
-# back by the trainer.
+# back by the trainer; and unless they agree with the trainer's own
+# figures: starving exactly when its CUDA events found the GPU under 50 %
+# busy, held back (in part) by the pipeline exactly when it waited for
+# data 10 % of its time or more, and NVML's mean while used within 15
+# points of its CUDA-event busy share.
 set -uo pipefail
 cd "$(dirname "$0")/.."
 BIN=$(realpath "${1:-bench/out/gpu-bin}")
@@ -40,8 +44,14 @@ ldconfig -p | grep libnvidia-ml || echo "libnvidia-ml.so.1 not in the loader's c
 nproc
 
 echo "== gpu and cli tests on the real device"
-"$BIN/gpu.test" -test.v -test.run 'TestOpenOnThisMachine|TestNVMLSourceOnAMockDGX' || fail=1
-(cd cli && PIPERUN_TEST_BINARY=$BIN/piperun "$BIN/cli.test" -test.v -test.run 'TestApplyGPU$') || fail=1
+# A test binary built without cgo, or a test that skipped, passes without
+# reading the device: the checks want each test's real-device log line.
+"$BIN/gpu.test" -test.v -test.run 'TestOpenOnThisMachine|TestNVMLSourceOnAMockDGX' 2>&1 | tee "$OUT/gpu_test.log"
+grep -q -- '--- PASS: TestOpenOnThisMachine' "$OUT/gpu_test.log" && grep -q 'NVML opened' "$OUT/gpu_test.log" ||
+	{ echo "WRONG: TestOpenOnThisMachine did not read the device"; fail=1; }
+(cd cli && PIPERUN_TEST_BINARY=$BIN/piperun "$BIN/cli.test" -test.v -test.run 'TestApplyGPU$') 2>&1 | tee "$OUT/cli_test.log"
+grep -q -- '--- PASS: TestApplyGPU' "$OUT/cli_test.log" && grep -q 'on a GPU machine' "$OUT/cli_test.log" ||
+	{ echo "WRONG: TestApplyGPU did not read the device"; fail=1; }
 
 echo "== no trainer"
 "$BIN/piperun" apply examples/pipelines/quickstart.yaml --progress never --report "$OUT/idle.json" 2>"$OUT/idle.log" || fail=1
@@ -78,7 +88,8 @@ for case, (starving, by) in want.items():
     print(f"{case}: apply {rep['elapsed_s']:.1f}s; gpu available={g['available']} starving={g['starving']} "
           f"held_back_by={g.get('held_back_by')}")
     for name, sk in rep["sinks"].items():
-        print(f"  sink {name}: {sk['batches']} batches, waited for samples {100 * sk['waited_share']:.1f}% of its time")
+        print(f"  sink {name}: {sk['batches']} batches, waited for samples {100 * sk['waited_share']:.1f}% "
+              f"of its {sk['active_s']:.1f}s")
     if not g["available"] or g["starving"] != starving or g.get("held_back_by") != by:
         print(f"  WRONG: want starving={starving} held_back_by={by}")
         bad += 1
@@ -95,6 +106,16 @@ for case, (starving, by) in want.items():
         tr = json.load(open(tp))
         print(f"  trainer: {tr['steps']} steps in {tr['seconds']}s, GPU busy {100 * tr['gpu_busy_share']:.1f}% "
               f"(CUDA events), waited for data {100 * tr['waited_share']:.1f}%")
+        dev = g["devices"][0]
+        if g["starving"] != (tr["gpu_busy_share"] < 0.5):
+            print("  WRONG: the verdict disagrees with the trainer's CUDA events")
+            bad += 1
+        if g["starving"] and (g.get("held_back_by") in ("pipeline", "both")) != (tr["waited_share"] >= 0.1):
+            print("  WRONG: held_back_by disagrees with the trainer's wait for data")
+            bad += 1
+        if abs(dev["used_utilization_mean_pct"] - 100 * tr["gpu_busy_share"]) > 15:
+            print("  WRONG: NVML's mean while used is over 15 points from the trainer's CUDA-event busy share")
+            bad += 1
 sys.exit(1 if bad else 0)
 EOF
 exit $fail

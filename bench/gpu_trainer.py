@@ -67,13 +67,14 @@ def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("address")
     ap.add_argument("--step-ms", type=float, required=True)
-    # 8192: one product is over a millisecond, so a step is a few long
-    # kernels and the GPU is not left idle between Python's launches.
-    ap.add_argument("--size", type=int, default=8192)
+    # 8192 on a GPU: one product is over a millisecond, so a step is a few
+    # long kernels and the GPU is not left idle between Python's launches.
+    ap.add_argument("--size", type=int, default=0, help="matrix side (default 8192 on a GPU, 512 on the CPU)")
     ap.add_argument("--cpu-ms", type=float, default=0.0)
     ap.add_argument("--device", default="cuda")
     args = ap.parse_args()
     dev = torch.device(args.device)
+    args.size = args.size or (8192 if dev.type == "cuda" else 512)
     timer = Timer(dev)
     g = torch.Generator(device=dev).manual_seed(0)
     dtype = torch.bfloat16 if dev.type == "cuda" else torch.float32

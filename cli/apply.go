@@ -169,12 +169,13 @@ func watchGPU(g *globals, mode string) func([]gpu.Feed) *gpu.Summary {
 	}
 }
 
-// serveFeeds lists what the run's serve sinks that sent anything saw: a
-// trainer on the GPU takes its input from them.
+// serveFeeds lists what the run's serve sinks saw after their first
+// sample went out: a trainer on the GPU takes its input from them. A sink
+// still waiting to send its first (no trainer came) has nothing to say.
 func serveFeeds(sp *spec.Spec, rep *engine.Report) []gpu.Feed {
 	var feeds []gpu.Feed
 	for _, st := range sp.Stages {
-		if sr, ok := rep.Sinks[st.Name]; ok && st.Type == "serve" && sr.Samples > 0 {
+		if sr, ok := rep.Sinks[st.Name]; ok && st.Type == "serve" && sr.ActiveS > 0 {
 			feeds = append(feeds, gpu.Feed{Sink: st.Name, WaitedShare: sr.WaitedShare})
 		}
 	}

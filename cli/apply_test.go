@@ -115,7 +115,8 @@ func TestApplyReport(t *testing.T) {
 		t.Errorf("elapsed_s %v, want > 0", got.Elapsed)
 	}
 	if out := got.Sinks["out"]; len(got.Sinks) != 1 || out["samples"] != 10 || out["batches"] != 3 || out["epochs"] != 1 ||
-		out["waited_share"] < 0 || out["waited_share"] > 1 || out["waited_s"] < 0 || len(out) != 5 {
+		out["waited_share"] < 0 || out["waited_share"] > 1 || out["waited_s"] < 0 || out["waited_s"] > out["active_s"] ||
+		out["active_s"] <= 0 || out["active_s"] > got.Elapsed || len(out) != 6 {
 		t.Errorf("sinks %v, want out: 10 samples in 3 batches, 1 epoch, and its wait", got.Sinks)
 	}
 	if got.Skipped == nil || len(got.Skipped) != 0 {

@@ -42,7 +42,12 @@ func runMain(m *testing.M) int {
 	// PIPERUN_TEST_BINARY names a piperun built beforehand, for a test
 	// binary (go test -c) run where there is no Go toolchain, as
 	// bench/gpu_check.sh does on a GPU machine.
-	if binary = os.Getenv("PIPERUN_TEST_BINARY"); binary != "" {
+	if b := os.Getenv("PIPERUN_TEST_BINARY"); b != "" {
+		// Absolute, so that a bare name is not looked up on PATH.
+		if binary, err = filepath.Abs(b); err != nil {
+			fmt.Fprintln(os.Stderr, err)
+			return 1
+		}
 		return m.Run()
 	}
 	binary = filepath.Join(dir, "piperun")

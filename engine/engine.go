@@ -115,9 +115,9 @@ type node struct {
 	// ended is set on a sink whose input has ended: it gets no more.
 	ended atomic.Bool
 	// On a sink: from (nanoseconds since the run's start) is when its
-	// first Write returned, until when it stopped (0 while it runs), and
-	// waited the nanoseconds it has since spent waiting for its next
-	// sample (SinkReport.WaitedShare).
+	// first Write returned, until when it stopped or, later, committed (0
+	// while it runs), and waited the nanoseconds it has since spent
+	// waiting for its next sample (SinkReport.WaitedShare).
 	from, until, waited atomic.Int64
 
 	mu         sync.Mutex
@@ -505,6 +505,10 @@ func (r *Run) commit(ctx context.Context) error {
 			if err != nil {
 				return stepErr(n, "commit", err)
 			}
+			// A serve sink's Commit waits for its trainer to take the
+			// frames still buffered: time in which the sink waited for
+			// nothing, which its waited share must count.
+			n.until.Store(max(1, int64(time.Since(r.start))))
 		}
 	}
 	return nil
@@ -861,10 +865,13 @@ type SinkReport struct {
 	Epochs int64 `json:"epochs"`
 	// PerEpoch is the samples of the first complete epoch, 0 before then.
 	PerEpoch int64 `json:"-"`
-	// WaitedS is the time the sink waited for its next sample after its
-	// first was written, and WaitedShare that time's share of the time
-	// since (to its end): high when the pipeline is what held the sink
-	// (a serve sink's trainer) back, near 0 when the sink was.
+	// ActiveS is the time from the return of the sink's first Write to
+	// its end (its commit, once committed); 0 while it has written
+	// nothing, as when a serve sink still waits for a trainer. WaitedS is
+	// the part of it the sink spent waiting for its next sample, and
+	// WaitedShare their ratio: high when the pipeline held the sink (a
+	// serve sink's trainer) back, near 0 when the sink was the slow end.
+	ActiveS     float64 `json:"active_s"`
 	WaitedS     float64 `json:"waited_s"`
 	WaitedShare float64 `json:"waited_share"`
 }
@@ -923,6 +930,7 @@ func (r *Run) snapshot(err error) *Report {
 				waited := n.waited.Load()
 				sr.WaitedS = time.Duration(waited).Seconds()
 				if until > from {
+					sr.ActiveS = time.Duration(until - from).Seconds()
 					sr.WaitedShare = min(1, float64(waited)/float64(until-from))
 				}
 			}

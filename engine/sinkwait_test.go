@@ -2,6 +2,7 @@ package engine_test
 
 import (
 	"context"
+	"errors"
 	"testing"
 	"time"
 
@@ -25,6 +26,15 @@ func (slowSink) Write(context.Context, *sample.Sample) error {
 }
 func (slowSink) Commit() error { return nil }
 func (slowSink) Abort() error  { return nil }
+
+// stuckSink never gets its first sample out, as a serve sink whose
+// trainer never connects.
+type stuckSink struct{ slowSink }
+
+func (stuckSink) Write(ctx context.Context, _ *sample.Sample) error {
+	<-ctx.Done()
+	return ctx.Err()
+}
 
 // TestSinkWaitSaysWhoHeldBack: a sink's waited_share is the share of its
 // time (after its first sample) spent waiting for the next sample: nearly
@@ -55,8 +65,9 @@ func TestSinkWaitSaysWhoHeldBack(t *testing.T) {
 				t.Fatal(err)
 			}
 			out := rep.Sinks["out"]
-			t.Logf("waited %.3fs, share %.3f of a %.3fs run", out.WaitedS, out.WaitedShare, rep.ElapsedS)
-			if out.Samples != 100 || out.WaitedS < 0 || out.WaitedS > rep.ElapsedS || out.WaitedShare < 0 || out.WaitedShare > 1 {
+			t.Logf("waited %.3fs, share %.3f of %.3fs active in a %.3fs run", out.WaitedS, out.WaitedShare, out.ActiveS, rep.ElapsedS)
+			if out.Samples != 100 || out.WaitedS < 0 || out.WaitedS > out.ActiveS || out.ActiveS <= 0 || out.ActiveS > rep.ElapsedS ||
+				out.WaitedShare < 0 || out.WaitedShare > 1 {
 				t.Fatalf("sink report %+v in a %.3fs run", out, rep.ElapsedS)
 			}
 			// 99 waits of 2 ms against writes of microseconds, or the
@@ -68,5 +79,25 @@ func TestSinkWaitSaysWhoHeldBack(t *testing.T) {
 				t.Errorf("a napping sink waited %.3f of its time, want little of it", out.WaitedShare)
 			}
 		})
+	}
+}
+
+// TestSinkThatNeverWroteHasNoWait: a sink still stuck in its first Write
+// when the run ends (a serve sink with no trainer) reports no active time
+// and no wait, so apply does not judge a trainer by it.
+func TestSinkThatNeverWroteHasNoWait(t *testing.T) {
+	reg := benchRegistry()
+	reg.Register(&stages.Type{
+		StageType: spec.StageType{Name: "stuck_sink", Role: spec.RoleSink, NewConfig: func() any { return &passConfig{} }},
+		Build:     func(*stages.Env, any) (any, error) { return stuckSink{}, nil },
+	})
+	ctx, cancel := context.WithTimeout(context.Background(), 100*time.Millisecond)
+	defer cancel()
+	rep, err := runSpecWith(ctx, t, reg, t.TempDir(), "version: 1\nname: stuck\nstages:\n  - {name: src, type: range, count: 10}\n  - {name: out, type: stuck_sink}\n")
+	if !errors.Is(err, context.DeadlineExceeded) {
+		t.Fatalf("err = %v, want the deadline", err)
+	}
+	if out := rep.Sinks["out"]; out.ActiveS != 0 || out.WaitedS != 0 || out.WaitedShare != 0 {
+		t.Errorf("sink report %+v, want no active time and no wait", out)
 	}
 }

@@ -28,6 +28,10 @@ const StarvedShare = 0.5
 // used: no NVIDIA driver, or a build without cgo.
 var ErrUnavailable = errors.New("nvml unavailable")
 
+// ErrNotSupported is wrapped by a Read error for a device that gives no
+// utilization.
+var ErrNotSupported = errors.New("not supported")
+
 // Device names one GPU.
 type Device struct {
 	Index       int
@@ -76,6 +80,8 @@ type deviceStats struct {
 	used, starved int
 	usedSum       uint64
 	unlisted      bool
+	errors        int
+	lastErr       error
 }
 
 // NewMonitor lists src's devices; it fails when they cannot be listed.
@@ -96,6 +102,8 @@ func (m *Monitor) Sample() {
 		if err != nil {
 			m.errors++
 			m.lastEr = fmt.Errorf("gpu %d: %w", d.Index, err)
+			m.stats[i].errors++
+			m.stats[i].lastErr = err
 			m.mu.Unlock()
 			continue
 		}
@@ -147,23 +155,22 @@ type Summary struct {
 	// Verdict says the same in words.
 	Verdict string `json:"verdict,omitempty"`
 	// HeldBackBy says, for a starving device fed by the run's serve sinks
-	// (Attribute), what kept it waiting: "pipeline" when a serve sink
-	// waited for its next sample at least PipelineBoundAt of its time,
-	// "trainer" when none did.
+	// (Attribute), what kept it waiting: "pipeline", "trainer" or "both".
 	HeldBackBy    string `json:"held_back_by,omitempty"`
 	ReadErrors    int    `json:"read_errors,omitempty"`
 	LastReadError string `json:"last_read_error,omitempty"`
 
-	// starved is the verdict's account of the starving devices, which
+	// starved is the verdict's account of the starving devices, and
+	// unread its note of the devices that gave no reading, which
 	// Attribute words again.
-	starved string
+	starved, unread string
 }
 
 // PipelineBoundAt is the share of its time a serve sink must have waited
-// for its next sample for a starving GPU to be put down to the pipeline:
-// a trainer faster than its input keeps the sink waiting for most of it,
-// one slower than its input keeps the sink's queue full and the sink
-// waiting for almost none of it.
+// for its next sample for a starving GPU to be put down, at least in part,
+// to the pipeline: a trainer faster than its input keeps the sink waiting
+// for most of it, one slower than its input keeps the sink's queue full
+// and the sink waiting for almost none of it.
 const PipelineBoundAt = 0.1
 
 // Feed is what one of the run's serve sinks, a trainer's input, says of
@@ -176,12 +183,17 @@ type Feed struct {
 }
 
 // Attribute words a starving Summary's verdict again with what the serve
-// sinks that fed the trainers saw: the pipeline held the GPU back when one
-// of them waited for samples at least PipelineBoundAt of its time; the
-// trainer did when none did (its steps are too small for the GPU, or spend
-// their time on the CPU). It does nothing to a Summary that is not
-// starving, or without feeds: a run with no serve sink did not feed the
-// GPU's process, so it cannot say.
+// sinks that fed the trainers saw, taking the one that waited most: one
+// trainer per run is assumed, or trainers alike, since a feed is not tied
+// to a device. When the sink waited less than PipelineBoundAt of its time
+// the trainer held the GPU back (HeldBackBy "trainer": its steps are too
+// small for the GPU, or spend their time on the CPU). Otherwise the
+// trainer's steps would have run back to back had the pipeline kept up,
+// so a starving device's busy share while used, over 1 - WaitedShare, is
+// about what it would have reached: at least StarvedBelow, the pipeline
+// held it back ("pipeline"); under it, both did ("both"). It does nothing
+// to a Summary that is not starving, or without feeds: a run with no serve
+// sink did not feed the GPU's process, so it cannot say.
 func (s *Summary) Attribute(feeds []Feed) {
 	if !s.Starving || len(feeds) == 0 {
 		return
@@ -192,16 +204,29 @@ func (s *Summary) Attribute(feeds []Feed) {
 			most = f
 		}
 	}
-	if most.WaitedShare >= PipelineBoundAt {
-		s.HeldBackBy = "pipeline"
-		s.Verdict = fmt.Sprintf("starving: %s; the pipeline held it back: serve sink %q waited for its next sample %.0f%% of its time "+
-			"(piperun bench names the slowest stage)", s.starved, most.Sink, 100*most.WaitedShare)
+	waited := fmt.Sprintf("serve sink %q waited for its next sample %.0f%% of its time", most.Sink, 100*most.WaitedShare)
+	if most.WaitedShare < PipelineBoundAt {
+		s.HeldBackBy = "trainer"
+		s.Verdict = fmt.Sprintf("starving: %s; not the pipeline: %s, so the trainer took samples as fast as it could: "+
+			"its steps are too small to keep the GPU busy, or spend their time on the CPU%s", s.starved, waited, s.unread)
 		return
 	}
-	s.HeldBackBy = "trainer"
-	s.Verdict = fmt.Sprintf("starving: %s; not the pipeline: serve sink %q waited for its next sample only %.0f%% of its time, "+
-		"so the trainer took samples as fast as it could: its steps are too small to keep the GPU busy, or spend their time on the CPU",
-		s.starved, most.Sink, 100*most.WaitedShare)
+	fed := 100.0
+	for _, d := range s.Devices {
+		if d.UsedReadings > 0 && d.StarvedShare >= StarvedShare && most.WaitedShare < 1 {
+			fed = min(fed, d.UsedUtilizationMeanPct/(1-most.WaitedShare))
+		}
+	}
+	if fed >= StarvedBelow {
+		s.HeldBackBy = "pipeline"
+		s.Verdict = fmt.Sprintf("starving: %s; the pipeline held it back: %s, and had it kept up the GPU would have been "+
+			"about %.0f%% busy (piperun bench names the slowest stage)%s", s.starved, waited, fed, s.unread)
+		return
+	}
+	s.HeldBackBy = "both"
+	s.Verdict = fmt.Sprintf("starving: %s; the pipeline held it back only in part: %s, but had it kept up the GPU would "+
+		"still have been only about %.0f%% busy: the trainer's steps are too small to keep it busy, or spend their time "+
+		"on the CPU%s", s.starved, waited, fed, s.unread)
 }
 
 // DeviceSummary is one device's readings over the run.
@@ -222,6 +247,7 @@ type DeviceSummary struct {
 	StarvedShare           float64 `json:"starved_share"`
 	MemoryUsedMaxBytes     uint64  `json:"memory_used_max_bytes"`
 	MemoryTotalBytes       uint64  `json:"memory_total_bytes"`
+	ReadErrors             int     `json:"read_errors,omitempty"`
 }
 
 // Summary sums up the readings so far.
@@ -232,13 +258,16 @@ func (m *Monitor) Summary() *Summary {
 	if m.lastEr != nil {
 		out.LastReadError = m.lastEr.Error()
 	}
-	var starving, used []string
+	var starving, used, unread []string
 	for i, d := range m.devices {
 		s := m.stats[i]
 		ds := DeviceSummary{Index: d.Index, Name: d.Name, UUID: d.UUID, Readings: s.readings, UsedReadings: s.used,
-			UtilizationMinPct: s.min, UtilizationMaxPct: s.max, MemoryUsedMaxBytes: s.memMax, MemoryTotalBytes: d.MemoryTotal}
+			UtilizationMinPct: s.min, UtilizationMaxPct: s.max, MemoryUsedMaxBytes: s.memMax, MemoryTotalBytes: d.MemoryTotal,
+			ReadErrors: s.errors}
 		if s.readings > 0 {
 			ds.UtilizationMeanPct = float64(s.sum) / float64(s.readings)
+		} else if s.errors > 0 {
+			unread = append(unread, fmt.Sprintf("gpu %d (%s): %v", d.Index, d.Name, s.lastErr))
 		}
 		out.Devices = append(out.Devices, ds)
 		if s.used == 0 {
@@ -268,8 +297,15 @@ func (m *Monitor) Summary() *Summary {
 		out.Verdict = fmt.Sprintf("starving: %s; it waited for input, or its work is too small to keep it busy", out.starved)
 	case len(used) > 0:
 		out.Verdict = fmt.Sprintf("fed: %s", joinAnd(used))
+	case len(unread) == len(m.devices):
+		out.Verdict = "no gpu could be read: " + joinAnd(unread)
+		return out
 	default:
 		out.Verdict = "no process used a gpu during the run"
+	}
+	if len(unread) > 0 {
+		out.unread = "; could not read " + joinAnd(unread)
+		out.Verdict += out.unread
 	}
 	return out
 }

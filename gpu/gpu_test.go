@@ -73,7 +73,9 @@ func TestSummary(t *testing.T) {
 			"starving: gpu 1 (NVIDIA H200) under 50% busy in 2 of 2 readings while a process used it, 5% on average then; it waited for input, or its work is too small to keep it busy", 99, 0},
 		{"no devices", nil, nil, nil, false, "no gpu found", 0, 0},
 		{"a lost device", []Device{h200, second}, map[int][]Reading{0: busy(99, 99)}, map[int]bool{1: true}, false,
-			"fed: gpu 0 (NVIDIA H200) under 50% busy in 0 of 2 readings while a process used it, 99% on average then", 99, 0},
+			"fed: gpu 0 (NVIDIA H200) under 50% busy in 0 of 2 readings while a process used it, 99% on average then; could not read gpu 1 (NVIDIA H200): ERROR_GPU_IS_LOST", 99, 0},
+		{"nothing readable", []Device{h200}, nil, map[int]bool{0: true}, false,
+			"no gpu could be read: gpu 0 (NVIDIA H200): ERROR_GPU_IS_LOST", 0, 0},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			src := &script{devices: tc.devices, reads: tc.reads, fail: tc.fail}
@@ -149,9 +151,10 @@ func ExampleMonitor() {
 }
 
 // TestAttribute: a starving GPU fed by serve sinks is put down to the
-// pipeline when one of the sinks waited for samples at least
-// PipelineBoundAt of its time, to the trainer when none did; a fed GPU, or
-// a run without serve sinks, keeps its verdict.
+// trainer when no sink waited for samples PipelineBoundAt of its time; to
+// the pipeline when one did and, without that wait, the GPU would have been
+// at least StarvedBelow busy; to both when it would still have starved. A
+// fed GPU, or a run without serve sinks, keeps its verdict.
 func TestAttribute(t *testing.T) {
 	h200 := Device{Index: 0, Name: "NVIDIA H200"}
 	const starved = "starving: gpu 0 (NVIDIA H200) under 50% busy in 2 of 2 readings while a process used it, 20% on average then"
@@ -163,11 +166,15 @@ func TestAttribute(t *testing.T) {
 		verdict string
 	}{
 		{"pipeline", []uint32{20, 20}, []Feed{{"trainer", 0.6}}, "pipeline",
-			starved + `; the pipeline held it back: serve sink "trainer" waited for its next sample 60% of its time (piperun bench names the slowest stage)`},
-		{"the slower of two sinks", []uint32{20, 20}, []Feed{{"a", 0.02}, {"b", 0.1}}, "pipeline",
-			starved + `; the pipeline held it back: serve sink "b" waited for its next sample 10% of its time (piperun bench names the slowest stage)`},
+			starved + `; the pipeline held it back: serve sink "trainer" waited for its next sample 60% of its time, and had it kept up the GPU would have been about 50% busy (piperun bench names the slowest stage)`},
+		{"the sink that waited most", []uint32{20, 20}, []Feed{{"a", 0.02}, {"b", 0.8}}, "pipeline",
+			starved + `; the pipeline held it back: serve sink "b" waited for its next sample 80% of its time, and had it kept up the GPU would have been about 100% busy (piperun bench names the slowest stage)`},
+		{"a sink that only waited", []uint32{20, 20}, []Feed{{"trainer", 1}}, "pipeline",
+			starved + `; the pipeline held it back: serve sink "trainer" waited for its next sample 100% of its time, and had it kept up the GPU would have been about 100% busy (piperun bench names the slowest stage)`},
+		{"both", []uint32{20, 20}, []Feed{{"trainer", 0.1}}, "both",
+			starved + `; the pipeline held it back only in part: serve sink "trainer" waited for its next sample 10% of its time, but had it kept up the GPU would still have been only about 22% busy: the trainer's steps are too small to keep it busy, or spend their time on the CPU`},
 		{"trainer", []uint32{20, 20}, []Feed{{"trainer", 0.02}}, "trainer",
-			starved + `; not the pipeline: serve sink "trainer" waited for its next sample only 2% of its time, so the trainer took samples as fast as it could: its steps are too small to keep the GPU busy, or spend their time on the CPU`},
+			starved + `; not the pipeline: serve sink "trainer" waited for its next sample 2% of its time, so the trainer took samples as fast as it could: its steps are too small to keep the GPU busy, or spend their time on the CPU`},
 		{"no serve sink", []uint32{20, 20}, nil, "",
 			starved + "; it waited for input, or its work is too small to keep it busy"},
 		{"fed", []uint32{95, 97}, []Feed{{"trainer", 0.9}}, "",

@@ -69,6 +69,10 @@ func (s *nvmlSource) Read(index int) (Reading, error) {
 		return Reading{}, errors.New("no such device")
 	}
 	u, ret := h.GetUtilizationRates()
+	if ret == nvml.ERROR_NOT_SUPPORTED {
+		// NVML documents this for a GPU in MIG mode.
+		return Reading{}, fmt.Errorf("utilization: %w (NVML gives none for a GPU in MIG mode)", ErrNotSupported)
+	}
 	if ret != nvml.SUCCESS {
 		return Reading{}, s.err("utilization", ret)
 	}
