@@ -430,6 +430,29 @@ stages:
 	}
 }
 
+// TestValidateListsFitWithMachineProblems: a pattern that matches no file
+// does not hide a buffer that cannot fit the budget; one run of validate
+// lists both (found trying DESIGN.md's showcase spec, whose shuffle of
+// 10000 decoded images needs 5.6GiB of its 2GiB).
+func TestValidateListsFitWithMachineProblems(t *testing.T) {
+	dir := t.TempDir()
+	p := writeSpec(t, dir, "both.yaml", `version: 1
+name: both
+resources: {memory: 1MiB}
+stages:
+  - {name: files, type: files, pattern: "nothing-here/*.tfrecord"}
+  - {name: records, type: tfrecord}
+  - {name: shuffle, type: shuffle, buffer: 100000}
+  - {name: out, type: discard}
+`)
+	r := run(t, "validate", p)
+	want := p + `:5:41: stages[0].pattern: pattern "nothing-here/*.tfrecord" matches no file (resolved to ` + filepath.Join(dir, "nothing-here/*.tfrecord") + ")\n" +
+		p + ":3:21: resources.memory: buffers need at least 18.88MiB (files ≥ 196B, records ≥ 198B, shuffle ≥ 18.88MiB; ≥: the sizes of strings and bytes are known only at run time, and count as empty here; --probe N measures them), more than resources.memory (1MiB)\n"
+	if r.code != 1 || r.stdout != want || r.stderr != "2 problems\n" {
+		t.Errorf("got %s\nwant exit 1, stdout\n%s", r, want)
+	}
+}
+
 func TestSchemaIsCommitted(t *testing.T) {
 	r := run(t, "schema")
 	if r.code != 0 {

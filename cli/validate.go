@@ -102,8 +102,22 @@ func validateCmd(g *globals) *cobra.Command {
 // needs a plan.
 func validateFile(ctx context.Context, g *globals, file string, set []string, environment bool, probeN int64) spec.Diagnostics {
 	sp, diags := spec.Load(file, spec.Options{Catalog: g.registry, Set: set, Environment: environment})
-	if sp == nil || diags.HasErrors() {
+	if sp == nil {
 		return diags
+	}
+	if diags.HasErrors() {
+		if !environment {
+			return diags
+		}
+		// Problems of the machine alone (a pattern matching no file, an
+		// output directory that cannot be written) leave the spec whole:
+		// its memory fit is checked too, so that one run of validate lists
+		// every problem, as for the spec checked without the machine.
+		bare, structural := spec.Load(file, spec.Options{Catalog: g.registry, Set: set})
+		if bare == nil || structural.HasErrors() {
+			return diags
+		}
+		sp, environment, probeN = bare, false, 0
 	}
 	p, err := plan.Compile(sp, g.registry, plan.Options{})
 	if err != nil {
