@@ -113,7 +113,7 @@ func applyCmd(g *globals) *cobra.Command {
 			if runErr != nil {
 				return exit(ExitFailed, runErr)
 			}
-			summary(g, rep)
+			summary(g, rep, serveFeeds(sp, rep))
 			return nil
 		},
 	}
@@ -282,13 +282,20 @@ func fmtDur(s float64) string {
 	return fmt.Sprintf("%d:%02d:%02d", int(d.Hours()), int(d.Minutes())%60, int(d.Seconds())%60)
 }
 
-func summary(g *globals, rep *engine.Report) {
+func summary(g *globals, rep *engine.Report, feeds []gpu.Feed) {
 	var parts []string
 	for _, name := range rep.SinkNames() {
 		s := rep.Sinks[name]
 		p := fmt.Sprintf("%s: %d %s", name, s.Samples, noun(s.Samples, "sample", "samples"))
 		if s.Batches > 0 {
 			p += fmt.Sprintf(" in %d %s", s.Batches, noun(s.Batches, "batch", "batches"))
+		}
+		for _, f := range feeds {
+			if f.Sink == name {
+				// Whether the pipeline kept its trainer fed, GPU or not:
+				// the trainer waits about as long as its sink does.
+				p += fmt.Sprintf(", waiting for the pipeline %.0f%% of the time", 100*f.WaitedShare)
+			}
 		}
 		parts = append(parts, p)
 	}
