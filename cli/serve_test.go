@@ -367,6 +367,43 @@ stages:
 	}
 }
 
+// TestServeTrainerLeavesAfterLastSample: a trainer that stops once it has
+// the last batch, before reading the end of its last epoch (a loop that
+// counts its steps), has every sample: the run succeeds instead of waiting
+// for another trainer to take the end of the epoch (found by a new-user
+// test: the run waited for ever).
+func TestServeTrainerLeavesAfterLastSample(t *testing.T) {
+	dir := t.TempDir()
+	sock := filepath.Join(dir, "p.sock")
+	p := writeSpec(t, dir, "steps.yaml", `version: 1
+name: steps
+seed: 3
+epochs: 2
+stages:
+  - {name: src, type: range, count: 8}
+  - {name: batch, type: batch, size: 4}
+  - {name: out, type: serve, listen: 'unix://`+sock+`'}
+`)
+	done := applyInBackground(context.Background(), p)
+	c := dialWhenUp(t, "unix://"+sock)
+	for batches := 0; batches < 4; {
+		if _, err := c.Next(); err == nil {
+			batches++
+		} else if !errors.Is(err, serve.ErrEndOfEpoch) {
+			t.Fatal(err)
+		}
+	}
+	c.Close()
+	select {
+	case r := <-done:
+		if r.code != 0 || !strings.Contains(r.stderr, "the trainer left after the last sample") {
+			t.Errorf("apply: %s\nwant success, saying the trainer left after the last sample", r)
+		}
+	case <-time.After(20 * time.Second):
+		t.Fatal("apply still waits 20 s after the trainer left with every sample")
+	}
+}
+
 // TestValidateServeTCP: validate tries a TCP address, so a port another
 // process holds (a run serving there now) is reported at the listen key,
 // while port 0 (any free port) passes; --no-environment leaves it alone.

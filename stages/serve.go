@@ -150,6 +150,8 @@ type serveSink struct {
 	written     int
 	acked       uint64
 	ackBuf      []byte
+	// served is set once a trainer has connected.
+	served bool
 }
 
 // pendingConn is an accepted connection and how much of its greeting came.
@@ -234,6 +236,7 @@ func (s *serveSink) connect(ctx context.Context) error {
 			continue
 		}
 		s.conn = c
+		s.served = true
 		s.written, s.acked, s.ackBuf = 0, 0, s.ackBuf[:0]
 		if s.network == "tcp" {
 			s.log.Info("trainer connected", zap.String("from", c.RemoteAddr().String()))
@@ -354,6 +357,12 @@ var errTrainerLeft = errors.New("trainer left")
 func (s *serveSink) send(ctx context.Context, f *outFrame) error {
 	s.queue = append(s.queue, f)
 	s.queuedBytes += f.bytes
+	if f.smp == nil && s.conn == nil && s.served {
+		// An end of epoch waits, queued, for the next sample's trainer or
+		// for the commit: a trainer that left after the last sample need
+		// not be replaced to be told the epoch ended (CommitContext).
+		return nil
+	}
 	for {
 		err := s.flush(ctx)
 		if err == nil {
@@ -557,6 +566,14 @@ func (s *serveSink) CommitContext(ctx context.Context) error {
 	s.queue = append(s.queue, &outFrame{bufs: net.Buffers{b}, bytes: int64(len(b))})
 	last := time.Now()
 	for len(s.queue) > 1 {
+		if s.conn == nil && s.served && onlyMarkers(s.queue) {
+			// The trainer left having read every sample, before the end
+			// of its last epoch: as one that stopped after its last
+			// epoch, it has everything; waiting for another would hang.
+			s.log.Info("the trainer left after the last sample, before the end of its last epoch; it had read every sample",
+				zap.Int("ends_of_epoch_unread", len(s.queue)-1))
+			return nil
+		}
 		err := s.flush(ctx)
 		if err == nil && len(s.queue) > 1 {
 			err = s.readAcks(ctx, true)
@@ -580,6 +597,16 @@ func (s *serveSink) CommitContext(ctx context.Context) error {
 		}
 	}
 	return nil
+}
+
+// onlyMarkers says whether the queued frames hold no sample.
+func onlyMarkers(queue []*outFrame) bool {
+	for _, f := range queue {
+		if f.smp != nil {
+			return false
+		}
+	}
+	return true
 }
 
 // Announces implements Announcer: the end of the stream tells the trainer
