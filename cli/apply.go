@@ -95,7 +95,7 @@ func applyCmd(g *globals) *cobra.Command {
 					if st.Type == "serve" {
 						// Its batches went out as they came; what it can
 						// promise is that the trainer knows the stream is cut.
-						msg += "; the trainers of serve stages were told the stream was cut"
+						msg += "; a trainer connected to a serve stage was told the stream was cut"
 						break
 					}
 				}

@@ -189,10 +189,6 @@ type trainer struct {
 	// wakes late).
 	waitedSteps int
 	stepped     time.Duration
-	// refused counts the samples (and their rows) handed over after
-	// --steps was reached.
-	refused     int64
-	refusedRows int64
 	since       time.Time
 	epochs      [][]string
 }
@@ -201,10 +197,8 @@ func (t *trainer) Write(ctx context.Context, s *sample.Sample) error {
 	now := time.Now()
 	t.mu.Lock()
 	if t.limit > 0 && t.steps >= t.limit {
-		// The run is being stopped after --steps; the sink counted this
-		// sample before handing it over, so bench takes it off again.
-		t.refused++
-		t.refusedRows += int64(s.BatchSize)
+		// The run is being stopped after --steps; a sample refused is not
+		// counted as the sink's (the engine counts what was written).
 		t.mu.Unlock()
 		return context.Canceled
 	}
@@ -362,17 +356,6 @@ func runBench(parent context.Context, g *globals, sp *spec.Spec, file string, st
 		// Bench stopped it after --steps: the run did what was asked.
 		runErr = nil
 		runRep.OK, runRep.Error = true, ""
-		if sr, ok := runRep.Sinks[sinkName]; ok {
-			tr.mu.Lock()
-			if sr.Batches > 0 {
-				sr.Batches -= tr.refused
-				sr.Samples -= tr.refusedRows
-			} else {
-				sr.Samples -= tr.refused
-			}
-			tr.mu.Unlock()
-			runRep.Sinks[sinkName] = sr
-		}
 	}
 	tr.mu.Lock()
 	defer tr.mu.Unlock()

@@ -814,19 +814,22 @@ func (r *Run) runSink(ctx context.Context, n *node, sk stages.Sink) (err error) 
 			}
 			continue
 		}
-		n.in.Add(1)
-		if rows := it.s.BatchSize; rows > 0 {
-			n.batches.Add(1)
-			n.out.Add(int64(rows))
-		} else {
-			n.out.Add(1)
-		}
+		rows := it.s.BatchSize
 		t1 := r.clock()
 		err = sk.Write(ctx, it.s)
 		n.busyFrom(t1, 0)
 		release(r.budget, it.s)
 		if err != nil {
 			return n.fail(it.s, err)
+		}
+		// Counted once written: a serve sink's first Write waits for a
+		// trainer, and a run stopped then has sent nothing.
+		n.in.Add(1)
+		if rows > 0 {
+			n.batches.Add(1)
+			n.out.Add(int64(rows))
+		} else {
+			n.out.Add(1)
 		}
 		if !delivered {
 			delivered = true

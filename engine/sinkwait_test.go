@@ -83,8 +83,9 @@ func TestSinkWaitSaysWhoHeldBack(t *testing.T) {
 }
 
 // TestSinkThatNeverWroteHasNoWait: a sink still stuck in its first Write
-// when the run ends (a serve sink with no trainer) reports no active time
-// and no wait, so apply does not judge a trainer by it.
+// when the run ends (a serve sink with no trainer) reports no sample (it
+// sent none), no active time and no wait, so apply does not judge a
+// trainer by it.
 func TestSinkThatNeverWroteHasNoWait(t *testing.T) {
 	reg := benchRegistry()
 	reg.Register(&stages.Type{
@@ -97,7 +98,7 @@ func TestSinkThatNeverWroteHasNoWait(t *testing.T) {
 	if !errors.Is(err, context.DeadlineExceeded) {
 		t.Fatalf("err = %v, want the deadline", err)
 	}
-	if out := rep.Sinks["out"]; out.ActiveS != 0 || out.WaitedS != 0 || out.WaitedShare != 0 {
-		t.Errorf("sink report %+v, want no active time and no wait", out)
+	if out := rep.Sinks["out"]; out.Samples != 0 || out.ActiveS != 0 || out.WaitedS != 0 || out.WaitedShare != 0 {
+		t.Errorf("sink report %+v, want no sample, no active time and no wait", out)
 	}
 }
