@@ -212,6 +212,9 @@ func checkFit(g *globals, p *plan.Plan, file string) error {
 const MemoryHeadroom = 128 << 20
 
 func isTerminal(w io.Writer) bool {
+	if c, ok := w.(*console); ok {
+		w = c.w
+	}
 	f, ok := w.(*os.File)
 	return ok && term.IsTerminal(int(f.Fd()))
 }
@@ -225,26 +228,22 @@ func watch(run *engine.Run, g *globals, tty bool, epochs int) {
 	}
 	t := time.NewTicker(every)
 	defer t.Stop()
-	lines := 0
 	for {
 		select {
 		case <-run.Done():
-			if tty && lines > 0 {
-				fmt.Fprintf(g.stderr, "\x1b[%dA\x1b[J", lines)
+			if tty {
+				g.stderr.ClearProgress()
 			}
 			return
 		case <-t.C:
 		}
 		rep := run.Progress()
 		if tty {
-			if lines > 0 {
-				fmt.Fprintf(g.stderr, "\x1b[%dA", lines)
-			}
-			lines = 0
+			var lines []string
 			for _, name := range rep.SinkNames() {
-				fmt.Fprintf(g.stderr, "\x1b[K%s\n", progressLine(name, rep.Sinks[name], rep.ElapsedS, epochs))
-				lines++
+				lines = append(lines, progressLine(name, rep.Sinks[name], rep.ElapsedS, epochs))
 			}
+			g.stderr.Progress(lines)
 			continue
 		}
 		for _, name := range rep.SinkNames() {

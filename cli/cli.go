@@ -85,9 +85,11 @@ type globals struct {
 	logFormat string
 	logLevel  string
 	stdout    io.Writer
-	stderr    io.Writer
-	log       *zap.Logger
-	registry  *stages.Registry
+	// stderr is the console: log lines and messages go through it so that
+	// apply's live progress lines stay below them.
+	stderr   *console
+	log      *zap.Logger
+	registry *stages.Registry
 }
 
 // Main runs the CLI with args (without the program name) and returns the
@@ -102,7 +104,7 @@ func Main(args []string, stdout, stderr io.Writer) int {
 
 // Run is Main with a caller-supplied context, for tests.
 func Run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
-	g := &globals{stdout: stdout, stderr: stderr, registry: stages.Default()}
+	g := &globals{stdout: stdout, stderr: &console{w: stderr}, registry: stages.Default()}
 	root := &cobra.Command{
 		Use:   "piperun",
 		Short: "Run machine-learning input pipelines declared in YAML",
@@ -112,7 +114,7 @@ func Run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		SilenceUsage:  true,
 		SilenceErrors: true,
 		PersistentPreRunE: func(cmd *cobra.Command, _ []string) error {
-			l, err := newLogger(g.logFormat, g.logLevel, stderr)
+			l, err := newLogger(g.logFormat, g.logLevel, g.stderr)
 			if err != nil {
 				return exit(ExitUsage, err)
 			}
