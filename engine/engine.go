@@ -869,8 +869,9 @@ type SinkReport struct {
 	// PerEpoch is the samples of the first complete epoch, 0 before then.
 	PerEpoch int64 `json:"-"`
 	// ActiveS is the time from the return of the sink's first Write to
-	// its end (its commit, once committed); 0 while it has written
-	// nothing, as when a serve sink still waits for a trainer. WaitedS is
+	// its end (its commit, once committed), less the time it then had no
+	// consumer (stages.Idler: a serve sink between trainers); 0 while it
+	// has written nothing, as when a serve sink still waits for a trainer. WaitedS is
 	// the part of it the sink spent waiting for its next sample, and
 	// WaitedShare their ratio: high when the pipeline held the sink (a
 	// serve sink's trainer) back, near 0 when the sink was the slow end.
@@ -932,9 +933,14 @@ func (r *Run) snapshot(err error) *Report {
 				}
 				waited := n.waited.Load()
 				sr.WaitedS = time.Duration(waited).Seconds()
-				if until > from {
-					sr.ActiveS = time.Duration(until - from).Seconds()
-					sr.WaitedShare = min(1, float64(waited)/float64(until-from))
+				active := until - from
+				if id, ok := n.impl.(stages.Idler); ok {
+					// Time without a consumer says nothing of the pipeline.
+					active -= int64(id.IdleTime())
+				}
+				if active > 0 {
+					sr.ActiveS = time.Duration(active).Seconds()
+					sr.WaitedShare = min(1, float64(waited)/float64(active))
 				}
 			}
 			rep.Sinks[n.st.Name] = sr

@@ -27,6 +27,24 @@ func (slowSink) Write(context.Context, *sample.Sample) error {
 func (slowSink) Commit() error { return nil }
 func (slowSink) Abort() error  { return nil }
 
+// gapSink is a sink whose consumer goes away for 400 ms at its second
+// sample, as a serve sink's trainer may between two trainers.
+type gapSink struct {
+	slowSink
+	n    *int
+	idle *time.Duration
+}
+
+func (g gapSink) Write(context.Context, *sample.Sample) error {
+	if *g.n++; *g.n == 2 {
+		time.Sleep(400 * time.Millisecond)
+		*g.idle = 400 * time.Millisecond
+	}
+	return nil
+}
+
+func (g gapSink) IdleTime() time.Duration { return *g.idle }
+
 // stuckSink never gets its first sample out, as a serve sink whose
 // trainer never connects.
 type stuckSink struct{ slowSink }
@@ -100,5 +118,34 @@ func TestSinkThatNeverWroteHasNoWait(t *testing.T) {
 	}
 	if out := rep.Sinks["out"]; out.Samples != 0 || out.ActiveS != 0 || out.WaitedS != 0 || out.WaitedShare != 0 {
 		t.Errorf("sink report %+v, want no sample, no active time and no wait", out)
+	}
+}
+
+// TestSinkWaitLeavesOutTimeWithoutAConsumer: behind a stage that naps 2 ms
+// a sample (0.8 s for 400), a sink left 400 ms without its consumer early
+// on (stages.Idler) still waited for samples most of the rest of its time: the gap is not counted as time the pipeline
+// kept up (found by a new-user test: a trainer reconnecting made a slow
+// pipeline look fast).
+func TestSinkWaitLeavesOutTimeWithoutAConsumer(t *testing.T) {
+	reg := benchRegistry()
+	var n int
+	var idle time.Duration
+	reg.Register(&stages.Type{
+		StageType: spec.StageType{Name: "nap", Role: spec.RoleTransform, NewConfig: func() any { return &passConfig{} }},
+		Build:     func(*stages.Env, any) (any, error) { return nap{}, nil },
+	})
+	reg.Register(&stages.Type{
+		StageType: spec.StageType{Name: "gap_sink", Role: spec.RoleSink, NewConfig: func() any { return &passConfig{} }},
+		Build:     func(*stages.Env, any) (any, error) { return gapSink{n: &n, idle: &idle}, nil },
+	})
+	rep, err := runSpecWith(context.Background(), t, reg, t.TempDir(),
+		"version: 1\nname: gap\nstages:\n  - {name: src, type: range, count: 400}\n  - {name: n, type: nap}\n  - {name: out, type: gap_sink}\n")
+	if err != nil {
+		t.Fatal(err)
+	}
+	out := rep.Sinks["out"]
+	t.Logf("waited %.3fs, share %.3f of %.3fs active in a %.3fs run", out.WaitedS, out.WaitedShare, out.ActiveS, rep.ElapsedS)
+	if out.WaitedShare < 0.5 || out.ActiveS <= 0 || out.ActiveS > rep.ElapsedS-0.4 {
+		t.Errorf("sink report %+v in a %.3fs run; want most of the time without the gap spent waiting", out, rep.ElapsedS)
 	}
 }

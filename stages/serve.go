@@ -10,6 +10,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"sync/atomic"
 	"syscall"
 	"time"
 
@@ -150,9 +151,14 @@ type serveSink struct {
 	written     int
 	acked       uint64
 	ackBuf      []byte
-	// served is set once a trainer has connected.
+	// served is set once a trainer has connected; idle is the time in
+	// nanoseconds since spent with none connected (IdleTime).
 	served bool
+	idle   atomic.Int64
 }
+
+// IdleTime implements Idler: the time between trainers.
+func (s *serveSink) IdleTime() time.Duration { return time.Duration(s.idle.Load()) }
 
 // pendingConn is an accepted connection and how much of its greeting came.
 type pendingConn struct {
@@ -205,6 +211,9 @@ func newServeSink(env *Env, c *ServeConfig) (*serveSink, error) {
 // any one of them, so a client that connects and says nothing (a stalled
 // probe) holds up no trainer: it is closed after greetWithin.
 func (s *serveSink) connect(ctx context.Context) error {
+	if s.conn == nil && s.served {
+		defer func(t0 time.Time) { s.idle.Add(int64(time.Since(t0))) }(time.Now())
+	}
 	for s.conn == nil {
 		if !s.waiting {
 			s.waiting = true

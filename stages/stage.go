@@ -13,6 +13,7 @@ import (
 	"context"
 	"errors"
 	"sort"
+	"time"
 
 	"go.uber.org/zap"
 
@@ -42,6 +43,15 @@ type Processor interface {
 // calls (shuffle, batch): EndEpoch flushes them when an epoch's input ends.
 type EpochEnder interface {
 	EndEpoch(ctx context.Context, epoch int, emit Emit) error
+}
+
+// Idler is implemented by sinks that can be left without a consumer (a
+// serve sink between trainers): IdleTime is the time they have spent
+// waiting for one since their first sample went out, which the engine
+// leaves out of the time a sink's wait for samples is a share of
+// (engine.SinkReport.WaitedShare). It is read while the sink runs.
+type Idler interface {
+	IdleTime() time.Duration
 }
 
 // Stream is a sequence of samples opened from one input sample, such as the
