@@ -453,6 +453,28 @@ stages:
 	}
 }
 
+// TestValidateSaysFitNotChecked: a spec whose own problems keep it from
+// being planned (a typo in a key) says its memory fit was not checked, so
+// that fixing the typo brings no silent surprise (found by a new-user
+// test).
+func TestValidateSaysFitNotChecked(t *testing.T) {
+	p := writeSpec(t, t.TempDir(), "typo.yaml", `version: 1
+name: typo
+resources: {memory: 1MiB}
+stages:
+  - {name: src, type: range, count: 10}
+  - {name: shuffle, type: shuffle, bufer: 100000}
+  - {name: out, type: discard}
+`)
+	r := run(t, "validate", p)
+	want := p + `:6:5: stages[1]: missing required field "buffer"` + "\n" +
+		p + `:6:36: stages[1].bufer: unknown field "bufer" (did you mean "buffer"?)` + "\n" +
+		p + ": warning: resources.memory: the memory fit was not checked: it needs the problems above fixed first\n"
+	if r.code != 1 || r.stdout != want || r.stderr != "2 problems\n" {
+		t.Errorf("got %s\nwant exit 1 and\n%s", r, want)
+	}
+}
+
 func TestSchemaIsCommitted(t *testing.T) {
 	r := run(t, "schema")
 	if r.code != 0 {
@@ -643,7 +665,8 @@ stages:
 `)
 	r := run(t, "validate", p)
 	want := p + `:4:37: stages[0].pattern: pattern "data/*.jsonl" matches ` + filepath.Join(dir, "data", "in.jsonl") + `, which stage "over" writes` + "\n" +
-		p + `:8:5: stages[4]: writes ` + filepath.Join(dir, "lnk", "q.jsonl") + `, which stage "a" writes too` + "\n"
+		p + `:8:5: stages[4]: writes ` + filepath.Join(dir, "lnk", "q.jsonl") + `, which stage "a" writes too` + "\n" +
+		p + ": warning: resources.memory: the memory fit was not checked: it needs the problems above fixed first\n"
 	if r.code != 1 || r.stdout != want {
 		t.Errorf("got %s\nwant exit 1 and\n%s", r, want)
 	}

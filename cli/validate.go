@@ -106,8 +106,12 @@ func validateFile(ctx context.Context, g *globals, file string, set []string, en
 		return diags
 	}
 	if diags.HasErrors() {
+		// A spec with errors of its own cannot be planned, so its fit is
+		// not known: say so, or a fixed typo would bring a surprise.
+		notChecked := spec.Diagnostic{Pos: spec.Pos{File: file}, Path: "resources.memory", Severity: spec.SevWarning,
+			Message: "the memory fit was not checked: it needs the problems above fixed first"}
 		if !environment {
-			return diags
+			return append(diags, notChecked)
 		}
 		// Problems of the machine alone (a pattern matching no file, an
 		// output directory that cannot be written) leave the spec whole:
@@ -115,7 +119,7 @@ func validateFile(ctx context.Context, g *globals, file string, set []string, en
 		// every problem, as for the spec checked without the machine.
 		bare, structural := spec.Load(file, spec.Options{Catalog: g.registry, Set: set})
 		if bare == nil || structural.HasErrors() {
-			return diags
+			return append(diags, notChecked)
 		}
 		sp, environment, probeN = bare, false, 0
 	}
