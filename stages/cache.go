@@ -7,6 +7,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"os"
+	"slices"
 	"sort"
 	"strings"
 	"sync"
@@ -66,10 +67,16 @@ func (c *CacheConfig) Check(cc *spec.CheckContext) sample.Schema {
 	// the pass that fills it only.
 	for _, up := range upstream(cc.Stage) {
 		fc, files := up.Config.(*FilesConfig)
-		if up.Type == "shuffle" || files && fc.Shuffle {
-			cc.Warnf("", "stage %q above this cache shuffles, but a cache replays its samples in the order of their IDs: the epochs after the one that fills it (and later runs) are not shuffled; shuffle below the cache", up.Name)
-			break
+		if up.Type != "shuffle" && !(files && fc.Shuffle) {
+			continue
 		}
+		const replays = "stage %q above this cache shuffles, but a cache replays its samples in the order of their IDs: "
+		if below := shuffleBelow(cc.Spec, cc.Stage); below != nil {
+			cc.Warnf("", replays+"after the pass that fills it (and in later runs) only shuffle %q below reorders them, within its buffer, and the shuffle of stage %q changes the first pass alone", up.Name, below.Name, up.Name)
+		} else {
+			cc.Warnf("", replays+"the epochs after the one that fills it (and later runs) are not shuffled; shuffle below the cache", up.Name)
+		}
+		break
 	}
 	return cc.Input()
 }
@@ -175,6 +182,20 @@ func buildCache(env *Env, cfg any) (any, error) {
 
 // upstream returns every stage st reads from, directly or not, each once,
 // a stage after all it reads from.
+// shuffleBelow returns a shuffle stage that reads st's output, directly
+// or further down, or nil.
+func shuffleBelow(sp *spec.Spec, st *spec.Stage) *spec.Stage {
+	if sp == nil {
+		return nil
+	}
+	for _, s := range sp.Stages {
+		if s.Type == "shuffle" && slices.Contains(upstream(s), st) {
+			return s
+		}
+	}
+	return nil
+}
+
 func upstream(st *spec.Stage) []*spec.Stage {
 	var up []*spec.Stage
 	seen := map[*spec.Stage]bool{}

@@ -293,3 +293,38 @@ stages:
 		}
 	}
 }
+
+// TestCacheBelowAShuffleWarns: a shuffle above a cache only orders the
+// pass that fills it; validate says so, and when a shuffle below the cache
+// reorders the replays, it names that one instead of advising one. A
+// cache with no shuffle above it gets no warning.
+func TestCacheBelowAShuffleWarns(t *testing.T) {
+	const src = `version: 1
+name: c
+seed: 1
+stages:
+  - {name: f, type: files, pattern: '*.txt', shuffle: %v}
+  - {name: c, type: cache, dir: .c}
+%s  - {name: out, type: discard}
+`
+	const replays = `stage "f" above this cache shuffles, but a cache replays its samples in the order of their IDs: `
+	for _, tc := range []struct {
+		shuffle bool
+		below   string
+		want    string
+	}{
+		{true, "", replays + "the epochs after the one that fills it (and later runs) are not shuffled; shuffle below the cache"},
+		{true, "  - {name: m, type: map, set: {x: '1'}}\n  - {name: s, type: shuffle, buffer: 8}\n",
+			replays + `after the pass that fills it (and in later runs) only shuffle "s" below reorders them, within its buffer, and the shuffle of stage "f" changes the first pass alone`},
+		{false, "  - {name: s, type: shuffle, buffer: 8}\n", ""},
+	} {
+		_, diags := spec.Parse("c.yaml", []byte(fmt.Sprintf(src, tc.shuffle, tc.below)), spec.Options{Catalog: stages.Default()})
+		var got []string
+		for _, d := range diags {
+			got = append(got, d.Message)
+		}
+		if diags.HasErrors() || strings.Join(got, "\n") != tc.want {
+			t.Errorf("shuffle %v, below %q:\ngot  %q\nwant %q", tc.shuffle, tc.below, got, tc.want)
+		}
+	}
+}
