@@ -451,6 +451,15 @@ stages:
 	if r.code != 1 || r.stdout != want || r.stderr != "2 problems\n" {
 		t.Errorf("got %s\nwant exit 1, stdout\n%s", r, want)
 	}
+	// The machine's own checks still run; --probe, which needs the
+	// inputs, says it did not.
+	huge := writeSpec(t, dir, "huge.yaml", "version: 1\nname: huge\nresources: {memory: 100TiB}\nstages:\n"+
+		"  - {name: files, type: files, pattern: \"nothing-here/*.tfrecord\"}\n  - {name: records, type: tfrecord}\n  - {name: out, type: discard}\n")
+	r = run(t, "validate", "--probe", "3", huge)
+	if r.code != 1 || !strings.Contains(r.stdout, huge+": warning: --probe was not run: it needs the problems above fixed first\n") ||
+		!strings.Contains(r.stdout, huge+":3:21: warning: resources.memory: 100TiB is more than the memory this process may use") {
+		t.Errorf("--probe with a machine problem: got %s", r)
+	}
 }
 
 // TestValidateSaysFitNotChecked: a spec whose own problems keep it from

@@ -121,7 +121,11 @@ func validateFile(ctx context.Context, g *globals, file string, set []string, en
 		if bare == nil || structural.HasErrors() {
 			return append(diags, notChecked)
 		}
-		sp, environment, probeN = bare, false, 0
+		if probeN > 0 {
+			diags = append(diags, spec.Diagnostic{Pos: spec.Pos{File: file}, Severity: spec.SevWarning,
+				Message: "--probe was not run: it needs the problems above fixed first"})
+		}
+		sp, probeN = bare, 0
 	}
 	p, err := plan.Compile(sp, g.registry, plan.Options{})
 	if err != nil {

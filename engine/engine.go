@@ -502,13 +502,15 @@ func (r *Run) commit(ctx context.Context) error {
 			} else {
 				err = n.impl.(stages.Sink).Commit()
 			}
+			// A serve sink's Commit waits for its trainer to take the
+			// frames still buffered: time in which the sink waited for
+			// nothing, which its waited share must count, as it counts
+			// the time between trainers there (stages.Idler), whether the
+			// commit succeeds or not.
+			n.until.Store(max(1, int64(time.Since(r.start))))
 			if err != nil {
 				return stepErr(n, "commit", err)
 			}
-			// A serve sink's Commit waits for its trainer to take the
-			// frames still buffered: time in which the sink waited for
-			// nothing, which its waited share must count.
-			n.until.Store(max(1, int64(time.Since(r.start))))
 		}
 	}
 	return nil

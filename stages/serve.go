@@ -387,6 +387,12 @@ func (s *serveSink) send(ctx context.Context, f *outFrame) error {
 		if !errors.Is(err, errTrainerLeft) {
 			return err
 		}
+		if onlyMarkers(s.queue) {
+			// The trainer left having acknowledged every sample: ends of
+			// epoch wait in the queue, and the next sample's Write (or the
+			// commit) looks for a trainer if one is needed.
+			return nil
+		}
 	}
 }
 
