@@ -36,14 +36,7 @@ func TestNVMLSourceOnAMockDGX(t *testing.T) {
 	lib.Devices[7].(*server.Device).GetUtilizationRatesFunc = func() (nvml.Utilization, nvml.Return) {
 		return nvml.Utilization{}, nvml.ERROR_GPU_IS_LOST
 	}
-	src, err := FromNVML(lib)
-	if err != nil {
-		t.Fatal(err)
-	}
-	m, err := NewMonitor(src)
-	if err != nil {
-		t.Fatal(err)
-	}
+	m := monitorOn(t, lib)
 	m.Sample()
 	s := m.Summary()
 	if len(s.Devices) != 8 {
@@ -70,6 +63,20 @@ func TestNVMLSourceOnAMockDGX(t *testing.T) {
 	}
 }
 
+// monitorOn opens a Monitor over lib through the NVML adapter.
+func monitorOn(t *testing.T, lib nvml.Interface) *Monitor {
+	t.Helper()
+	src, err := FromNVML(lib)
+	if err != nil {
+		t.Fatal(err)
+	}
+	m, err := NewMonitor(src)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return m
+}
+
 // TestMIGGivesNoUtilization: NVML gives no utilization for a GPU in MIG
 // mode (ERROR_NOT_SUPPORTED); the read says so, wrapping ErrNotSupported,
 // and a summary of such devices says none could be read instead of "no
@@ -82,14 +89,8 @@ func TestMIGGivesNoUtilization(t *testing.T) {
 			return nvml.Utilization{}, nvml.ERROR_NOT_SUPPORTED
 		}
 	}
-	src, err := FromNVML(lib)
-	if err != nil {
-		t.Fatal(err)
-	}
-	m, err := NewMonitor(src)
-	if err != nil {
-		t.Fatal(err)
-	}
+	m := monitorOn(t, lib)
+	src := m.src
 	if _, err := src.Read(0); !errors.Is(err, ErrNotSupported) {
 		t.Errorf("read: %v, want ErrNotSupported", err)
 	}
