@@ -873,10 +873,11 @@ type SinkReport struct {
 	// ActiveS is the time from the return of the sink's first Write to
 	// its end (its commit, once committed), less the time it then had no
 	// consumer (stages.Idler: a serve sink between trainers); 0 while it
-	// has written nothing, as when a serve sink still waits for a trainer. WaitedS is
-	// the part of it the sink spent waiting for its next sample, and
-	// WaitedShare their ratio: high when the pipeline held the sink (a
-	// serve sink's trainer) back, near 0 when the sink was the slow end.
+	// has written nothing, as when a serve sink still waits for a trainer.
+	// WaitedS is the part of it the sink spent waiting for its next
+	// sample, and WaitedShare their ratio: high when the pipeline held the
+	// sink (a serve sink's trainer) back, near 0 when the sink was the
+	// slow end.
 	ActiveS     float64 `json:"active_s"`
 	WaitedS     float64 `json:"waited_s"`
 	WaitedShare float64 `json:"waited_share"`
