@@ -16,8 +16,8 @@ import (
 )
 
 // TestNVMLSourceOnAMockDGX reads go-nvml's mock of a DGX H200 (eight
-// GPUs; the NVIDIA driver cannot exist on the machines the tests run on)
-// through the NVML adapter: device names and memory from the mock's
+// GPUs, where CI has no driver; TestOpenOnThisMachine reads a real one
+// where there is) through the NVML adapter: device names and memory from the mock's
 // configuration, utilization and processes from functions set per device.
 func TestNVMLSourceOnAMockDGX(t *testing.T) {
 	lib := dgxh200.New()
