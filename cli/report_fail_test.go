@@ -151,7 +151,7 @@ func TestReportOfASpecThatDoesNotFit(t *testing.T) {
 		t.Fatalf("got %s\nwant exit 3", r)
 	}
 	rep, b := readReport(t, report)
-	want := file + `:4:11: resources.memory: stage "shuffle" buffers 1000 samples of about 588.25KiB each = 574.47MiB, more than resources.memory (256MiB)`
+	want := file + `:4:11: resources.memory: stage "shuffle" buffers 1000 samples of about 588.25KiB each = 574.47MiB, more than resources.memory (256MiB): lower its buffer to 222 or raise the budget`
 	if rep.OK == nil || *rep.OK || rep.Error != want {
 		t.Errorf("report %s: want ok false and %q", b, want)
 	}

@@ -386,8 +386,14 @@ func (p *Plan) Fit() []FitProblem {
 						n.Buffer, spec.ByteSize(n.InSampleBytes), spec.ByteSize(need), spec.ByteSize(room), bs.BufferShare(), p.budget(), n.Stage.Type, max(1, room/n.InSampleBytes))
 				}
 			} else if need > p.Memory {
-				add(budgetPath(n, "buffer"), false, "stage %q buffers %d samples of about %s each = %s, more than %s",
-					n.Stage.Name, n.Buffer, spec.ByteSize(n.InSampleBytes), spec.ByteSize(need), p.budget())
+				// Say what would fit: a buffer that shares the budget may
+				// fill its share of it, any other the whole.
+				room := p.Memory
+				if bs, ok := n.Stage.Config.(BufferSharer); ok && bs.BufferShare() > 1 {
+					room /= int64(bs.BufferShare())
+				}
+				add(budgetPath(n, "buffer"), false, "stage %q buffers %d samples of about %s each = %s, more than %s: lower its buffer to %d or raise the budget",
+					n.Stage.Name, n.Buffer, spec.ByteSize(n.InSampleBytes), spec.ByteSize(need), p.budget(), max(1, room/n.InSampleBytes))
 				errs++
 			}
 		}
