@@ -8,6 +8,7 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+	"syscall"
 )
 
 // atomicFile is written beside its final path under a hidden temporary
@@ -217,6 +218,11 @@ func checkDirFor(path, what string) error {
 				if errors.As(err, &pe) {
 					err = pe.Err // the probe's random name means nothing to the user
 				}
+				if errors.Is(err, syscall.ENOENT) {
+					// An existing directory that says "no such file" to a
+					// new one is a pseudo file system such as /proc.
+					err = errors.New("it takes no new files")
+				}
 				if d != dir {
 					return fmt.Errorf("%s %s cannot be made in %s: %w", what, dir, d, err)
 				}
@@ -226,7 +232,9 @@ func checkDirFor(path, what string) error {
 			os.Remove(f.Name())
 			return nil
 		}
-		if !os.IsNotExist(err) || filepath.Dir(d) == d {
+		// Absent, or under a file (ENOTDIR): look further up, where the
+		// loop names the file that is no directory.
+		if !os.IsNotExist(err) && !errors.Is(err, syscall.ENOTDIR) || filepath.Dir(d) == d {
 			return fmt.Errorf("%s %s: %w", what, dir, err)
 		}
 	}

@@ -7,6 +7,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"os"
+	"path/filepath"
 	"slices"
 	"sort"
 	"strings"
@@ -49,7 +50,8 @@ func (c *CacheConfig) Check(cc *spec.CheckContext) sample.Schema {
 		cc.Errorf("commit_every", "must be at least 1, got %d", c.CommitEvery)
 	}
 	if c.Dir != "" && cc.Environment {
-		if err := checkWritable(cc.Resolve(c.Dir) + "/x"); err != nil {
+		// Named as what it is: a cache's directory is no output.
+		if err := checkDirFor(filepath.Join(cc.Resolve(c.Dir), "x"), "cache directory"); err != nil {
 			cc.Errorf("dir", "%v", err)
 		}
 	}

@@ -328,3 +328,28 @@ stages:
 		}
 	}
 }
+
+// TestCacheDirNamedAsSuch: a cache directory that cannot be made is called
+// a cache directory, not an output directory (found by a new-user test).
+func TestCacheDirNamedAsSuch(t *testing.T) {
+	dir := t.TempDir()
+	file := filepath.Join(dir, "file")
+	if err := os.WriteFile(file, nil, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	src := "version: 1\nname: c\nseed: 1\nstages:\n  - {name: r, type: range, count: 3}\n  - {name: c, type: cache, dir: file/cache}\n  - {name: out, type: discard}\n"
+	_, diags := spec.Parse(filepath.Join(dir, "c.yaml"), []byte(src), spec.Options{Catalog: stages.Default(), Environment: true})
+	want := "c.yaml:6:33: stages[1].dir: " + file + " is not a directory"
+	if len(diags) != 1 || !strings.HasSuffix(diags[0].String(), want) {
+		t.Errorf("got %v\nwant one ending %q", diags, want)
+	}
+	if _, err := os.Stat("/proc/self"); err != nil {
+		t.Skip("no /proc here")
+	}
+	src = strings.Replace(src, "file/cache", "/proc/piperun-cache", 1)
+	_, diags = spec.Parse(filepath.Join(dir, "c.yaml"), []byte(src), spec.Options{Catalog: stages.Default(), Environment: true})
+	want = "stages[1].dir: cache directory /proc/piperun-cache cannot be made in /proc: it takes no new files"
+	if len(diags) != 1 || !strings.HasSuffix(diags[0].String(), want) {
+		t.Errorf("got %v\nwant one ending %q", diags, want)
+	}
+}
