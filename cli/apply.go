@@ -87,7 +87,8 @@ func applyCmd(g *globals) *cobra.Command {
 			tty := progress == "always" || (progress == "auto" && isTerminal(g.stderr))
 			watch(run, g, tty, sp.Epochs)
 			rep, runErr := run.Wait()
-			rep.GPU = stopGPU(serveFeeds(sp, rep))
+			feeds := serveFeeds(sp, rep)
+			rep.GPU = stopGPU(feeds)
 			interrupted := errors.Is(runErr, context.Canceled)
 			if interrupted {
 				msg := "no output was committed"
@@ -113,7 +114,7 @@ func applyCmd(g *globals) *cobra.Command {
 			if runErr != nil {
 				return exit(ExitFailed, runErr)
 			}
-			summary(g, rep, serveFeeds(sp, rep))
+			summary(g, rep, feeds)
 			return nil
 		},
 	}
