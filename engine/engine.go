@@ -388,6 +388,14 @@ func (r *Run) run(parent context.Context) {
 	defer cancel()
 	r.cancel = cancel
 	g, ctx := errgroup.WithContext(runCtx)
+	// While the sources start, learn whether huge pages are worth asking
+	// for here; the first large buffers come a few milliseconds later.
+	g.Go(func() error {
+		if h, s, ok := tensor.ProbeHugePages(); ok {
+			r.log.Debug("first write to a fresh 2 MiB block", zap.Duration("huge_pages", h), zap.Duration("4KiB_pages", s), zap.Bool("asking_for_huge_pages", h < s))
+		}
+		return nil
+	})
 	for _, n := range r.nodes {
 		n := n
 		if n.idle {

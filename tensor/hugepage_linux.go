@@ -1,28 +1,95 @@
 package tensor
 
 import (
+	"sync"
+	"sync/atomic"
 	"syscall"
+	"time"
 	"unsafe"
 )
 
 // hugePage is the size of an x86-64 / arm64 transparent huge page.
 const hugePage = 2 << 20
 
+// hugeAdvice is whether AdviseHuge asks for huge pages: 0 until
+// ProbeHugePages has measured (ask, as before the probe existed), then
+// 1 (ask) or 2 (do not).
+var hugeAdvice atomic.Int32
+
 // AdviseHuge asks the kernel to back the 2 MiB blocks holding a fresh
-// buffer b with transparent huge pages. Tensor buffers are hundreds of
-// kilobytes to tens of megabytes, first touched page by page; in a virtual
-// machine each 4 KiB page fault can cost 10–20 µs, which for a fresh
+// buffer b with transparent huge pages, unless ProbeHugePages found them
+// dearer than 4 KiB pages on this machine. Tensor buffers are hundreds of
+// kilobytes to tens of megabytes, first touched page by page; in some
+// virtual machines each 4 KiB page fault costs 10–20 µs, which for a fresh
 // 19 MiB batch is more than the copy that fills it. With THP in "madvise"
 // mode (the common default) the Go runtime does not ask for huge pages
 // itself, and it maps the heap in 4 MiB chunks, so the whole aligned block
 // around b is mapped. A block whose pages are already touched stays as it
 // is. Errors are ignored: the hint is an optimisation only.
 func AdviseHuge(b []byte) {
-	if len(b) == 0 {
+	if len(b) == 0 || hugeAdvice.Load() == 2 {
 		return
 	}
 	p := uintptr(unsafe.Pointer(&b[0]))
 	beg := p &^ (hugePage - 1)
 	end := (p + uintptr(len(b)) + hugePage - 1) &^ (hugePage - 1)
 	_, _, _ = syscall.Syscall(syscall.SYS_MADVISE, beg, end-beg, syscall.MADV_HUGEPAGE)
+}
+
+var probe struct {
+	sync.Once
+	huge, small time.Duration
+	ok          bool
+}
+
+// ProbeHugePages measures, once per process, what a first write costs on
+// one fresh 2 MiB block backed by a transparent huge page and on one
+// backed by 4 KiB pages, and makes AdviseHuge ask for huge pages only if
+// they were the cheaper. The answer depends on the machine and on the
+// moment, not on the code. On one host of this project's 2-vCPU kind 4 KiB
+// faults cost 2.5 ms per MiB and huge pages 1.1–1.7. On another, a
+// Firecracker guest with free page reporting, the kernel hands the free
+// 2 MiB blocks back to the host, so a huge page is most often one the host
+// must fault in again: 2.5 ms/MiB against 0.4 for 4 KiB pages, taken from
+// memory the guest still holds; only just after another process freed its
+// huge pages are they cheap (0.15 ms/MiB). There, W1's 2-epoch run took
+// 7 % less CPU with the probe than with huge pages always asked for
+// (bench/RESULTS.md, run U). The probe costs one fault of each kind,
+// 1–10 ms, on a goroutine of its own while the run starts.
+func ProbeHugePages() (huge, small time.Duration, ok bool) {
+	probe.Do(func() {
+		probe.huge, probe.small, probe.ok = probePages()
+		switch {
+		case !probe.ok:
+		case probe.huge < probe.small:
+			hugeAdvice.Store(1)
+		default:
+			hugeAdvice.Store(2)
+		}
+	})
+	return probe.huge, probe.small, probe.ok
+}
+
+// probePages times the first write to every 4 KiB page of two fresh,
+// aligned 2 MiB blocks, the first advised MADV_HUGEPAGE, the second
+// MADV_NOHUGEPAGE.
+func probePages() (huge, small time.Duration, ok bool) {
+	m, err := syscall.Mmap(-1, 0, 3*hugePage, syscall.PROT_READ|syscall.PROT_WRITE, syscall.MAP_ANON|syscall.MAP_PRIVATE)
+	if err != nil {
+		return 0, 0, false
+	}
+	defer func() { _ = syscall.Munmap(m) }()
+	off := int((hugePage - uintptr(unsafe.Pointer(&m[0]))%hugePage) % hugePage)
+	h, s := m[off:off+hugePage], m[off+hugePage:off+2*hugePage]
+	if syscall.Madvise(h, syscall.MADV_HUGEPAGE) != nil || syscall.Madvise(s, syscall.MADV_NOHUGEPAGE) != nil {
+		return 0, 0, false
+	}
+	touch := func(b []byte) time.Duration {
+		t := time.Now()
+		for i := 0; i < len(b); i += 4096 {
+			b[i] = 1
+		}
+		return time.Since(t)
+	}
+	return touch(h), touch(s), true
 }

@@ -1,0 +1,29 @@
+package tensor
+
+import (
+	"testing"
+	"time"
+)
+
+// TestProbeHugePages checks that the probe measures both kinds of page on
+// Linux and that AdviseHuge's choice follows what it measured.
+func TestProbeHugePages(t *testing.T) {
+	huge, small, ok := ProbeHugePages()
+	if !ok {
+		t.Skip("no transparent huge pages to probe here")
+	}
+	if huge <= 0 || small <= 0 || huge > time.Second || small > time.Second {
+		t.Fatalf("probe: huge %v, 4 KiB %v: want each between 0 and 1s", huge, small)
+	}
+	want := int32(2)
+	if huge < small {
+		want = 1
+	}
+	if got := hugeAdvice.Load(); got != want {
+		t.Errorf("after a probe of huge %v against 4 KiB %v, advice = %d, want %d", huge, small, got, want)
+	}
+	h2, s2, _ := ProbeHugePages()
+	if h2 != huge || s2 != small {
+		t.Errorf("a second probe measured again: %v %v, want the first's %v %v", h2, s2, huge, small)
+	}
+}
