@@ -207,7 +207,7 @@ var u8ToF32 = func() (t [256]float32) {
 // anyway, changes no bit.
 func FloatTable(mean, std []float32, c int) (*tensor.FloatLUT, error) {
 	if mean == nil {
-		return &tensor.FloatLUT{Tables: [][256]float32{u8ToF32}, Op: "to_float"}, nil
+		return tensor.AffineLUT([]float32{0}, []float32{1}, "to_float"), nil
 	}
 	n := max(len(mean), len(std))
 	switch {
@@ -216,18 +216,15 @@ func FloatTable(mean, std []float32, c int) (*tensor.FloatLUT, error) {
 	case n > 1 && n != c || len(mean) != 1 && len(mean) != n || len(std) != 1 && len(std) != n:
 		return nil, fmt.Errorf("imageops: normalize: %w: mean has %d and std %d values, %s", ErrArgument, len(mean), len(std), wantChannels(c))
 	}
-	l := &tensor.FloatLUT{Tables: make([][256]float32, n), Op: "to_float | normalize"}
-	for i := range l.Tables {
+	sub, mul := make([]float32, n), make([]float32, n)
+	for i := range sub {
 		m, s := mean[min(i, len(mean)-1)], std[min(i, len(std)-1)]
 		if s == 0 {
 			return nil, fmt.Errorf("imageops: normalize: %w: std is 0 for channel %d", ErrArgument, i)
 		}
-		inv := 1 / s
-		for v, f := range u8ToF32 {
-			l.Tables[i][v] = (f - m) * inv
-		}
+		sub[i], mul[i] = m, 1/s
 	}
-	return l, nil
+	return tensor.AffineLUT(sub, mul, "to_float | normalize"), nil
 }
 
 // wantChannels says how many mean or std values an image of c channels takes.

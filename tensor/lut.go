@@ -12,6 +12,30 @@ type FloatLUT struct {
 	Tables [][256]float32
 	// Op names the conversion in plans and errors, e.g. "to_float".
 	Op string
+	// sub and mul, set by AffineLUT, say that Tables[c][v] is
+	// (float32(v)/255 - sub[c]) * mul[c]: Apply then computes the floats,
+	// eight at a time where the CPU allows, instead of looking them up.
+	sub, mul []float32
+}
+
+// AffineLUT returns the FloatLUT of (level/255 - sub[c]) * mul[c] for
+// channel c, each step rounded to float32: to_float is sub {0}, mul {1};
+// a normalize after it is sub = mean, mul = 1/std. sub and mul have one
+// value, for every channel, or one per channel, and the same length.
+func AffineLUT(sub, mul []float32, op string) *FloatLUT {
+	if len(sub) == 0 || len(sub) != len(mul) {
+		panic("tensor: AffineLUT wants as many sub as mul values, at least one")
+	}
+	l := &FloatLUT{Tables: make([][256]float32, len(sub)), Op: op, sub: sub, mul: mul}
+	for c := range l.Tables {
+		for v := range l.Tables[c] {
+			// The conversions keep each step rounded on its own, as the
+			// SIMD path computes it: no fused operation may join them.
+			f := float32(v) / 255
+			l.Tables[c][v] = float32(f-sub[c]) * mul[c]
+		}
+	}
+	return l
 }
 
 // Channels returns how many channels the tables are for; 1 means any.
@@ -21,6 +45,16 @@ func (l *FloatLUT) Channels() int { return len(l.Tables) }
 // have that many. With per-channel tables the channel of element i is i mod
 // Channels.
 func (l *FloatLUT) Apply(dst []float32, src []byte) {
+	src = src[:len(dst)]
+	if affineFast && (len(l.sub) == 1 || len(l.sub) == 3) && len(l.sub) == len(l.Tables) {
+		affineInto(dst, src, l.sub, l.mul)
+		return
+	}
+	l.lookUp(dst, src)
+}
+
+// lookUp is Apply through the tables.
+func (l *FloatLUT) lookUp(dst []float32, src []byte) {
 	src = src[:len(dst)]
 	switch len(l.Tables) {
 	case 1:
