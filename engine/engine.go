@@ -392,7 +392,7 @@ func (r *Run) run(parent context.Context) {
 	// for here; the first large buffers come a few milliseconds later.
 	g.Go(func() error {
 		if h, s, ok := tensor.ProbeHugePages(); ok {
-			r.log.Debug("first write to a fresh 2 MiB block", zap.Duration("huge_pages", h), zap.Duration("4KiB_pages", s), zap.Bool("asking_for_huge_pages", h < s))
+			r.log.Debug("first write to a fresh 2 MiB block", zap.Duration("huge_pages", h), zap.Duration("4KiB_pages", s), zap.Bool("asking_for_huge_pages", h > 0 && h < s))
 		}
 		return nil
 	})

@@ -1,6 +1,7 @@
 package tensor
 
 import (
+	"runtime"
 	"sync"
 	"sync/atomic"
 	"syscall"
@@ -43,25 +44,27 @@ var probe struct {
 }
 
 // ProbeHugePages measures, once per process, what a first write costs on
-// one fresh 2 MiB block backed by a transparent huge page and on one
-// backed by 4 KiB pages, and makes AdviseHuge ask for huge pages only if
-// they were the cheaper. The answer depends on the machine and on the
-// moment, not on the code. On one host of this project's 2-vCPU kind 4 KiB
-// faults cost 2.5 ms per MiB and huge pages 1.1–1.7. On another, a
-// Firecracker guest with free page reporting, the kernel hands the free
-// 2 MiB blocks back to the host, so a huge page is most often one the host
-// must fault in again: 2.5 ms/MiB against 0.4 for 4 KiB pages, taken from
-// memory the guest still holds; only just after another process freed its
-// huge pages are they cheap (0.15 ms/MiB). There, W1's 2-epoch run took
-// 7 % less CPU with the probe than with huge pages always asked for
-// (bench/RESULTS.md, run U). The probe costs one fault of each kind,
-// 1–10 ms, on a goroutine of its own while the run starts.
+// a fresh 2 MiB block of 4 KiB pages, and, if that is dear, on one backed
+// by a transparent huge page; it makes AdviseHuge ask for huge pages only
+// if they were measured and found the cheaper. The answer depends on the
+// machine and on the moment, not on the code. On one host of this
+// project's 2-vCPU kind 4 KiB faults cost 2.5 ms per MiB and huge pages
+// 1.1–1.7. On another, a Firecracker guest with free page reporting, the
+// kernel hands free 2 MiB blocks back to the host, so a huge page is most
+// often one the host must fault in again, 2.4–2.7 ms/MiB, against 0.4 for
+// 4 KiB pages taken from memory the guest still holds. Only just after
+// another process freed its huge pages are they cheap there (0.15 ms/MiB
+// for the first, and then again 5 ms/MiB for W1's 19 MiB batch buffer,
+// faulted in while both decoders waited): so one cheap huge page says
+// little, and where 4 KiB pages cost under cheapSmall huge pages cannot
+// save much and are not tried. The probe costs 1–10 ms, on a goroutine of
+// its own while the run starts.
 func ProbeHugePages() (huge, small time.Duration, ok bool) {
 	probe.Do(func() {
 		probe.huge, probe.small, probe.ok = probePages()
 		switch {
 		case !probe.ok:
-		case probe.huge < probe.small:
+		case probe.huge > 0 && probe.huge < probe.small:
 			hugeAdvice.Store(1)
 		default:
 			hugeAdvice.Store(2)
@@ -70,9 +73,16 @@ func ProbeHugePages() (huge, small time.Duration, ok bool) {
 	return probe.huge, probe.small, probe.ok
 }
 
-// probePages times the first write to every 4 KiB page of two fresh,
-// aligned 2 MiB blocks, the first advised MADV_HUGEPAGE, the second
-// MADV_NOHUGEPAGE.
+// cheapSmall is the first-write cost of a 2 MiB block of 4 KiB pages under
+// which huge pages are not tried: 1.5 ms/MiB. They could save at most that
+// (36 ms of CPU over W1's 24 MiB of fresh buffers), and in the Firecracker
+// guest, where 4 KiB pages cost 0.4–1.1 ms/MiB by this probe, one that
+// looked cheap cost 5 ms/MiB a moment later.
+const cheapSmall = 3 * time.Millisecond
+
+// probePages times the first write to every 4 KiB page of a fresh,
+// aligned 2 MiB block advised MADV_NOHUGEPAGE, and, if that took
+// cheapSmall or more, of one advised MADV_HUGEPAGE (huge is 0 if not).
 func probePages() (huge, small time.Duration, ok bool) {
 	m, err := syscall.Mmap(-1, 0, 3*hugePage, syscall.PROT_READ|syscall.PROT_WRITE, syscall.MAP_ANON|syscall.MAP_PRIVATE)
 	if err != nil {
@@ -80,16 +90,36 @@ func probePages() (huge, small time.Duration, ok bool) {
 	}
 	defer func() { _ = syscall.Munmap(m) }()
 	off := int((hugePage - uintptr(unsafe.Pointer(&m[0]))%hugePage) % hugePage)
-	h, s := m[off:off+hugePage], m[off+hugePage:off+2*hugePage]
-	if syscall.Madvise(h, syscall.MADV_HUGEPAGE) != nil || syscall.Madvise(s, syscall.MADV_NOHUGEPAGE) != nil {
+	s, h := m[off:off+hugePage], m[off+hugePage:off+2*hugePage]
+	if syscall.Madvise(s, syscall.MADV_NOHUGEPAGE) != nil {
 		return 0, 0, false
 	}
+	// The probe runs while the run's first stages start, on as many
+	// threads as cores or more: a wall clock would count the time it was
+	// preempted. So it counts this thread's CPU time, in which the kernel's
+	// fault handling (and the host's, in a guest) is included.
+	runtime.LockOSThread()
+	defer runtime.UnlockOSThread()
 	touch := func(b []byte) time.Duration {
-		t := time.Now()
+		t := threadCPU()
 		for i := 0; i < len(b); i += 4096 {
 			b[i] = 1
 		}
-		return time.Since(t)
+		return threadCPU() - t
 	}
-	return touch(h), touch(s), true
+	if small = touch(s); small < cheapSmall {
+		return 0, small, true
+	}
+	if syscall.Madvise(h, syscall.MADV_HUGEPAGE) != nil {
+		return 0, small, true
+	}
+	return touch(h), small, true
+}
+
+// threadCPU returns the CPU time the calling thread has used.
+func threadCPU() time.Duration {
+	var ts syscall.Timespec
+	const clockThreadCPUTimeID = 3
+	_, _, _ = syscall.Syscall(syscall.SYS_CLOCK_GETTIME, clockThreadCPUTimeID, uintptr(unsafe.Pointer(&ts)), 0)
+	return time.Duration(ts.Nano())
 }

@@ -12,11 +12,14 @@ func TestProbeHugePages(t *testing.T) {
 	if !ok {
 		t.Skip("no transparent huge pages to probe here")
 	}
-	if huge <= 0 || small <= 0 || huge > time.Second || small > time.Second {
-		t.Fatalf("probe: huge %v, 4 KiB %v: want each between 0 and 1s", huge, small)
+	if small <= 0 || small > time.Second || huge < 0 || huge > time.Second {
+		t.Fatalf("probe: huge %v, 4 KiB %v: want 4 KiB between 0 and 1s, huge not over 1s", huge, small)
+	}
+	if (huge == 0) != (small < cheapSmall) {
+		t.Errorf("probe: 4 KiB pages took %v (cheap under %v), huge %v: want huge pages tried exactly when 4 KiB pages are dear", small, cheapSmall, huge)
 	}
 	want := int32(2)
-	if huge < small {
+	if huge > 0 && huge < small {
 		want = 1
 	}
 	if got := hugeAdvice.Load(); got != want {
