@@ -446,8 +446,9 @@ stages:
   - {name: out, type: discard}
 `)
 	r := run(t, "validate", p)
-	want := p + `:5:41: stages[0].pattern: pattern "nothing-here/*.tfrecord" matches no file (resolved to ` + filepath.Join(dir, "nothing-here/*.tfrecord") + ")\n" +
-		p + ":3:21: resources.memory: buffers need at least 18.88MiB (files ≥ 196B, records ≥ 198B, shuffle ≥ 18.88MiB; ≥: the sizes of strings and bytes are known only at run time, and count as empty here; --probe N measures them), more than resources.memory (1MiB)\n"
+	// In line order, though the fit is checked after the pattern.
+	want := p + ":3:21: resources.memory: buffers need at least 18.88MiB (files ≥ 196B, records ≥ 198B, shuffle ≥ 18.88MiB; ≥: the sizes of strings and bytes are known only at run time, and count as empty here; --probe N measures them), more than resources.memory (1MiB)\n" +
+		p + `:5:41: stages[0].pattern: pattern "nothing-here/*.tfrecord" matches no file (resolved to ` + filepath.Join(dir, "nothing-here/*.tfrecord") + ")\n"
 	if r.code != 1 || r.stdout != want || r.stderr != "2 problems\n" {
 		t.Errorf("got %s\nwant exit 1, stdout\n%s", r, want)
 	}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"go.uber.org/zap"
+	"sort"
 	"strings"
 
 	"github.com/spf13/cobra"
@@ -99,8 +100,27 @@ func validateCmd(g *globals) *cobra.Command {
 }
 
 // validateFile runs every check on one spec, including the memory fit that
-// needs a plan.
+// needs a plan, and returns the problems in the order of the lines they
+// point at, as a compiler lists them; those that point at no line (the
+// spec as a whole) come last, in the order found.
 func validateFile(ctx context.Context, g *globals, file string, set []string, environment bool, probeN int64) spec.Diagnostics {
+	diags := checkFile(ctx, g, file, set, environment, probeN)
+	sort.SliceStable(diags, func(i, j int) bool {
+		a, b := diags[i].Pos, diags[j].Pos
+		if (a.Line == 0) != (b.Line == 0) {
+			return b.Line == 0
+		}
+		if a.Line != b.Line {
+			return a.Line < b.Line
+		}
+		return a.Col < b.Col
+	})
+	return diags
+}
+
+// checkFile is validateFile before the problems are put in line order: the
+// spec's own first, then its memory fit, then the machine's.
+func checkFile(ctx context.Context, g *globals, file string, set []string, environment bool, probeN int64) spec.Diagnostics {
 	sp, diags := spec.Load(file, spec.Options{Catalog: g.registry, Set: set, Environment: environment})
 	if sp == nil {
 		return diags
