@@ -404,6 +404,89 @@ stages:
 	}
 }
 
+// TestServeWaitingTrainerGetsTheEndAfterTheFirstLeft: trainer B connects
+// while A is served; A stops once it has the last batch, before the end of
+// its last epoch. B, waiting to take over, gets the hello, the end of that
+// epoch and the end of the stream, not a connection closed without a word
+// (the run used to end ok and close it unread).
+func TestServeWaitingTrainerGetsTheEndAfterTheFirstLeft(t *testing.T) {
+	dir := t.TempDir()
+	sock := filepath.Join(dir, "p.sock")
+	p := writeSpec(t, dir, "two.yaml", `version: 1
+name: two
+seed: 3
+epochs: 2
+stages:
+  - {name: src, type: range, count: 8}
+  - {name: batch, type: batch, size: 4}
+  - {name: out, type: serve, listen: 'unix://`+sock+`'}
+`)
+	done := applyInBackground(context.Background(), p)
+	a := dialWhenUp(t, "unix://"+sock)
+	type result struct {
+		samples, ends int
+		err           error
+	}
+	got := make(chan result, 1)
+	trainerB := func() {
+		var r result
+		b, err := serve.Dial("unix://" + sock)
+		if err != nil {
+			got <- result{err: err}
+			return
+		}
+		defer b.Close()
+		for {
+			_, err := b.Next()
+			switch {
+			case errors.Is(err, io.EOF):
+				got <- r
+				return
+			case errors.Is(err, serve.ErrEndOfEpoch):
+				r.ends++
+			case err != nil:
+				r.err = err
+				got <- r
+				return
+			default:
+				r.samples++
+			}
+		}
+	}
+	for batches := 0; batches < 4; {
+		if _, err := a.Next(); err == nil {
+			batches++
+		} else if !errors.Is(err, serve.ErrEndOfEpoch) {
+			t.Fatal(err)
+		}
+		if batches == 3 {
+			go trainerB()
+			time.Sleep(300 * time.Millisecond) // B's connection and greeting are in
+			batches++
+			if _, err := a.Next(); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	a.Close()
+	select {
+	case r := <-done:
+		if r.code != 0 {
+			t.Errorf("apply: %s\nwant success", r)
+		}
+	case <-time.After(20 * time.Second):
+		t.Fatal("apply still runs 20 s after the first trainer left with every sample")
+	}
+	select {
+	case r := <-got:
+		if r.err != nil || r.samples != 0 || r.ends != 1 {
+			t.Errorf("trainer B got %d samples, %d ends of epoch, then %v; want 0 samples, the last end of epoch and the end of the stream", r.samples, r.ends, r.err)
+		}
+	case <-time.After(5 * time.Second):
+		t.Fatal("trainer B got no end of the stream within 5 s of the run's end")
+	}
+}
+
 // TestValidateServeTCP: validate tries a TCP address, so a port another
 // process holds (a run serving there now) is reported at the listen key,
 // while port 0 (any free port) passes; --no-environment leaves it alone.

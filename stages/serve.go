@@ -231,26 +231,69 @@ func (s *serveSink) connect(ctx context.Context) error {
 		if err := ctx.Err(); err != nil {
 			return err
 		}
-		c = s.greeted()
-		if c == nil {
-			continue
-		}
-		s.waiting = false
-		if err := s.write(ctx, c, net.Buffers{s.hello}); err != nil {
-			c.Close()
-			if ctx.Err() != nil {
-				return ctx.Err()
+		if c = s.greeted(); c != nil {
+			if err := s.adopt(ctx, c); err != nil {
+				return err
 			}
-			s.log.Warn("trainer left before the hello", zap.Error(err))
+		}
+	}
+	return nil
+}
+
+// adopt sends the hello to c, a connection that greeted as a trainer, and
+// makes it the trainer being served; one that leaves before the hello is
+// closed and s.conn stays nil. The error is ctx's, if it ended.
+func (s *serveSink) adopt(ctx context.Context, c net.Conn) error {
+	s.waiting = false
+	if err := s.write(ctx, c, net.Buffers{s.hello}); err != nil {
+		c.Close()
+		if ctx.Err() != nil {
+			return ctx.Err()
+		}
+		s.log.Warn("trainer left before the hello", zap.Error(err))
+		return nil
+	}
+	s.conn = c
+	s.served = true
+	s.written, s.acked, s.ackBuf = 0, 0, s.ackBuf[:0]
+	if s.network == "tcp" {
+		s.log.Info("trainer connected", zap.String("from", c.RemoteAddr().String()))
+	} else {
+		s.log.Info("trainer connected")
+	}
+	return nil
+}
+
+// waitingWithin is how long a commit whose trainer left after the last
+// sample reads the greetings of connections already made, looking for a
+// trainer waiting to take over.
+const waitingWithin = 200 * time.Millisecond
+
+// takeWaiting makes a trainer that is already waiting, connected while
+// another was served, the one being served: it accepts the connections
+// made and reads their greetings for up to waitingWithin. It returns at
+// once when no connection is waiting; s.conn stays nil if none greets.
+func (s *serveSink) takeWaiting(ctx context.Context) error {
+	end := time.Now().Add(waitingWithin)
+	for s.conn == nil && time.Now().Before(end) {
+		if d, ok := s.ln.(interface{ SetDeadline(time.Time) error }); ok {
+			d.SetDeadline(time.Now().Add(time.Millisecond))
+		}
+		c, err := s.ln.Accept()
+		if err == nil {
+			s.pending = append(s.pending, &pendingConn{c: c, since: time.Now()})
 			continue
 		}
-		s.conn = c
-		s.served = true
-		s.written, s.acked, s.ackBuf = 0, 0, s.ackBuf[:0]
-		if s.network == "tcp" {
-			s.log.Info("trainer connected", zap.String("from", c.RemoteAddr().String()))
-		} else {
-			s.log.Info("trainer connected")
+		if ne, ok := err.(net.Error); !ok || !ne.Timeout() || len(s.pending) == 0 {
+			return nil
+		}
+		if err := ctx.Err(); err != nil {
+			return err
+		}
+		if c = s.greeted(); c != nil {
+			if err := s.adopt(ctx, c); err != nil {
+				return err
+			}
 		}
 	}
 	return nil
@@ -585,9 +628,16 @@ func (s *serveSink) CommitContext(ctx context.Context) error {
 			// The trainer left having read every sample, before the end
 			// of its last epoch: as one that stopped after its last
 			// epoch, it has everything; waiting for another would hang.
-			s.log.Info("the trainer left after the last sample, before the end of its last epoch; it had read every sample",
-				zap.Int("ends_of_epoch_unread", len(s.queue)-1))
-			return nil
+			// But a trainer already waiting to take over is told the
+			// stream ended, not cut off without a hello.
+			// Its only error is ctx's: stopped now, the run has still
+			// delivered every sample.
+			_ = s.takeWaiting(ctx)
+			if s.conn == nil {
+				s.log.Info("the trainer left after the last sample, before the end of its last epoch; it had read every sample",
+					zap.Int("ends_of_epoch_unread", len(s.queue)-1))
+				return nil
+			}
 		}
 		err := s.flush(ctx)
 		if err == nil && len(s.queue) > 1 {
