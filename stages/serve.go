@@ -155,10 +155,20 @@ type serveSink struct {
 	// nanoseconds since spent with none connected (IdleTime).
 	served bool
 	idle   atomic.Int64
+	// idleSince is when the current time without a trainer began, in
+	// nanoseconds since the Unix epoch, or 0 while one is served: so that
+	// IdleTime, read by the live progress, counts a gap still under way.
+	idleSince atomic.Int64
 }
 
 // IdleTime implements Idler: the time between trainers.
-func (s *serveSink) IdleTime() time.Duration { return time.Duration(s.idle.Load()) }
+func (s *serveSink) IdleTime() time.Duration {
+	d := s.idle.Load()
+	if t := s.idleSince.Load(); t > 0 {
+		d += max(0, time.Now().UnixNano()-t)
+	}
+	return time.Duration(d)
+}
 
 // pendingConn is an accepted connection and how much of its greeting came.
 type pendingConn struct {
@@ -212,7 +222,14 @@ func newServeSink(env *Env, c *ServeConfig) (*serveSink, error) {
 // probe) holds up no trainer: it is closed after greetWithin.
 func (s *serveSink) connect(ctx context.Context) error {
 	if s.conn == nil && s.served {
-		defer func(t0 time.Time) { s.idle.Add(int64(time.Since(t0))) }(time.Now())
+		t0 := time.Now()
+		s.idleSince.Store(t0.UnixNano())
+		defer func() {
+			// Cleared first: a reader between the two misses the gap for
+			// a moment rather than counting it twice.
+			s.idleSince.Store(0)
+			s.idle.Add(int64(time.Since(t0)))
+		}()
 	}
 	for s.conn == nil {
 		if !s.waiting {

@@ -54,3 +54,51 @@ func TestServeEndOfEpochAfterTheTrainerLeft(t *testing.T) {
 		t.Fatal("waited until the deadline")
 	}
 }
+
+// TestServeIdleTimeCountsTheGapUnderWay: while the sink waits for the next
+// trainer, IdleTime already counts the wait (the live progress reads it),
+// and once a trainer connects it stops growing.
+func TestServeIdleTimeCountsTheGapUnderWay(t *testing.T) {
+	sock := filepath.Join(t.TempDir(), "s.sock")
+	env := &Env{Spec: &spec.Spec{Name: "t", Epochs: 1}, Stage: &spec.Stage{Name: "out"}, Log: zap.NewNop()}
+	sk, err := newServeSink(env, &ServeConfig{Listen: "unix://" + sock})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	read := func() error { // one trainer that reads one sample and leaves
+		c, err := serve.Dial("unix://" + sock)
+		if err == nil {
+			_, err = c.Next()
+			c.Close()
+		}
+		return err
+	}
+	first := make(chan error, 1)
+	go func() { first <- read() }()
+	if err := sk.Write(ctx, &sample.Sample{Fields: map[string]any{"x": int64(1)}}); err != nil {
+		t.Fatal(err)
+	}
+	if err := <-first; err != nil {
+		t.Fatal(err)
+	}
+	wrote := make(chan error, 1)
+	go func() { wrote <- sk.Write(ctx, &sample.Sample{Fields: map[string]any{"x": int64(2)}}) }()
+	time.Sleep(300 * time.Millisecond)
+	if d := sk.IdleTime(); d < 250*time.Millisecond {
+		t.Errorf("IdleTime %v while waiting 300 ms for the next trainer; want the gap under way counted", d)
+	}
+	if err := read(); err != nil {
+		t.Fatal(err)
+	}
+	if err := <-wrote; err != nil {
+		t.Fatal(err)
+	}
+	d1 := sk.IdleTime()
+	time.Sleep(50 * time.Millisecond)
+	if d2 := sk.IdleTime(); d2 != d1 || d1 < 300*time.Millisecond {
+		t.Errorf("IdleTime %v, then %v 50 ms later, with a trainer served; want at least 300 ms, not growing", d1, d2)
+	}
+	sk.Abort()
+}
