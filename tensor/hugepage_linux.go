@@ -18,8 +18,9 @@ const hugePage = 2 << 20
 var hugeAdvice atomic.Int32
 
 // AdviseHuge asks the kernel to back the 2 MiB blocks holding a fresh
-// buffer b with transparent huge pages, unless ProbeHugePages found them
-// dearer than 4 KiB pages on this machine. Tensor buffers are hundreds of
+// buffer b with transparent huge pages, unless ProbeHugePages has run and
+// did not find them the cheaper (or found 4 KiB pages cheap enough not to
+// try them). Tensor buffers are hundreds of
 // kilobytes to tens of megabytes, first touched page by page; in some
 // virtual machines each 4 KiB page fault costs 10–20 µs, which for a fresh
 // 19 MiB batch is more than the copy that fills it. With THP in "madvise"
@@ -84,6 +85,9 @@ const cheapSmall = 3 * time.Millisecond
 // aligned 2 MiB block advised MADV_NOHUGEPAGE, and, if that took
 // cheapSmall or more, of one advised MADV_HUGEPAGE (huge is 0 if not).
 func probePages() (huge, small time.Duration, ok bool) {
+	if syscall.Getpagesize() != 4096 {
+		return 0, 0, false // 16 or 64 KiB pages: other sizes, another trade
+	}
 	m, err := syscall.Mmap(-1, 0, 3*hugePage, syscall.PROT_READ|syscall.PROT_WRITE, syscall.MAP_ANON|syscall.MAP_PRIVATE)
 	if err != nil {
 		return 0, 0, false
@@ -100,26 +104,33 @@ func probePages() (huge, small time.Duration, ok bool) {
 	// fault handling (and the host's, in a guest) is included.
 	runtime.LockOSThread()
 	defer runtime.UnlockOSThread()
-	touch := func(b []byte) time.Duration {
-		t := threadCPU()
+	touch := func(b []byte) (time.Duration, bool) {
+		t0, ok0 := threadCPU()
 		for i := 0; i < len(b); i += 4096 {
 			b[i] = 1
 		}
-		return threadCPU() - t
+		t1, ok1 := threadCPU()
+		return t1 - t0, ok0 && ok1 && t1 > t0
 	}
-	if small = touch(s); small < cheapSmall {
+	if small, ok = touch(s); !ok {
+		return 0, 0, false
+	}
+	if small < cheapSmall || syscall.Madvise(h, syscall.MADV_HUGEPAGE) != nil {
 		return 0, small, true
 	}
-	if syscall.Madvise(h, syscall.MADV_HUGEPAGE) != nil {
-		return 0, small, true
+	if huge, ok = touch(h); !ok {
+		return 0, 0, false
 	}
-	return touch(h), small, true
+	return huge, small, true
 }
 
-// threadCPU returns the CPU time the calling thread has used.
-func threadCPU() time.Duration {
+// threadCPU returns the CPU time the calling thread has used; ok is false
+// if the clock cannot be read (a seccomp filter).
+func threadCPU() (d time.Duration, ok bool) {
 	var ts syscall.Timespec
 	const clockThreadCPUTimeID = 3
-	_, _, _ = syscall.Syscall(syscall.SYS_CLOCK_GETTIME, clockThreadCPUTimeID, uintptr(unsafe.Pointer(&ts)), 0)
-	return time.Duration(ts.Nano())
+	if _, _, e := syscall.Syscall(syscall.SYS_CLOCK_GETTIME, clockThreadCPUTimeID, uintptr(unsafe.Pointer(&ts)), 0); e != 0 {
+		return 0, false
+	}
+	return time.Duration(ts.Nano()), true
 }

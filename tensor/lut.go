@@ -18,14 +18,20 @@ type FloatLUT struct {
 	sub, mul []float32
 }
 
+// minComputed is the shortest row Apply computes rather than looks up.
+const minComputed = 256
+
 // AffineLUT returns the FloatLUT of (level/255 - sub[c]) * mul[c] for
 // channel c, each step rounded to float32: to_float is sub {0}, mul {1};
 // a normalize after it is sub = mean, mul = 1/std. sub and mul have one
-// value, for every channel, or one per channel, and the same length.
+// value, for every channel, or one per channel, and the same length; they
+// are copied. Apply may compute instead of reading the tables, so the
+// tables of the FloatLUT returned must not be changed.
 func AffineLUT(sub, mul []float32, op string) *FloatLUT {
 	if len(sub) == 0 || len(sub) != len(mul) {
 		panic("tensor: AffineLUT wants as many sub as mul values, at least one")
 	}
+	sub, mul = append([]float32(nil), sub...), append([]float32(nil), mul...)
 	l := &FloatLUT{Tables: make([][256]float32, len(sub)), Op: op, sub: sub, mul: mul}
 	for c := range l.Tables {
 		for v := range l.Tables[c] {
@@ -46,7 +52,8 @@ func (l *FloatLUT) Channels() int { return len(l.Tables) }
 // Channels.
 func (l *FloatLUT) Apply(dst []float32, src []byte) {
 	src = src[:len(dst)]
-	if affineFast && (len(l.sub) == 1 || len(l.sub) == 3) && len(l.sub) == len(l.Tables) {
+	// A cgo call costs about as much as a hundred lookups.
+	if affineFast && len(dst) >= minComputed && (len(l.sub) == 1 || len(l.sub) == 3) && len(l.sub) == len(l.Tables) {
 		affineInto(dst, src, l.sub, l.mul)
 		return
 	}

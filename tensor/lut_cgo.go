@@ -3,7 +3,7 @@
 package tensor
 
 /*
-#cgo CFLAGS: -O2
+#cgo CFLAGS: -O2 -fno-fast-math
 #include "lut_cgo.h"
 */
 import "C"

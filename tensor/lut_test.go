@@ -25,7 +25,7 @@ func TestAffineLUTComputesTheTablesBits(t *testing.T) {
 		{"random", []float32{r.Float32(), -r.Float32(), 3 * r.Float32()}, []float32{1 / r.Float32(), -7 * r.Float32(), 1e-3}},
 	} {
 		l := AffineLUT(tc.sub, tc.mul, tc.name)
-		for _, n := range []int{0, 1, 2, 3, 23, 24, 25, 47, 256 * 3, 224*224*3 + 5} {
+		for _, n := range []int{0, 1, 2, 3, 23, 24, 25, 47, minComputed, minComputed + 1, minComputed + 23, 256 * 3, 224*224*3 + 5} {
 			src := make([]byte, n+7) // Apply reads only len(dst) levels
 			for i := range src {
 				src[i] = byte(r.IntN(256))
