@@ -367,12 +367,9 @@ stages:
 	}
 }
 
-// TestServeTrainerLeavesAfterLastSample: a trainer that stops once it has
-// the last batch, before reading the end of its last epoch (a loop that
-// counts its steps), has every sample: the run succeeds instead of waiting
-// for another trainer to take the end of the epoch (found by a new-user
-// test: the run waited for ever).
-func TestServeTrainerLeavesAfterLastSample(t *testing.T) {
+// applyTwoEpochsOfTwoBatches starts apply on a spec that serves 2 epochs
+// of 2 batches of 4 on a Unix socket, and returns the socket's path.
+func applyTwoEpochsOfTwoBatches(t *testing.T) (string, chan result) {
 	dir := t.TempDir()
 	sock := filepath.Join(dir, "p.sock")
 	p := writeSpec(t, dir, "steps.yaml", `version: 1
@@ -384,7 +381,16 @@ stages:
   - {name: batch, type: batch, size: 4}
   - {name: out, type: serve, listen: 'unix://`+sock+`'}
 `)
-	done := applyInBackground(context.Background(), p)
+	return sock, applyInBackground(context.Background(), p)
+}
+
+// TestServeTrainerLeavesAfterLastSample: a trainer that stops once it has
+// the last batch, before reading the end of its last epoch (a loop that
+// counts its steps), has every sample: the run succeeds instead of waiting
+// for another trainer to take the end of the epoch (found by a new-user
+// test: the run waited for ever).
+func TestServeTrainerLeavesAfterLastSample(t *testing.T) {
+	sock, done := applyTwoEpochsOfTwoBatches(t)
 	c := dialWhenUp(t, "unix://"+sock)
 	for batches := 0; batches < 4; {
 		if _, err := c.Next(); err == nil {
@@ -410,18 +416,7 @@ stages:
 // epoch and the end of the stream, not a connection closed without a word
 // (the run used to end ok and close it unread).
 func TestServeWaitingTrainerGetsTheEndAfterTheFirstLeft(t *testing.T) {
-	dir := t.TempDir()
-	sock := filepath.Join(dir, "p.sock")
-	p := writeSpec(t, dir, "two.yaml", `version: 1
-name: two
-seed: 3
-epochs: 2
-stages:
-  - {name: src, type: range, count: 8}
-  - {name: batch, type: batch, size: 4}
-  - {name: out, type: serve, listen: 'unix://`+sock+`'}
-`)
-	done := applyInBackground(context.Background(), p)
+	sock, done := applyTwoEpochsOfTwoBatches(t)
 	a := dialWhenUp(t, "unix://"+sock)
 	type result struct {
 		samples, ends int
