@@ -507,6 +507,9 @@ func (s *serveSink) readAcks(ctx context.Context, block bool) error {
 		if block {
 			s.conn.SetReadDeadline(time.Now().Add(pollEvery))
 			n, err = s.conn.Read(buf[:])
+			// A deadline left set would fail the reads that do not
+			// wait (readNow) once it passes, as if the trainer left.
+			s.conn.SetReadDeadline(time.Time{})
 			if ne, ok := err.(net.Error); ok && ne.Timeout() {
 				if err := ctx.Err(); err != nil {
 					return err
@@ -562,8 +565,10 @@ func (s *serveSink) take(b []byte) error {
 }
 
 // readNow reads what c has received without waiting: n 0 and a nil error
-// when nothing has come. A deadline in the past would fail before trying.
+// when nothing has come. It clears c's read deadline first: one that has
+// passed would fail the read before it tried.
 func readNow(c net.Conn, buf []byte) (n int, err error) {
+	c.SetReadDeadline(time.Time{})
 	sc, ok := c.(syscall.Conn)
 	if !ok {
 		return 0, nil

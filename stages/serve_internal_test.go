@@ -102,3 +102,58 @@ func TestServeIdleTimeCountsTheGapUnderWay(t *testing.T) {
 	}
 	sk.Abort()
 }
+
+// TestServeSlowTrainerIsNotTakenForGone: a trainer slower than the
+// pipeline makes the sink wait for acknowledgements (a read with a
+// deadline); a read that does not wait, more than that deadline later,
+// must still find the trainer there. The deadline used to stay set, so
+// the sink dropped a live trainer with "i/o timeout" and sent its
+// unacknowledged frames to the next one again (found by a new-user test:
+// 257 batches twice).
+func TestServeSlowTrainerIsNotTakenForGone(t *testing.T) {
+	sock := filepath.Join(t.TempDir(), "s.sock")
+	env := &Env{Spec: &spec.Spec{Name: "t", Epochs: 1}, Stage: &spec.Stage{Name: "out"}, Log: zap.NewNop()}
+	sk, err := newServeSink(env, &ServeConfig{Listen: "unix://" + sock})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer sk.Abort()
+	const n = maxUnackedFrames + 20
+	read := make(chan error, 1)
+	go func() {
+		c, err := serve.Dial("unix://" + sock)
+		if err != nil {
+			read <- err
+			return
+		}
+		defer c.Close()
+		for i := 0; i < n; i++ {
+			if i < 40 {
+				time.Sleep(time.Millisecond) // slower than the sink, until it waits
+			}
+			if _, err := c.Next(); err != nil {
+				read <- err
+				return
+			}
+		}
+		read <- nil
+		time.Sleep(time.Second) // connected, every frame acknowledged
+	}()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	for i := 0; i < n; i++ {
+		if err := sk.Write(ctx, &sample.Sample{Fields: map[string]any{"x": int64(i)}}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := <-read; err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(2 * pollEvery) // past the deadline of the last wait
+	if err := sk.readAcks(ctx, false); err != nil || sk.conn == nil {
+		t.Fatalf("a read that does not wait, with the trainer connected: %v (connected: %v)", err, sk.conn != nil)
+	}
+	if len(sk.queue) != 0 {
+		t.Errorf("%d frames unacknowledged after the trainer read all %d", len(sk.queue), n)
+	}
+}
