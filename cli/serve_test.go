@@ -402,8 +402,9 @@ func TestServeTrainerLeavesAfterLastSample(t *testing.T) {
 	c.Close()
 	select {
 	case r := <-done:
-		if r.code != 0 || !strings.Contains(r.stderr, "the trainer left after the last sample") {
-			t.Errorf("apply: %s\nwant success, saying the trainer left after the last sample", r)
+		if r.code != 0 || !strings.Contains(r.stderr, "the trainer left after the last sample") ||
+			strings.Contains(r.stderr, "the next to connect gets the rest") {
+			t.Errorf("apply: %s\nwant success, saying the trainer left after the last sample, with no warning of a hand-over", r)
 		}
 	case <-time.After(20 * time.Second):
 		t.Fatal("apply still waits 20 s after the trainer left with every sample")

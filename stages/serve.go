@@ -487,8 +487,21 @@ func (s *serveSink) left(err error) error {
 			break
 		}
 	}
-	s.log.Warn("trainer left; the next to connect gets the rest, from the first frame it did not acknowledge",
-		zap.Error(err), zap.Int64("frames_sent", s.sent), zap.Int("frames_unacknowledged", len(s.queue)))
+	unacked := 0 // samples; the queue also holds ends of epoch
+	for _, f := range s.queue {
+		if f.smp != nil {
+			unacked++
+		}
+	}
+	if unacked == 0 {
+		// Every sample reached it: no loss to warn of (a trainer that
+		// stops after its last batch, or between epochs).
+		s.log.Info("trainer left having acknowledged every sample sent", zap.Error(err),
+			zap.Int64("samples_sent", s.sent), zap.Int("ends_of_epoch_unread", len(s.queue)))
+	} else {
+		s.log.Warn("trainer left; the next to connect gets the rest, from the first sample it did not acknowledge",
+			zap.Error(err), zap.Int64("samples_sent", s.sent), zap.Int("samples_unacknowledged", unacked))
+	}
 	s.conn.Close()
 	s.conn = nil
 	s.written, s.acked, s.ackBuf = 0, 0, s.ackBuf[:0]
