@@ -480,7 +480,7 @@ stages:
 	want := p + `:6:5: stages[1]: missing required field "buffer"` + "\n" +
 		p + `:6:36: stages[1].bufer: unknown field "bufer" (did you mean "buffer"?)` + "\n" +
 		p + ": warning: resources.memory: the memory fit was not checked: it needs the problems above fixed first\n"
-	if r.code != 1 || r.stdout != want || r.stderr != "2 problems\n" {
+	if r.code != 1 || r.stdout != want || r.stderr != "2 problems, 1 warning\n" {
 		t.Errorf("got %s\nwant exit 1 and\n%s", r, want)
 	}
 }

@@ -80,6 +80,11 @@ func validateCmd(g *globals) *cobra.Command {
 				if n > 0 {
 					line = fmt.Sprintf("%d problem%s", n, plural(n))
 				}
+				// Warnings do not fail validate, but a count that leaves
+				// out lines printed above reads as a miscount.
+				if w := len(all) - n; w > 0 {
+					line += fmt.Sprintf(", %d warning%s", w, plural(w))
+				}
 				if g.logFormat == "json" { // every line on stderr is JSON there
 					g.log.Info(line, zap.Int("problems", n))
 				} else {
