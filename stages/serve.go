@@ -640,13 +640,14 @@ func (s *serveSink) Commit() error { return s.CommitContext(context.Background()
 // of the stream says so.
 const waitNotice = 30 * time.Second
 
-// CommitContext sends the end of the stream, then waits until a trainer
-// has acknowledged every frame before it, however long the trainer takes
-// to read them (an evaluation, a checkpoint), handing what one that
-// leaves did not acknowledge to the next. A trainer that leaves having
+// CommitContext waits until a trainer has acknowledged every frame,
+// however long the trainer takes to read them (an evaluation, a
+// checkpoint), handing what one that leaves did not acknowledge to the
+// next, then sends the end of the stream. A trainer that leaves having
 // read every sample and end of epoch, without the end of the stream (it
 // stopped after its last epoch), is no failure. ctx is the run's: Ctrl-C
-// stops the wait, and the run then fails, as it did not deliver.
+// stops the wait, and the run then fails, as it did not deliver; the
+// trainer sees the stream cut.
 func (s *serveSink) CommitContext(ctx context.Context) error {
 	defer s.shut()
 	b, err := serve.EncodeJSON(serve.KindEndOfStream, serve.EndHeader{Frames: s.sent})
@@ -656,9 +657,12 @@ func (s *serveSink) CommitContext(ctx context.Context) error {
 	if len(s.queue) == 0 && s.conn == nil {
 		return nil // every frame acknowledged; no trainer to tell
 	}
-	s.queue = append(s.queue, &outFrame{bufs: net.Buffers{b}, bytes: int64(len(b))})
+	// The end of the stream goes out only once every frame before it is
+	// acknowledged: sent with them, it would reach a trainer even when
+	// the run is stopped while it waits for the acknowledgements, and the
+	// trainer would take a failed run for one that ended.
 	last := time.Now()
-	for len(s.queue) > 1 {
+	for len(s.queue) > 0 {
 		if s.conn == nil && s.served && onlyMarkers(s.queue) {
 			// The trainer left having read every sample, before the end
 			// of its last epoch: as one that stopped after its last
@@ -670,28 +674,27 @@ func (s *serveSink) CommitContext(ctx context.Context) error {
 			_ = s.takeWaiting(ctx)
 			if s.conn == nil {
 				s.log.Info("the trainer left after the last sample, before the end of its last epoch; it had read every sample",
-					zap.Int("ends_of_epoch_unread", len(s.queue)-1))
+					zap.Int("ends_of_epoch_unread", len(s.queue)))
 				return nil
 			}
 		}
 		err := s.flush(ctx)
-		if err == nil && len(s.queue) > 1 {
+		if err == nil && len(s.queue) > 0 {
 			err = s.readAcks(ctx, true)
 		}
 		switch {
 		case err == nil || errors.Is(err, errTrainerLeft):
 		default:
-			return fmt.Errorf("%d frames not delivered: %w", len(s.queue)-1, err)
+			return fmt.Errorf("%d frames not delivered: %w", len(s.queue), err)
 		}
 		if time.Since(last) > waitNotice {
 			last = time.Now()
-			s.log.Info("waiting for the trainer to read the end of the stream", zap.Int("frames_unacknowledged", len(s.queue)-1))
+			s.log.Info("waiting for the trainer to read the end of the stream", zap.Int("frames_unacknowledged", len(s.queue)))
 		}
 	}
-	// Every frame before the end of the stream is delivered. A trainer
-	// still connected has been sent it, unless it connected after the
-	// rest was acknowledged; one that has gone needs no more.
-	if s.conn != nil && len(s.queue) == 1 && s.written == 0 {
+	// Every frame is delivered. A trainer still connected is told the
+	// stream ended; one that has gone needs no more.
+	if s.conn != nil {
 		if err := s.write(ctx, s.conn, net.Buffers{b}); err != nil && ctx.Err() == nil {
 			s.log.Info("the trainer left before the end of the stream; it had read every sample", zap.Error(err))
 		}

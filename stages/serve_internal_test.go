@@ -2,7 +2,9 @@ package stages
 
 import (
 	"context"
+	"net"
 	"path/filepath"
+	"slices"
 	"testing"
 	"time"
 
@@ -155,5 +157,54 @@ func TestServeSlowTrainerIsNotTakenForGone(t *testing.T) {
 	}
 	if len(sk.queue) != 0 {
 		t.Errorf("%d frames unacknowledged after the trainer read all %d", len(sk.queue), n)
+	}
+}
+
+// TestServeStoppedCommitSendsNoEnd: a run stopped while its serve sink
+// waits for the trainer to acknowledge the last frames must not send the
+// end of the stream: the trainer would take the failed run for one that
+// ended. It used to be written with the last frames, before the wait
+// (found by a new-user test: Ctrl-C during the wait, and the trainer
+// still read a clean end).
+func TestServeStoppedCommitSendsNoEnd(t *testing.T) {
+	sock := filepath.Join(t.TempDir(), "s.sock")
+	env := &Env{Spec: &spec.Spec{Name: "t", Epochs: 1}, Stage: &spec.Stage{Name: "out"}, Log: zap.NewNop()}
+	sk, err := newServeSink(env, &ServeConfig{Listen: "unix://" + sock})
+	if err != nil {
+		t.Fatal(err)
+	}
+	kinds := make(chan []uint8, 1)
+	go func() { // a trainer that reads but does not acknowledge
+		var got []uint8
+		defer func() { kinds <- got }()
+		c, err := net.Dial("unix", sock)
+		if err != nil {
+			return
+		}
+		defer c.Close()
+		if _, err := c.Write([]byte(serve.ClientHello)); err != nil {
+			return
+		}
+		for {
+			f, err := serve.ReadFrame(c)
+			if err != nil {
+				return
+			}
+			got = append(got, f.Kind)
+		}
+	}()
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	if err := sk.Write(ctx, &sample.Sample{Fields: map[string]any{"x": int64(1)}}); err != nil {
+		t.Fatal(err)
+	}
+	time.AfterFunc(300*time.Millisecond, cancel) // Ctrl-C while the commit waits
+	if err := sk.CommitContext(ctx); err == nil {
+		t.Fatal("commit stopped before the trainer acknowledged: want an error")
+	}
+	got := <-kinds
+	want := []uint8{serve.KindHello, serve.KindSample}
+	if !slices.Equal(got, want) {
+		t.Errorf("the trainer read frames of kinds %v; want %v (hello, the sample, no end of stream)", got, want)
 	}
 }
