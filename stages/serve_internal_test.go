@@ -23,12 +23,7 @@ import (
 // only a departure noticed in the commit; one noticed while writing the
 // end of epoch still waited for ever.)
 func TestServeEndOfEpochAfterTheTrainerLeft(t *testing.T) {
-	sock := filepath.Join(t.TempDir(), "s.sock")
-	env := &Env{Spec: &spec.Spec{Name: "t", Epochs: 1}, Stage: &spec.Stage{Name: "out"}, Log: zap.NewNop()}
-	sk, err := newServeSink(env, &ServeConfig{Listen: "unix://" + sock})
-	if err != nil {
-		t.Fatal(err)
-	}
+	sk, sock := testServeSink(t)
 	gone := make(chan error, 1)
 	go func() {
 		c, err := serve.Dial("unix://" + sock)
@@ -61,12 +56,7 @@ func TestServeEndOfEpochAfterTheTrainerLeft(t *testing.T) {
 // trainer, IdleTime already counts the wait (the live progress reads it),
 // and once a trainer connects it stops growing.
 func TestServeIdleTimeCountsTheGapUnderWay(t *testing.T) {
-	sock := filepath.Join(t.TempDir(), "s.sock")
-	env := &Env{Spec: &spec.Spec{Name: "t", Epochs: 1}, Stage: &spec.Stage{Name: "out"}, Log: zap.NewNop()}
-	sk, err := newServeSink(env, &ServeConfig{Listen: "unix://" + sock})
-	if err != nil {
-		t.Fatal(err)
-	}
+	sk, sock := testServeSink(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
 	read := func() error { // one trainer that reads one sample and leaves
@@ -113,12 +103,7 @@ func TestServeIdleTimeCountsTheGapUnderWay(t *testing.T) {
 // unacknowledged frames to the next one again (found by a new-user test:
 // 257 batches twice).
 func TestServeSlowTrainerIsNotTakenForGone(t *testing.T) {
-	sock := filepath.Join(t.TempDir(), "s.sock")
-	env := &Env{Spec: &spec.Spec{Name: "t", Epochs: 1}, Stage: &spec.Stage{Name: "out"}, Log: zap.NewNop()}
-	sk, err := newServeSink(env, &ServeConfig{Listen: "unix://" + sock})
-	if err != nil {
-		t.Fatal(err)
-	}
+	sk, sock := testServeSink(t)
 	defer sk.Abort()
 	const n = maxUnackedFrames + 20
 	read := make(chan error, 1)
@@ -167,12 +152,7 @@ func TestServeSlowTrainerIsNotTakenForGone(t *testing.T) {
 // (found by a new-user test: Ctrl-C during the wait, and the trainer
 // still read a clean end).
 func TestServeStoppedCommitSendsNoEnd(t *testing.T) {
-	sock := filepath.Join(t.TempDir(), "s.sock")
-	env := &Env{Spec: &spec.Spec{Name: "t", Epochs: 1}, Stage: &spec.Stage{Name: "out"}, Log: zap.NewNop()}
-	sk, err := newServeSink(env, &ServeConfig{Listen: "unix://" + sock})
-	if err != nil {
-		t.Fatal(err)
-	}
+	sk, sock := testServeSink(t)
 	kinds := make(chan []uint8, 1)
 	go func() { // a trainer that reads but does not acknowledge
 		var got []uint8
@@ -207,4 +187,17 @@ func TestServeStoppedCommitSendsNoEnd(t *testing.T) {
 	if !slices.Equal(got, want) {
 		t.Errorf("the trainer read frames of kinds %v; want %v (hello, the sample, no end of stream)", got, want)
 	}
+}
+
+// testServeSink returns a serve sink listening on a Unix socket in a
+// temporary directory, and the socket's path.
+func testServeSink(t *testing.T) (*serveSink, string) {
+	t.Helper()
+	sock := filepath.Join(t.TempDir(), "s.sock")
+	env := &Env{Spec: &spec.Spec{Name: "t", Epochs: 1}, Stage: &spec.Stage{Name: "out"}, Log: zap.NewNop()}
+	sk, err := newServeSink(env, &ServeConfig{Listen: "unix://" + sock})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return sk, sock
 }
