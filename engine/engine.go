@@ -161,15 +161,39 @@ func (c skipCause) before(d skipCause) bool {
 	return c.seq < d.seq
 }
 
+// maxSkipWarnings is how many skips a stage logs at warn level; later
+// ones go to debug, so that a run over a badly damaged dataset still
+// names every file that was skipped when asked to, without burying the
+// rest of its log by default. The report counts them all.
+const maxSkipWarnings = 100
+
 func (n *node) skip(s *sample.Sample, err error) {
-	n.mu.Lock()
-	defer n.mu.Unlock()
-	n.skipped++
-	c := skipCause{seq: n.skipped, text: err.Error()}
+	c := skipCause{text: err.Error()}
 	if s != nil {
 		c.sample, c.epoch, c.id = true, s.Epoch, s.ID
 		c.text = s.Describe() + ": " + c.text
 	}
+	n.mu.Lock()
+	n.skipped++
+	c.seq = n.skipped
+	seq := n.skipped
+	n.keepCause(c)
+	n.mu.Unlock()
+	if log := n.env.Log; log != nil {
+		switch {
+		case seq < maxSkipWarnings:
+			log.Warn("skipped: "+c.text, zap.Int64("skipped", seq))
+		case seq == maxSkipWarnings:
+			log.Warn("skipped: "+c.text+" (further skips at this stage are logged at debug level; the report counts them all)", zap.Int64("skipped", seq))
+		default:
+			log.Debug("skipped: "+c.text, zap.Int64("skipped", seq))
+		}
+	}
+}
+
+// keepCause keeps c among the first maxCauses causes in input order; n.mu
+// is held.
+func (n *node) keepCause(c skipCause) {
 	if len(n.skipCauses) < maxCauses {
 		n.skipCauses = append(n.skipCauses, c)
 		return

@@ -12,7 +12,14 @@ import (
 	"testing"
 	"time"
 
+	"go.uber.org/zap"
+	"go.uber.org/zap/zapcore"
+	"go.uber.org/zap/zaptest/observer"
+
 	"github.com/piperun/piperun/engine"
+	"github.com/piperun/piperun/plan"
+	"github.com/piperun/piperun/spec"
+	"github.com/piperun/piperun/stages"
 	"github.com/piperun/piperun/tensor"
 )
 
@@ -829,5 +836,76 @@ stages:
 `)
 	if !errors.Is(err, engine.ErrNothingReachesTheSinks) || ctx.Err() != nil {
 		t.Fatalf("err = %v, want ErrNothingReachesTheSinks before the deadline", err)
+	}
+}
+
+// TestSkipsAreLogged: every skip is logged with the sample and the reason
+// (found by a new-user test: the skipped files were named nowhere but in the
+// report's first ten causes), the first hundred at warn level and the rest
+// at debug.
+func TestSkipsAreLogged(t *testing.T) {
+	src := `
+version: 1
+name: logged
+stages:
+  - {name: src, type: range, count: 150}
+  - name: m
+    type: map
+    parallelism: 2
+    on_error: skip
+    set: {v: 'one_hot(index, 40)'}
+  - {name: out, type: discard}
+`
+	reg := stages.Default()
+	sp, diags := spec.Parse("spec.yaml", []byte(src), spec.Options{Catalog: reg})
+	if diags.HasErrors() {
+		t.Fatal(diags)
+	}
+	p, err := plan.Compile(sp, reg, plan.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	core, logs := observer.New(zapcore.DebugLevel)
+	run, err := engine.Start(context.Background(), p, engine.Options{Registry: reg, Log: zap.New(core)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	rep, err := run.Wait()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if rep.Skipped["m"] != 110 {
+		t.Fatalf("skipped %d, want 110", rep.Skipped["m"])
+	}
+	skips := logs.FilterMessageSnippet("skipped: ").All()
+	if len(skips) != 110 {
+		t.Fatalf("%d skip lines, want 110", len(skips))
+	}
+	named := map[int]bool{}
+	warn, debug := 0, 0
+	for _, e := range skips {
+		var id int
+		if _, err := fmt.Sscanf(e.Message, "skipped: sample %d (epoch 0): set v: one_hot: index", &id); err != nil {
+			t.Fatalf("line %q does not name the sample and reason: %v", e.Message, err)
+		}
+		if !strings.Contains(e.Message, fmt.Sprintf("index %d out of range [0, 40)", id)) {
+			t.Errorf("line %q gives the wrong reason", e.Message)
+		}
+		named[id] = true
+		if e.ContextMap()["stage"] != "m" {
+			t.Errorf("line %q does not name stage m: %v", e.Message, e.ContextMap())
+		}
+		switch e.Level {
+		case zapcore.WarnLevel:
+			warn++
+		case zapcore.DebugLevel:
+			debug++
+		}
+	}
+	if len(named) != 110 || warn != 100 || debug != 10 {
+		t.Errorf("%d samples named, %d warn and %d debug lines; want 110, 100 and 10", len(named), warn, debug)
+	}
+	if n := logs.FilterMessageSnippet("further skips at this stage are logged at debug level").FilterLevelExact(zapcore.WarnLevel).Len(); n != 1 {
+		t.Errorf("%d lines say later skips go to debug, want 1", n)
 	}
 }
