@@ -688,6 +688,11 @@ func (p *patcher) Visit(node *ast.Node) {
 			args := append(append([]ast.Node{}, inner.Arguments...), n.Arguments[1:]...)
 			id.Value = fu.Into
 			n.Arguments = args
+			// A run-time error of the fused call is nearly always the
+			// inner one's (a decode of damaged bytes), so its caret goes
+			// where the user wrote that call; the message names the part
+			// that failed either way.
+			n.SetLocation(inner.Location())
 			break
 		}
 		if decoders[id.Value] && len(n.Arguments) > 0 {

@@ -83,7 +83,7 @@ func init() {
 			defer done()
 			h, w, err := hw(a, 2)
 			if err != nil {
-				return nil, err
+				return nil, fmt.Errorf("resize: %w", err) // the caret points at decode_image
 			}
 			opts.ScaleHint = imageops.ScaleHintFor(h, w, optString(a, 4))
 			return imageops.DecodeResize(data, c, h, w, optString(a, 4), opts)
@@ -110,7 +110,7 @@ func init() {
 			defer done()
 			h, w, err := hw(a, 2)
 			if err != nil {
-				return nil, err
+				return nil, fmt.Errorf("resize: %w", err) // the caret points at decode_image
 			}
 			opts.ScaleHint = imageops.ScaleHintFor(h, w, optString(a, 4))
 			return imageops.DecodeResizeFloat(data, c, h, w, optString(a, 4), opts)
@@ -211,11 +211,11 @@ func init() {
 			defer done()
 			h, w, err := hw(a, 2)
 			if err != nil {
-				return nil, err
+				return nil, fmt.Errorf("random_resized_crop: %w", err) // the caret points at decode_image
 			}
 			lo, hi, err := scales(a, 4)
 			if err != nil {
-				return nil, err
+				return nil, fmt.Errorf("random_resized_crop: %w", err)
 			}
 			opts.ScaleHint = imageops.ScaleHintFor(h, w, imageops.Bilinear)
 			return imageops.DecodeRandomResizedCrop(data, ch, h, w, lo, hi, c.Rand, opts)

@@ -306,3 +306,37 @@ func TestToFloatPassesFloat32Through(t *testing.T) {
 		t.Errorf("got %s %v, want float32 [0.25 7]", got, got.Float32())
 	}
 }
+
+// TestFusedCallErrorsPointAtTheDecode: a fused chain fails at run time
+// with its caret on the decode_image the user wrote, where damaged bytes
+// fail, not on the outer call the chain was fused into (found by a
+// new-user test); an argument of the outer call that fails names it.
+func TestFusedCallErrorsPointAtTheDecode(t *testing.T) {
+	in := sample.Schema{Fields: []sample.Field{{Name: "b", Type: sample.TBytes}, {Name: "h", Type: sample.TAny}}}
+	bad := map[string]any{"b": []byte("not an image"), "h": int64(8)}
+	good := map[string]any{"b": gradientJPEG(t, 32, 24), "h": "eight"}
+	for _, c := range []struct {
+		src  string
+		env  map[string]any
+		want string
+	}{
+		{"decode_image(b, 3) | resize(8, 8)", bad, "imageops: decode: unknown image format (want jpeg or png) (1:1)\n | decode_image(b, 3) | resize(8, 8)\n | ^"},
+		{"resize(decode_image(b, 3), 8, 8)", bad, "imageops: decode: unknown image format (want jpeg or png) (1:8)\n | resize(decode_image(b, 3), 8, 8)\n | .......^"},
+		{"let x = 1; decode_image(b, 3) | resize(8, 8) | to_float()", bad, "imageops: decode: unknown image format (want jpeg or png) (1:12)\n | let x = 1; decode_image(b, 3) | resize(8, 8) | to_float()\n | ...........^"},
+		{"decode_image(b, 3) | random_resized_crop(8, 8)", bad, "imageops: decode: unknown image format (want jpeg or png) (1:1)\n | decode_image(b, 3) | random_resized_crop(8, 8)\n | ^"},
+		{"decode_image(b, 3) | resize(h, 8)", good, "resize: height and width must be integers, got string and int (1:1)\n | decode_image(b, 3) | resize(h, 8)\n | ^"},
+		{"decode_image(b, 3) | random_resized_crop(h, 8)", good, "random_resized_crop: height and width must be integers, got string and int (1:1)\n | decode_image(b, 3) | random_resized_crop(h, 8)\n | ^"},
+	} {
+		p, err := expression.Default().Compile(c.src, in, sample.Any)
+		if err != nil {
+			t.Fatalf("%s: %v", c.src, err)
+		}
+		if !strings.Contains(p.Disassemble(), "__decode_") {
+			t.Fatalf("%s was not fused", c.src)
+		}
+		_, err = p.Run(nil, c.env)
+		if err == nil || err.Error() != c.want {
+			t.Errorf("%s:\n got %v\nwant %s", c.src, err, c.want)
+		}
+	}
+}
