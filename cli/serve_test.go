@@ -292,7 +292,9 @@ func TestServeHandOver(t *testing.T) {
 	if len(got) != 40 {
 		t.Errorf("epoch 0: %d of 40 samples reached a trainer", len(got))
 	}
-	if r := <-done; r.code != 0 || !strings.Contains(r.stderr, "trainer left; the next to connect gets the rest") {
+	// Whether A left with a frame unacknowledged depends on how far the
+	// sink got writing the next one, so either leaving line will do.
+	if r := <-done; r.code != 0 || !strings.Contains(r.stderr, "trainer left") || strings.Count(r.stderr, "trainer connected") != 2 {
 		t.Errorf("apply: %s\nwant exit 0 and the hand-over logged", r)
 	}
 }
