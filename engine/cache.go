@@ -44,15 +44,18 @@ func (r *Run) markIdle(byStage map[*spec.Stage]*node) {
 		if len(n.st.Outputs) == 0 {
 			continue
 		}
-		idle := true
+		idle, cached := true, true
 		for _, o := range n.st.Outputs {
 			on := byStage[o]
 			c, isCache := on.impl.(stages.Cacher)
 			if !on.idle && !(isCache && c.Complete()) {
 				idle = false
 			}
+			if !isCache && !on.cached {
+				cached = false
+			}
 		}
-		n.idle = idle
+		n.idle, n.cached = idle, cached
 	}
 }
 

@@ -133,6 +133,9 @@ type node struct {
 	// work is done for an epoch a cache will replay.
 	passDone chan struct{}
 	gates    []chan struct{}
+	// cached is set for stages whose every output ends in a cache: once
+	// the caches' first pass is over, nothing below wants more from them.
+	cached bool
 }
 
 const maxCauses = 10
@@ -677,6 +680,11 @@ func (r *Run) runSource(ctx context.Context, n *node, src stages.Source) (err er
 				case <-ctx.Done():
 					return ctx.Err()
 				}
+			}
+			if n.cached {
+				// The caches replay the rest. Opening another epoch would
+				// send samples nothing reads, counted as sent.
+				break
 			}
 		}
 		if err := src.Open(ctx, e); err != nil {
