@@ -63,12 +63,21 @@ type Rewrite struct {
 // the reason.
 func pushShuffles(sp *spec.Spec, memory int64, budget string, workers int) (moved, kept []Rewrite) {
 	for _, sh := range sp.Order {
-		if sh.Type != "shuffle" || len(sh.Inputs) != 1 || sh.Inputs[0].Type != "map" {
+		if sh.Type != "shuffle" || len(sh.Inputs) != 1 {
 			continue
 		}
+		in := sh.Inputs[0]
 		keep := func(format string, args ...any) {
 			kept = append(kept, Rewrite{Stage: sh.Name, Past: []string{}, SameOrder: true,
-				Why: fmt.Sprintf("shuffle %q stays behind map %q: ", sh.Name, sh.Inputs[0].Name) + fmt.Sprintf(format, args...)})
+				Why: fmt.Sprintf("shuffle %q stays behind %s %q: ", sh.Name, in.Type, in.Name) + fmt.Sprintf(format, args...)})
+		}
+		if in.Type != "map" {
+			// A user who sees a map a stage or two above may expect the
+			// move, so say why not.
+			if m := mapAbove(in); m != nil {
+				keep("the planner moves a shuffle only up a chain of maps, and %s %q stands between it and map %q", in.Type, in.Name, m.Name)
+			}
+			continue
 		}
 		if cacheBelow(sh) {
 			keep("a cache below it stores the order it receives")
@@ -342,4 +351,15 @@ func quoteList(typ string, names []string) string {
 		}
 	}
 	return s
+}
+
+// mapAbove returns the first map up the chain of one-input, one-output
+// stages above st (st included), or nil.
+func mapAbove(st *spec.Stage) *spec.Stage {
+	for cur := st; len(cur.Inputs) == 1 && len(cur.Outputs) == 1; cur = cur.Inputs[0] {
+		if cur.Type == "map" {
+			return cur
+		}
+	}
+	return nil
 }

@@ -99,7 +99,13 @@ func TestPushShuffles(t *testing.T) {
   - {name: f, type: filter, where: 'x > 4'}
   - {name: sh, type: shuffle, buffer: 4}
   - {name: out, type: discard}`,
-			"src m<src f<m sh<f out<sh", ""},
+			"src m<src f<m sh<f out<sh", `sh kept: the planner moves a shuffle only up a chain of maps, and filter "f" stands between it and map "m"`},
+		{"a shuffle with no map above it is not mentioned",
+			"", `
+  - {name: f, type: filter, where: 'index > 4'}
+  - {name: sh, type: shuffle, buffer: 4}
+  - {name: out, type: discard}`,
+			"src f<src sh<f out<sh", ""},
 		{"only past the maps before a filter",
 			"", `
   - {name: f, type: filter, where: 'index > 4'}
