@@ -404,9 +404,9 @@ func TestServeTrainerLeavesAfterLastSample(t *testing.T) {
 	c.Close()
 	select {
 	case r := <-done:
-		if r.code != 0 || !strings.Contains(r.stderr, "the trainer left after the last sample") ||
+		if r.code != 0 || !strings.Contains(r.stderr, "the trainer left after the last batch") ||
 			strings.Contains(r.stderr, "the next to connect gets the rest") {
-			t.Errorf("apply: %s\nwant success, saying the trainer left after the last sample, with no warning of a hand-over", r)
+			t.Errorf("apply: %s\nwant success, saying the trainer left after the last batch, with no warning of a hand-over", r)
 		}
 	case <-time.After(20 * time.Second):
 		t.Fatal("apply still waits 20 s after the trainer left with every sample")
@@ -705,5 +705,59 @@ func TestPythonClientBoundsAPayload(t *testing.T) {
 				t.Errorf("the client grew to %d KiB", rss)
 			}
 		})
+	}
+}
+
+// TestServeTwoSinksStoppedGiveNoCleanEnd: with two serve sinks, a run
+// stopped while the second's trainer has not read its last batches fails,
+// and the first's trainer, which read everything, sees its stream cut, not
+// a clean end: no sink announces before every trainer has read all. The
+// sinks used to commit one after the other, the first sending its end
+// before the second waited (found by a review).
+func TestServeTwoSinksStoppedGiveNoCleanEnd(t *testing.T) {
+	dir := t.TempDir()
+	sock1, sock2 := filepath.Join(dir, "1.sock"), filepath.Join(dir, "2.sock")
+	p := writeSpec(t, dir, "two.yaml", `version: 1
+name: two
+seed: 3
+epochs: 2
+stages:
+  - {name: src, type: range, count: 8}
+  - {name: batch, type: batch, size: 4}
+  - {name: out1, type: serve, inputs: [batch], listen: 'unix://`+sock1+`'}
+  - {name: out2, type: serve, inputs: [batch], listen: 'unix://`+sock2+`'}
+`)
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	done := applyInBackground(ctx, p)
+	c1 := dialWhenUp(t, "unix://"+sock1)
+	defer c1.Close()
+	c2 := dialWhenUp(t, "unix://"+sock2)
+	defer c2.Close()
+	if _, err := c2.Next(); err != nil { // one batch of four, then it stalls
+		t.Fatal(err)
+	}
+	ended := make(chan error, 1)
+	go func() {
+		for {
+			_, err := c1.Next()
+			if err != nil && !errors.Is(err, serve.ErrEndOfEpoch) {
+				ended <- err
+				return
+			}
+		}
+	}()
+	time.Sleep(500 * time.Millisecond)
+	cancel()
+	select {
+	case r := <-done:
+		if r.code == 0 {
+			t.Errorf("apply succeeded with trainer 2 three batches short: %s", r)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("apply did not stop within 10 s of the interrupt")
+	}
+	if err := <-ended; !errors.Is(err, serve.ErrCut) {
+		t.Errorf("trainer 1 read everything of a run that was stopped, then %v; want its stream cut (%v)", err, serve.ErrCut)
 	}
 }

@@ -504,11 +504,12 @@ func (r *Run) run(parent context.Context) {
 	}
 }
 
-// commit commits the sinks of a run that succeeded, in three steps, so
-// that a failure leaves no output in place: every sink that writes files
-// prepares them (written, synced, closed, final names checked); then the
-// other sinks commit (a cache), then the files are renamed into place;
-// last, the sinks that announce the end to a process outside (serve).
+// commit commits the sinks of a run that succeeded, in steps, so that a
+// failure leaves no output in place: every sink that writes files
+// prepares them (written, synced, closed, final names checked); the sinks
+// that announce the end to a process outside (serve) wait until it has
+// read everything; then the other sinks commit (a cache), then the files
+// are renamed into place; last, the announcers announce.
 // A failure at one step aborts all the sinks, before any file is renamed,
 // unless a rename itself fails, which the preparation has made unlikely.
 func (r *Run) commit(ctx context.Context) error {
@@ -533,6 +534,18 @@ func (r *Run) commit(ctx context.Context) error {
 			continue
 		}
 		rest = append(rest, n)
+	}
+	// Every trainer has read everything before anything is committed: a
+	// run stopped while a serve sink waits leaves no file in place and no
+	// trainer, of this sink or another, holding a clean end.
+	for _, n := range announcers {
+		if d, ok := n.impl.(stages.Drainer); ok {
+			err := d.Drain(ctx)
+			n.until.Store(max(1, int64(time.Since(r.start))))
+			if err != nil {
+				return stepErr(n, "commit", err)
+			}
+		}
 	}
 	for _, step := range [][]*node{rest, files, announcers} {
 		for _, n := range step {

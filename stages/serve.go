@@ -155,6 +155,9 @@ type serveSink struct {
 	// nanoseconds since spent with none connected (IdleTime).
 	served bool
 	idle   atomic.Int64
+	// batched is set once a sample sent was a batch: the log then counts
+	// batches, which is what the trainer sees.
+	batched bool
 	// idleSince is when the current time without a trainer began, in
 	// nanoseconds since the Unix epoch, or 0 while one is served: so that
 	// IdleTime, read by the live progress, counts a gap still under way.
@@ -496,11 +499,11 @@ func (s *serveSink) left(err error) error {
 	if unacked == 0 {
 		// Every sample reached it: no loss to warn of (a trainer that
 		// stops after its last batch, or between epochs).
-		s.log.Info("trainer left having acknowledged every sample sent", zap.Error(err),
-			zap.Int64("samples_sent", s.sent), zap.Int("ends_of_epoch_unread", len(s.queue)))
+		s.log.Info("trainer left having acknowledged every "+s.unit(false)+" sent", zap.Error(err),
+			zap.Int64(s.unit(true)+"_sent", s.sent), zap.Int("ends_of_epoch_unread", len(s.queue)))
 	} else {
-		s.log.Warn("trainer left; the next to connect gets the rest, from the first sample it did not acknowledge",
-			zap.Error(err), zap.Int64("samples_sent", s.sent), zap.Int("samples_unacknowledged", unacked))
+		s.log.Warn("trainer left; the next to connect gets the rest, from the first "+s.unit(false)+" it did not acknowledge",
+			zap.Error(err), zap.Int64(s.unit(true)+"_sent", s.sent), zap.Int(s.unit(true)+"_unacknowledged", unacked))
 	}
 	s.conn.Close()
 	s.conn = nil
@@ -619,6 +622,7 @@ func (s *serveSink) Write(ctx context.Context, smp *sample.Sample) error {
 	}
 	s.sent++
 	s.epochSent++
+	s.batched = s.batched || smp.BatchSize > 0
 	return s.send(ctx, &outFrame{bufs: bufs, smp: smp, bytes: n})
 }
 
@@ -654,15 +658,40 @@ func (s *serveSink) CommitContext(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	if len(s.queue) == 0 && s.conn == nil {
-		return nil // every frame acknowledged; no trainer to tell
+	if err := s.Drain(ctx); err != nil {
+		return err
 	}
+	// Every frame is delivered. A trainer still connected is told the
+	// stream ended; one that has gone needs no more, but one already
+	// waiting to take over from it is told the stream ended rather than
+	// cut off unread. takeWaiting's only error is ctx's.
+	if s.conn == nil && s.served {
+		_ = s.takeWaiting(ctx)
+	}
+	if s.conn != nil {
+		if err := s.write(ctx, s.conn, net.Buffers{b}); err != nil && ctx.Err() == nil {
+			s.log.Info("the trainer left before the end of the stream; it had read every "+s.unit(false), zap.Error(err))
+		}
+	}
+	return nil
+}
+
+// Drain implements Drainer: it waits until a trainer has acknowledged
+// every frame, handing what one that leaves did not acknowledge to the
+// next. It returns nil early when the trainer left having read every
+// sample, before the last ends of epoch.
+func (s *serveSink) Drain(ctx context.Context) error {
 	// The end of the stream goes out only once every frame before it is
 	// acknowledged: sent with them, it would reach a trainer even when
 	// the run is stopped while it waits for the acknowledgements, and the
 	// trainer would take a failed run for one that ended.
 	last := time.Now()
 	for len(s.queue) > 0 {
+		// Looked at on every turn: a trainer that reads steadily never
+		// lets a wait for acknowledgements time out, where ctx is seen.
+		if err := ctx.Err(); err != nil {
+			return fmt.Errorf("%d frames not delivered: %w", len(s.queue), err)
+		}
 		if s.conn == nil && s.served && onlyMarkers(s.queue) {
 			// The trainer left having read every sample, before the end
 			// of its last epoch: as one that stopped after its last
@@ -673,8 +702,9 @@ func (s *serveSink) CommitContext(ctx context.Context) error {
 			// delivered every sample.
 			_ = s.takeWaiting(ctx)
 			if s.conn == nil {
-				s.log.Info("the trainer left after the last sample, before the end of its last epoch; it had read every sample",
+				s.log.Info("the trainer left after the last "+s.unit(false)+", before the end of its last epoch; it had read every "+s.unit(false),
 					zap.Int("ends_of_epoch_unread", len(s.queue)))
+				s.queue, s.queuedBytes = s.queue[:0], 0 // read as delivered: drained
 				return nil
 			}
 		}
@@ -692,14 +722,23 @@ func (s *serveSink) CommitContext(ctx context.Context) error {
 			s.log.Info("waiting for the trainer to read the end of the stream", zap.Int("frames_unacknowledged", len(s.queue)))
 		}
 	}
-	// Every frame is delivered. A trainer still connected is told the
-	// stream ended; one that has gone needs no more.
-	if s.conn != nil {
-		if err := s.write(ctx, s.conn, net.Buffers{b}); err != nil && ctx.Err() == nil {
-			s.log.Info("the trainer left before the end of the stream; it had read every sample", zap.Error(err))
-		}
-	}
 	return nil
+}
+
+// unit names what the sink sends trainers, for its log: batches, where
+// a batch stage is above it, or samples; plural if many.
+func (s *serveSink) unit(many bool) string {
+	u := "sample"
+	if s.batched {
+		u = "batch"
+	}
+	switch {
+	case many && s.batched:
+		return u + "es"
+	case many:
+		return u + "s"
+	}
+	return u
 }
 
 // onlyMarkers says whether the queued frames hold no sample.

@@ -113,6 +113,15 @@ type Announcer interface {
 	Announces()
 }
 
+// Drainer is implemented by announcers whose announcement waits on a
+// process outside the run (serve: a trainer acknowledging the last
+// frames). The engine drains every announcer before any announces, so
+// that a run stopped or failed while one still waits has told no process
+// outside that it succeeded. Drain is called with the run's context.
+type Drainer interface {
+	Drain(ctx context.Context) error
+}
+
 // ContextCommitter is implemented by sinks whose Commit waits on a process
 // outside the run (serve: a trainer acknowledging the last frames), for
 // as long as that takes: the engine calls CommitContext with the run's
