@@ -96,6 +96,8 @@ type Func struct {
 	// unknown type and size. Leave it nil where the result's type depends
 	// on the arguments (cast).
 	Returns reflect.Type
+	// fused marks a function that stands for a chain of calls (Fusion).
+	fused bool
 }
 
 // Registry holds the functions expressions may call.
@@ -129,8 +131,42 @@ func (r *Registry) Register(f *Func) {
 	r.funcs[f.Name] = f
 }
 
-// AddFusion registers a call-chain rewrite.
-func (r *Registry) AddFusion(f Fusion) { r.fusions = append(r.fusions, f) }
+// AddFusion registers a call-chain rewrite. Inner, Outer and Into must be
+// registered; Into's Check is set to check the calls the user wrote, so
+// that its errors name them and number their arguments as written. It
+// panics on a fusion it cannot check, a programming error.
+func (r *Registry) AddFusion(f Fusion) {
+	into, inner, outer := r.funcs[f.Into], r.funcs[f.Inner], r.funcs[f.Outer]
+	if into == nil || inner == nil || outer == nil || inner.Check == nil || outer.Check == nil ||
+		f.InnerArgs == 0 && outer.MaxArgs != 1 {
+		panic("expression: fusion " + f.Into + " of functions not registered, unchecked, or with arguments it cannot tell apart")
+	}
+	into.Check = fusedCheck(inner, outer, f.InnerArgs)
+	into.fused = true
+	r.fusions = append(r.fusions, f)
+}
+
+// fusedCheck checks a fused call as the calls the user wrote: the inner
+// call's first n arguments (all of them if n is 0), then the outer call's
+// with the inner's result first.
+func fusedCheck(inner, outer *Func, n int) func([]Arg) (sample.Type, error) {
+	return func(a []Arg) (sample.Type, error) {
+		if n == 0 {
+			n = len(a)
+		}
+		t, err := inner.Check(a[:n])
+		if err != nil && !inner.fused { // a fused inner call named its part
+			err = fmt.Errorf("%s: %w", inner.Name, err)
+		}
+		if err != nil {
+			return sample.TAny, err
+		}
+		if t, err = outer.Check(append([]Arg{{Type: t}}, a[n:]...)); err != nil {
+			return sample.TAny, fmt.Errorf("%s: %w", outer.Name, err)
+		}
+		return t, nil
+	}
+}
 
 // Lookup returns a function by name.
 func (r *Registry) Lookup(name string) (*Func, bool) {
@@ -895,8 +931,8 @@ func (in *inferrer) infer(n ast.Node) sample.Type {
 			return sample.TAny
 		}
 		t, err := f.Check(args)
-		if err != nil && operators[f.Name] {
-			return in.fail(n, "%v", err) // the error names the operator
+		if err != nil && (operators[f.Name] || f.fused) {
+			return in.fail(n, "%v", err) // the error names the operator, or the call in a chain
 		}
 		if err != nil {
 			return in.fail(n, "%s: %v", name, err)

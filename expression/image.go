@@ -67,14 +67,7 @@ func init() {
 	r.Register(&Func{
 		Name: "__decode_resize", Signature: "resize(decode_image(bytes, channels), h, w[, method])",
 		MinArgs: 4, MaxArgs: 5,
-		Returns: tensorPtr,
-		Check: func(a []Arg) (sample.Type, error) {
-			c, err := channelsArg(a[1])
-			if err != nil {
-				return sample.TAny, err
-			}
-			return sizedLike(sample.TensorOf(tensor.Uint8, -1, -1, c), a, 2, methodArg(a, 4))
-		},
+		Returns: tensorPtr, // Check: the fusion's
 		Impl: func(_ *Call, a []any) (any, error) {
 			data, c, opts, done, err := decodeArgs(a[:2])
 			if err != nil {
@@ -92,16 +85,7 @@ func init() {
 	r.Register(&Func{
 		Name: "__decode_resize_float", Signature: "to_float(resize(decode_image(bytes, channels), h, w[, method]))",
 		MinArgs: 4, MaxArgs: 5,
-		Returns: tensorPtr,
-		Check: func(a []Arg) (sample.Type, error) {
-			c, err := channelsArg(a[1])
-			if err != nil {
-				return sample.TAny, err
-			}
-			t, err := sizedLike(sample.TensorOf(tensor.Uint8, -1, -1, c), a, 2, methodArg(a, 4))
-			t.DType = tensor.Float32
-			return t, err
-		},
+		Returns: tensorPtr, // Check: the fusion's
 		Impl: func(_ *Call, a []any) (any, error) {
 			data, c, opts, done, err := decodeArgs(a[:2])
 			if err != nil {
@@ -154,38 +138,26 @@ func init() {
 			return imageops.RandomCrop(img, h, w, c.Rand)
 		},
 	})
-	rrcCheck := func(first int) func(a []Arg) (sample.Type, error) {
-		return func(a []Arg) (sample.Type, error) {
-			var img sample.Type
-			if first == 0 {
-				var err error
-				if img, err = imageArg(a, 0); err != nil {
-					return sample.TAny, err
-				}
-			} else {
-				c, err := channelsArg(a[1])
-				if err != nil {
-					return sample.TAny, err
-				}
-				img = sample.TensorOf(tensor.Uint8, -1, -1, c)
-			}
-			for i := first + 3; i < len(a); i++ {
-				if err := wantKind(a, i, sample.Float); err != nil {
-					return sample.TAny, err
-				}
-			}
-			if lo, hi, ok := scaleConsts(a, first+3); ok && (lo <= 0 || hi > 1 || lo > hi) {
-				return sample.TAny, fmt.Errorf("scale range [%v, %v] must satisfy 0 < min_scale <= max_scale <= 1", lo, hi)
-			}
-			return sizedLike(img, a, first+1, nil)
-		}
-	}
 	r.Register(&Func{
 		Name: "random_resized_crop", Signature: "random_resized_crop(img, h, w[, min_scale, max_scale])",
 		Doc:     "Inception-style crop: a random window of 8–100% of the area (or the given scale range) and aspect ratio 3/4–4/3, resized to h×w.",
 		MinArgs: 3, MaxArgs: 5, Random: true,
 		Returns: tensorPtr,
-		Check:   rrcCheck(0),
+		Check: func(a []Arg) (sample.Type, error) {
+			img, err := imageArg(a, 0)
+			if err != nil {
+				return sample.TAny, err
+			}
+			for i := 3; i < len(a); i++ {
+				if err := wantKind(a, i, sample.Float); err != nil {
+					return sample.TAny, err
+				}
+			}
+			if lo, hi, ok := scaleConsts(a, 3); ok && (lo <= 0 || hi > 1 || lo > hi) {
+				return sample.TAny, fmt.Errorf("scale range [%v, %v] must satisfy 0 < min_scale <= max_scale <= 1", lo, hi)
+			}
+			return sizedLike(img, a, 1, nil)
+		},
 		Impl: func(c *Call, a []any) (any, error) {
 			img, h, w, err := imgHW(a)
 			if err != nil {
@@ -201,8 +173,7 @@ func init() {
 	r.Register(&Func{
 		Name: "__decode_rrc", Signature: "random_resized_crop(decode_image(bytes, channels), h, w[, min_scale, max_scale])",
 		MinArgs: 4, MaxArgs: 6, Random: true,
-		Returns: tensorPtr,
-		Check:   rrcCheck(1),
+		Returns: tensorPtr, // Check: the fusion's
 		Impl: func(c *Call, a []any) (any, error) {
 			data, ch, opts, done, err := decodeArgs(a[:2])
 			if err != nil {
@@ -221,11 +192,6 @@ func init() {
 			return imageops.DecodeRandomResizedCrop(data, ch, h, w, lo, hi, c.Rand, opts)
 		},
 	})
-	r.AddFusion(Fusion{Outer: "resize", Inner: "decode_image", Into: "__decode_resize", InnerArgs: 2})
-	r.AddFusion(Fusion{Outer: "random_resized_crop", Inner: "decode_image", Into: "__decode_rrc", InnerArgs: 2})
-	// The patcher visits inner calls first, so to_float meets the inner
-	// call already fused into __decode_resize.
-	r.AddFusion(Fusion{Outer: "to_float", Inner: "__decode_resize", Into: "__decode_resize_float"})
 	r.Register(&Func{
 		Name: "flip_left_right", Signature: "flip_left_right(img, p)", Doc: "Mirrors the image with probability p.",
 		MinArgs: 2, MaxArgs: 2, Random: true,
@@ -385,6 +351,11 @@ func init() {
 			return imageops.Transpose(img, perm)
 		},
 	})
+	r.AddFusion(Fusion{Outer: "resize", Inner: "decode_image", Into: "__decode_resize", InnerArgs: 2})
+	r.AddFusion(Fusion{Outer: "random_resized_crop", Inner: "decode_image", Into: "__decode_rrc", InnerArgs: 2})
+	// The patcher visits inner calls first, so to_float meets the inner
+	// call already fused into __decode_resize.
+	r.AddFusion(Fusion{Outer: "to_float", Inner: "__decode_resize", Into: "__decode_resize_float"})
 }
 
 // specDType is a tensor type's dtype in the spec's terms: a deferred

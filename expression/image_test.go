@@ -340,3 +340,29 @@ func TestFusedCallErrorsPointAtTheDecode(t *testing.T) {
 		}
 	}
 }
+
+// TestFusedCallsAreCheckedAsWritten: a chain fused into one call is type
+// checked as the calls the user wrote, with their names and argument
+// numbers. The fused calls' own checks skipped decode_image's first
+// argument (decode_image(path, 3) | resize(...) passed validate) and
+// numbered the outer call's arguments in the fused list ("argument 4");
+// found by a new-user test.
+func TestFusedCallsAreCheckedAsWritten(t *testing.T) {
+	in := sample.Schema{Fields: []sample.Field{{Name: "b", Type: sample.TBytes}, {Name: "path", Type: sample.TString}}}
+	for _, c := range []struct{ src, want string }{
+		{`decode_image(path, 3) | resize(224, 224)`, "decode_image: argument 1 must be bytes, got string (line 1, column 1 of the expression)"},
+		{`decode_image(12, 3) | resize(224, 224)`, "decode_image: argument 1 must be bytes, got int64 (line 1, column 1 of the expression)"},
+		{`decode_image(path, 3) | resize(224, 224) | to_float()`, "decode_image: argument 1 must be bytes, got string (line 1, column 1 of the expression)"},
+		{`decode_image(path, 3) | random_resized_crop(224, 224)`, "decode_image: argument 1 must be bytes, got string (line 1, column 1 of the expression)"},
+		{`decode_image(b, 2) | resize(224, 224)`, "decode_image: channels must be 0 (as stored), 1, 3 or 4, got 2 (line 1, column 1 of the expression)"},
+		{`decode_image(b, 3) | resize(224, 2.5)`, "resize: argument 3 must be int64, got float64 (line 1, column 1 of the expression)"},
+		{`decode_image(b, 3) | resize(224, 224, "cubic")`, `resize: unknown method "cubic" (want bilinear, nearest, area or bicubic) (line 1, column 1 of the expression)`},
+		{`decode_image(b, 3) | random_resized_crop(224, 224, 0.5, 0.2)`, "random_resized_crop: scale range [0.5, 0.2] must satisfy 0 < min_scale <= max_scale <= 1 (line 1, column 1 of the expression)"},
+		{`decode_image(b, 3) | random_resized_crop(224, "a")`, "random_resized_crop: argument 3 must be int64, got string (line 1, column 1 of the expression)"},
+	} {
+		_, err := expression.Default().Compile(c.src, in, sample.Any)
+		if err == nil || err.Error() != c.want {
+			t.Errorf("%s:\n got %v\nwant %s", c.src, err, c.want)
+		}
+	}
+}
