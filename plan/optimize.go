@@ -75,12 +75,18 @@ func pushShuffles(sp *spec.Spec, memory int64, budget string, workers int) (move
 			// A user who sees a map a stage or two above may expect the
 			// move, so say why not.
 			if m := mapAbove(in); m != nil {
-				keep("the planner moves a shuffle only up a chain of maps, and %s %q stands between it and map %q", in.Type, in.Name, m.Name)
+				why := fmt.Sprintf("the planner moves a shuffle only up a chain of maps, and %s %q stands between it and map %q", in.Type, in.Name, m.Name)
+				// Blame the stage alone only where the move would happen
+				// without it.
+				if r := stayBelow(sh, m); r != "" {
+					why += fmt.Sprintf("; nor would it move above map %q without it: %s", m.Name, r)
+				}
+				keep("%s", why)
 			}
 			continue
 		}
-		if cacheBelow(sh) {
-			keep("a cache below it stores the order it receives")
+		if r := stayBelow(sh, nil); r != "" {
+			keep("%s", r)
 			continue
 		}
 		// chain[i] is the i-th map above the shuffle; size[i] what the
@@ -89,14 +95,7 @@ func pushShuffles(sp *spec.Spec, memory int64, budget string, workers int) (move
 		var size []int64
 		for m := sh.Inputs[0]; m.Type == "map" && len(m.Inputs) == 1; m = m.Inputs[0] {
 			if m.Skip() || len(m.Outputs) != 1 {
-				if len(chain) == 0 {
-					if m.Skip() {
-						keep("a map that skips bad samples changes what the shuffle draws from")
-					} else {
-						keep("the map's other consumers would see its output in another order")
-					}
-				}
-				break
+				break // stayBelow said why, for the first
 			}
 			chain = append(chain, m)
 			size = append(size, heldBytes(m.Inputs[0], m.InSchemas[0]))
@@ -112,14 +111,7 @@ func pushShuffles(sp *spec.Spec, memory int64, budget string, workers int) (move
 			}
 		}
 		if asWritten < 0 || best < 0 || size[best] >= asWritten {
-			what := "its samples as written are of unknown size (bytes, strings not from files, tensors of unknown shape or the open fields of jsonl)"
-			switch {
-			case asWritten >= 0 && best < 0:
-				what = "the maps' inputs are of unknown size (bytes, strings not from files, tensors of unknown shape or the open fields of jsonl): they may be larger than their outputs"
-			case asWritten >= 0:
-				what = "its samples would be no smaller above the maps"
-			}
-			keep("%s", what)
+			keep("%s", noSmaller(asWritten, best < 0, len(chain) == 1))
 			continue
 		}
 		var past []string
@@ -351,6 +343,53 @@ func quoteList(typ string, names []string) string {
 		}
 	}
 	return s
+}
+
+// stayBelow says why shuffle sh stays below map m, the stage above it
+// (m nil) or the first map above a stage between them; "" if it would
+// move, at least above m. It looks at m alone, not the chain above it.
+func stayBelow(sh, m *spec.Stage) string {
+	if cacheBelow(sh) {
+		return "a cache below it stores the order it receives"
+	}
+	direct := m == nil
+	if direct {
+		m = sh.Inputs[0]
+	}
+	switch {
+	case m.Skip():
+		return "a map that skips bad samples changes what the shuffle draws from"
+	case len(m.Outputs) != 1:
+		return "the map's other consumers would see its output in another order"
+	}
+	if direct {
+		return "" // pushShuffles weighs the sizes along the chain
+	}
+	// What the shuffle would hold right below m, as the stage between
+	// passes m's samples on.
+	asWritten, above := heldBytes(m, m.Schema), heldBytes(m.Inputs[0], m.InSchemas[0])
+	if asWritten < 0 || above < 0 || above >= asWritten {
+		return noSmaller(asWritten, above < 0, true)
+	}
+	return ""
+}
+
+// noSmaller says why a shuffle holding samples of asWritten bytes (-1 if
+// unknown) would gain nothing above maps whose inputs are of unknown size
+// (unknownAbove) or no smaller; one says there is one map.
+func noSmaller(asWritten int64, unknownAbove, one bool) string {
+	const unknown = "of unknown size (bytes, strings not from files, tensors of unknown shape or the open fields of jsonl)"
+	switch {
+	case asWritten < 0:
+		return "its samples as written are " + unknown
+	case unknownAbove && one:
+		return "the map's input is " + unknown + ": it may be larger than its output"
+	case unknownAbove:
+		return "the maps' inputs are " + unknown + ": they may be larger than their outputs"
+	case one:
+		return "its samples would be no smaller above the map"
+	}
+	return "its samples would be no smaller above the maps"
 }
 
 // mapAbove returns the first map up the chain of one-input, one-output

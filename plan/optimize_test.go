@@ -100,6 +100,20 @@ func TestPushShuffles(t *testing.T) {
   - {name: sh, type: shuffle, buffer: 4}
   - {name: out, type: discard}`,
 			"src m<src f<m sh<f out<sh", `sh kept: the planner moves a shuffle only up a chain of maps, and filter "f" stands between it and map "m"`},
+		{"a filter stands between, but the map's output is of unknown size",
+			"", `
+  - {name: m, type: map, set: {data: 'read_file("x.jpg")'}}
+  - {name: f, type: filter, where: 'index > 4'}
+  - {name: sh, type: shuffle, buffer: 4}
+  - {name: out, type: discard}`,
+			"src m<src f<m sh<f out<sh", `sh kept: the planner moves a shuffle only up a chain of maps, and filter "f" stands between it and map "m"; nor would it move above map "m" without it: its samples as written are of unknown size (bytes, strings not from files, tensors of unknown shape or the open fields of jsonl)`},
+		{"a filter stands between, but the map skips",
+			"", `
+  - {name: m, type: map, on_error: skip, set: {x: 'index * 2'}}
+  - {name: f, type: filter, where: 'x > 4'}
+  - {name: sh, type: shuffle, buffer: 4}
+  - {name: out, type: discard}`,
+			"src m<src f<m sh<f out<sh", `sh kept: the planner moves a shuffle only up a chain of maps, and filter "f" stands between it and map "m"; nor would it move above map "m" without it: a map that skips bad samples changes what the shuffle draws from`},
 		{"a shuffle with no map above it is not mentioned",
 			"", `
   - {name: f, type: filter, where: 'index > 4'}
@@ -141,7 +155,7 @@ func TestPushShuffles(t *testing.T) {
   - {name: m1, type: map, set: {t: 'one_hot(index % 6, 6)'}, keep: [t]}
   - {name: sh, type: shuffle, buffer: 4}
   - {name: out, type: discard}`,
-			"src m0<src keep<m0 m1<keep sh<m1 out<sh", "sh kept: its samples would be no smaller above the maps"},
+			"src m0<src keep<m0 m1<keep sh<m1 out<sh", "sh kept: its samples would be no smaller above the map"},
 		{"to the smallest point of the chain, in its middle",
 			"", `
   - {name: pre, type: map, on_error: skip, set: {pad: 'one_hot(index, 100)'}}
@@ -239,7 +253,7 @@ stages:
   - {name: out, type: discard}
 `)
 	if got := edges(p); got != "files lines<files m<lines sh<m out<sh" || len(p.Rewrites) != 0 || len(p.Kept) != 1 ||
-		!strings.Contains(p.Kept[0].Why, "the maps' inputs are of unknown size") {
+		!strings.Contains(p.Kept[0].Why, "the map's input is of unknown size") {
 		t.Errorf("plan %s, rewrites %v, kept %v; want the shuffle where it is, and why", got, p.Rewrites, p.Kept)
 	}
 	if n := p.Node("lines"); n.SampleBytes != -1 {
