@@ -5,8 +5,10 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"maps"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"time"
 
@@ -299,8 +301,22 @@ func summary(g *globals, rep *engine.Report, feeds []gpu.Feed) {
 		}
 		parts = append(parts, p)
 	}
-	for stage, n := range rep.Skipped {
-		parts = append(parts, fmt.Sprintf("skipped %d in %s", n, stage))
+	for _, stage := range slices.Sorted(maps.Keys(rep.Skipped)) {
+		parts = append(parts, fmt.Sprintf("skipped %d in %s", rep.Skipped[stage], stage))
+	}
+	// Before the summary, so that it stays the last line.
+	for _, name := range rep.SinkNames() {
+		if rep.Sinks[name].Samples == 0 {
+			// Not an error (tf.data gives an empty dataset too, and
+			// on_error: skip asks for skips), but an empty input file, a
+			// filter that passes nothing or a skip of every sample is
+			// worth a word on a run that otherwise looks fine.
+			msg := fmt.Sprintf("sink %q got no samples", name)
+			if len(rep.Skipped) > 0 {
+				msg += " (samples were skipped: see the skip warnings above and the summary)"
+			}
+			g.log.Warn(msg, zap.String("stage", name))
+		}
 	}
 	line := fmt.Sprintf("done in %.2fs; %s; peak memory %s of %s", rep.ElapsedS, strings.Join(parts, "; "), spec.ByteSize(rep.PeakMemoryBytes), spec.ByteSize(rep.MemoryBudgetBytes))
 	if g.logFormat == "json" {
@@ -308,14 +324,6 @@ func summary(g *globals, rep *engine.Report, feeds []gpu.Feed) {
 		g.log.Info(line, zap.Float64("elapsed_s", rep.ElapsedS), zap.Int64("peak_memory_bytes", rep.PeakMemoryBytes))
 	} else {
 		fmt.Fprintln(g.stderr, line)
-	}
-	for _, name := range rep.SinkNames() {
-		if rep.Sinks[name].Samples == 0 {
-			// Not an error (tf.data gives an empty dataset too), but an
-			// empty input file or a filter that passes nothing is worth a
-			// word on a run that otherwise looks fine.
-			g.log.Warn(fmt.Sprintf("sink %q got no samples", name), zap.String("stage", name))
-		}
 	}
 }
 

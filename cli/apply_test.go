@@ -233,6 +233,21 @@ stages:
 	if r.code != 0 || !strings.Contains(r.stderr, `"msg":"sink \"out\" got no samples"`) {
 		t.Errorf("json: got %s\nwant exit 0 and the warning", r)
 	}
+	// Every sample skipped: the warning says so, and comes before the
+	// summary, which stays the last line (new-user test).
+	p = writeSpec(t, t.TempDir(), "skipped.yaml", `version: 1
+name: skipped
+stages:
+  - {name: r, type: range, count: 5}
+  - {name: m, type: map, on_error: skip, set: {x: 'int(string(index) + "x")'}}
+  - {name: out, type: discard}
+`)
+	r = run(t, "apply", "--progress", "never", "--gpu", "off", p)
+	lines := strings.Split(strings.TrimSpace(r.stderr), "\n")
+	if r.code != 0 || !strings.Contains(r.stderr, `sink "out" got no samples (samples were skipped`) ||
+		!strings.HasPrefix(lines[len(lines)-1], "done in ") || !strings.Contains(lines[len(lines)-1], "skipped 5 in m") {
+		t.Errorf("every sample skipped: got %s\nwant exit 0, the warning saying samples were skipped, then the summary with the 5 skips last", r)
+	}
 }
 
 func TestApplyFailureReport(t *testing.T) {
