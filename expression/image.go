@@ -2,6 +2,7 @@ package expression
 
 import (
 	"fmt"
+	"math"
 
 	"github.com/piperun/piperun/imageops"
 	"github.com/piperun/piperun/sample"
@@ -510,6 +511,11 @@ func scales(a []any, i int) (float64, float64, error) {
 		if hi, ok = toFloat(a[i+1]); !ok {
 			return 0, 0, fmt.Errorf("max_scale must be a number, got %T", a[i+1])
 		}
+	}
+	// Checked again here for values read from fields, which validate
+	// cannot see: a window drawn from them would be no crop at all.
+	if lo <= 0 || hi > 1 || lo > hi || math.IsNaN(lo) || math.IsNaN(hi) {
+		return 0, 0, fmt.Errorf("scale range [%v, %v] must satisfy 0 < min_scale <= max_scale <= 1", lo, hi)
 	}
 	return lo, hi, nil
 }

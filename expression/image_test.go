@@ -2,6 +2,7 @@ package expression_test
 
 import (
 	"bytes"
+	"fmt"
 	"image"
 	"image/color"
 	"image/jpeg"
@@ -363,6 +364,33 @@ func TestFusedCallsAreCheckedAsWritten(t *testing.T) {
 		_, err := expression.Default().Compile(c.src, in, sample.Any)
 		if err == nil || err.Error() != c.want {
 			t.Errorf("%s:\n got %v\nwant %s", c.src, err, c.want)
+		}
+	}
+}
+
+// TestScaleRangeFromFieldsIsChecked: a scale range read from fields,
+// which validate cannot see, is checked when the call runs, fused or not
+// (found by a new-user test: min_scale 0.9 and max_scale 0.1 ran).
+func TestScaleRangeFromFieldsIsChecked(t *testing.T) {
+	in := sample.Schema{Fields: []sample.Field{{Name: "b", Type: sample.TBytes}, {Name: "lo", Type: sample.TFloat}, {Name: "hi", Type: sample.TFloat}}}
+	img := gradientJPEG(t, 32, 24)
+	for _, c := range []struct {
+		src    string
+		lo, hi float64
+		want   string
+	}{
+		{"decode_image(b, 3) | random_resized_crop(8, 8, lo, hi)", 0.9, 0.1, "random_resized_crop: scale range [0.9, 0.1] must satisfy 0 < min_scale <= max_scale <= 1 (1:1)\n | decode_image(b, 3) | random_resized_crop(8, 8, lo, hi)\n | ^"},
+		{"random_resized_crop(decode_image(b, 3, 100000), 8, 8, lo, hi)", 0, 0.5, "scale range [0, 0.5] must satisfy 0 < min_scale <= max_scale <= 1 (1:1)\n | random_resized_crop(decode_image(b, 3, 100000), 8, 8, lo, hi)\n | ^"},
+		{"random_resized_crop(decode_image(b, 3, 100000), 8, 8, lo, hi)", 0.5, 1.5, "scale range [0.5, 1.5] must satisfy 0 < min_scale <= max_scale <= 1 (1:1)\n | random_resized_crop(decode_image(b, 3, 100000), 8, 8, lo, hi)\n | ^"},
+		{"decode_image(b, 3) | random_resized_crop(8, 8, lo, hi)", 0.25, 0.5, ""},
+	} {
+		p, err := expression.Default().Compile(c.src, in, sample.Any)
+		if err != nil {
+			t.Fatalf("%s: %v", c.src, err)
+		}
+		_, err = p.Run(nil, map[string]any{"b": img, "lo": c.lo, "hi": c.hi})
+		if got := fmt.Sprint(err); c.want == "" && err != nil || c.want != "" && got != c.want {
+			t.Errorf("%s with [%v, %v]:\n got %v\nwant %s", c.src, c.lo, c.hi, err, c.want)
 		}
 	}
 }
