@@ -189,7 +189,12 @@ func (n *node) skip(s *sample.Sample, err error) {
 		case seq == maxSkipWarnings:
 			log.Warn("skipped: "+c.text+" (further skips at this stage are logged at debug level; the report counts them all)", zap.Int64("skipped", seq))
 		default:
-			log.Debug("skipped: "+c.text, zap.Int64("skipped", seq))
+			// Checked first: a run skipping millions of samples builds
+			// no message that is not written.
+			if ce := log.Check(zap.DebugLevel, "skipped"); ce != nil {
+				ce.Message = "skipped: " + c.text
+				ce.Write(zap.Int64("skipped", seq))
+			}
 		}
 	}
 }
@@ -420,7 +425,7 @@ func (r *Run) run(parent context.Context) {
 	g.Go(func() error {
 		if h, s, ok := tensor.ProbeHugePages(); ok {
 			perMiB := func(d time.Duration) string { return fmt.Sprintf("%.2f ms/MiB", d.Seconds()*1e3/2) }
-			huge := "not tried: 4 KiB pages are cheap enough"
+			huge := "not tried: 4 KiB pages are cheap enough, or the kernel refused MADV_HUGEPAGE"
 			if h > 0 {
 				huge = perMiB(h)
 			}
