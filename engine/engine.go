@@ -93,13 +93,16 @@ type node struct {
 	st *spec.Stage
 	// holder names the stage to the budget and ranks it by its place in
 	// the plan, so the stages further down are served first.
-	holder  budget.Holder
-	impl    any
-	env     *stages.Env
-	ins     []*link
-	outs    []*link
-	in      atomic.Int64
-	out     atomic.Int64
+	holder budget.Holder
+	impl   any
+	env    *stages.Env
+	ins    []*link
+	outs   []*link
+	in     atomic.Int64
+	out    atomic.Int64
+	// passed counts samples let through untouched, as a cache below
+	// already held their results (stages.Env.Skip).
+	passed  atomic.Int64
 	batches atomic.Int64
 	// outBytes sums the sizes of emitted samples, for probing sample sizes.
 	outBytes atomic.Int64
@@ -317,7 +320,13 @@ func Start(ctx context.Context, p *plan.Plan, opts Options) (*Run, error) {
 				caches[c] = new(stages.Cacher)
 			}
 			ref := caches[c]
-			n.env.Skip = func(s *sample.Sample) bool { return *ref != nil && (*ref).Has(s.ID) }
+			n.env.Skip = func(s *sample.Sample) bool {
+				if *ref != nil && (*ref).Has(s.ID) {
+					n.passed.Add(1)
+					return true
+				}
+				return false
+			}
 		}
 		if pn.Reserved > 0 && !r.budget.TryAcquire(pn.Reserved) {
 			r.abortBuilt()
@@ -956,6 +965,10 @@ type StageReport struct {
 	// run was profiled (Options.Profile); Workers is how many it had.
 	BusyS   float64 `json:"busy_s,omitempty"`
 	Workers int     `json:"workers,omitempty"`
+	// PassedToCache counts the samples among In that the stage let
+	// through untouched, as the cache below already held their results
+	// from an earlier, interrupted run: work not done again.
+	PassedToCache int64 `json:"passed_to_cache,omitempty"`
 }
 
 // SinkNames lists the sinks in spec order.
@@ -1012,7 +1025,7 @@ func (r *Run) snapshot(err error) *Report {
 			rep.Sinks[n.st.Name] = sr
 			rep.sinkOrder = append(rep.sinkOrder, n.st.Name)
 		} else {
-			sr := StageReport{In: n.in.Load(), Out: n.out.Load(), Bytes: n.outBytes.Load()}
+			sr := StageReport{In: n.in.Load(), Out: n.out.Load(), Bytes: n.outBytes.Load(), PassedToCache: n.passed.Load()}
 			if r.opts.Profile {
 				sr.BusyS, sr.Workers = time.Duration(n.busy.Load()).Seconds(), max(1, n.pn.Parallelism)
 			}
