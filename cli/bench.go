@@ -421,7 +421,7 @@ func bottleneck(p *plan.Plan, rep *engine.Report, elapsed time.Duration, trainer
 	if top.Workers > 1 {
 		workers = fmt.Sprintf("its %d workers", top.Workers)
 	}
-	return out, top.Name, fmt.Sprintf("%s %q was busy %.0f%% of the time of %s; give it more parallelism, cores, or less to do (a cache above the expensive work)", top.Type, top.Name, 100*top.Busy, workers)
+	return out, top.Name, fmt.Sprintf("%s %q was busy %.0f%% of the time of %s; give it more parallelism, cores, or less to do (a cache stage right after the expensive work replays its results in later epochs)", top.Type, top.Name, 100*top.Busy, workers)
 }
 
 // fixedShuffle returns the name of a shuffle above st that draws one order
