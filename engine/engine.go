@@ -245,7 +245,8 @@ func (n *node) fail(s *sample.Sample, err error) error {
 		return err
 	}
 	var tl *budget.TooLargeError
-	if errors.As(err, &tl) {
+	var st *stages.StateError
+	if errors.As(err, &tl) || errors.As(err, &st) {
 		s = nil
 	}
 	e := &StageError{Stage: n.st.Name, Type: n.st.Type, Err: err}

@@ -417,7 +417,7 @@ func (m *memCache) Put(_ context.Context, s *sample.Sample) error {
 	// Half the budget at most, like a shuffle buffer: the stages feeding
 	// the cache need the rest to keep producing.
 	if m.bytes+n > m.env.Memory/2 || !m.env.TryReserve(n) {
-		return fmt.Errorf("in-memory cache outgrew its share of the memory budget (half of %s) after %d samples; set dir: to cache on disk, or raise resources.memory", spec.ByteSize(m.env.Memory), len(m.samples))
+		return &StateError{fmt.Errorf("in-memory cache outgrew its share of the memory budget (half of %s) after %d samples; set dir: to cache on disk, or raise resources.memory", spec.ByteSize(m.env.Memory), len(m.samples))}
 	}
 	m.bytes += n
 	c.Held = n

@@ -166,6 +166,14 @@ type Env struct {
 	Skip func(*sample.Sample) bool
 }
 
+// StateError is an error of a stage's own state, not of the sample it was
+// handling when it failed (an in-memory cache outgrowing its share of the
+// budget): the engine names no sample with it, as that one is innocent.
+type StateError struct{ Err error }
+
+func (e *StateError) Error() string { return e.Err.Error() }
+func (e *StateError) Unwrap() error { return e.Err }
+
 // Retainer is implemented by processors that keep input samples after
 // Process returns (shuffle, batch). The engine then leaves the samples'
 // memory reserved until the stage emits them or calls Env.Release.
