@@ -3,6 +3,7 @@ package cli_test
 import (
 	"bytes"
 	"encoding/json"
+	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -430,5 +431,38 @@ func TestApplyJSONLogsAreAllJSON(t *testing.T) {
 		if r.code == 0 || args[0] != "validate" && !strings.Contains(r.stderr, `"level":"error"`) {
 			t.Errorf("%v: %s\nwant a failure logged as an error", args, r)
 		}
+	}
+}
+
+// TestShardAutoSaysWhichShard: shard: auto logs which shard the process
+// reads and from which variables, or that none was set and it reads all:
+// a job whose every rank reads every file otherwise looks fine (found by
+// a new-user test: shard: auto logged nothing).
+func TestShardAutoSaysWhichShard(t *testing.T) {
+	dir := t.TempDir()
+	for i := range 5 {
+		if err := os.WriteFile(filepath.Join(dir, fmt.Sprintf("f%d.txt", i)), []byte("x"), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	p := writeSpec(t, dir, "shard.yaml", `version: 1
+name: shard
+stages:
+  - {name: files, type: files, pattern: '*.txt', shard: auto}
+  - {name: out, type: discard}
+`)
+	for _, k := range []string{"PIPERUN_SHARD_INDEX", "PIPERUN_SHARD_COUNT", "RANK", "WORLD_SIZE", "SLURM_PROCID", "SLURM_NTASKS", "JOB_COMPLETION_INDEX"} {
+		t.Setenv(k, "") // restored after the test
+		os.Unsetenv(k)
+	}
+	r := run(t, "apply", "--progress", "never", "--gpu", "off", p)
+	if want := "shard: auto: this process reads shard 0 of 1 (none of PIPERUN_SHARD_INDEX, RANK, SLURM_PROCID or JOB_COMPLETION_INDEX is set, so one shard): 5 of the 5 files matched"; r.code != 0 || !strings.Contains(r.stderr, want) {
+		t.Errorf("no launcher variables: %s\nwant %q", r, want)
+	}
+	t.Setenv("RANK", "1")
+	t.Setenv("WORLD_SIZE", "2")
+	r = run(t, "apply", "--progress", "never", "--gpu", "off", p)
+	if want := "shard: auto: this process reads shard 1 of 2 (RANK and WORLD_SIZE): 2 of the 5 files matched"; r.code != 0 || !strings.Contains(r.stderr, want) || !strings.Contains(r.stderr, "out: 2 samples") {
+		t.Errorf("RANK=1 WORLD_SIZE=2: %s\nwant %q and 2 samples", r, want)
 	}
 }

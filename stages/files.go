@@ -87,6 +87,13 @@ func (Shard) JSONSchema() *jsonschema.Schema {
 // since Kubernetes does not export the completion count), or piperun's own
 // PIPERUN_SHARD_INDEX and PIPERUN_SHARD_COUNT. None set means one shard.
 func ShardFromEnv(lookup func(string) (string, bool)) (index, count int, err error) {
+	index, count, _, err = shardFromEnv(lookup)
+	return index, count, err
+}
+
+// shardFromEnv is ShardFromEnv, also saying where it read the shard: the
+// pair of variables, or "" if none was set.
+func shardFromEnv(lookup func(string) (string, bool)) (index, count int, from string, err error) {
 	pairs := [][2]string{
 		{"PIPERUN_SHARD_INDEX", "PIPERUN_SHARD_COUNT"},
 		{"RANK", "WORLD_SIZE"},
@@ -102,21 +109,21 @@ func ShardFromEnv(lookup func(string) (string, bool)) (index, count int, err err
 			continue
 		}
 		if !ok2 {
-			return 0, 0, fmt.Errorf("shard: auto: %s and %s must be set together", p[0], p[1])
+			return 0, 0, "", fmt.Errorf("shard: auto: %s and %s must be set together", p[0], p[1])
 		}
 		i, err1 := strconv.Atoi(is)
 		c, err2 := strconv.Atoi(cs)
 		switch {
 		case err1 != nil || i < 0:
-			return 0, 0, fmt.Errorf("shard: auto: %s=%q is not a whole number from 0", p[0], is)
+			return 0, 0, "", fmt.Errorf("shard: auto: %s=%q is not a whole number from 0", p[0], is)
 		case err2 != nil || c < 1:
-			return 0, 0, fmt.Errorf("shard: auto: %s=%q is not a whole number from 1", p[1], cs)
+			return 0, 0, "", fmt.Errorf("shard: auto: %s=%q is not a whole number from 1", p[1], cs)
 		case i >= c:
-			return 0, 0, fmt.Errorf("shard: auto: %s=%d must be below %s=%d (ranks count from 0)", p[0], i, p[1], c)
+			return 0, 0, "", fmt.Errorf("shard: auto: %s=%d must be below %s=%d (ranks count from 0)", p[0], i, p[1], c)
 		}
-		return i, c, nil
+		return i, c, p[0] + " and " + p[1], nil
 	}
-	return 0, 1, nil
+	return 0, 1, "", nil
 }
 
 func init() {
@@ -276,9 +283,10 @@ func buildFiles(env *Env, cfg any) (any, error) {
 		}
 	}
 	index, count := c.Shard.Index, c.Shard.Count
+	from := ""
 	if c.Shard.Auto {
 		var err error
-		if index, count, err = ShardFromEnv(os.LookupEnv); err != nil {
+		if index, count, from, err = shardFromEnv(os.LookupEnv); err != nil {
 			return nil, err
 		}
 	}
@@ -295,6 +303,14 @@ func buildFiles(env *Env, cfg any) (any, error) {
 			// a collective step then waits for it forever: say so.
 			env.Log.Warn(fmt.Sprintf("shard %d of %d has no files: the %d files matched all go to other shards; this process emits no samples", index, count, len(all)))
 		}
+	}
+	if c.Shard.Auto && env.Log != nil {
+		// Which launcher variables decided, or that none did: a job
+		// whose every rank reads every file would otherwise look fine.
+		if from == "" {
+			from = "none of PIPERUN_SHARD_INDEX, RANK, SLURM_PROCID or JOB_COMPLETION_INDEX is set, so one shard"
+		}
+		env.Log.Info(fmt.Sprintf("shard: auto: this process reads shard %d of %d (%s): %d of the %d files matched", index, max(count, 1), from, len(fs.files), len(all)))
 	}
 	return fs, nil
 }
