@@ -23,6 +23,7 @@ import (
 	"strconv"
 	"strings"
 	"time"
+	"unicode/utf8"
 
 	"github.com/expr-lang/expr/ast"
 	"github.com/expr-lang/expr/builtin"
@@ -432,7 +433,7 @@ func (r *Registry) compile(src string, in sample.Schema, want sample.Kind, strip
 	if err != nil {
 		return nil, r.explain(toError(err), src, in)
 	}
-	inf := &inferrer{reg: r, schema: in}
+	inf := &inferrer{reg: r, schema: in, src: src}
 	t := inf.infer(tree.Node)
 	// What is stored is the value, or the elements of a list written out;
 	// lists inside (len([date(a)]), x in [1, 2]) are never stored.
@@ -530,11 +531,23 @@ var builtinNames = func() map[string]bool {
 	return m
 }()
 
-// position turns a byte offset in src into a 1-based line and column.
-func position(src string, off int) (line, col int) {
-	off = min(max(off, 0), len(src))
-	line = 1 + strings.Count(src[:off], "\n")
-	return line, off - strings.LastIndex(src[:off], "\n")
+// position turns an offset in src, in characters as expr's Location
+// counts them, into a 1-based line and column, in characters.
+func position(src string, from int) (line, col int) {
+	line, col = 1, 1
+	n := 0
+	for _, r := range src {
+		if n == from {
+			break
+		}
+		n++
+		if r == '\n' {
+			line, col = line+1, 1
+		} else {
+			col++
+		}
+	}
+	return line, col
 }
 
 // explain rewrites expr's "unknown name" into what the user got wrong: a
@@ -550,8 +563,12 @@ func (r *Registry) explain(err error, src string, in sample.Schema) error {
 	}
 	name := strings.TrimPrefix(e.Msg, "unknown name ")
 	if e.Column > 0 && e.Line == 1 {
-		rest := strings.TrimLeft(src[min(len(src), e.Column-1+len(name)):], " ")
-		if strings.HasPrefix(src[e.Column-1:], name) && strings.HasPrefix(rest, "(") {
+		at := len(src) // the column counts characters: find its byte
+		if i := e.Column - 1; i < utf8.RuneCountInString(src) {
+			at = len(string([]rune(src)[:i]))
+		}
+		rest := strings.TrimLeft(src[min(len(src), at+len(name)):], " ")
+		if strings.HasPrefix(src[at:], name) && strings.HasPrefix(rest, "(") {
 			e.Msg = fmt.Sprintf("unknown function %s (functions: %s)", name, strings.Join(r.Names(), ", "))
 			return e
 		}
@@ -833,15 +850,17 @@ func isInt(t reflect.Type) bool {
 type inferrer struct {
 	reg    *Registry
 	schema sample.Schema
+	src    string
 	err    error
+	// lets are the let variables in scope, innermost last.
+	lets []sample.Field
 }
 
 func (in *inferrer) fail(n ast.Node, format string, args ...any) sample.Type {
 	if in.err == nil {
 		e := &Error{Msg: fmt.Sprintf(format, args...)}
 		if loc := n.Location(); loc.From >= 0 {
-			e.Column = loc.From + 1
-			e.Line = 1
+			e.Line, e.Column = position(in.src, loc.From)
 		}
 		in.err = e
 	}
@@ -886,9 +905,45 @@ func constOf(n ast.Node) (any, bool) {
 func (in *inferrer) infer(n ast.Node) sample.Type {
 	switch x := n.(type) {
 	case *ast.IdentifierNode:
+		for i := len(in.lets) - 1; i >= 0; i-- {
+			if in.lets[i].Name == x.Value {
+				return in.lets[i].Type
+			}
+		}
 		if t, ok := in.schema.Lookup(x.Value); ok {
 			return t
 		}
+	case *ast.VariableDeclaratorNode:
+		// let img = decode_image(b, 3); resize(img, …): the calls on
+		// either side are checked, and img has the decode's type.
+		t := in.infer(x.Value)
+		in.lets = append(in.lets, sample.Field{Name: x.Name, Type: t})
+		t = in.infer(x.Expr)
+		in.lets = in.lets[:len(in.lets)-1]
+		return t
+	case *ast.SequenceNode:
+		var t sample.Type
+		for _, e := range x.Nodes {
+			t = in.infer(e)
+		}
+		return t
+	case *ast.ChainNode:
+		return in.infer(x.Node)
+	case *ast.SliceNode:
+		for _, e := range []ast.Node{x.Node, x.From, x.To} {
+			if e != nil {
+				in.infer(e)
+			}
+		}
+	case *ast.PredicateNode:
+		in.infer(x.Node)
+	case *ast.MapNode:
+		for _, e := range x.Pairs {
+			in.infer(e)
+		}
+	case *ast.PairNode:
+		in.infer(x.Key)
+		in.infer(x.Value)
 	case *ast.MemberNode:
 		if id, ok := x.Node.(*ast.IdentifierNode); ok && id.Value == "$env" {
 			if s, ok := x.Property.(*ast.StringNode); ok {

@@ -465,3 +465,47 @@ func TestDecodeRaw(t *testing.T) {
 		}
 	}
 }
+
+// TestErrorPositionsCountLinesAndCharacters: an error's line and column
+// are counted in lines and characters of the expression, whichever check
+// found it. The type checker's used to say line 1 and the column of the
+// offset in the whole expression, and an unknown function's counted bytes.
+func TestErrorPositionsCountLinesAndCharacters(t *testing.T) {
+	in := sample.Schema{Fields: []sample.Field{{Name: "index", Type: sample.TInt}, {Name: "s", Type: sample.TString}}}
+	for _, tc := range []struct{ src, want string }{
+		{"let x = 1;\n  resize(index, 2, 2)", "resize: argument 1 must be an image tensor, got int64 (line 2, column 3 of the expression)"},
+		{"s == \"é\" ? resize(index, 2, 2) : 0", "resize: argument 1 must be an image tensor, got int64 (line 1, column 12 of the expression)"},
+		{"s == \"é\" ? resiz(index) : 0", "unknown function resiz (functions: "},
+		{"let y = \"ü\";\nlen(y) + resiz(index)", "(line 2, column 10 of the expression)"},
+	} {
+		_, err := expression.Default().Compile(tc.src, in, sample.Any)
+		if err == nil || !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("%q:\ngot  %v\nwant %q in it", tc.src, err, tc.want)
+		}
+	}
+}
+
+// TestLetIsTypeChecked: the calls inside a let and after it are checked
+// like any others, and a let variable has the type of its value, so what
+// is built on it is typed too. Type checking used to stop at a let: a
+// wrong argument there passed validate and failed on the first sample.
+func TestLetIsTypeChecked(t *testing.T) {
+	in := sample.Schema{Fields: []sample.Field{{Name: "b", Type: sample.TBytes}, {Name: "index", Type: sample.TInt}}}
+	p, err := expression.Default().Compile("let img = decode_image(b, 3); let small = resize(img, 8, 6); small", in, sample.Any)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got, want := p.Type.String(), sample.TensorOf(tensor.Uint8, 8, 6, 3).String(); got != want {
+		t.Errorf("type %s, want %s", got, want)
+	}
+	for _, tc := range []struct{ src, want string }{
+		{"let img = decode_image(index, 3); img", "decode_image: argument 1 must be bytes, got int64 (line 1, column 11 of the expression)"},
+		{"let n = index; resize(n, 8, 8)", "resize: argument 1 must be an image tensor, got int64 (line 1, column 16 of the expression)"},
+		{"let img = decode_image(b, 3); normalize(img, 0.5, 0.2)", "normalize: argument 1 must be a float32 image, got tensor<uint8>[? ? 3]: apply to_float first (line 1, column 31 of the expression)"},
+	} {
+		_, err := expression.Default().Compile(tc.src, in, sample.Any)
+		if err == nil || err.Error() != tc.want {
+			t.Errorf("%s:\ngot  %v\nwant %s", tc.src, err, tc.want)
+		}
+	}
+}
