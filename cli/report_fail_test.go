@@ -67,7 +67,7 @@ func TestReportOfAnInvalidSpec(t *testing.T) {
 		t.Fatalf("got %s\nwant exit 3", r)
 	}
 	rep, b := readReport(t, report)
-	want := p + `:5:35: stages[1].set.y: unknown field "nosuch" (fields here: index)`
+	want := p + `:5:36: stages[1].set.y: unknown field "nosuch" (fields here: index)`
 	if rep.OK == nil || *rep.OK || !strings.HasPrefix(rep.Error, want) || strings.Contains(rep.Error, "above") {
 		t.Errorf("report %s: want ok false and the spec's problems", b)
 	}

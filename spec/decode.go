@@ -31,6 +31,8 @@ type orderedMap interface {
 type decoder struct {
 	r   *reporter
 	pos map[string]Pos
+	// scalars, when set, receives the scalar nodes by path.
+	scalars map[string]*yaml.Node
 	// extra names are offered as suggestions for unknown keys at the top of
 	// a stage, where common keys the type does not take may be meant.
 	extra []string
@@ -63,6 +65,9 @@ func (d *decoder) errorf(n *yaml.Node, path, format string, args ...any) {
 func (d *decoder) record(n *yaml.Node, path string) {
 	if d.pos != nil {
 		d.pos[path] = Pos{File: d.r.file, Line: n.Line, Col: n.Column}
+	}
+	if d.scalars != nil && n.Kind == yaml.ScalarNode {
+		d.scalars[path] = n
 	}
 }
 

@@ -23,6 +23,6 @@ stages:
 		fmt.Println(d)
 	}
 	// Output:
-	// demo.yaml:6:35: stages[1].set.y: invalid operation: + (mismatched types int64 and string) (line 1, column 7 of the expression)
+	// demo.yaml:6:42: stages[1].set.y: invalid operation: + (mismatched types int64 and string)
 	// demo.yaml:6:51: stages[1].paralelism: unknown field "paralelism" (did you mean "parallelism"?)
 }

@@ -178,6 +178,10 @@ type Spec struct {
 	pos map[string]Pos
 	// sets are the --set overrides, for the positions of their values.
 	sets []string
+	// scalars are the scalar nodes by path, and lines the file's lines,
+	// to place a diagnostic inside a value (ValuePos).
+	scalars map[string]*yaml.Node
+	lines   []string
 }
 
 // Stage is one stage of a spec.
@@ -347,8 +351,9 @@ func Parse(file string, data []byte, opts Options) (*Spec, Diagnostics) {
 	if err != nil {
 		dir = filepath.Dir(file)
 	}
-	sp := &Spec{File: file, Dir: dir, pos: map[string]Pos{}, sets: r.sets, Epochs: 1, Deterministic: true, Optimize: true}
-	d := &decoder{r: r, pos: sp.pos}
+	sp := &Spec{File: file, Dir: dir, pos: map[string]Pos{}, sets: r.sets, Epochs: 1, Deterministic: true, Optimize: true,
+		scalars: map[string]*yaml.Node{}, lines: strings.Split(strings.ReplaceAll(string(data), "\r\n", "\n"), "\n")}
+	d := &decoder{r: r, pos: sp.pos, scalars: sp.scalars}
 	var top document
 	d.decode(doc, reflect_(&top), "")
 	if doc.Kind != yaml.MappingNode {
@@ -761,6 +766,12 @@ func (c *CheckContext) ErrorAt(pos Pos, field, format string, args ...any) {
 func (c *CheckContext) Has(field string) bool {
 	_, ok := c.Spec.pos[c.FieldPath(field)]
 	return ok
+}
+
+// ValuePos returns where a place inside a field's value stands in the
+// file (Spec.ValuePos).
+func (c *CheckContext) ValuePos(field string, line, col int) (Pos, bool) {
+	return c.Spec.ValuePos(c.FieldPath(field), line, col)
 }
 
 // Pos returns the position of a field of the stage's config.

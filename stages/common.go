@@ -1,6 +1,7 @@
 package stages
 
 import (
+	"errors"
 	"math/rand/v2"
 	"unicode/utf8"
 
@@ -31,10 +32,24 @@ func compile(c *spec.CheckContext, field, src string, in sample.Schema, want sam
 	}
 	p, err := expression.Default().Compile(src, in, want)
 	if err != nil {
-		c.Errorf(field, "%v", err)
+		exprError(c, field, err)
 		return nil
 	}
 	return p
+}
+
+// exprError reports an expression's compile error at its place in the
+// file where the value stands there as written, else at the value's
+// start, with the place inside the expression in the message.
+func exprError(c *spec.CheckContext, field string, err error) {
+	var e *expression.Error
+	if errors.As(err, &e) && e.Line > 0 {
+		if pos, ok := c.ValuePos(field, e.Line, e.Column); ok {
+			c.ErrorAt(pos, field, "%s", e.Msg)
+			return
+		}
+	}
+	c.Errorf(field, "%v", err)
 }
 
 // compileDeferred is compile for an expression whose trailing to_float (and
@@ -45,7 +60,7 @@ func compileDeferred(c *spec.CheckContext, field, src string, in sample.Schema) 
 	}
 	p, err := expression.Default().CompileDeferred(src, in)
 	if err != nil {
-		c.Errorf(field, "%v", err)
+		exprError(c, field, err)
 		return nil
 	}
 	return p
