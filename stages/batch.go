@@ -249,6 +249,12 @@ func Stack(ss []*sample.Sample, k string, pad map[string]float64) (any, error) {
 	switch v0.(type) {
 	case int64, float64, bool:
 		dt := map[string]tensor.DType{"int64": tensor.Int64, "float64": tensor.Float64, "bool": tensor.Uint8}[fmt.Sprintf("%T", v0)]
+		if dt == tensor.Int64 && anyFloat(ss, k) {
+			// JSON has one kind of number: a jsonl key written 1 in one
+			// line and 2.5 in the next is a float64 column, as NumPy and
+			// pandas read it. (Fields typed by expressions never mix.)
+			dt = tensor.Float64
+		}
 		t := tensor.New(dt, n)
 		for i := range ss {
 			v, err := get(i)
@@ -257,10 +263,14 @@ func Stack(ss []*sample.Sample, k string, pad map[string]float64) (any, error) {
 			}
 			switch x := v.(type) {
 			case int64:
-				if dt != tensor.Int64 {
+				switch dt {
+				case tensor.Int64:
+					t.Int64()[i] = x
+				case tensor.Float64:
+					t.Float64()[i] = float64(x)
+				default:
 					return nil, mixed(k, ss, i, v0, v)
 				}
-				t.Int64()[i] = x
 			case float64:
 				if dt != tensor.Float64 {
 					return nil, mixed(k, ss, i, v0, v)
@@ -332,6 +342,16 @@ func Stack(ss []*sample.Sample, k string, pad map[string]float64) (any, error) {
 		out[i] = v
 	}
 	return out, nil
+}
+
+// anyFloat reports whether field k holds a float64 in any of ss.
+func anyFloat(ss []*sample.Sample, k string) bool {
+	for _, s := range ss {
+		if _, ok := s.Fields[k].(float64); ok {
+			return true
+		}
+	}
+	return false
 }
 
 // mixed is the error for field k of sample ss[i], of another type than

@@ -134,6 +134,24 @@ func TestStack(t *testing.T) {
 	if _, err := stages.Stack(mixed, "i", nil); err == nil || err.Error() != `field "i" is int64 in sample 0 (epoch 0) but string in sample 1 (epoch 0), within one batch` {
 		t.Errorf("mixed: %v", err)
 	}
+	// Ints and floats of a key typed only at run time (jsonl) stack as
+	// float64, in either order, as NumPy reads [1, 2.5] (found by a
+	// new-user test: the batch failed).
+	for _, ns := range [][]any{{int64(1), 2.5, int64(3)}, {2.5, int64(1), int64(3)}} {
+		fs := make([]map[string]any, len(ns))
+		for i, n := range ns {
+			fs[i] = map[string]any{"n": n}
+		}
+		v, err := stages.Stack(mk(fs...), "n", nil)
+		want := []float64{toF(ns[0]), toF(ns[1]), toF(ns[2])}
+		if p, ok := v.(*tensor.Tensor); err != nil || !ok || p.DType != tensor.Float64 || !reflect.DeepEqual(p.Float64(), want) {
+			t.Errorf("numbers %v: %v %v, want float64 %v", ns, v, err, want)
+		}
+	}
+	if _, err := stages.Stack(mk(map[string]any{"i": int64(1)}, map[string]any{"i": 2.5}, map[string]any{"i": "x"}), "i", nil); err == nil ||
+		err.Error() != `field "i" is int64 in sample 0 (epoch 0) but string in sample 2 (epoch 0), within one batch` {
+		t.Errorf("numbers and a string: %v", err)
+	}
 	// A JSON null is named so, not as Go's <nil> (found by a new-user test).
 	null := mk(map[string]any{"i": int64(1)}, map[string]any{"i": nil})
 	if _, err := stages.Stack(null, "i", nil); err == nil || err.Error() != `field "i" is int64 in sample 0 (epoch 0) but null in sample 1 (epoch 0), within one batch` {
@@ -352,4 +370,12 @@ func TestCacheDirNamedAsSuch(t *testing.T) {
 	if len(diags) != 1 || !strings.HasSuffix(diags[0].String(), want) {
 		t.Errorf("got %v\nwant one ending %q", diags, want)
 	}
+}
+
+// toF returns an int64 or float64 as a float64.
+func toF(v any) float64 {
+	if i, ok := v.(int64); ok {
+		return float64(i)
+	}
+	return v.(float64)
 }
