@@ -638,6 +638,7 @@ func reaches(from, to *Stage, seen map[*Stage]bool) bool {
 // check propagates schemas in topological order, letting each config
 // validate itself against what reaches it.
 func check(sp *Spec, r *reporter, opts Options) {
+	tainted := map[*Stage]bool{} // below a stage with an error
 	for _, st := range sp.Order {
 		if st.Config == nil {
 			st.Schema = sample.Schema{Open: true}
@@ -655,6 +656,13 @@ func check(sp *Spec, r *reporter, opts Options) {
 		}
 		before := len(r.diags.Errors())
 		c := &CheckContext{Spec: sp, Stage: st, Inputs: st.InSchemas, Environment: opts.Environment, r: r}
+		for _, in := range st.Inputs {
+			// Below a stage with an error, what the stage sees is a guess
+			// (an open schema, fields of unknown type): warnings about it
+			// would be the error's echo. Errors still count.
+			c.quiet = c.quiet || !in.Valid || tainted[in]
+		}
+		tainted[st] = c.quiet
 		if ck, ok := st.Config.(Checker); ok {
 			st.Schema = ck.Check(c)
 		} else if len(st.InSchemas) > 0 {
@@ -706,6 +714,8 @@ type CheckContext struct {
 	// dropped says an error was left out because the decoder had
 	// reported its field already; the stage is no more valid for that.
 	dropped bool
+	// quiet drops warnings: the stage is below one with an error.
+	quiet bool
 }
 
 // Input returns the schema of the stage's first input (empty for sources).
@@ -744,7 +754,7 @@ func (c *CheckContext) Errorf(field, format string, args ...any) {
 // Warnf reports a warning at a field's position.
 func (c *CheckContext) Warnf(field, format string, args ...any) {
 	p := c.FieldPath(field)
-	if c.r.isUndecoded(p) {
+	if c.quiet || c.r.isUndecoded(p) {
 		return // its value had an error already: a warning about it would be about the default
 	}
 	pos := c.Spec.rawPosOf(p)
