@@ -80,7 +80,30 @@ type inspectRecord struct {
 	// it is one.
 	NotExample string           `json:"not_example,omitempty"`
 	Features   []inspectFeature `json:"features,omitempty"`
+	// FeatureLists are a tf.train.SequenceExample's, whose Features are
+	// then its context.
+	FeatureLists []inspectFeatureList `json:"feature_lists,omitempty"`
 }
+
+// inspectFeatureList is a SequenceExample's feature list: its step count
+// and its first steps.
+type inspectFeatureList struct {
+	Key        string        `json:"key"`
+	Steps      int           `json:"steps"`
+	FirstSteps []inspectStep `json:"first_steps"`
+}
+
+// inspectStep is a step of a feature list: a feature without a key.
+type inspectStep struct {
+	Kind      string `json:"kind"`
+	Length    int    `json:"length"`
+	Values    []any  `json:"values"`
+	Truncated bool   `json:"truncated,omitempty"`
+	text      string
+}
+
+// inspectMaxSteps is how many steps of a feature list inspect shows.
+const inspectMaxSteps = 3
 
 type inspectFeature struct {
 	Key    string `json:"key"`
@@ -172,6 +195,24 @@ func describeRecord(i int, rec []byte) inspectRecord {
 	for _, k := range keys {
 		out.Features = append(out.Features, describeFeature(k, ex.Features[k]))
 	}
+	lists, err := example.FeatureLists(rec)
+	if err != nil {
+		out.NotExample = err.Error()
+		return out
+	}
+	keys = keys[:0]
+	for k := range lists {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	for _, k := range keys {
+		fl := inspectFeatureList{Key: k, Steps: len(lists[k]), FirstSteps: []inspectStep{}}
+		for _, st := range lists[k][:min(len(lists[k]), inspectMaxSteps)] {
+			f := describeFeature("", st)
+			fl.FirstSteps = append(fl.FirstSteps, inspectStep{Kind: f.Kind, Length: f.Length, Values: f.Values, Truncated: f.Truncated, text: f.text()})
+		}
+		out.FeatureLists = append(out.FeatureLists, fl)
+	}
 	return out
 }
 
@@ -256,20 +297,43 @@ func (rep *inspectReport) text(w io.Writer) {
 			fmt.Fprintf(w, "record %d: not a tf.train.Example (%s); %d bytes\n", r.Index, r.NotExample, r.Bytes)
 			continue
 		}
-		fmt.Fprintf(w, "record %d: %d bytes, %d feature%s\n", r.Index, r.Bytes, len(r.Features), plural(len(r.Features)))
+		if len(r.FeatureLists) == 0 {
+			fmt.Fprintf(w, "record %d: %d bytes, %d feature%s\n", r.Index, r.Bytes, len(r.Features), plural(len(r.Features)))
+		} else {
+			fmt.Fprintf(w, "record %d: %d bytes, a tf.train.SequenceExample: %d context feature%s, %d feature list%s\n",
+				r.Index, r.Bytes, len(r.Features), plural(len(r.Features)), len(r.FeatureLists), plural(len(r.FeatureLists)))
+		}
 		width := 0
 		for _, f := range r.Features {
 			width = max(width, len(f.Key))
 		}
+		for _, l := range r.FeatureLists {
+			width = max(width, len(l.Key))
+		}
 		for _, f := range r.Features {
-			vals := strings.Join(f.shown, ", ")
-			if f.Truncated {
-				vals += ", …"
+			fmt.Fprintf(w, "  %-*s  %s\n", width, f.Key, f.text())
+		}
+		for _, l := range r.FeatureLists {
+			steps := make([]string, len(l.FirstSteps))
+			for i, f := range l.FirstSteps {
+				steps[i] = f.text
 			}
-			if f.Kind == "none" {
-				vals = "(no kind set)"
+			if l.Steps > len(l.FirstSteps) {
+				steps = append(steps, "…")
 			}
-			fmt.Fprintf(w, "  %-*s  %-5s [%d]  %s\n", width, f.Key, f.Kind, f.Length, vals)
+			fmt.Fprintf(w, "  %-*s  list of %d step%s: %s\n", width, l.Key, l.Steps, plural(l.Steps), strings.Join(steps, "; "))
 		}
 	}
+}
+
+// text is a feature as the text format shows it, after its key.
+func (f *inspectFeature) text() string {
+	vals := strings.Join(f.shown, ", ")
+	if f.Truncated {
+		vals += ", …"
+	}
+	if f.Kind == "none" {
+		vals = "(no kind set)"
+	}
+	return fmt.Sprintf("%-5s [%d]  %s", f.Kind, f.Length, vals)
 }

@@ -46,6 +46,7 @@ func TestInspectCounts(t *testing.T) {
 		{"ranking/train_elwc.tfrecord", 10, "none"},
 		{"deeplab/pascal_voc_seg_val-00000-of-00001.tfrecord", 3, "none"},
 		{"tfx/csv_example_gen_Split-eval_data_tfrecord-00000-of-00012.gz", 424, "gzip"},
+		{"tfx/tfrecord_sequence_Split-eval_data_tfrecord_eval.gz", 4500, "gzip"},
 	} {
 		t.Run(tc.file, func(t *testing.T) {
 			if n := expectedRecords(t, data, tc.file); n != tc.records {
@@ -83,6 +84,19 @@ func TestInspectPenguinGolden(t *testing.T) {
 	}
 	// The path depends on where shared/data lives; the golden file says FILE.
 	golden(t, "inspect_penguin.txt", strings.Replace(r.stdout, path, "FILE", 1))
+}
+
+// TestInspectSequenceGolden: a tf.train.SequenceExample shows its context
+// and its feature lists, step by step (found by a new-user test: the
+// feature lists were left out without a word).
+func TestInspectSequenceGolden(t *testing.T) {
+	data := sharedData(t)
+	path := filepath.Join(data, "tfrecord", "tfx", "tfrecord_sequence_Split-eval_data_tfrecord_eval.gz")
+	r := run(t, "inspect", "--records", "3", path)
+	if r.code != 0 || r.stderr != "" {
+		t.Fatalf("inspect: %s", r)
+	}
+	golden(t, "inspect_sequence.txt", strings.Replace(r.stdout, path, "FILE", 1))
 }
 
 func TestInspectNotExamples(t *testing.T) {

@@ -302,6 +302,34 @@ stages:
 	}
 }
 
+// TestSequenceExampleContext: parse_example reads a SequenceExample's
+// context features, and asked for one of its feature lists says that is
+// what it is, naming the record, instead of calling it missing.
+func TestSequenceExampleContext(t *testing.T) {
+	data := tfrSharedData(t)
+	file := filepath.Join(data, "tfrecord", "tfx", "tfrecord_sequence_Split-eval_data_tfrecord_eval.gz")
+	dir := t.TempDir()
+	spec := func(features string) string {
+		return fmt.Sprintf(`version: 1
+name: seq
+stages:
+  - {name: files, type: files, pattern: %q}
+  - {name: records, type: tfrecord}
+  - {name: examples, type: parse_example, features: %s}
+  - {name: out, type: write_jsonl, path: out.jsonl}
+`, file, features)
+	}
+	rep, err := tfrRun(t, dir, spec(`{i: {dtype: int64, default: -1}}`))
+	if err != nil || rep.Sinks["out"].Samples != 4500 {
+		t.Fatalf("context features: %v, %+v; want 4500 samples", err, rep)
+	}
+	_, err = tfrRun(t, dir, spec(`{s: {dtype: bytes}}`))
+	want := `stage "examples" (parse_example): ` + file + ` record 0: feature "s" is a feature list of this tf.train.SequenceExample: parse_example reads its context features only`
+	if err == nil || err.Error() != want {
+		t.Errorf("a feature list asked for:\n got %v\nwant %s", err, want)
+	}
+}
+
 func TestTFRecordCorruptSharedData(t *testing.T) {
 	data := tfrSharedData(t)
 	file := filepath.Join(data, "tfrecord", "corrupted", "snapshot_serengeti_sequence_examples.record")

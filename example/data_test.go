@@ -305,3 +305,106 @@ func TestSharedMarshalExact(t *testing.T) {
 		t.Logf("%s: %d of %d records byte-identical after Marshal", tt.file, same, len(recs))
 	}
 }
+
+// TestSharedSequenceExamples reads TFX's SequenceExamples: the context as
+// an Example's features (Unmarshal) and the feature lists (FeatureLists),
+// against EXPECTED's kinds, step counts and record 0.
+func TestSharedSequenceExamples(t *testing.T) {
+	dir := sharedData(t)
+	b, err := os.ReadFile(filepath.Join(dir, "tfrecord", "EXPECTED", "tfx__tfrecord_sequence_Split-eval_data_tfrecord_eval.gz.json"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var e struct {
+		File       string `json:"file"`
+		NumRecords int    `json:"num_records"`
+		Proto      string `json:"proto"`
+		Context    map[string]struct {
+			Kinds            map[string]int `json:"kinds"`
+			PresentInRecords int            `json:"present_in_records"`
+		} `json:"context_features"`
+		Lists map[string]struct {
+			Kinds            map[string]int `json:"kinds"`
+			MinSteps         int            `json:"min_steps"`
+			MaxSteps         int            `json:"max_steps"`
+			PresentInRecords int            `json:"present_in_records"`
+		} `json:"feature_lists"`
+		Record0 struct {
+			Lists map[string][]struct {
+				Kind  string   `json:"kind"`
+				Value []string `json:"value"`
+			} `json:"feature_lists"`
+		} `json:"record0"`
+	}
+	if err := json.Unmarshal(b, &e); err != nil {
+		t.Fatal(err)
+	}
+	if e.Proto != "tf.train.SequenceExample" || len(e.Lists) == 0 {
+		t.Fatalf("EXPECTED is not a SequenceExample file with feature lists: proto %q", e.Proto)
+	}
+	recs := readRecords(t, filepath.Join(dir, "tfrecord", filepath.FromSlash(e.File)))
+	if len(recs) != e.NumRecords {
+		t.Fatalf("%d records, want %d", len(recs), e.NumRecords)
+	}
+	ctxKinds, kinds := map[string]map[string]int{}, map[string]map[string]int{}
+	present, minSteps, maxSteps := map[string]int{}, map[string]int{}, map[string]int{}
+	for i, rec := range recs {
+		ex, err := Unmarshal(rec)
+		if err != nil {
+			t.Fatalf("record %d: context: %v", i, err)
+		}
+		for k, f := range ex.Features {
+			if ctxKinds[k] == nil {
+				ctxKinds[k] = map[string]int{}
+			}
+			ctxKinds[k][kindNames[f.Kind]]++
+		}
+		lists, err := FeatureLists(rec)
+		if err != nil {
+			t.Fatalf("record %d: feature lists: %v", i, err)
+		}
+		for k, steps := range lists {
+			if kinds[k] == nil {
+				kinds[k] = map[string]int{}
+				minSteps[k] = len(steps)
+			}
+			present[k]++
+			minSteps[k], maxSteps[k] = min(minSteps[k], len(steps)), max(maxSteps[k], len(steps))
+			for _, st := range steps {
+				kinds[k][kindNames[st.Kind]]++
+			}
+		}
+		if i == 0 {
+			for k, want := range e.Record0.Lists {
+				got := lists[k]
+				if len(got) != len(want) {
+					t.Errorf("record 0: list %s has %d steps, want %d", k, len(got), len(want))
+					continue
+				}
+				for j, w := range want {
+					if kindNames[got[j].Kind] != w.Kind || fmt.Sprintf("%q", got[j].Bytes) != fmt.Sprintf("%q", w.Value) {
+						t.Errorf("record 0: list %s step %d is %s %q, want %s %q", k, j, kindNames[got[j].Kind], got[j].Bytes, w.Kind, w.Value)
+					}
+				}
+			}
+		}
+	}
+	for k, want := range e.Context {
+		if fmt.Sprint(ctxKinds[k]) != fmt.Sprint(want.Kinds) {
+			t.Errorf("context %s: kinds %v, want %v", k, ctxKinds[k], want.Kinds)
+		}
+	}
+	if len(kinds) != len(e.Lists) {
+		t.Errorf("%d feature lists, EXPECTED has %d", len(kinds), len(e.Lists))
+	}
+	for k, want := range e.Lists {
+		if fmt.Sprint(kinds[k]) != fmt.Sprint(want.Kinds) || present[k] != want.PresentInRecords || minSteps[k] != want.MinSteps || maxSteps[k] != want.MaxSteps {
+			t.Errorf("list %s: kinds %v in %d records, %d..%d steps; want %v in %d, %d..%d", k, kinds[k], present[k], minSteps[k], maxSteps[k],
+				want.Kinds, want.PresentInRecords, want.MinSteps, want.MaxSteps)
+		}
+	}
+	// An Example has no feature lists.
+	if lists, err := FeatureLists(Marshal(&Example{Features: map[string]*Feature{"x": {Kind: KindInt64, Ints: []int64{1}}}})); err != nil || len(lists) != 0 {
+		t.Errorf("an Example's feature lists: %v, %v; want none", lists, err)
+	}
+}

@@ -284,53 +284,114 @@ func walkExample(b []byte, fn func(key []byte, values [][]byte) error) error {
 		if f.wire != wireBytes {
 			return wrap("", wrongWire("features", f))
 		}
-		// Features message: repeated map entries in field 1.
-		fb := f.data
-		for k := 0; k < len(fb); {
-			e, l, err := next(fb, k)
-			if err != nil {
-				return wrap("features", err)
-			}
-			k = l
-			if e.num != 1 {
-				continue
-			}
-			if e.wire != wireBytes {
-				return wrap("features", wrongWire("feature", e))
-			}
-			var key []byte
-			values = values[:0]
-			for m := 0; m < len(e.data); {
-				kv, n, err := next(e.data, m)
-				if err != nil {
-					return wrap("features: map entry", err)
-				}
-				m = n
-				switch kv.num {
-				case 1:
-					if kv.wire != wireBytes {
-						return wrap("features: map entry", wrongWire("key", kv))
-					}
-					key = kv.data
-				case 2:
-					if kv.wire != wireBytes {
-						return wrap("features: map entry", wrongWire("value", kv))
-					}
-					values = append(values, kv.data)
-				}
-			}
-			// Another message can parse as an Example by accident (an
-			// ExampleListWithContext puts whole Examples where keys go);
-			// real feature keys are text.
-			if !isText(key) {
-				return wrap("features", &NotTextError{Key: key})
-			}
-			if err := fn(key, values); err != nil {
-				return err
-			}
+		if err := walkMap(f.data, "features", "feature", &values, fn); err != nil {
+			return err
 		}
 	}
 	return nil
+}
+
+// walkMap calls fn for every entry of the map<string, message> in field 1
+// of b (a Features or a FeatureLists message) with its key and value
+// payloads; what and entry name the message and an entry in errors, and
+// values is scratch.
+func walkMap(fb []byte, what, entry string, values *[][]byte, fn func(key []byte, values [][]byte) error) error {
+	for k := 0; k < len(fb); {
+		e, l, err := next(fb, k)
+		if err != nil {
+			return wrap(what, err)
+		}
+		k = l
+		if e.num != 1 {
+			continue
+		}
+		if e.wire != wireBytes {
+			return wrap(what, wrongWire(entry, e))
+		}
+		var key []byte
+		*values = (*values)[:0]
+		for m := 0; m < len(e.data); {
+			kv, n, err := next(e.data, m)
+			if err != nil {
+				return wrap(what+": map entry", err)
+			}
+			m = n
+			switch kv.num {
+			case 1:
+				if kv.wire != wireBytes {
+					return wrap(what+": map entry", wrongWire("key", kv))
+				}
+				key = kv.data
+			case 2:
+				if kv.wire != wireBytes {
+					return wrap(what+": map entry", wrongWire("value", kv))
+				}
+				*values = append(*values, kv.data)
+			}
+		}
+		// Another message can parse as an Example by accident (an
+		// ExampleListWithContext puts whole Examples where keys go);
+		// real feature keys are text.
+		if !isText(key) {
+			return wrap(what, &NotTextError{Key: key})
+		}
+		if err := fn(key, *values); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// FeatureLists decodes the feature_lists of a serialized
+// tf.train.SequenceExample: each key's steps, in order. The context of a
+// SequenceExample is in the field an Example keeps its features in, so
+// Unmarshal reads it; FeatureLists reads the rest, and returns an empty
+// map for an Example. Byte values alias b.
+func FeatureLists(b []byte) (map[string][]*Feature, error) {
+	out := map[string][]*Feature{}
+	var values [][]byte
+	for i := 0; i < len(b); {
+		f, j, err := next(b, i)
+		if err != nil {
+			return nil, wrap("", err)
+		}
+		i = j
+		if f.num != 2 {
+			continue
+		}
+		if f.wire != wireBytes {
+			return nil, wrap("", wrongWire("feature_lists", f))
+		}
+		err = walkMap(f.data, "feature_lists", "feature list", &values, func(key []byte, vals [][]byte) error {
+			var steps []*Feature // FeatureList: repeated Feature in field 1
+			for _, v := range vals {
+				for m := 0; m < len(v); {
+					st, n, err := next(v, m)
+					if err != nil {
+						return wrap("feature list "+strconv.Quote(string(key)), err)
+					}
+					m = n
+					if st.num != 1 {
+						continue
+					}
+					if st.wire != wireBytes {
+						return wrap("feature list "+strconv.Quote(string(key)), wrongWire("feature", st))
+					}
+					ft := &Feature{}
+					if err := parseFeature(st.data, ft); err != nil {
+						return wrap(fmt.Sprintf("feature list %q step %d", key, len(steps)), err)
+					}
+					steps = append(steps, ft)
+				}
+			}
+			out[string(key)] = steps
+			return nil
+		})
+		if err != nil {
+			return nil, err
+		}
+	}
+	return out, nil
 }
 
 // NotTextError is the error of a record whose feature key is not text: the

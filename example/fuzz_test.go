@@ -92,3 +92,45 @@ func FuzzUnmarshal(f *testing.F) {
 		}
 	})
 }
+
+// FuzzFeatureLists: any input gives feature lists or an error, never a
+// panic, and the steps it finds hold no more values than the input has
+// bytes.
+func FuzzFeatureLists(f *testing.F) {
+	for _, s := range fuzzSeeds(f) {
+		f.Add(s)
+	}
+	step := func(v int64) []byte { return lenField(3, msg(varintField(1, uint64(v)))) } // an int64 Feature
+	list := func(steps ...[]byte) []byte {
+		var b []byte
+		for _, s := range steps {
+			b = append(b, lenField(1, s)...)
+		}
+		return b
+	}
+	lists := func(key string, fl []byte) []byte {
+		return lenField(2, lenField(1, msg(lenField(1, []byte(key)), lenField(2, fl))))
+	}
+	f.Add(lists("s", list(step(1), step(2))))
+	f.Add(append(exampleOf(entry("ctx", nil)), lists("t", list(step(7)))...))
+	f.Add(lists("s", []byte{0x0a, 0x05, 0x1a}))
+	f.Add([]byte{0x12, 0x02, 0x08, 0x01})
+	f.Fuzz(func(t *testing.T, data []byte) {
+		lists, err := FeatureLists(data)
+		if err != nil {
+			if lists != nil {
+				t.Fatal("feature lists with an error")
+			}
+			return
+		}
+		n := 0
+		for _, steps := range lists {
+			for _, st := range steps {
+				n += st.Len()
+			}
+		}
+		if n > len(data) {
+			t.Fatalf("%d values from %d bytes", n, len(data))
+		}
+	})
+}
