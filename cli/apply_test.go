@@ -263,6 +263,7 @@ stages:
   - {name: src, type: range, count: 10}
   - {name: m, type: map, set: {y: '10 / (index - 5)'}}
   - {name: out, type: write_jsonl, path: out/fail.jsonl}
+  - {name: all, type: write_jsonl, input: src, path: out/all.jsonl}
 `)
 	reportPath := filepath.Join(dir, "report.json")
 	r := run(t, "apply", "--report", reportPath, p)
@@ -274,10 +275,34 @@ stages:
 	if got.OK == nil || *got.OK || got.Error != want {
 		t.Errorf("report %s: want ok false and error %q", b, want)
 	}
+	// A sink's samples were received, not put anywhere: committed says
+	// so (found by a new-user test: the report of a stopped run read as
+	// if its samples were written).
+	if len(got.Sinks) != 2 {
+		t.Errorf("report %s: want both sinks", b)
+	}
+	for name, s := range got.Sinks {
+		if s.Committed == nil || *s.Committed {
+			t.Errorf("report %s: sink %s of a failed run is committed or does not say", b, name)
+		}
+	}
 	if !strings.Contains(r.stderr, "piperun: "+want+"\n") {
 		t.Errorf("stderr lacks the error:\n%s", r.stderr)
 	}
 	assertFiles(t, filepath.Join(dir, "out"))
+	// The same sink, in a run that succeeds, is committed.
+	p = writeSpec(t, dir, "ok.yaml", `version: 1
+name: ok
+stages:
+  - {name: src, type: range, count: 10}
+  - {name: all, type: write_jsonl, path: out/all.jsonl}
+`)
+	if r := run(t, "apply", "--report", reportPath, p); r.code != 0 {
+		t.Fatalf("apply: %s", r)
+	}
+	if got, b := readReport(t, reportPath); got.Sinks["all"].Samples != 10 || got.Sinks["all"].Committed == nil || !*got.Sinks["all"].Committed {
+		t.Errorf("report %s: want sink all committed with 10 samples", b)
+	}
 }
 
 // assertFiles checks that dir holds exactly the named files (a missing dir

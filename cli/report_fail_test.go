@@ -124,6 +124,10 @@ type report struct {
 	Error  string  `json:"error"`
 	Budget int64   `json:"memory_budget_bytes"`
 	Seed   *uint64 `json:"seed"`
+	Sinks  map[string]struct {
+		Samples   int64 `json:"samples"`
+		Committed *bool `json:"committed"`
+	} `json:"sinks"`
 }
 
 // readReport reads and decodes the --report file at path, and returns its

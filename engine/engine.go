@@ -102,8 +102,10 @@ type node struct {
 	out    atomic.Int64
 	// passed counts samples let through untouched, as a cache below
 	// already held their results (stages.Env.Skip).
-	passed  atomic.Int64
-	batches atomic.Int64
+	passed atomic.Int64
+	// committed is set once the run has committed this sink's output.
+	committed atomic.Bool
+	batches   atomic.Int64
 	// outBytes sums the sizes of emitted samples, for probing sample sizes.
 	outBytes atomic.Int64
 	// busy is the stage's own time in nanoseconds, under Options.Profile.
@@ -579,6 +581,7 @@ func (r *Run) commit(ctx context.Context) error {
 			if err != nil {
 				return stepErr(n, "commit", err)
 			}
+			n.committed.Store(true)
 		}
 	}
 	return nil
@@ -954,6 +957,11 @@ type SinkReport struct {
 	ActiveS     float64 `json:"active_s"`
 	WaitedS     float64 `json:"waited_s"`
 	WaitedShare float64 `json:"waited_share"`
+	// Committed says the sink's output is in place (its files renamed,
+	// its trainer told the stream ended): false for every sink of a run
+	// that failed or was stopped, whose Samples were received but left
+	// nowhere.
+	Committed bool `json:"committed"`
 }
 
 // StageReport counts one stage's traffic.
@@ -1005,7 +1013,7 @@ func (r *Run) snapshot(err error) *Report {
 			rep.Caches[n.st.Name] = c.Stats()
 		}
 		if n.st.Role == spec.RoleSink {
-			sr := SinkReport{Samples: n.out.Load(), Batches: n.batches.Load(), Epochs: n.epochs.Load(), PerEpoch: n.perEpoch.Load()}
+			sr := SinkReport{Samples: n.out.Load(), Batches: n.batches.Load(), Epochs: n.epochs.Load(), PerEpoch: n.perEpoch.Load(), Committed: n.committed.Load()}
 			if from := n.from.Load(); from > 0 {
 				until := n.until.Load()
 				if until == 0 {
