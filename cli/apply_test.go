@@ -98,7 +98,7 @@ func TestApplyReport(t *testing.T) {
 	var got struct {
 		OK      bool    `json:"ok"`
 		Elapsed float64 `json:"elapsed_s"`
-		Sinks   map[string]map[string]float64
+		Sinks   map[string]map[string]any
 		Skipped map[string]int64 `json:"skipped"`
 		Peak    int64            `json:"peak_memory_bytes"`
 		Budget  int64            `json:"memory_budget_bytes"`
@@ -115,10 +115,16 @@ func TestApplyReport(t *testing.T) {
 	if got.Elapsed <= 0 {
 		t.Errorf("elapsed_s %v, want > 0", got.Elapsed)
 	}
-	if out := got.Sinks["out"]; len(got.Sinks) != 1 || out["samples"] != 10 || out["batches"] != 3 || out["epochs"] != 1 ||
+	sink := map[string]float64{}
+	for k, v := range got.Sinks["out"] {
+		if f, ok := v.(float64); ok {
+			sink[k] = f
+		}
+	}
+	if out := sink; len(got.Sinks) != 1 || out["samples"] != 10 || out["batches"] != 3 || out["epochs"] != 1 ||
 		out["waited_share"] < 0 || out["waited_share"] > 1 || out["waited_s"] < 0 || out["waited_s"] > out["active_s"] ||
-		out["active_s"] <= 0 || out["active_s"] > got.Elapsed || len(out) != 6 {
-		t.Errorf("sinks %v, want out: 10 samples in 3 batches, 1 epoch, and its wait", got.Sinks)
+		out["active_s"] <= 0 || out["active_s"] > got.Elapsed || len(out) != 6 || got.Sinks["out"]["committed"] != true || len(got.Sinks["out"]) != 7 {
+		t.Errorf("sinks %v, want out: 10 samples in 3 batches, 1 epoch, its wait, committed", got.Sinks)
 	}
 	if got.Skipped == nil || len(got.Skipped) != 0 {
 		t.Errorf("skipped %v, want {}", got.Skipped)
