@@ -76,27 +76,27 @@ func TestInspectCounts(t *testing.T) {
 }
 
 func TestInspectPenguinGolden(t *testing.T) {
-	data := sharedData(t)
-	path := filepath.Join(data, "tfrecord", "tfx", "penguin_Split-train_data_tfrecord-00000-of-00001.gz")
-	r := run(t, "inspect", "--records", "2", path)
-	if r.code != 0 || r.stderr != "" {
-		t.Fatalf("inspect: %s", r)
-	}
-	// The path depends on where shared/data lives; the golden file says FILE.
-	golden(t, "inspect_penguin.txt", strings.Replace(r.stdout, path, "FILE", 1))
+	inspectGolden(t, "tfx/penguin_Split-train_data_tfrecord-00000-of-00001.gz", "2", "inspect_penguin.txt")
 }
 
 // TestInspectSequenceGolden: a tf.train.SequenceExample shows its context
 // and its feature lists, step by step (found by a new-user test: the
 // feature lists were left out without a word).
 func TestInspectSequenceGolden(t *testing.T) {
-	data := sharedData(t)
-	path := filepath.Join(data, "tfrecord", "tfx", "tfrecord_sequence_Split-eval_data_tfrecord_eval.gz")
-	r := run(t, "inspect", "--records", "3", path)
+	inspectGolden(t, "tfx/tfrecord_sequence_Split-eval_data_tfrecord_eval.gz", "3", "inspect_sequence.txt")
+}
+
+// inspectGolden inspects the first records of a shared TFRecord file,
+// named relative to shared/data/tfrecord, against a golden file.
+func inspectGolden(t *testing.T, rel, records, name string) {
+	t.Helper()
+	path := filepath.Join(sharedData(t), "tfrecord", filepath.FromSlash(rel))
+	r := run(t, "inspect", "--records", records, path)
 	if r.code != 0 || r.stderr != "" {
 		t.Fatalf("inspect: %s", r)
 	}
-	golden(t, "inspect_sequence.txt", strings.Replace(r.stdout, path, "FILE", 1))
+	// The path depends on where shared/data lives; the golden file says FILE.
+	golden(t, name, strings.Replace(r.stdout, path, "FILE", 1))
 }
 
 func TestInspectNotExamples(t *testing.T) {

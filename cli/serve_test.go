@@ -650,15 +650,22 @@ func TestServeEndWaitsForTheTrainer(t *testing.T) {
 		}
 		time.Sleep(300 * time.Millisecond)
 		cancel()
-		select {
-		case r := <-done:
-			if r.code == 0 {
-				t.Errorf("apply succeeded without delivering: %s", r)
-			}
-		case <-time.After(5 * time.Second):
-			t.Fatal("apply did not stop within 5 s of the interrupt")
-		}
+		failsWithin(t, done, 5*time.Second, "without delivering")
 	})
+}
+
+// failsWithin waits up to d for apply's result on done and checks that it
+// failed, as a run interrupted before it delivered (what) must.
+func failsWithin(t *testing.T, done chan result, d time.Duration, what string) {
+	t.Helper()
+	select {
+	case r := <-done:
+		if r.code == 0 {
+			t.Errorf("apply succeeded %s: %s", what, r)
+		}
+	case <-time.After(d):
+		t.Fatalf("apply did not stop within %v of the interrupt", d)
+	}
 }
 
 // TestPythonClientBoundsAPayload: a frame head claiming a payload beyond
@@ -749,14 +756,7 @@ stages:
 	}()
 	time.Sleep(500 * time.Millisecond)
 	cancel()
-	select {
-	case r := <-done:
-		if r.code == 0 {
-			t.Errorf("apply succeeded with trainer 2 three batches short: %s", r)
-		}
-	case <-time.After(10 * time.Second):
-		t.Fatal("apply did not stop within 10 s of the interrupt")
-	}
+	failsWithin(t, done, 10*time.Second, "with trainer 2 three batches short")
 	if err := <-ended; !errors.Is(err, serve.ErrCut) {
 		t.Errorf("trainer 1 read everything of a run that was stopped, then %v; want its stream cut (%v)", err, serve.ErrCut)
 	}
