@@ -407,16 +407,7 @@ func TestApplySignals(t *testing.T) {
 // files is empty is told so (found by the tester: it ran with no data and
 // no word, which would leave the other ranks waiting for it).
 func TestApplyWarnsOfAnEmptyShard(t *testing.T) {
-	dir := t.TempDir()
-	if err := os.WriteFile(filepath.Join(dir, "only.txt"), []byte("x"), 0o644); err != nil {
-		t.Fatal(err)
-	}
-	p := writeSpec(t, dir, "shard.yaml", `version: 1
-name: shard
-stages:
-  - {name: f, type: files, pattern: '*.txt', shard: auto}
-  - {name: out, type: discard}
-`)
+	p := shardSpec(t, 1)
 	t.Setenv("RANK", "3")
 	t.Setenv("WORLD_SIZE", "4")
 	r := run(t, "apply", "--progress", "never", p)
@@ -470,18 +461,7 @@ func TestApplyJSONLogsAreAllJSON(t *testing.T) {
 // a job whose every rank reads every file otherwise looks fine (found by
 // a new-user test: shard: auto logged nothing).
 func TestShardAutoSaysWhichShard(t *testing.T) {
-	dir := t.TempDir()
-	for i := range 5 {
-		if err := os.WriteFile(filepath.Join(dir, fmt.Sprintf("f%d.txt", i)), []byte("x"), 0o644); err != nil {
-			t.Fatal(err)
-		}
-	}
-	p := writeSpec(t, dir, "shard.yaml", `version: 1
-name: shard
-stages:
-  - {name: files, type: files, pattern: '*.txt', shard: auto}
-  - {name: out, type: discard}
-`)
+	p := shardSpec(t, 5)
 	for _, k := range []string{"PIPERUN_SHARD_INDEX", "PIPERUN_SHARD_COUNT", "RANK", "WORLD_SIZE", "SLURM_PROCID", "SLURM_NTASKS", "JOB_COMPLETION_INDEX"} {
 		t.Setenv(k, "") // restored after the test
 		os.Unsetenv(k)
@@ -496,4 +476,22 @@ stages:
 	if want := "shard: auto: this process reads shard 1 of 2 (RANK and WORLD_SIZE): 2 of the 5 files matched"; r.code != 0 || !strings.Contains(r.stderr, want) || !strings.Contains(r.stderr, "out: 2 samples") {
 		t.Errorf("RANK=1 WORLD_SIZE=2: %s\nwant %q and 2 samples", r, want)
 	}
+}
+
+// shardSpec writes n small files and a spec that lists them with shard:
+// auto into a discard, and returns the spec's path.
+func shardSpec(t *testing.T, n int) string {
+	t.Helper()
+	dir := t.TempDir()
+	for i := range n {
+		if err := os.WriteFile(filepath.Join(dir, fmt.Sprintf("f%d.txt", i)), []byte("x"), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return writeSpec(t, dir, "shard.yaml", `version: 1
+name: shard
+stages:
+  - {name: files, type: files, pattern: '*.txt', shard: auto}
+  - {name: out, type: discard}
+`)
 }
