@@ -15,6 +15,7 @@ import (
 	"errors"
 	"fmt"
 	"hash/fnv"
+	"maps"
 	"math/rand/v2"
 	"reflect"
 	"regexp"
@@ -152,22 +153,34 @@ func (r *Registry) AddFusion(f Fusion) {
 // with the inner's result first.
 func fusedCheck(inner, outer *Func, n int) func([]Arg) (sample.Type, error) {
 	return func(a []Arg) (sample.Type, error) {
-		if n == 0 {
-			n = len(a)
+		k := n // n is shared by every compile, concurrent ones too
+		if k == 0 {
+			k = len(a)
 		}
-		t, err := inner.Check(a[:n])
-		if err != nil && !inner.fused { // a fused inner call named its part
-			err = fmt.Errorf("%s: %w", inner.Name, err)
-		}
+		t, err := inner.Check(a[:k])
 		if err != nil {
+			var pe *partError
+			if !errors.As(err, &pe) { // a fused inner call named its part
+				err = &partError{fn: inner.Name, err: err}
+			}
 			return sample.TAny, err
 		}
-		if t, err = outer.Check(append([]Arg{{Type: t}}, a[n:]...)); err != nil {
-			return sample.TAny, fmt.Errorf("%s: %w", outer.Name, err)
+		if t, err = outer.Check(append([]Arg{{Type: t}}, a[k:]...)); err != nil {
+			return sample.TAny, &partError{fn: outer.Name, err: err}
 		}
 		return t, nil
 	}
 }
+
+// partError is a check error of one call of a fused chain, fn: the
+// inferrer places it at that call, where the user wrote it.
+type partError struct {
+	fn  string
+	err error
+}
+
+func (e *partError) Error() string { return e.fn + ": " + e.err.Error() }
+func (e *partError) Unwrap() error { return e.err }
 
 // Lookup returns a function by name.
 func (r *Registry) Lookup(name string) (*Func, bool) {
@@ -399,7 +412,7 @@ func (r *Registry) compile(src string, in sample.Schema, want sample.Kind, strip
 		}
 		cfg.Functions[n] = bf
 	}
-	p := &patcher{reg: r}
+	p := &patcher{reg: r, parts: map[ast.Node]map[string]file.Location{}}
 	cfg.Visitors = append(cfg.Visitors, p)
 	cfg.Check()
 
@@ -433,7 +446,7 @@ func (r *Registry) compile(src string, in sample.Schema, want sample.Kind, strip
 	if err != nil {
 		return nil, r.explain(toError(err), src, in)
 	}
-	inf := &inferrer{reg: r, schema: in, src: src}
+	inf := &inferrer{reg: r, schema: in, src: src, parts: p.parts}
 	t := inf.infer(tree.Node)
 	// What is stored is the value, or the elements of a list written out;
 	// lists inside (len([date(a)]), x in [1, 2]) are never stored.
@@ -699,6 +712,9 @@ func mix(z uint64) uint64 {
 type patcher struct {
 	reg   *Registry
 	sites int
+	// parts holds, for each fused call, where the user wrote each call
+	// of its chain, by name, for the inferrer's errors (partError).
+	parts map[ast.Node]map[string]file.Location
 }
 
 var tensorPtr = reflect.TypeOf((*tensor.Tensor)(nil))
@@ -738,6 +754,13 @@ func (p *patcher) Visit(node *ast.Node) {
 				// user wrote and its count, not the fused one's.
 				continue
 			}
+			parts := map[string]file.Location{fu.Outer: n.Location()}
+			if ip, ok := p.parts[inner]; ok {
+				maps.Copy(parts, ip)
+			} else {
+				parts[fu.Inner] = inner.Location()
+			}
+			p.parts[n] = parts
 			args := append(append([]ast.Node{}, inner.Arguments...), n.Arguments[1:]...)
 			id.Value = fu.Into
 			n.Arguments = args
@@ -854,12 +877,18 @@ type inferrer struct {
 	err    error
 	// lets are the let variables in scope, innermost last.
 	lets []sample.Field
+	// parts are the patcher's: where each call of a fused chain stands.
+	parts map[ast.Node]map[string]file.Location
 }
 
 func (in *inferrer) fail(n ast.Node, format string, args ...any) sample.Type {
+	return in.failAt(n.Location(), format, args...)
+}
+
+func (in *inferrer) failAt(loc file.Location, format string, args ...any) sample.Type {
 	if in.err == nil {
 		e := &Error{Msg: fmt.Sprintf(format, args...)}
-		if loc := n.Location(); loc.From >= 0 {
+		if loc.From >= 0 {
 			e.Line, e.Column = position(in.src, loc.From)
 		}
 		in.err = e
@@ -986,6 +1015,12 @@ func (in *inferrer) infer(n ast.Node) sample.Type {
 			return sample.TAny
 		}
 		t, err := f.Check(args)
+		var pe *partError
+		if errors.As(err, &pe) {
+			if loc, ok := in.parts[x][pe.fn]; ok {
+				return in.failAt(loc, "%v", err) // at the call of the chain that is wrong
+			}
+		}
 		if err != nil && (operators[f.Name] || f.fused) {
 			return in.fail(n, "%v", err) // the error names the operator, or the call in a chain
 		}
