@@ -576,8 +576,11 @@ func (r *Run) commit(ctx context.Context) error {
 			// frames still buffered: time in which the sink waited for
 			// nothing, which its waited share must count, as it counts
 			// the time between trainers there (stages.Idler), whether the
-			// commit succeeds or not.
-			n.until.Store(max(1, int64(time.Since(r.start))))
+			// commit succeeds or not. A Drainer did that wait above, and
+			// its end stays there: since then it waited on the others.
+			if _, ok := n.impl.(stages.Drainer); !ok {
+				n.until.Store(max(1, int64(time.Since(r.start))))
+			}
 			if err != nil {
 				return stepErr(n, "commit", err)
 			}
@@ -958,9 +961,9 @@ type SinkReport struct {
 	WaitedS     float64 `json:"waited_s"`
 	WaitedShare float64 `json:"waited_share"`
 	// Committed says the sink's output is in place (its files renamed,
-	// its trainer told the stream ended): false for every sink of a run
-	// that failed or was stopped, whose Samples were received but left
-	// nowhere.
+	// its trainer told the stream ended): false for a sink whose samples
+	// were received but put nowhere, as in a run that failed or was
+	// stopped before its commit.
 	Committed bool `json:"committed"`
 }
 

@@ -363,7 +363,7 @@ func FeatureLists(b []byte) (map[string][]*Feature, error) {
 			return nil, wrap("", wrongWire("feature_lists", f))
 		}
 		err = walkMap(f.data, "feature_lists", "feature list", &values, func(key []byte, vals [][]byte) error {
-			var steps []*Feature // FeatureList: repeated Feature in field 1
+			steps := []*Feature{} // FeatureList: repeated Feature in field 1; maybe none
 			for _, v := range vals {
 				for m := 0; m < len(v); {
 					st, n, err := next(v, m)

@@ -328,3 +328,13 @@ func TestKeysMustBeText(t *testing.T) {
 		}
 	}
 }
+
+// TestFeatureListsEmpty: a feature list with no steps is there, empty,
+// not absent (a review: parse_example then called it missing).
+func TestFeatureListsEmpty(t *testing.T) {
+	b := lenField(2, lenField(1, msg(lenField(1, []byte("s")), lenField(2, nil))))
+	lists, err := FeatureLists(b)
+	if steps, ok := lists["s"]; err != nil || !ok || steps == nil || len(steps) != 0 {
+		t.Errorf("FeatureLists = %v, %v; want s with no steps, not nil", lists, err)
+	}
+}

@@ -316,7 +316,7 @@ func (p *parseExample) Process(_ context.Context, s *sample.Sample, emit Emit) e
 	for i, v := range vals {
 		if v == nil {
 			if p.defaults[i] == nil {
-				if lists, err := example.FeatureLists(rec); err == nil && lists[p.keys[i]] != nil {
+				if lists, err := example.FeatureLists(rec); err == nil && lists[p.keys[i]] != nil { // an empty list too
 					return fmt.Errorf("feature %q is a feature list of this tf.train.SequenceExample: parse_example reads its context features only", p.keys[i])
 				}
 				return fmt.Errorf("feature %q is missing and has no default", p.keys[i])
