@@ -123,6 +123,20 @@ func shardFromEnv(lookup func(string) (string, bool)) (index, count int, from st
 		}
 		return i, c, p[0] + " and " + p[1], nil
 	}
+	// A world size of more than one without its rank is a launcher
+	// misconfigured: read as one shard, every process would read every
+	// file, each sample once per process and epoch.
+	for _, p := range pairs {
+		if cs, ok := lookup(p[1]); ok {
+			if c, err := strconv.Atoi(cs); err != nil || c > 1 {
+				idx := p[0]
+				if p[1] == "PIPERUN_SHARD_COUNT" {
+					idx = "PIPERUN_SHARD_INDEX or JOB_COMPLETION_INDEX"
+				}
+				return 0, 0, "", fmt.Errorf("shard: auto: %s=%s is set but %s is not: without its rank every process would read every file", p[1], cs, idx)
+			}
+		}
+	}
 	return 0, 1, "", nil
 }
 
