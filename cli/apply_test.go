@@ -495,3 +495,27 @@ stages:
   - {name: out, type: discard}
 `)
 }
+
+// TestBatchWarnsOfAChangingDType: a jsonl key holding integers in one
+// batch and other numbers in another is batched as int64, then float64:
+// the run says so once, with the fix (found by a new-user test: one file
+// held the key as both int64_list and float_list without a word).
+func TestBatchWarnsOfAChangingDType(t *testing.T) {
+	dir := t.TempDir()
+	if err := os.WriteFile(filepath.Join(dir, "d.jsonl"), []byte("{\"k\": 1}\n{\"k\": 2}\n{\"k\": 2.5}\n{\"k\": 3}\n{\"k\": 4}\n{\"k\": 5}\n{\"k\": 6.5}\n{\"k\": 7}\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	p := writeSpec(t, dir, "j.yaml", `version: 1
+name: j
+stages:
+  - {name: files, type: files, pattern: d.jsonl}
+  - {name: lines, type: jsonl}
+  - {name: b, type: batch, size: 2}
+  - {name: out, type: discard}
+`)
+	r := run(t, "apply", "--progress", "never", p)
+	want := `field "k" was batched as int64 before, and as float64 in batch 1 (epoch 0) of ` + filepath.Join(dir, "d.jsonl") + `:3`
+	if r.code != 0 || !strings.Contains(r.stderr, want) || strings.Count(r.stderr, `field "k" was batched as`) != 1 || !strings.Contains(r.stderr, "set it with float(k) in a map") {
+		t.Errorf("apply: %s\nwant exit 0 and one warning: %s…", r, want)
+	}
+}

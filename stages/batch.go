@@ -149,6 +149,11 @@ type batchStage struct {
 	deferred map[string]*tensor.FloatLUT
 	buf      []*sample.Sample
 	index    int64
+	// dtypes are the dtypes of the tensors of the first batch that had
+	// each field, to warn once of a field whose dtype changes (a jsonl
+	// key holding integers in one batch, other numbers in the next).
+	dtypes map[string]tensor.DType
+	warned map[string]bool
 }
 
 func (b *batchStage) Retains() {}
@@ -217,6 +222,9 @@ func (b *batchStage) flush(emit Emit) error {
 			return fmt.Errorf("%s: %w", out.Origin, err)
 		}
 		out.Fields[k] = v
+		if t, ok := v.(*tensor.Tensor); ok {
+			b.checkDType(k, t.DType, out.Origin)
+		}
 	}
 	// Free the inputs before the batch reserves its own memory, so a
 	// full budget cannot stall on memory this stage is about to give up.
@@ -229,6 +237,25 @@ func (b *batchStage) flush(emit Emit) error {
 	}
 	b.buf = b.buf[:0]
 	return emit(out)
+}
+
+// checkDType warns, once per field, when field k's batches change dtype:
+// a sink then writes the field as two types (int64_list and float_list,
+// which TensorFlow's parser takes for a mismatch), and a trainer gets two.
+func (b *batchStage) checkDType(k string, dt tensor.DType, origin string) {
+	if b.dtypes == nil {
+		b.dtypes, b.warned = map[string]tensor.DType{}, map[string]bool{}
+	}
+	first, ok := b.dtypes[k]
+	if !ok {
+		b.dtypes[k] = dt
+		return
+	}
+	if first != dt && !b.warned[k] && b.env.Log != nil {
+		b.warned[k] = true
+		b.env.Log.Warn(fmt.Sprintf("field %q was batched as %s before, and as %s in %s: its values are of both kinds (a jsonl key with integers on some lines and other numbers on others), so the sink gets it as both; for one dtype, set it with float(%s) in a map",
+			k, first, dt, origin, k))
+	}
 }
 
 // Stack combines field k of every sample into one value with a leading
