@@ -240,7 +240,11 @@ func (s *serveSink) connect(ctx context.Context) error {
 			s.log.Info("waiting for a trainer to connect", zap.String("listen", s.listen))
 		}
 		if d, ok := s.ln.(interface{ SetDeadline(time.Time) error }); ok {
-			d.SetDeadline(time.Now().Add(acceptEvery))
+			wait := acceptEvery
+			if len(s.pending) == 0 {
+				wait = idleAcceptEvery // no greeting to read meanwhile
+			}
+			d.SetDeadline(time.Now().Add(wait))
 		}
 		c, err := s.ln.Accept()
 		if err == nil {
@@ -322,6 +326,12 @@ func (s *serveSink) takeWaiting(ctx context.Context) error {
 // acceptEvery is how long connect waits for a connection before it looks
 // at the greetings of those it has.
 const acceptEvery = 20 * time.Millisecond
+
+// idleAcceptEvery is how long connect waits for a connection when none is
+// pending: a connection ends the wait at once, so this only bounds how
+// soon a stop is seen, and spares a run waiting hours for its trainer
+// fifty wake-ups a second.
+const idleAcceptEvery = 100 * time.Millisecond
 
 // greetWithin is how long a new connection has to send serve.ClientHello.
 const greetWithin = 2 * time.Second
