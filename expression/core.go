@@ -184,7 +184,7 @@ func init() {
 			i, ok1 := toInt(a[0])
 			n, ok2 := toInt(a[1])
 			if !ok1 || !ok2 {
-				return nil, fmt.Errorf("one_hot: arguments must be integers, got %T and %T", a[0], a[1])
+				return nil, fmt.Errorf("one_hot: arguments must be integers, got %s and %s", typeName(a[0]), typeName(a[1]))
 			}
 			if n < 1 || i < 0 || i >= n {
 				return nil, fmt.Errorf("one_hot: index %d out of range [0, %d)", i, n)
@@ -204,7 +204,7 @@ func init() {
 		Impl: func(_ *Call, a []any) (any, error) {
 			p, ok := a[0].(string)
 			if !ok {
-				return nil, fmt.Errorf("read_file: path must be a string, got %T", a[0])
+				return nil, fmt.Errorf("read_file: path must be a string, got %s", typeName(a[0]))
 			}
 			return os.ReadFile(p)
 		},
@@ -218,7 +218,7 @@ func init() {
 		Impl: func(_ *Call, a []any) (any, error) {
 			p, ok := a[0].(string)
 			if !ok {
-				return nil, fmt.Errorf("read_file: path must be a string, got %T", a[0])
+				return nil, fmt.Errorf("read_file: path must be a string, got %s", typeName(a[0]))
 			}
 			return readPooled(p)
 		},
@@ -422,7 +422,7 @@ func exprLen(v any) (int, error) {
 	case reflect.String:
 		return utf8.RuneCountInString(r.String()), nil
 	}
-	return 0, fmt.Errorf("invalid argument for len (type %T)", v)
+	return 0, fmt.Errorf("invalid argument for len (type %s)", typeName(v))
 }
 
 func lenOf(v any) int {

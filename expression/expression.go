@@ -603,13 +603,32 @@ var goTypes = strings.NewReplacer(
 	"time.Time", "time", "time.Duration", "duration",
 )
 
+// typeName names a run-time value's type as a spec does: an expr integer
+// literal, a Go int, is an int64 like every integer a sample holds.
+func typeName(v any) string {
+	switch v.(type) {
+	case int, int32, int64:
+		return "int64"
+	case float32, float64:
+		return "float64"
+	case []byte:
+		return "bytes"
+	case nil:
+		return "null"
+	}
+	return goTypes.Replace(fmt.Sprintf("%T", v))
+}
+
+// exprInt is expr's own name for an integer, in its checker's messages.
+var exprInt = regexp.MustCompile(`\bint\b`)
+
 // mismatched is expr's message for an operator on operands it cannot mix.
 var mismatched = regexp.MustCompile(`^invalid operation: (\S+) \(mismatched types (.+) and (.+)\)$`)
 
 // plainTypes rewrites a checker message in the words of a spec: no Go
 // type names, and for an operator on a tensor what to use instead.
 func plainTypes(msg string) string {
-	msg = goTypes.Replace(msg)
+	msg = exprInt.ReplaceAllString(goTypes.Replace(msg), "int64")
 	if m := mismatched.FindStringSubmatch(msg); m != nil && (m[2] == "tensor" || m[3] == "tensor") {
 		if operatorFuncs[m[1]] != "" {
 			return tensorCompared(m[1], m[2], m[3]).Error()

@@ -213,11 +213,11 @@ func init() {
 		Impl: func(c *Call, a []any) (any, error) {
 			img, ok := a[0].(*tensor.Tensor)
 			if !ok {
-				return nil, fmt.Errorf("argument 1 must be an image tensor, got %T", a[0])
+				return nil, fmt.Errorf("argument 1 must be an image tensor, got %s", typeName(a[0]))
 			}
 			p, ok := toFloat(a[1])
 			if !ok {
-				return nil, fmt.Errorf("argument 2 must be a probability, got %T", a[1])
+				return nil, fmt.Errorf("argument 2 must be a probability, got %s", typeName(a[1]))
 			}
 			if c.Rand.Float64() < p {
 				return imageops.FlipLeftRight(img)
@@ -246,7 +246,7 @@ func init() {
 		Impl: func(_ *Call, a []any) (any, error) {
 			img, ok := a[0].(*tensor.Tensor)
 			if !ok {
-				return nil, fmt.Errorf("argument 1 must be a tensor, got %T", a[0])
+				return nil, fmt.Errorf("argument 1 must be a tensor, got %s", typeName(a[0]))
 			}
 			return imageops.ToFloat(img)
 		},
@@ -300,7 +300,7 @@ func init() {
 		Impl: func(_ *Call, a []any) (any, error) {
 			img, ok := a[0].(*tensor.Tensor)
 			if !ok {
-				return nil, fmt.Errorf("argument 1 must be an image tensor, got %T", a[0])
+				return nil, fmt.Errorf("argument 1 must be an image tensor, got %s", typeName(a[0]))
 			}
 			mean, ok1 := floatList(a[1])
 			std, ok2 := floatList(a[2])
@@ -343,7 +343,7 @@ func init() {
 		Impl: func(_ *Call, a []any) (any, error) {
 			img, ok := a[0].(*tensor.Tensor)
 			if !ok {
-				return nil, fmt.Errorf("argument 1 must be a tensor, got %T", a[0])
+				return nil, fmt.Errorf("argument 1 must be a tensor, got %s", typeName(a[0]))
 			}
 			perm, ok := intList(a[1])
 			if !ok {
@@ -455,18 +455,18 @@ func decodeArgs(a []any) ([]byte, int, imageops.DecodeOptions, func(), error) {
 	case *pooledFile:
 		data, done = x.data, x.release
 	default:
-		return nil, 0, opts, done, fmt.Errorf("decode_image: argument 1 must be bytes, got %T", a[0])
+		return nil, 0, opts, done, fmt.Errorf("decode_image: argument 1 must be bytes, got %s", typeName(a[0]))
 	}
 	c, ok := toInt(a[1])
 	if !ok {
 		done()
-		return nil, 0, opts, func() {}, fmt.Errorf("decode_image: channels must be an integer, got %T", a[1])
+		return nil, 0, opts, func() {}, fmt.Errorf("decode_image: channels must be an integer, got %s", typeName(a[1]))
 	}
 	if len(a) > 2 {
 		mp, ok := toInt(a[2])
 		if !ok {
 			done()
-			return nil, 0, opts, func() {}, fmt.Errorf("decode_image: max_pixels must be an integer, got %T", a[2])
+			return nil, 0, opts, func() {}, fmt.Errorf("decode_image: max_pixels must be an integer, got %s", typeName(a[2]))
 		}
 		opts.MaxPixels = mp
 	}
@@ -477,7 +477,7 @@ func hw(a []any, i int) (int, int, error) {
 	h, ok1 := toInt(a[i])
 	w, ok2 := toInt(a[i+1])
 	if !ok1 || !ok2 {
-		return 0, 0, fmt.Errorf("height and width must be integers, got %T and %T", a[i], a[i+1])
+		return 0, 0, fmt.Errorf("height and width must be integers, got %s and %s", typeName(a[i]), typeName(a[i+1]))
 	}
 	return int(h), int(w), nil
 }
@@ -485,7 +485,7 @@ func hw(a []any, i int) (int, int, error) {
 func imgHW(a []any) (*tensor.Tensor, int, int, error) {
 	img, ok := a[0].(*tensor.Tensor)
 	if !ok {
-		return nil, 0, 0, fmt.Errorf("argument 1 must be an image tensor, got %T", a[0])
+		return nil, 0, 0, fmt.Errorf("argument 1 must be an image tensor, got %s", typeName(a[0]))
 	}
 	h, w, err := hw(a, 1)
 	return img, h, w, err
@@ -504,12 +504,12 @@ func scales(a []any, i int) (float64, float64, error) {
 	var ok bool
 	if i < len(a) {
 		if lo, ok = toFloat(a[i]); !ok {
-			return 0, 0, fmt.Errorf("min_scale must be a number, got %T", a[i])
+			return 0, 0, fmt.Errorf("min_scale must be a number, got %s", typeName(a[i]))
 		}
 	}
 	if i+1 < len(a) {
 		if hi, ok = toFloat(a[i+1]); !ok {
-			return 0, 0, fmt.Errorf("max_scale must be a number, got %T", a[i+1])
+			return 0, 0, fmt.Errorf("max_scale must be a number, got %s", typeName(a[i+1]))
 		}
 	}
 	// Checked again here for values read from fields, which validate

@@ -166,10 +166,12 @@ func TestUnknownNamesInArguments(t *testing.T) {
 func TestPlainTypeNames(t *testing.T) {
 	in := sample.Schema{Fields: []sample.Field{{Name: "img", Type: sample.Type{Kind: sample.Tensor}}, {Name: "l", Type: sample.ListOf(sample.Any)}}}
 	for _, tc := range []struct{ src, want string }{
-		{`img + 1`, `operator + is not defined on tensors (got tensor and int); use tensor functions (to_float, normalize, cast) (line 1, column 5 of the expression)`},
-		{`2 * img`, `operator * is not defined on tensors (got int and tensor); use tensor functions (to_float, normalize, cast) (line 1, column 3 of the expression)`},
+		{`img + 1`, `operator + is not defined on tensors (got tensor and int64); use tensor functions (to_float, normalize, cast) (line 1, column 5 of the expression)`},
+		{`2 * img`, `operator * is not defined on tensors (got int64 and tensor); use tensor functions (to_float, normalize, cast) (line 1, column 3 of the expression)`},
 		{`max(img)`, `invalid argument for max (type tensor) (line 1, column 1 of the expression)`},
 		{`img[0:2]`, `cannot slice tensor (line 1, column 4 of the expression)`},
+		// expr's integers are Go ints; a spec's are int64 (a new-user test).
+		{`let n = len(l); n + "x"`, `invalid operation: + (mismatched types int64 and string) (line 1, column 19 of the expression)`},
 	} {
 		_, err := expression.Default().Compile(tc.src, in, sample.Any)
 		if err == nil || err.Error() != tc.want {
@@ -251,10 +253,10 @@ func TestRunTimeErrorsInPlainWords(t *testing.T) {
 func TestTensorEquality(t *testing.T) {
 	known := sample.Schema{Fields: []sample.Field{{Name: "img", Type: sample.TensorOf(tensor.Uint8, 2, 2, 3)}}}
 	for _, tc := range []struct{ src, want string }{
-		{`img == 1`, `operator == is not defined on tensors (got tensor and int); compare elements, as in x[0] == 1 (line 1, column 5 of the expression)`},
-		{`1 != img`, `operator != is not defined on tensors (got int and tensor); compare elements, as in x[0] != 1 (line 1, column 3 of the expression)`},
+		{`img == 1`, `operator == is not defined on tensors (got tensor and int64); compare elements, as in x[0] == 1 (line 1, column 5 of the expression)`},
+		{`1 != img`, `operator != is not defined on tensors (got int64 and tensor); compare elements, as in x[0] != 1 (line 1, column 3 of the expression)`},
 		{`cast(img, "float32") != 1`, `operator != is not defined on tensors (got tensor<float32>[2 2 3] and int64); compare elements, as in x[0] != 1 (line 1, column 22 of the expression)`},
-		{`to_float(img) == 1`, `operator == is not defined on tensors (got tensor and int); compare elements, as in x[0] == 1 (line 1, column 15 of the expression)`},
+		{`to_float(img) == 1`, `operator == is not defined on tensors (got tensor and int64); compare elements, as in x[0] == 1 (line 1, column 15 of the expression)`},
 	} {
 		_, err := expression.Default().Compile(tc.src, known, sample.Any)
 		if err == nil || err.Error() != tc.want {
