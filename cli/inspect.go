@@ -46,16 +46,24 @@ func inspectCmd(g *globals) *cobra.Command {
 				return exit(ExitUsage, fmt.Errorf("--records must be at least 0, got %d", records))
 			}
 			rep, err := inspectFile(args[0], records)
-			if err != nil {
+			if rep == nil {
 				return exit(ExitFailed, err)
+			}
+			// A damaged file still shows the records before the damage,
+			// and the JSON carries the error, for a script to read.
+			if err != nil {
+				rep.Error = err.Error()
 			}
 			if format == "json" {
 				if err := writeJSON(g.stdout, rep); err != nil {
 					return exit(ExitFailed, err)
 				}
-				return nil
+			} else {
+				rep.text(g.stdout)
 			}
-			rep.text(g.stdout)
+			if err != nil {
+				return exit(ExitFailed, err)
+			}
 			return nil
 		},
 	}
@@ -71,6 +79,9 @@ type inspectReport struct {
 	Compression string          `json:"compression"`
 	Records     int             `json:"records"`
 	Shown       []inspectRecord `json:"shown"`
+	// Error is why the file could not be read to its end: Records then
+	// counts the records before the damage.
+	Error string `json:"error,omitempty"`
 }
 
 type inspectRecord struct {
@@ -134,7 +145,9 @@ func compressionName(c tfrecord.Compression) string {
 }
 
 // inspectFile reads every record of path, checking the framing, and
-// describes the first n.
+// describes the first n. A file found damaged gives the report of the
+// records before the damage and the error; one that cannot be opened, no
+// report.
 func inspectFile(path string, n int) (*inspectReport, error) {
 	f, err := os.Open(path)
 	if err != nil {
@@ -163,9 +176,9 @@ func inspectFile(path string, n int) (*inspectReport, error) {
 		if err != nil {
 			var ce *tfrecord.CorruptError
 			if errors.As(err, &ce) {
-				return nil, err
+				return rep, err
 			}
-			return nil, fmt.Errorf("%s: record %d at byte offset %d: %w", path, r.Index(), r.Offset(), err)
+			return rep, fmt.Errorf("%s: record %d at byte offset %d: %w", path, r.Index(), r.Offset(), err)
 		}
 		if rep.Records < n {
 			rep.Shown = append(rep.Shown, describeRecord(rep.Records, rec))
@@ -291,7 +304,12 @@ func quotePreview(b []byte) string {
 }
 
 func (rep *inspectReport) text(w io.Writer) {
-	fmt.Fprintf(w, "file: %s\ncompression: %s\nrecords: %d\n", rep.File, rep.Compression, rep.Records)
+	fmt.Fprintf(w, "file: %s\ncompression: %s\n", rep.File, rep.Compression)
+	if rep.Error != "" {
+		fmt.Fprintf(w, "records: %d readable, then the file is damaged (the error follows)\n", rep.Records)
+	} else {
+		fmt.Fprintf(w, "records: %d\n", rep.Records)
+	}
 	for _, r := range rep.Shown {
 		if r.NotExample != "" {
 			fmt.Fprintf(w, "record %d: not a tf.train.Example (%s); %d bytes\n", r.Index, r.NotExample, r.Bytes)

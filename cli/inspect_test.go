@@ -235,8 +235,8 @@ func TestInspectCorrupt(t *testing.T) {
 	data := sharedData(t)
 	path := filepath.Join(data, "tfrecord", "corrupted", "snapshot_serengeti_sequence_examples.record")
 	r := run(t, "inspect", path)
-	if r.code != 1 || r.stdout != "" {
-		t.Fatalf("got %s\nwant exit 1 and no output", r)
+	if r.code != 1 || !strings.Contains(r.stdout, "records: 0 readable, then the file is damaged") {
+		t.Fatalf("got %s\nwant exit 1, and no record readable", r)
 	}
 	for _, w := range []string{path, "record 0", "byte offset 0", "truncated"} {
 		if !strings.Contains(r.stderr, w) {
@@ -263,6 +263,26 @@ func TestInspectCorrupt(t *testing.T) {
 	r = run(t, "inspect", "--records", "0", bad)
 	if r.code != 1 || !strings.Contains(r.stderr, bad+": record 2 at byte offset 38: ") {
 		t.Errorf("got %s\nwant exit 1 naming %s record 2 at byte offset 38", r, bad)
+	}
+	// The records before the damage are still shown, and the JSON carries
+	// the error (found by a new-user test: a file damaged at record 16
+	// showed nothing, and --format json printed nothing to parse).
+	r = run(t, "inspect", "--records", "3", bad)
+	if r.code != 1 || !strings.Contains(r.stdout, "records: 2 readable, then the file is damaged") ||
+		!strings.Contains(r.stdout, "record 1: not a tf.train.Example") || strings.Contains(r.stdout, "record 2") {
+		t.Errorf("got %s\nwant exit 1, records 0 and 1 shown, and the count before the damage", r)
+	}
+	r = run(t, "inspect", "--format", "json", bad)
+	var rep struct {
+		Records int `json:"records"`
+		Shown   []struct {
+			Index int `json:"index"`
+		} `json:"shown"`
+		Error string `json:"error"`
+	}
+	if err := json.Unmarshal([]byte(r.stdout), &rep); r.code != 1 || err != nil || rep.Records != 2 || len(rep.Shown) != 2 ||
+		!strings.Contains(rep.Error, bad+": record 2 at byte offset 38: ") {
+		t.Errorf("json: got %s (%v)\nwant exit 1, 2 records and the error", r, err)
 	}
 }
 
