@@ -295,7 +295,11 @@ stages:
 	if !strings.Contains(r.stderr, "piperun: "+want+"\n") {
 		t.Errorf("stderr lacks the error:\n%s", r.stderr)
 	}
-	assertFiles(t, filepath.Join(dir, "out"))
+	// Nor the directory the sinks made for them (found by a new-user
+	// test: an interrupted run left it, empty).
+	if _, err := os.Stat(filepath.Join(dir, "out")); !os.IsNotExist(err) {
+		t.Errorf("the failed run left its new output directory: %v", err)
+	}
 	// The same sink, in a run that succeeds, is committed.
 	p = writeSpec(t, dir, "ok.yaml", `version: 1
 name: ok

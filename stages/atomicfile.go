@@ -8,6 +8,7 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+	"sync"
 	"syscall"
 )
 
@@ -19,8 +20,11 @@ type atomicFile struct {
 	tmp   *os.File
 	w     *bufio.Writer
 	// prepared says the file is written, synced and closed, waiting only
-	// for its rename.
-	prepared bool
+	// for its rename; committed, that it was renamed.
+	prepared, committed bool
+	// made are the directories created for it, deepest first: an abort
+	// removes those left empty, so a failed run leaves no trace.
+	made []string
 }
 
 func createAtomic(path string) (*atomicFile, error) {
@@ -29,15 +33,38 @@ func createAtomic(path string) (*atomicFile, error) {
 		return nil, err
 	}
 	dir := filepath.Dir(path)
+	var made []string
+	for d := dir; filepath.Dir(d) != d; d = filepath.Dir(d) {
+		_, err := os.Lstat(d)
+		if _, ours := madeDirs.Load(d); err == nil && !ours || err != nil && !os.IsNotExist(err) {
+			break
+		}
+		// Made now, or by another file of this process (two sinks into
+		// one new directory): whichever aborts last removes it.
+		madeDirs.Store(d, true)
+		made = append(made, d)
+	}
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return nil, fmt.Errorf("create output directory: %w", err)
 	}
 	removeStale(path)
 	f, err := os.CreateTemp(dir, fmt.Sprintf(".%s.tmp-%d-*", filepath.Base(path), os.Getpid()))
 	if err != nil {
+		removeEmpty(made)
 		return nil, fmt.Errorf("create output: %w", err)
 	}
-	return &atomicFile{final: path, tmp: f, w: bufio.NewWriterSize(f, 1<<20)}, nil
+	return &atomicFile{final: path, tmp: f, w: bufio.NewWriterSize(f, 1<<20), made: made}, nil
+}
+
+// madeDirs are the output directories this process made, by path.
+var madeDirs sync.Map
+
+// removeEmpty removes the directories in dirs, deepest first, that are
+// empty; one that holds anything (another sink's file) stays.
+func removeEmpty(dirs []string) {
+	for _, d := range dirs {
+		os.Remove(d) // fails on a directory that is not empty
+	}
 }
 
 func (a *atomicFile) Write(p []byte) (int, error) { return a.w.Write(p) }
@@ -107,6 +134,7 @@ func (a *atomicFile) commit() error {
 		os.Remove(a.tmp.Name())
 	}
 	a.tmp = nil
+	a.committed = err == nil
 	return err
 }
 
@@ -174,17 +202,22 @@ func nodeKind(m os.FileMode) string {
 	return "a special file"
 }
 
-// abort removes the temporary file.
+// abort removes the temporary file, and the directories made for it
+// that it leaves empty.
 func (a *atomicFile) abort() error {
-	if a.tmp == nil {
+	if a.committed {
 		return nil
 	}
 	var err error
-	if !a.prepared {
-		err = a.tmp.Close()
+	if a.tmp != nil {
+		if !a.prepared {
+			err = a.tmp.Close()
+		}
+		err = errors.Join(err, os.Remove(a.tmp.Name()))
+		a.tmp = nil
 	}
-	err = errors.Join(err, os.Remove(a.tmp.Name()))
-	a.tmp = nil
+	removeEmpty(a.made)
+	a.made = nil
 	return err
 }
 
