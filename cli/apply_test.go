@@ -296,10 +296,21 @@ stages:
 		t.Errorf("stderr lacks the error:\n%s", r.stderr)
 	}
 	// Nor the directory the sinks made for them (found by a new-user
-	// test: an interrupted run left it, empty).
+	// test: an interrupted run left it, empty); one that was there before,
+	// empty, stays.
 	if _, err := os.Stat(filepath.Join(dir, "out")); !os.IsNotExist(err) {
 		t.Errorf("the failed run left its new output directory: %v", err)
 	}
+	if err := os.Mkdir(filepath.Join(dir, "out"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if r := run(t, "apply", p); r.code != 1 {
+		t.Fatalf("apply: %s\nwant exit 1", r)
+	}
+	if st, err := os.Stat(filepath.Join(dir, "out")); err != nil || !st.IsDir() {
+		t.Errorf("the failed run removed the output directory that was there before it: %v", err)
+	}
+	assertFiles(t, filepath.Join(dir, "out"))
 	// The same sink, in a run that succeeds, is committed.
 	p = writeSpec(t, dir, "ok.yaml", `version: 1
 name: ok
@@ -519,7 +530,7 @@ stages:
 `)
 	r := run(t, "apply", "--progress", "never", p)
 	want := `field "k" was batched as int64 before, and as float64 in batch 1 (epoch 0) of ` + filepath.Join(dir, "d.jsonl") + `:3`
-	if r.code != 0 || !strings.Contains(r.stderr, want) || strings.Count(r.stderr, `field "k" was batched as`) != 1 || !strings.Contains(r.stderr, "set it with float(k) in a map") {
+	if r.code != 0 || !strings.Contains(r.stderr, want) || strings.Count(r.stderr, `field "k" was batched as`) != 1 || !strings.Contains(r.stderr, "set it with float(x) in a map") {
 		t.Errorf("apply: %s\nwant exit 0 and one warning: %s…", r, want)
 	}
 }

@@ -619,8 +619,10 @@ func typeName(v any) string {
 	return goTypes.Replace(fmt.Sprintf("%T", v))
 }
 
-// exprInt is expr's own name for an integer, in its checker's messages.
-var exprInt = regexp.MustCompile(`\bint\b`)
+// exprInt is expr's own name for an integer where its checker's messages
+// name a type; only there: int is also a function, and a field could be
+// called so.
+var exprInt = regexp.MustCompile(`(mismatched types |\(type |got | and |expected )int\b`)
 
 // mismatched is expr's message for an operator on operands it cannot mix.
 var mismatched = regexp.MustCompile(`^invalid operation: (\S+) \(mismatched types (.+) and (.+)\)$`)
@@ -628,7 +630,7 @@ var mismatched = regexp.MustCompile(`^invalid operation: (\S+) \(mismatched type
 // plainTypes rewrites a checker message in the words of a spec: no Go
 // type names, and for an operator on a tensor what to use instead.
 func plainTypes(msg string) string {
-	msg = exprInt.ReplaceAllString(goTypes.Replace(msg), "int64")
+	msg = exprInt.ReplaceAllString(goTypes.Replace(msg), "${1}int64")
 	if m := mismatched.FindStringSubmatch(msg); m != nil && (m[2] == "tensor" || m[3] == "tensor") {
 		if operatorFuncs[m[1]] != "" {
 			return tensorCompared(m[1], m[2], m[3]).Error()

@@ -172,6 +172,10 @@ func TestPlainTypeNames(t *testing.T) {
 		{`img[0:2]`, `cannot slice tensor (line 1, column 4 of the expression)`},
 		// expr's integers are Go ints; a spec's are int64 (a new-user test).
 		{`let n = len(l); n + "x"`, `invalid operation: + (mismatched types int64 and string) (line 1, column 19 of the expression)`},
+		{`let n = len(l); "x" + n`, `invalid operation: + (mismatched types string and int64) (line 1, column 21 of the expression)`},
+		// Only where a type is named: int is also a function (a review).
+		{`int({})`, `invalid argument for int (type map) (line 1, column 1 of the expression)`},
+		{`let int = 1; int`, `cannot redeclare builtin int (line 1, column 5 of the expression)`},
 	} {
 		_, err := expression.Default().Compile(tc.src, in, sample.Any)
 		if err == nil || err.Error() != tc.want {

@@ -45,6 +45,7 @@ func createAtomic(path string) (*atomicFile, error) {
 		made = append(made, d)
 	}
 	if err := os.MkdirAll(dir, 0o755); err != nil {
+		removeEmpty(made) // those it made before it failed
 		return nil, fmt.Errorf("create output directory: %w", err)
 	}
 	removeStale(path)
@@ -63,7 +64,17 @@ var madeDirs sync.Map
 // empty; one that holds anything (another sink's file) stays.
 func removeEmpty(dirs []string) {
 	for _, d := range dirs {
-		os.Remove(d) // fails on a directory that is not empty
+		if os.Remove(d) == nil { // fails on a directory that is not empty
+			madeDirs.Delete(d)
+		}
+	}
+}
+
+// forget drops dirs from madeDirs: they hold a committed output now, and
+// a later run of this process that finds them there did not make them.
+func forget(dirs []string) {
+	for _, d := range dirs {
+		madeDirs.Delete(d)
 	}
 }
 
@@ -134,7 +145,9 @@ func (a *atomicFile) commit() error {
 		os.Remove(a.tmp.Name())
 	}
 	a.tmp = nil
-	a.committed = err == nil
+	if a.committed = err == nil; a.committed {
+		forget(a.made)
+	}
 	return err
 }
 

@@ -253,8 +253,12 @@ func (b *batchStage) checkDType(k string, dt tensor.DType, origin string) {
 	}
 	if first != dt && !b.warned[k] && b.env.Log != nil {
 		b.warned[k] = true
-		b.env.Log.Warn(fmt.Sprintf("field %q was batched as %s before, and as %s in %s: its values are of both kinds (a jsonl key with integers on some lines and other numbers on others), so the sink gets it as both; for one dtype, set it with float(%s) in a map",
-			k, first, dt, origin, k))
+		fix := fmt.Sprintf("give it one dtype with cast(x, %q) in a map", first.String())
+		if ints := map[tensor.DType]bool{tensor.Int64: true, tensor.Float64: true}; ints[first] && ints[dt] {
+			// The usual case: JSON has one kind of number.
+			fix = "its values are integers in some samples and other numbers in others (a jsonl key, say); for one dtype, set it with float(x) in a map"
+		}
+		b.env.Log.Warn(fmt.Sprintf("field %q was batched as %s before, and as %s in %s, so the sink gets it as both: %s", k, first, dt, origin, fix))
 	}
 }
 

@@ -125,16 +125,20 @@ func shardFromEnv(lookup func(string) (string, bool)) (index, count int, from st
 	}
 	// A world size of more than one without its rank is a launcher
 	// misconfigured: read as one shard, every process would read every
-	// file, each sample once per process and epoch.
-	for _, p := range pairs {
-		if cs, ok := lookup(p[1]); ok {
-			if c, err := strconv.Atoi(cs); err != nil || c > 1 {
-				idx := p[0]
-				if p[1] == "PIPERUN_SHARD_COUNT" {
-					idx = "PIPERUN_SHARD_INDEX or JOB_COMPLETION_INDEX"
-				}
-				return 0, 0, "", fmt.Errorf("shard: auto: %s=%s is set but %s is not: without its rank every process would read every file", p[1], cs, idx)
-			}
+	// file, each sample once per process and epoch. Not Slurm's: an
+	// allocation's shell (salloc -n 4) exports SLURM_NTASKS, and only
+	// srun sets SLURM_PROCID, so one process run there is one shard.
+	for _, p := range [][2]string{{"PIPERUN_SHARD_INDEX or JOB_COMPLETION_INDEX", "PIPERUN_SHARD_COUNT"}, {"RANK", "WORLD_SIZE"}} {
+		cs, ok := lookup(p[1])
+		if !ok {
+			continue
+		}
+		c, err := strconv.Atoi(cs)
+		switch {
+		case err != nil || c < 1:
+			return 0, 0, "", fmt.Errorf("shard: auto: %s=%q is not a whole number from 1", p[1], cs)
+		case c > 1:
+			return 0, 0, "", fmt.Errorf("shard: auto: %s=%d is set but %s is not: without its rank every process would read every file (for one process reading every file, unset %s or write shard: {index: 0, count: 1})", p[1], c, p[0], p[1])
 		}
 	}
 	return 0, 1, "", nil
