@@ -75,13 +75,13 @@ func startServe(t *testing.T, count, width, limit string) (sock string, done cha
 	return sock, done, cancel
 }
 
-// applyInBackground runs piperun apply on spec p and sends its result on
-// the channel it returns.
-func applyInBackground(ctx context.Context, p string) chan result {
+// applyInBackground runs piperun apply on spec p, with more flags if
+// given, and sends its result on the channel it returns.
+func applyInBackground(ctx context.Context, p string, flags ...string) chan result {
 	done := make(chan result, 1)
 	go func() {
 		var out, errb strings.Builder
-		code := cli.Run(ctx, []string{"apply", "--progress", "never", "--gpu", "off", p}, &out, &errb)
+		code := cli.Run(ctx, append(append([]string{"apply", "--progress", "never", "--gpu", "off"}, flags...), p), &out, &errb)
 		done <- result{code: code, stdout: out.String(), stderr: errb.String()}
 	}()
 	return done
@@ -724,25 +724,9 @@ func TestPythonClientBoundsAPayload(t *testing.T) {
 // sinks used to commit one after the other, the first sending its end
 // before the second waited (found by a review).
 func TestServeTwoSinksStoppedGiveNoCleanEnd(t *testing.T) {
-	dir := t.TempDir()
-	sock1, sock2 := filepath.Join(dir, "1.sock"), filepath.Join(dir, "2.sock")
-	p := writeSpec(t, dir, "two.yaml", `version: 1
-name: two
-seed: 3
-epochs: 2
-stages:
-  - {name: src, type: range, count: 8}
-  - {name: batch, type: batch, size: 4}
-  - {name: out1, type: serve, inputs: [batch], listen: 'unix://`+sock1+`'}
-  - {name: out2, type: serve, inputs: [batch], listen: 'unix://`+sock2+`'}
-`)
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
-	done := applyInBackground(ctx, p)
-	c1 := dialWhenUp(t, "unix://"+sock1)
-	defer c1.Close()
-	c2 := dialWhenUp(t, "unix://"+sock2)
-	defer c2.Close()
+	c1, c2, done := applyTwoServeSinks(t, ctx)
 	if _, err := c2.Next(); err != nil { // one batch of four, then it stalls
 		t.Fatal(err)
 	}
@@ -783,29 +767,8 @@ stages:
 // second's has (a review: the end was stored again after every sink had
 // drained, so a slow second trainer lowered the first's waited share).
 func TestServeTwoSinksActiveTimeIsTheirOwn(t *testing.T) {
-	dir := t.TempDir()
-	sock1, sock2 := filepath.Join(dir, "1.sock"), filepath.Join(dir, "2.sock")
-	report := filepath.Join(dir, "report.json")
-	p := writeSpec(t, dir, "two.yaml", `version: 1
-name: two
-seed: 3
-epochs: 2
-stages:
-  - {name: src, type: range, count: 8}
-  - {name: batch, type: batch, size: 4}
-  - {name: out1, type: serve, inputs: [batch], listen: 'unix://`+sock1+`'}
-  - {name: out2, type: serve, inputs: [batch], listen: 'unix://`+sock2+`'}
-`)
-	done := make(chan result, 1)
-	go func() {
-		var out, errb strings.Builder
-		code := cli.Run(context.Background(), []string{"apply", "--progress", "never", "--gpu", "off", "--report", report, p}, &out, &errb)
-		done <- result{code: code, stdout: out.String(), stderr: errb.String()}
-	}()
-	c1 := dialWhenUp(t, "unix://"+sock1)
-	defer c1.Close()
-	c2 := dialWhenUp(t, "unix://"+sock2)
-	defer c2.Close()
+	report := filepath.Join(t.TempDir(), "report.json")
+	c1, c2, done := applyTwoServeSinks(t, context.Background(), "--report", report)
 	// read reads n frames of c, or to the end of its stream if n is 0.
 	read := func(c *serve.Client, n int) {
 		for i := 0; n == 0 || i < n; i++ {
@@ -840,4 +803,29 @@ stages:
 	if a1, a2 := rep.Sinks["out1"].ActiveS, rep.Sinks["out2"].ActiveS; a1 >= 1 || a2 < 1.4 {
 		t.Errorf("active_s: out1 %v, out2 %v; want out1 under 1 s (its trainer read at once), out2 over 1.4 s", a1, a2)
 	}
+}
+
+// applyTwoServeSinks starts apply, with more flags if given, on a spec
+// whose batches (2 epochs of 2 batches of 4) go to two serve sinks, and
+// returns a trainer connected to each and apply's result channel.
+func applyTwoServeSinks(t *testing.T, ctx context.Context, flags ...string) (c1, c2 *serve.Client, done chan result) {
+	t.Helper()
+	dir := t.TempDir()
+	sock1, sock2 := filepath.Join(dir, "1.sock"), filepath.Join(dir, "2.sock")
+	p := writeSpec(t, dir, "two.yaml", `version: 1
+name: two
+seed: 3
+epochs: 2
+stages:
+  - {name: src, type: range, count: 8}
+  - {name: batch, type: batch, size: 4}
+  - {name: out1, type: serve, inputs: [batch], listen: 'unix://`+sock1+`'}
+  - {name: out2, type: serve, inputs: [batch], listen: 'unix://`+sock2+`'}
+`)
+	done = applyInBackground(ctx, p, flags...)
+	c1 = dialWhenUp(t, "unix://"+sock1)
+	t.Cleanup(func() { c1.Close() })
+	c2 = dialWhenUp(t, "unix://"+sock2)
+	t.Cleanup(func() { c2.Close() })
+	return c1, c2, done
 }
