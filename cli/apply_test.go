@@ -534,3 +534,32 @@ stages:
 		t.Errorf("apply: %s\nwant exit 0 and one warning: %s…", r, want)
 	}
 }
+
+// TestWriteTFRecordWarnsOfMixedKinds: a jsonl key holding 1 in one line
+// and 2.5 in another is written as int64_list in one record and float_list
+// in the other, which a reader declaring one dtype fails on; the sink says
+// so once, naming both records (found by a new-user test: it was silent).
+// An empty list (no kind) and a key that keeps its kind say nothing.
+func TestWriteTFRecordWarnsOfMixedKinds(t *testing.T) {
+	dir := t.TempDir()
+	lines := "{\"k\": 1, \"s\": \"a\", \"l\": []}\n{\"k\": 2, \"s\": \"b\", \"l\": [1.5]}\n{\"k\": 2.5, \"s\": \"c\", \"l\": [2.5]}\n{\"k\": 3.5, \"s\": \"d\", \"l\": []}\n"
+	if err := os.WriteFile(filepath.Join(dir, "d.jsonl"), []byte(lines), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	p := writeSpec(t, dir, "j.yaml", `version: 1
+name: j
+stages:
+  - {name: files, type: files, pattern: d.jsonl}
+  - {name: lines, type: jsonl}
+  - {name: out, type: write_tfrecord, path: out/d.tfrecord}
+`)
+	r := run(t, "apply", "--progress", "never", p)
+	src := filepath.Join(dir, "d.jsonl")
+	want := `field "k" is written as int64_list in record 0 (` + src + `:1) and as float_list in record 2 (` + src + `:3), so the output mixes kinds for one key: its values are integers in some samples and other numbers in others (a jsonl key, say); for one kind, set it with float(x) in a map`
+	if r.code != 0 || !strings.Contains(r.stderr, want) || strings.Count(r.stderr, "mixes kinds") != 1 {
+		t.Errorf("apply: %s\nwant exit 0 and one warning: %s", r, want)
+	}
+	if _, err := os.Stat(filepath.Join(dir, "out", "d.tfrecord")); err != nil {
+		t.Errorf("the file is still written: %v", err)
+	}
+}

@@ -392,7 +392,7 @@ func (r *Registry) compile(src string, in sample.Schema, want sample.Kind, strip
 	sort.Strings(names)
 	for _, n := range names {
 		f := r.funcs[n]
-		impl := f.Impl
+		impl := named(n, f.Impl)
 		var fn func(args ...any) (any, error)
 		if f.Random {
 			fn = func(args ...any) (any, error) {
@@ -595,12 +595,26 @@ func (r *Registry) explain(err error, src string, in sample.Schema) error {
 	return e
 }
 
+// named makes impl's errors start with the function's name, as a
+// checker's do: expr's caret points at the call, but a log line shows
+// the message alone. The functions standing in for operators (__eq)
+// name the operator themselves.
+func named(n string, impl func(*Call, []any) (any, error)) func(*Call, []any) (any, error) {
+	return func(c *Call, a []any) (any, error) {
+		v, err := impl(c, a)
+		if err != nil && !strings.HasPrefix(n, "__") && !strings.HasPrefix(err.Error(), n+":") {
+			err = fmt.Errorf("%s: %w", n, err)
+		}
+		return v, err
+	}
+}
+
 // goTypes are the Go type names expr's checker puts in its messages, and
 // what a spec's author knows them as.
 var goTypes = strings.NewReplacer(
 	"*tensor.Tensor", "tensor", "tensor.Tensor", "tensor",
 	"map[string]interface {}", "map", "[]interface {}", "list", "interface {}", "any", "<nil>", "null",
-	"time.Time", "time", "time.Duration", "duration",
+	"time.Time", "time", "time.Duration", "duration", "[]uint8", "bytes",
 )
 
 // typeName names a run-time value's type as a spec does: an expr integer
@@ -661,7 +675,8 @@ func unstorable(t reflect.Type) string {
 func toError(err error) error {
 	var fe *file.Error
 	if errors.As(err, &fe) {
-		return &Error{Line: fe.Line, Column: fe.Column + 1, Msg: fe.Message}
+		// Some of expr's messages end in a space ("to call upper ").
+		return &Error{Line: fe.Line, Column: fe.Column + 1, Msg: strings.TrimSpace(fe.Message)}
 	}
 	return &Error{Msg: err.Error()}
 }
@@ -704,7 +719,19 @@ func (p *Program) Run(m *VM, env map[string]any) (v any, err error) {
 // names Go types (found by a re-test: "[]interface {} + int").
 type plainError struct{ err error }
 
-func (e plainError) Error() string { return goTypes.Replace(e.err.Error()) }
+func (e plainError) Error() string {
+	msg := runInt.ReplaceAllString(goTypes.Replace(e.err.Error()), "${1}int64$2")
+	return conversion.ReplaceAllString(msg, "wrong argument: got $1, want $2")
+}
+
+// runInt is an expr integer (a Go int: a literal) as an operand in the
+// VM's messages ("string + int"); not int(x), the function.
+var runInt = regexp.MustCompile(`(invalid operation: (?:\S+ \S+ )?)int\b([^(]|$)`)
+
+// conversion is the VM's message for a builtin given the wrong type
+// (upper(x) on an int64): Go's own interface-conversion panic text.
+var conversion = regexp.MustCompile(`interface conversion: any is (\S+), not (\S+)`)
+
 func (e plainError) Unwrap() error { return e.err }
 
 // seeded derives the generator of one call site from the run context.

@@ -391,8 +391,8 @@ func TestScaleRangeFromFieldsIsChecked(t *testing.T) {
 		want   string
 	}{
 		{"decode_image(b, 3) | random_resized_crop(8, 8, lo, hi)", 0.9, 0.1, "random_resized_crop: scale range [0.9, 0.1] must satisfy 0 < min_scale <= max_scale <= 1 (1:1)\n | decode_image(b, 3) | random_resized_crop(8, 8, lo, hi)\n | ^"},
-		{"random_resized_crop(decode_image(b, 3, 100000), 8, 8, lo, hi)", 0, 0.5, "scale range [0, 0.5] must satisfy 0 < min_scale <= max_scale <= 1 (1:1)\n | random_resized_crop(decode_image(b, 3, 100000), 8, 8, lo, hi)\n | ^"},
-		{"random_resized_crop(decode_image(b, 3, 100000), 8, 8, lo, hi)", 0.5, 1.5, "scale range [0.5, 1.5] must satisfy 0 < min_scale <= max_scale <= 1 (1:1)\n | random_resized_crop(decode_image(b, 3, 100000), 8, 8, lo, hi)\n | ^"},
+		{"random_resized_crop(decode_image(b, 3, 100000), 8, 8, lo, hi)", 0, 0.5, "random_resized_crop: scale range [0, 0.5] must satisfy 0 < min_scale <= max_scale <= 1 (1:1)\n | random_resized_crop(decode_image(b, 3, 100000), 8, 8, lo, hi)\n | ^"},
+		{"random_resized_crop(decode_image(b, 3, 100000), 8, 8, lo, hi)", 0.5, 1.5, "random_resized_crop: scale range [0.5, 1.5] must satisfy 0 < min_scale <= max_scale <= 1 (1:1)\n | random_resized_crop(decode_image(b, 3, 100000), 8, 8, lo, hi)\n | ^"},
 		{"decode_image(b, 3) | random_resized_crop(8, 8, lo, hi)", 0.25, 0.5, ""},
 	} {
 		p, err := expression.Default().Compile(c.src, in, sample.Any)

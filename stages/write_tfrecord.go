@@ -109,10 +109,23 @@ func (c *WriteTFRecordConfig) OutputPaths(resolve func(string) string) []string 
 }
 
 type tfrecordSink struct {
+	env     *Env
 	bools   map[string]bool
 	files   []*atomicFile
 	writers []*tfrecord.Writer
 	n       int64
+	// kinds is the list kind each feature was first written as, and where,
+	// to warn once of a feature written as two kinds: a reader declares
+	// one dtype per key, and TensorFlow's parser fails on a record of the
+	// other kind.
+	kinds  map[string]firstKind
+	warned map[string]bool
+}
+
+type firstKind struct {
+	kind   example.Kind
+	record int64
+	origin string
 }
 
 func buildWriteTFRecord(env *Env, cfg any) (any, error) {
@@ -121,7 +134,7 @@ func buildWriteTFRecord(env *Env, cfg any) (any, error) {
 	if err != nil {
 		return nil, err
 	}
-	s := &tfrecordSink{bools: c.bools}
+	s := &tfrecordSink{env: env, bools: c.bools, kinds: map[string]firstKind{}, warned: map[string]bool{}}
 	for i := 0; i < c.Shards; i++ {
 		f, err := createAtomic(env.Resolve(ShardPath(c.Path, i, c.Shards)))
 		if err != nil {
@@ -139,11 +152,53 @@ func (s *tfrecordSink) Write(_ context.Context, smp *sample.Sample) error {
 	if err != nil {
 		return err
 	}
+	s.checkKinds(ex, smp)
 	i := int(s.n % int64(len(s.writers)))
 	s.n++
 	err = s.writers[i].Write(example.Marshal(ex))
 	smp.Recycle() // the Example was marshalled into a copy
 	return err
+}
+
+// checkKinds warns, once per key, of a feature written as another kind
+// than it was first: a jsonl key holding 1 in one line and 1.5 in the
+// next is an int64_list in one record and a float_list in the other.
+// Refusing would lose a run over data JSON allows; the warning says the
+// file mixes kinds and how to give the key one. A feature with no list
+// set (an empty list) reads as any kind, so it neither sets nor breaks
+// the first kind.
+func (s *tfrecordSink) checkKinds(ex *example.Example, smp *sample.Sample) {
+	for k, f := range ex.Features {
+		if f.Kind == example.KindNone {
+			continue
+		}
+		first, ok := s.kinds[k]
+		if !ok {
+			s.kinds[k] = firstKind{kind: f.Kind, record: s.n, origin: smp.Describe()}
+			continue
+		}
+		if first.kind == f.Kind || s.warned[k] || s.env.Log == nil {
+			continue
+		}
+		s.warned[k] = true
+		fix := fmt.Sprintf("give it one type in a map before this sink (a reader that declares %s fails on the other records)", dtypeOf(first.kind))
+		if first.kind != example.KindBytes && f.Kind != example.KindBytes {
+			fix = "its values are integers in some samples and other numbers in others (a jsonl key, say); for one kind, set it with float(x) in a map"
+		}
+		s.env.Log.Warn(fmt.Sprintf("field %q is written as %s in record %d (%s) and as %s in record %d (%s), so the output mixes kinds for one key: %s",
+			k, first.kind, first.record, first.origin, f.Kind, s.n, smp.Describe(), fix))
+	}
+}
+
+// dtypeOf names the dtype a reader declares to read a feature kind.
+func dtypeOf(k example.Kind) string {
+	switch k {
+	case example.KindFloat:
+		return "float32"
+	case example.KindInt64:
+		return "int64"
+	}
+	return "string"
 }
 
 // Prepare implements Preparer: every shard is written whole before any
