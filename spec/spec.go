@@ -13,6 +13,7 @@ import (
 	"path/filepath"
 	"regexp"
 	"sort"
+	"strconv"
 	"strings"
 
 	"go.yaml.in/yaml/v3"
@@ -639,6 +640,7 @@ func reaches(from, to *Stage, seen map[*Stage]bool) bool {
 // validate itself against what reaches it.
 func check(sp *Spec, r *reporter, opts Options) {
 	tainted := map[*Stage]bool{} // below a stage with an error
+	open := map[*Stage]bool{}    // whether a stage's own schema was open
 	for _, st := range sp.Order {
 		if st.Config == nil {
 			st.Schema = sample.Schema{Open: true}
@@ -669,12 +671,14 @@ func check(sp *Spec, r *reporter, opts Options) {
 			st.Schema = st.InSchemas[0]
 		}
 		st.Valid = len(r.diags.Errors()) == before && !c.dropped
+		open[st] = st.Schema.Open
 		if !st.Valid {
 			// Downstream stages see an open schema so one mistake does not
 			// cascade into a diagnostic for every later field reference.
 			st.Schema.Open = true
 		}
 	}
+	partlyChecked(sp, r, tainted, open)
 	// Two stages writing one path would leave the output of whichever
 	// committed last.
 	// Nor may one write over the spec itself.
@@ -700,6 +704,68 @@ func check(sp *Spec, r *reporter, opts Options) {
 			}
 			writers[OutputKey(p)] = st.Name
 		}
+	}
+}
+
+// partlyChecked says, once per stage whose own errors leave what it
+// passes on uncertain, which stages below it were checked against a
+// guess and would have failed otherwise: a field they read that no stage
+// makes is not reported until the error is fixed, and a CI user who saw
+// only the first error would take the rest for clean. It checks those
+// stages again, quietly, with the schemas closed, and reports none of
+// what that finds: with the stage above in error, it may be an echo.
+func partlyChecked(sp *Spec, r *reporter, tainted, open map[*Stage]bool) {
+	seen := map[string]bool{}
+	for _, d := range r.diags {
+		seen[d.String()] = true
+	}
+	for _, root := range sp.Order {
+		if root.Valid || tainted[root] || root.Config == nil || root.Name == "" {
+			continue
+		}
+		below := map[*Stage]bool{}
+		reaches(root, nil, below)
+		closed := map[*Stage]sample.Schema{root: root.Schema}
+		s := closed[root]
+		s.Open = open[root]
+		closed[root] = s
+		var names []string
+		var first *Stage
+		for _, st := range sp.Order {
+			if !below[st] || st.Config == nil || len(st.Inputs) != len(st.InputNames) {
+				continue
+			}
+			ins := make([]sample.Schema, len(st.Inputs))
+			for i, in := range st.Inputs {
+				ins[i] = in.Schema
+				if c, ok := closed[in]; ok {
+					ins[i] = c
+				}
+			}
+			scratch := &reporter{file: r.file, sets: r.sets, undecoded: r.undecoded}
+			c := &CheckContext{Spec: sp, Stage: st, Inputs: ins, r: scratch, quiet: true}
+			closed[st] = ins[0]
+			if ck, ok := st.Config.(Checker); ok {
+				closed[st] = ck.Check(c)
+			}
+			for _, d := range scratch.diags.Errors() {
+				if !seen[d.String()] {
+					names = append(names, strconv.Quote(st.Name))
+					if first == nil {
+						first = st
+					}
+					break
+				}
+			}
+		}
+		if first == nil {
+			continue
+		}
+		msg := "stage " + names[0] + " was checked only in part: it reads a field not known to exist, which is checked"
+		if n := len(names); n > 1 {
+			msg = "stages " + strings.Join(names[:n-1], ", ") + " and " + names[n-1] + " were checked only in part: they read fields not known to exist, which are checked"
+		}
+		r.add(SevWarning, first.Pos.Line, first.Pos.Col, first.Path, "%s once the errors in stage %q are fixed (validate again then)", msg, root.Name)
 	}
 }
 
