@@ -188,17 +188,26 @@ func (n *node) skip(s *sample.Sample, err error) {
 	n.keepCause(c)
 	n.mu.Unlock()
 	if log := n.env.Log; log != nil {
+		// The message reads whole on a terminal; the fields let a JSON
+		// log's reader filter by sample and reason.
+		fields := func() []zap.Field {
+			f := []zap.Field{zap.Int64("skipped", seq), zap.String("reason", err.Error())}
+			if s != nil {
+				f = append(f, zap.String("sample", s.Describe()), zap.Int("epoch", s.Epoch), zap.Int64("id", s.ID))
+			}
+			return f
+		}
 		switch {
 		case seq < maxSkipWarnings:
-			log.Warn("skipped: "+c.text, zap.Int64("skipped", seq))
+			log.Warn("skipped: "+c.text, fields()...)
 		case seq == maxSkipWarnings:
-			log.Warn("skipped: "+c.text+" (further skips at this stage are logged at debug level; the report counts them all)", zap.Int64("skipped", seq))
+			log.Warn("skipped: "+c.text+" (further skips at this stage are logged at debug level; the report counts them all)", fields()...)
 		default:
 			// Checked first: a run skipping millions of samples builds
 			// no message that is not written.
 			if ce := log.Check(zap.DebugLevel, "skipped"); ce != nil {
 				ce.Message = "skipped: " + c.text
-				ce.Write(zap.Int64("skipped", seq))
+				ce.Write(fields()...)
 			}
 		}
 	}

@@ -895,6 +895,11 @@ stages:
 		if e.ContextMap()["stage"] != "m" {
 			t.Errorf("line %q does not name stage m: %v", e.Message, e.ContextMap())
 		}
+		// A JSON log carries the sample and reason as fields too.
+		cm := e.ContextMap()
+		if cm["sample"] != fmt.Sprintf("sample %d (epoch 0)", id) || cm["id"] != int64(id) || cm["epoch"] != int64(0) || !strings.HasPrefix(fmt.Sprint(cm["reason"]), fmt.Sprintf("set v: one_hot: index %d out of range [0, 40) (1:1)", id)) {
+			t.Errorf("line %q has fields %v", e.Message, cm)
+		}
 		switch e.Level {
 		case zapcore.WarnLevel:
 			warn++
