@@ -563,3 +563,28 @@ stages:
 		t.Errorf("the file is still written: %v", err)
 	}
 }
+
+// TestWriteTFRecordMixedKindsInShardsAndLists: with shards, the warning
+// numbers records within their file, as inspect does, and names it; a
+// list's advice is map(x, float(#)), since float(x) refuses a list (a
+// review).
+func TestWriteTFRecordMixedKindsInShardsAndLists(t *testing.T) {
+	dir := t.TempDir()
+	lines := "{\"l\": [1, 2]}\n{\"l\": [3]}\n{\"l\": [4]}\n{\"l\": [1.5]}\n"
+	if err := os.WriteFile(filepath.Join(dir, "d.jsonl"), []byte(lines), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	p := writeSpec(t, dir, "j.yaml", `version: 1
+name: j
+stages:
+  - {name: files, type: files, pattern: d.jsonl}
+  - {name: lines, type: jsonl}
+  - {name: out, type: write_tfrecord, path: 'out/d-{shard}.tfrecord', shards: 2}
+`)
+	r := run(t, "apply", "--progress", "never", p)
+	src := filepath.Join(dir, "d.jsonl")
+	want := `field "l" is written as int64_list in record 0 of ` + filepath.Join(dir, "out", "d-00000.tfrecord") + ` (` + src + `:1) and as float_list in record 1 of ` + filepath.Join(dir, "out", "d-00001.tfrecord") + ` (` + src + `:4), so the output mixes kinds for one key: its values are integers in some samples and other numbers in others (a jsonl key, say); for one kind, set it with map(x, float(#)) in a map`
+	if r.code != 0 || !strings.Contains(r.stderr, want) {
+		t.Errorf("apply: %s\nwant exit 0 and the warning: %s", r, want)
+	}
+}

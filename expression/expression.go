@@ -34,6 +34,7 @@ import (
 	"github.com/expr-lang/expr/file"
 	"github.com/expr-lang/expr/optimizer"
 	"github.com/expr-lang/expr/parser"
+	"github.com/expr-lang/expr/types"
 	"github.com/expr-lang/expr/vm"
 
 	"github.com/piperun/piperun/imageops"
@@ -378,9 +379,17 @@ func (u *uses) Visit(node *ast.Node) {
 // compile compiles src; strip, when not nil, rewrites the parsed tree
 // before it is checked and returns false to abandon the compile (nil, nil).
 func (r *Registry) compile(src string, in sample.Schema, want sample.Kind, strip func(*parser.Tree) bool) (*Program, error) {
-	env := map[string]any{CtxVar: (*RunCtx)(nil)}
+	// The checker sees types, not values: a field whose type only the run
+	// knows (a map's `c ? 1 : 2.5`, a field an error left untyped) is
+	// any, which every operator takes, where a nil value would be null,
+	// which `y > 1` refuses.
+	env := types.Map{CtxVar: types.TypeOf((*RunCtx)(nil))}
 	for _, f := range in.Fields {
-		env[f.Name] = zeroValue(f.Type)
+		if v := zeroValue(f.Type); v != nil {
+			env[f.Name] = types.TypeOf(v)
+		} else {
+			env[f.Name] = types.Any
+		}
 	}
 	cfg := conf.CreateNew()
 	cfg.WithEnv(env)
@@ -392,7 +401,7 @@ func (r *Registry) compile(src string, in sample.Schema, want sample.Kind, strip
 	sort.Strings(names)
 	for _, n := range names {
 		f := r.funcs[n]
-		impl := named(n, f.Impl)
+		impl := r.named(n, f.Impl)
 		var fn func(args ...any) (any, error)
 		if f.Random {
 			fn = func(args ...any) (any, error) {
@@ -595,19 +604,75 @@ func (r *Registry) explain(err error, src string, in sample.Schema) error {
 	return e
 }
 
-// named makes impl's errors start with the function's name, as a
-// checker's do: expr's caret points at the call, but a log line shows
-// the message alone. The functions standing in for operators (__eq)
-// name the operator themselves.
-func named(n string, impl func(*Call, []any) (any, error)) func(*Call, []any) (any, error) {
+// userName is the function a spec's author wrote for registered name n:
+// the innermost call of a fused chain (decode_image, whose errors are the
+// ones a chain can meet that the outer call does not name itself), the
+// function a stand-in replaces (read_file for __read_file_pooled), or ""
+// for what is written as no call (x[i], ==).
+func (r *Registry) userName(n string) string {
+	for _, f := range r.fusions {
+		if f.Into == n {
+			return r.userName(f.Inner)
+		}
+	}
+	if !strings.HasPrefix(n, "__") {
+		return n
+	}
+	sig := r.funcs[n].Signature
+	if i := strings.IndexByte(sig, '('); i > 0 && IdentLike(sig[:i]) {
+		return sig[:i]
+	}
+	return ""
+}
+
+// named makes impl's errors start with the name of the function the
+// spec called, as a checker's do: expr's caret points at the call, but a
+// log line shows the message alone. An error that names a function
+// already keeps its name (a fused chain's "resize: ..."); one from
+// imageops loses the package's name, which no spec mentions
+// ("imageops: decode: x" from decode_image reads "decode_image: x").
+func (r *Registry) named(n string, impl func(*Call, []any) (any, error)) func(*Call, []any) (any, error) {
+	name := r.userName(n)
+	if name == "" {
+		return impl
+	}
 	return func(c *Call, a []any) (any, error) {
 		v, err := impl(c, a)
-		if err != nil && !strings.HasPrefix(n, "__") && !strings.HasPrefix(err.Error(), n+":") {
-			err = fmt.Errorf("%s: %w", n, err)
+		if err == nil {
+			return v, nil
 		}
-		return v, err
+		msg := strings.TrimPrefix(err.Error(), "imageops: ")
+		if w, rest, ok := strings.Cut(msg, ": "); ok && IdentLike(w) {
+			if f, ok := r.funcs[w]; ok && !strings.HasPrefix(f.Name, "__") {
+				return v, namedError{msg, err} // names a function already
+			}
+			if strings.HasPrefix(name, w) {
+				msg = rest // imageops' "decode" for decode_image
+			}
+		}
+		return v, namedError{name + ": " + msg, err}
 	}
 }
+
+// IdentLike reports whether s can be written as a name in an expression:
+// a letter or underscore, then letters, digits and underscores.
+func IdentLike(s string) bool {
+	for i, r := range s {
+		if !(r == '_' || r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z' || i > 0 && r >= '0' && r <= '9') {
+			return false
+		}
+	}
+	return s != ""
+}
+
+// namedError is an error with the message named gives it.
+type namedError struct {
+	msg string
+	err error
+}
+
+func (e namedError) Error() string { return e.msg }
+func (e namedError) Unwrap() error { return e.err }
 
 // goTypes are the Go type names expr's checker puts in its messages, and
 // what a spec's author knows them as.
@@ -721,7 +786,13 @@ type plainError struct{ err error }
 
 func (e plainError) Error() string {
 	msg := runInt.ReplaceAllString(goTypes.Replace(e.err.Error()), "${1}int64$2")
-	return conversion.ReplaceAllString(msg, "wrong argument: got $1, want $2")
+	return conversion.ReplaceAllStringFunc(msg, func(m string) string {
+		g := conversion.FindStringSubmatch(m)
+		if g[1] == "nil" {
+			g[1] = "null"
+		}
+		return "wrong argument type: got " + g[1] + ", want " + g[2]
+	})
 }
 
 // runInt is an expr integer (a Go int: a literal) as an operand in the
@@ -1100,6 +1171,18 @@ func (in *inferrer) infer(n ast.Node) sample.Type {
 	case *ast.BuiltinNode:
 		for _, a := range x.Arguments {
 			in.infer(a)
+		}
+		// map(x, float(#)) is a list of what the predicate gives, so
+		// that a sink knows the list it will write (the advice of
+		// write_tfrecord's warning of a key of two kinds).
+		if len(x.Arguments) != 2 || x.Name != "map" {
+			break
+		}
+		if p, ok := x.Arguments[1].(*ast.PredicateNode); ok {
+			switch k := fromReflect(p.Node.Type()).Kind; k {
+			case sample.Int, sample.Float, sample.Bool, sample.String:
+				return sample.ListOf(k)
+			}
 		}
 	case *ast.ArrayNode:
 		// A list literal of one kind of scalar is typed so ([1, 2] is a

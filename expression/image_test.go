@@ -321,10 +321,10 @@ func TestFusedCallErrorsPointAtTheDecode(t *testing.T) {
 		env  map[string]any
 		want string
 	}{
-		{"decode_image(b, 3) | resize(8, 8)", bad, "imageops: decode: unknown image format (want jpeg or png) (1:1)\n | decode_image(b, 3) | resize(8, 8)\n | ^"},
-		{"resize(decode_image(b, 3), 8, 8)", bad, "imageops: decode: unknown image format (want jpeg or png) (1:8)\n | resize(decode_image(b, 3), 8, 8)\n | .......^"},
-		{"let x = 1; decode_image(b, 3) | resize(8, 8) | to_float()", bad, "imageops: decode: unknown image format (want jpeg or png) (1:12)\n | let x = 1; decode_image(b, 3) | resize(8, 8) | to_float()\n | ...........^"},
-		{"decode_image(b, 3) | random_resized_crop(8, 8)", bad, "imageops: decode: unknown image format (want jpeg or png) (1:1)\n | decode_image(b, 3) | random_resized_crop(8, 8)\n | ^"},
+		{"decode_image(b, 3) | resize(8, 8)", bad, "decode_image: unknown image format (want jpeg or png) (1:1)\n | decode_image(b, 3) | resize(8, 8)\n | ^"},
+		{"resize(decode_image(b, 3), 8, 8)", bad, "decode_image: unknown image format (want jpeg or png) (1:8)\n | resize(decode_image(b, 3), 8, 8)\n | .......^"},
+		{"let x = 1; decode_image(b, 3) | resize(8, 8) | to_float()", bad, "decode_image: unknown image format (want jpeg or png) (1:12)\n | let x = 1; decode_image(b, 3) | resize(8, 8) | to_float()\n | ...........^"},
+		{"decode_image(b, 3) | random_resized_crop(8, 8)", bad, "decode_image: unknown image format (want jpeg or png) (1:1)\n | decode_image(b, 3) | random_resized_crop(8, 8)\n | ^"},
 		{"decode_image(b, 3) | resize(h, 8)", good, "resize: height and width must be integers, got string and int64 (1:1)\n | decode_image(b, 3) | resize(h, 8)\n | ^"},
 		{"decode_image(b, 3) | random_resized_crop(h, 8)", good, "random_resized_crop: height and width must be integers, got string and int64 (1:1)\n | decode_image(b, 3) | random_resized_crop(h, 8)\n | ^"},
 	} {

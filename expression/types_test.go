@@ -74,6 +74,12 @@ func TestTypesAndLen(t *testing.T) {
 		{src: `len($env[k])`, key: "l", typ: "int64", want: 2},
 		{src: `len($env[k])`, key: "i", typ: "int64", err: "invalid argument for len (type int64)"},
 		{src: `len("héllo")`, typ: "int64", want: 5},
+		// map(x, f(#)) is a list of what f gives, so that a sink knows it
+		// (write_tfrecord's advice for a key of two kinds).
+		{src: `map(hw, float(#))`, typ: "list<float64>", want: []any{4.0, 5.0}},
+		{src: `map(hw, # > 4)`, typ: "list<bool>", want: []any{false, true}},
+		{src: `map(hw, string(#))`, typ: "list<string>", want: []any{"4", "5"}},
+		{src: `map(hw, #)`, typ: "list<int64>", want: []any{int64(4), int64(5)}},
 	} {
 		p, err := expression.Default().Compile(tc.src, in, sample.Any)
 		if err != nil {
@@ -238,16 +244,23 @@ func TestRunTimeErrorsInPlainWords(t *testing.T) {
 		want string
 	}{
 		{`x + 1`, []any{int64(1)}, "invalid operation: list + int"},
-		{`upper(x)`, []any{int64(1)}, "wrong argument: got list, want string (1:1)"},
+		{`upper(x)`, []any{int64(1)}, "wrong argument type: got list, want string (1:1)"},
 		// expr's literals are Go ints; a spec's integers are int64, and
 		// int(x) is the function (a new-user test).
 		{`x + 1`, "s", "invalid operation: string + int64 (1:3)"},
 		{`1 + x`, "s", "invalid operation: int64 + string (1:3)"},
 		{`x + 1`, []byte("a"), "invalid operation: bytes + int64 (1:3)"},
 		{`int(x)`, []byte("a"), "invalid operation: int(bytes) (1:1)"},
-		{`upper(x)`, int64(3), "wrong argument: got int64, want string (1:1)"},
+		{`upper(x)`, int64(3), "wrong argument type: got int64, want string (1:1)"},
 		// piperun's functions name themselves, as validate's messages do.
 		{`resize(x, 2, 2)`, int64(3), "resize: argument 1 must be an image tensor, got int64 (1:1)"},
+		{`upper(x)`, nil, "wrong argument type: got null, want string (1:1)"},
+		// Also where the call that failed is a stand-in (read_file pooled
+		// for decode_image) or comes from imageops (a review).
+		{`read_file(x)`, "/nonexistent/a.jpg", "read_file: open /nonexistent/a.jpg: no such file or directory (1:1)"},
+		{`decode_image(read_file(x), 3)`, "/nonexistent/a.jpg", "read_file: open /nonexistent/a.jpg: no such file or directory (1:14)"},
+		{`decode_image(x, 3)`, []byte("zz"), "decode_image: unknown image format (want jpeg or png) (1:1)"},
+		{`resize(decode_image(x, 3), 2, 2)`, []byte("zz"), "decode_image: unknown image format (want jpeg or png) (1:8)"},
 	} {
 		p, err := expression.Default().Compile(tc.src, in, sample.Any)
 		if err != nil {
@@ -334,7 +347,7 @@ func TestMissingFieldsAreNamed(t *testing.T) {
 		{`a > 0`, map[string]any{}, `field "a" is missing from this sample: invalid operation: null > int64 (1:3)`},
 		{`$env["x/y"] + a`, map[string]any{}, `fields "x/y", "a" are missing from this sample: invalid operation: null + null (1:13)`},
 		{`let k = 2; k * a`, map[string]any{"a": "s"}, `invalid operation: int64 * string (1:14)`},
-		{`upper(a)`, map[string]any{"a": int64(1)}, `wrong argument: got int64, want string (1:1)`},
+		{`upper(a)`, map[string]any{"a": int64(1)}, `wrong argument type: got int64, want string (1:1)`},
 	} {
 		p, err := expression.Default().Compile(tc.src, open, sample.Any)
 		if err != nil {
@@ -527,5 +540,42 @@ func TestLetIsTypeChecked(t *testing.T) {
 		if err == nil || err.Error() != tc.want {
 			t.Errorf("%s:\ngot  %v\nwant %s", tc.src, err, tc.want)
 		}
+	}
+}
+
+// TestAnyFieldsTakeEveryOperator: a field whose type only the run knows
+// (a conditional of two kinds, a field an error upstream left untyped)
+// compiles under any operator or function, and fails, if at all, when it
+// runs. It used to be typed as null: `y > 1` below `y: c ? 1 : 2.5` failed
+// validate with "mismatched types unknown and int64" (found in review).
+func TestAnyFieldsTakeEveryOperator(t *testing.T) {
+	in := sample.Schema{Fields: []sample.Field{{Name: "y", Type: sample.TAny}}}
+	for _, tc := range []struct {
+		src  string
+		y    any
+		want any
+	}{
+		{`y > 1`, int64(2), true},
+		{`y > 1`, 0.5, false},
+		{`y + 1`, 2.5, 3.5},
+		{`y * 2`, int64(3), 6},
+		{`upper(y)`, "ab", "AB"},
+		{`y == nil`, nil, true},
+		{`y ?? 7`, nil, 7},
+		{`len(y)`, []any{int64(1), int64(2)}, 2},
+	} {
+		p, err := expression.Default().Compile(tc.src, in, sample.Any)
+		if err != nil {
+			t.Errorf("%s: %v", tc.src, err)
+			continue
+		}
+		got, err := p.Run(nil, map[string]any{"y": tc.y})
+		if err != nil || fmt.Sprint(got) != fmt.Sprint(tc.want) {
+			t.Errorf("%s with y=%v: %v, %v; want %v", tc.src, tc.y, got, err, tc.want)
+		}
+	}
+	// It may be a bool, so a filter may be it alone.
+	if _, err := expression.Default().Compile(`y`, in, sample.Bool); err != nil {
+		t.Errorf("y as a filter: %v", err)
 	}
 }

@@ -12,6 +12,7 @@ import (
 	"os"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -707,65 +708,72 @@ func check(sp *Spec, r *reporter, opts Options) {
 	}
 }
 
-// partlyChecked says, once per stage whose own errors leave what it
-// passes on uncertain, which stages below it were checked against a
-// guess and would have failed otherwise: a field they read that no stage
-// makes is not reported until the error is fixed, and a CI user who saw
-// only the first error would take the rest for clean. It checks those
-// stages again, quietly, with the schemas closed, and reports none of
-// what that finds: with the stage above in error, it may be an echo.
+// unknownField picks the field name out of the message every check gives
+// for a field that does not reach it.
+var unknownField = regexp.MustCompile(`unknown field ("[^"]*")`)
+
+// partlyChecked finds what the open schemas below a stage with errors
+// hide: a field read there that no stage makes is not reported, so that
+// one mistake does not cascade, and a CI user who fixed the first error
+// met the next only on the rerun. It checks the stages below again,
+// quietly, into a scratch list, with the schemas of the stages in error
+// closed, and turns each unknown field found there, and only that kind
+// of error, into a warning at its place: an error, it might be the echo
+// of the one above (a field that stage would make once fixed). Checks run
+// without the environment (a serve sink's must not listen twice), and
+// only when there are errors, so no run sees the state they leave.
 func partlyChecked(sp *Spec, r *reporter, tainted, open map[*Stage]bool) {
 	seen := map[string]bool{}
 	for _, d := range r.diags {
 		seen[d.String()] = true
 	}
-	for _, root := range sp.Order {
-		if root.Valid || tainted[root] || root.Config == nil || root.Name == "" {
+	closed := map[*Stage]sample.Schema{}
+	above := map[*Stage][]string{} // the stages in error above each stage
+	for _, st := range sp.Order {
+		isOpen, checked := open[st]
+		if !st.Valid && !tainted[st] && checked && st.Name != "" {
+			s := st.Schema
+			s.Open = isOpen
+			closed[st] = s
+			above[st] = []string{strconv.Quote(st.Name)}
+		}
+		for _, in := range st.Inputs {
+			for _, a := range above[in] {
+				if !slices.Contains(above[st], a) {
+					above[st] = append(above[st], a)
+				}
+			}
+		}
+		if !tainted[st] || st.Config == nil || len(st.Inputs) != len(st.InputNames) {
 			continue
 		}
-		below := map[*Stage]bool{}
-		reaches(root, nil, below)
-		closed := map[*Stage]sample.Schema{root: root.Schema}
-		s := closed[root]
-		s.Open = open[root]
-		closed[root] = s
-		var names []string
-		var first *Stage
-		for _, st := range sp.Order {
-			if !below[st] || st.Config == nil || len(st.Inputs) != len(st.InputNames) {
+		ins := make([]sample.Schema, len(st.Inputs))
+		for i, in := range st.Inputs {
+			ins[i] = in.Schema
+			if c, ok := closed[in]; ok {
+				ins[i] = c
+			}
+		}
+		scratch := &reporter{file: r.file, sets: r.sets, undecoded: r.undecoded}
+		c := &CheckContext{Spec: sp, Stage: st, Inputs: ins, r: scratch, quiet: true}
+		closed[st] = ins[0]
+		if ck, ok := st.Config.(Checker); ok {
+			closed[st] = ck.Check(c)
+		}
+		for _, d := range scratch.diags.Errors() {
+			m := unknownField.FindStringSubmatch(d.Message)
+			if m == nil || seen[d.String()] {
 				continue
 			}
-			ins := make([]sample.Schema, len(st.Inputs))
-			for i, in := range st.Inputs {
-				ins[i] = in.Schema
-				if c, ok := closed[in]; ok {
-					ins[i] = c
-				}
+			roots := above[st]
+			what := "stage " + roots[0] + " has errors"
+			if n := len(roots); n > 1 {
+				what = "stages " + strings.Join(roots[:n-1], ", ") + " and " + roots[n-1] + " have errors"
 			}
-			scratch := &reporter{file: r.file, sets: r.sets, undecoded: r.undecoded}
-			c := &CheckContext{Spec: sp, Stage: st, Inputs: ins, r: scratch, quiet: true}
-			closed[st] = ins[0]
-			if ck, ok := st.Config.(Checker); ok {
-				closed[st] = ck.Check(c)
-			}
-			for _, d := range scratch.diags.Errors() {
-				if !seen[d.String()] {
-					names = append(names, strconv.Quote(st.Name))
-					if first == nil {
-						first = st
-					}
-					break
-				}
-			}
+			d.Severity = SevWarning
+			d.Message = fmt.Sprintf("field %s is made by no stage above, as far as validate can tell while %s; validate again once they are fixed", m[1], what)
+			r.diags = append(r.diags, d)
 		}
-		if first == nil {
-			continue
-		}
-		msg := "stage " + names[0] + " was checked only in part: it reads a field not known to exist, which is checked"
-		if n := len(names); n > 1 {
-			msg = "stages " + strings.Join(names[:n-1], ", ") + " and " + names[n-1] + " were checked only in part: they read fields not known to exist, which are checked"
-		}
-		r.add(SevWarning, first.Pos.Line, first.Pos.Col, first.Path, "%s once the errors in stage %q are fixed (validate again then)", msg, root.Name)
 	}
 }
 

@@ -50,7 +50,7 @@ func (c *MapConfig) Check(cc *spec.CheckContext) sample.Schema {
 	}
 	for i, e := range c.Set.Entries {
 		field := "set." + e.Key
-		if !identLike(e.Key) {
+		if !expression.IdentLike(e.Key) {
 			field = fmt.Sprintf("set[%q]", e.Key)
 		}
 		var p *expression.Program
@@ -117,15 +117,6 @@ func (c *MapConfig) defers(cc *spec.CheckContext, i int) bool {
 		}
 	}
 	return spec.DeferrableField(cc.Stage, k)
-}
-
-func identLike(s string) bool {
-	for i, r := range s {
-		if !(r == '_' || r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z' || i > 0 && r >= '0' && r <= '9') {
-			return false
-		}
-	}
-	return s != ""
 }
 
 func contains(list []string, s string) bool {

@@ -7,6 +7,7 @@ import (
 	"strconv"
 
 	"github.com/piperun/piperun/example"
+	"github.com/piperun/piperun/expression"
 	"github.com/piperun/piperun/sample"
 	"github.com/piperun/piperun/spec"
 	"github.com/piperun/piperun/tensor"
@@ -79,7 +80,7 @@ func (c *ParseExampleConfig) Check(cc *spec.CheckContext) sample.Schema {
 	out := sample.Schema{}
 	for _, e := range c.Features.Entries {
 		p := "features." + e.Key
-		if !identLike(e.Key) {
+		if !expression.IdentLike(e.Key) {
 			p = fmt.Sprintf("features[%q]", e.Key)
 		}
 		f := e.Value

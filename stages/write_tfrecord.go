@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"regexp"
+	"sort"
 	"strings"
 
 	"github.com/piperun/piperun/example"
@@ -164,11 +165,17 @@ func (s *tfrecordSink) Write(_ context.Context, smp *sample.Sample) error {
 // than it was first: a jsonl key holding 1 in one line and 1.5 in the
 // next is an int64_list in one record and a float_list in the other.
 // Refusing would lose a run over data JSON allows; the warning says the
-// file mixes kinds and how to give the key one. A feature with no list
+// output mixes kinds and how to give the key one. A feature with no list
 // set (an empty list) reads as any kind, so it neither sets nor breaks
 // the first kind.
 func (s *tfrecordSink) checkKinds(ex *example.Example, smp *sample.Sample) {
-	for k, f := range ex.Features {
+	keys := make([]string, 0, len(ex.Features))
+	for k := range ex.Features {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys) // several keys changing at once warn in one order
+	for _, k := range keys {
+		f := ex.Features[k]
 		if f.Kind == example.KindNone {
 			continue
 		}
@@ -184,10 +191,23 @@ func (s *tfrecordSink) checkKinds(ex *example.Example, smp *sample.Sample) {
 		fix := fmt.Sprintf("give it one type in a map before this sink (a reader that declares %s fails on the other records)", dtypeOf(first.kind))
 		if first.kind != example.KindBytes && f.Kind != example.KindBytes {
 			fix = "its values are integers in some samples and other numbers in others (a jsonl key, say); for one kind, set it with float(x) in a map"
+			if _, list := smp.Fields[k].([]any); list {
+				fix = "its values are integers in some samples and other numbers in others (a jsonl key, say); for one kind, set it with map(x, float(#)) in a map"
+			}
 		}
-		s.env.Log.Warn(fmt.Sprintf("field %q is written as %s in record %d (%s) and as %s in record %d (%s), so the output mixes kinds for one key: %s",
-			k, first.kind, first.record, first.origin, f.Kind, s.n, smp.Describe(), fix))
+		s.env.Log.Warn(fmt.Sprintf("field %q is written as %s in %s (%s) and as %s in %s (%s), so the output mixes kinds for one key: %s",
+			k, first.kind, s.record(first.record), first.origin, f.Kind, s.record(s.n), smp.Describe(), fix))
 	}
+}
+
+// record names the n-th record written as inspect numbers it: within
+// its shard's file.
+func (s *tfrecordSink) record(n int64) string {
+	if len(s.files) == 1 {
+		return fmt.Sprintf("record %d", n)
+	}
+	shards := int64(len(s.files))
+	return fmt.Sprintf("record %d of %s", n/shards, s.files[n%shards].final)
 }
 
 // dtypeOf names the dtype a reader declares to read a feature kind.
