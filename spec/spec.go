@@ -63,6 +63,9 @@ type Catalog interface {
 // Checker is implemented by stage configs. Check validates the config
 // against the schemas of the stage's inputs (c.Inputs) and returns the
 // schema of what the stage emits. Problems are reported through c.
+// Check may run more than once on one config, with other inputs (validate
+// checks the stages below one in error again with its schema closed): it
+// must set whatever state it keeps afresh, not add to it.
 type Checker interface {
 	Check(c *CheckContext) sample.Schema
 }
