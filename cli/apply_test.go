@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/piperun/piperun/gpu"
+	"github.com/piperun/piperun/stages"
 )
 
 const smallSpec = `version: 1
@@ -539,52 +540,53 @@ stages:
 // and 2.5 in another is written as int64_list in one record and float_list
 // in the other, which a reader declaring one dtype fails on; the sink says
 // so once, naming both records (found by a new-user test: it was silent).
-// An empty list (no kind) and a key that keeps its kind say nothing.
-func TestWriteTFRecordWarnsOfMixedKinds(t *testing.T) {
-	dir := t.TempDir()
-	lines := "{\"k\": 1, \"s\": \"a\", \"l\": []}\n{\"k\": 2, \"s\": \"b\", \"l\": [1.5]}\n{\"k\": 2.5, \"s\": \"c\", \"l\": [2.5]}\n{\"k\": 3.5, \"s\": \"d\", \"l\": []}\n"
-	if err := os.WriteFile(filepath.Join(dir, "d.jsonl"), []byte(lines), 0o644); err != nil {
-		t.Fatal(err)
-	}
-	p := writeSpec(t, dir, "j.yaml", `version: 1
-name: j
-stages:
-  - {name: files, type: files, pattern: d.jsonl}
-  - {name: lines, type: jsonl}
-  - {name: out, type: write_tfrecord, path: out/d.tfrecord}
-`)
-	r := run(t, "apply", "--progress", "never", p)
-	src := filepath.Join(dir, "d.jsonl")
-	want := `field "k" is written as int64_list in record 0 (` + src + `:1) and as float_list in record 2 (` + src + `:3), so the output mixes kinds for one key: its values are integers in some samples and other numbers in others (a jsonl key, say); for one kind, set it with float(x) in a map`
-	if r.code != 0 || !strings.Contains(r.stderr, want) || strings.Count(r.stderr, "mixes kinds") != 1 {
-		t.Errorf("apply: %s\nwant exit 0 and one warning: %s", r, want)
-	}
-	if _, err := os.Stat(filepath.Join(dir, "out", "d.tfrecord")); err != nil {
-		t.Errorf("the file is still written: %v", err)
-	}
-}
-
-// TestWriteTFRecordMixedKindsInShardsAndLists: with shards, the warning
-// numbers records within their file, as inspect does, and names it; a
+// An empty list (no kind) and a key that keeps its kind say nothing. With
+// shards, the records are numbered within their file, as inspect does; a
 // list's advice is map(x, float(#)), since float(x) refuses a list (a
 // review).
-func TestWriteTFRecordMixedKindsInShardsAndLists(t *testing.T) {
-	dir := t.TempDir()
-	lines := "{\"l\": [1, 2]}\n{\"l\": [3]}\n{\"l\": [4]}\n{\"l\": [1.5]}\n"
-	if err := os.WriteFile(filepath.Join(dir, "d.jsonl"), []byte(lines), 0o644); err != nil {
-		t.Fatal(err)
-	}
-	p := writeSpec(t, dir, "j.yaml", `version: 1
+func TestWriteTFRecordWarnsOfMixedKinds(t *testing.T) {
+	for _, tc := range []struct {
+		name, lines, path string
+		shards            int
+		want              func(dir, src string) string
+	}{
+		{
+			name:  "scalars",
+			lines: "{\"k\": 1, \"s\": \"a\", \"l\": []}\n{\"k\": 2, \"s\": \"b\", \"l\": [1.5]}\n{\"k\": 2.5, \"s\": \"c\", \"l\": [2.5]}\n{\"k\": 3.5, \"s\": \"d\", \"l\": []}\n",
+			path:  "out/d.tfrecord", shards: 1,
+			want: func(dir, src string) string {
+				return `field "k" is written as int64_list in record 0 (` + src + `:1) and as float_list in record 2 (` + src + `:3), so the output mixes kinds for one key: its values are integers in some samples and other numbers in others (a jsonl key, say); for one kind, set it with float(x) in a map`
+			},
+		},
+		{
+			name:  "a list in shards",
+			lines: "{\"l\": [1, 2]}\n{\"l\": [3]}\n{\"l\": [4]}\n{\"l\": [1.5]}\n",
+			path:  "out/d-{shard}.tfrecord", shards: 2,
+			want: func(dir, src string) string {
+				return `field "l" is written as int64_list in record 0 of ` + filepath.Join(dir, "out", "d-00000.tfrecord") + ` (` + src + `:1) and as float_list in record 1 of ` + filepath.Join(dir, "out", "d-00001.tfrecord") + ` (` + src + `:4), so the output mixes kinds for one key: its values are integers in some samples and other numbers in others (a jsonl key, say); for one kind, set it with map(x, float(#)) in a map`
+			},
+		},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			dir := t.TempDir()
+			if err := os.WriteFile(filepath.Join(dir, "d.jsonl"), []byte(tc.lines), 0o644); err != nil {
+				t.Fatal(err)
+			}
+			p := writeSpec(t, dir, "j.yaml", fmt.Sprintf(`version: 1
 name: j
 stages:
   - {name: files, type: files, pattern: d.jsonl}
   - {name: lines, type: jsonl}
-  - {name: out, type: write_tfrecord, path: 'out/d-{shard}.tfrecord', shards: 2}
-`)
-	r := run(t, "apply", "--progress", "never", p)
-	src := filepath.Join(dir, "d.jsonl")
-	want := `field "l" is written as int64_list in record 0 of ` + filepath.Join(dir, "out", "d-00000.tfrecord") + ` (` + src + `:1) and as float_list in record 1 of ` + filepath.Join(dir, "out", "d-00001.tfrecord") + ` (` + src + `:4), so the output mixes kinds for one key: its values are integers in some samples and other numbers in others (a jsonl key, say); for one kind, set it with map(x, float(#)) in a map`
-	if r.code != 0 || !strings.Contains(r.stderr, want) {
-		t.Errorf("apply: %s\nwant exit 0 and the warning: %s", r, want)
+  - {name: out, type: write_tfrecord, path: '%s', shards: %d}
+`, tc.path, tc.shards))
+			r := run(t, "apply", "--progress", "never", p)
+			want := tc.want(dir, filepath.Join(dir, "d.jsonl"))
+			if r.code != 0 || !strings.Contains(r.stderr, want) || strings.Count(r.stderr, "mixes kinds") != 1 {
+				t.Errorf("apply: %s\nwant exit 0 and one warning: %s", r, want)
+			}
+			if _, err := os.Stat(filepath.Join(dir, stages.ShardPath(tc.path, 0, tc.shards))); err != nil {
+				t.Errorf("the file is still written: %v", err)
+			}
+		})
 	}
 }
