@@ -323,10 +323,43 @@ stages:
 	if err != nil || rep.Sinks["out"].Samples != 4500 {
 		t.Fatalf("context features: %v, %+v; want 4500 samples", err, rep)
 	}
-	_, err = tfrRun(t, dir, spec(`{s: {dtype: bytes}}`))
-	want := `stage "examples" (parse_example): ` + file + ` record 0: feature "s" is a feature list of this tf.train.SequenceExample: parse_example reads its context features only`
+	// Also where a default stands in for an absent feature: a variable
+	// length's empty list gave 4500 empty lists (a new-user test).
+	for _, f := range []string{`{s: {dtype: bytes}}`, `{s: {dtype: bytes, shape: [-1]}}`, `{s: {dtype: bytes, default: ""}}`} {
+		_, err = tfrRun(t, dir, spec(f))
+		want := `stage "examples" (parse_example): ` + file + ` record 0: feature "s" is a feature list of this tf.train.SequenceExample: parse_example reads its context features only`
+		if err == nil || err.Error() != want {
+			t.Errorf("a feature list asked for as %s:\n got %v\nwant %s", f, err, want)
+		}
+	}
+}
+
+// TestEmptyFeatureIsNotMissing: TFX writes a CSV's empty cell as a
+// Feature with no list set (the taxi data's company in record 0); without
+// a default that fails as a feature with no value, not a missing one, and
+// says how to go on; with one, the default stands in.
+func TestEmptyFeatureIsNotMissing(t *testing.T) {
+	data := tfrSharedData(t)
+	file := filepath.Join(data, "tfrecord", "tfx", "csv_example_gen_Split-eval_data_tfrecord-00000-of-00012.gz")
+	dir := t.TempDir()
+	spec := func(features string) string {
+		return fmt.Sprintf(`version: 1
+name: taxi
+stages:
+  - {name: files, type: files, pattern: %q}
+  - {name: records, type: tfrecord}
+  - {name: examples, type: parse_example, features: %s}
+  - {name: out, type: write_jsonl, path: out.jsonl}
+`, file, features)
+	}
+	_, err := tfrRun(t, dir, spec(`{company: {dtype: string}}`))
+	want := `stage "examples" (parse_example): ` + file + ` record 0: feature "company" has no value (a Feature with no list set) and no default: give it a default in the spec`
 	if err == nil || err.Error() != want {
-		t.Errorf("a feature list asked for:\n got %v\nwant %s", err, want)
+		t.Errorf("no default:\n got %v\nwant %s", err, want)
+	}
+	rep, err := tfrRun(t, dir, spec(`{company: {dtype: string, default: ""}}`))
+	if err != nil || rep.Sinks["out"].Samples != 424 {
+		t.Errorf("with a default: %v, %+v; want 424 samples", err, rep)
 	}
 }
 

@@ -650,18 +650,24 @@ func check(sp *Spec, r *reporter, opts Options) {
 			st.Schema = sample.Schema{Open: true}
 			continue
 		}
-		if len(st.Inputs) != len(st.InputNames) {
-			// An input did not resolve; checking against a guess would only
-			// add noise to the diagnostic already given.
-			st.Schema = sample.Schema{Open: true}
-			continue
-		}
-		st.InSchemas = make([]sample.Schema, len(st.Inputs))
-		for i, in := range st.Inputs {
-			st.InSchemas[i] = in.Schema
+		unresolved := len(st.Inputs) != len(st.InputNames)
+		if unresolved {
+			// An input did not resolve: the stage is checked, quietly,
+			// against open schemas, which find no field missing and no
+			// type wrong, so that its own settings (batch size: 0) are
+			// not left for the rerun.
+			st.InSchemas = make([]sample.Schema, len(st.InputNames))
+			for i := range st.InSchemas {
+				st.InSchemas[i] = sample.Schema{Open: true}
+			}
+		} else {
+			st.InSchemas = make([]sample.Schema, len(st.Inputs))
+			for i, in := range st.Inputs {
+				st.InSchemas[i] = in.Schema
+			}
 		}
 		before := len(r.diags.Errors())
-		c := &CheckContext{Spec: sp, Stage: st, Inputs: st.InSchemas, Environment: opts.Environment, r: r}
+		c := &CheckContext{Spec: sp, Stage: st, Inputs: st.InSchemas, Environment: opts.Environment, r: r, quiet: unresolved}
 		for _, in := range st.Inputs {
 			// Below a stage with an error, what the stage sees is a guess
 			// (an open schema, fields of unknown type): warnings about it
@@ -674,7 +680,7 @@ func check(sp *Spec, r *reporter, opts Options) {
 		} else if len(st.InSchemas) > 0 {
 			st.Schema = st.InSchemas[0]
 		}
-		st.Valid = len(r.diags.Errors()) == before && !c.dropped
+		st.Valid = len(r.diags.Errors()) == before && !c.dropped && !unresolved
 		open[st] = st.Schema.Open
 		if !st.Valid {
 			// Downstream stages see an open schema so one mistake does not
@@ -747,7 +753,10 @@ func partlyChecked(sp *Spec, r *reporter, tainted, open map[*Stage]bool) {
 				}
 			}
 		}
-		if !tainted[st] || st.Config == nil || len(st.Inputs) != len(st.InputNames) {
+		// A stage with no stage in error above it whose schema was
+		// closed here sees what it saw before (below an unknown stage
+		// type, say): nothing to attribute a finding to.
+		if !tainted[st] || len(above[st]) == 0 || st.Config == nil || len(st.Inputs) != len(st.InputNames) {
 			continue
 		}
 		ins := make([]sample.Schema, len(st.Inputs))

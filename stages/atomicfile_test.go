@@ -10,6 +10,7 @@ import (
 	"strings"
 	"syscall"
 	"testing"
+	"time"
 )
 
 // TestCheckWritable: the directory a sink would write to, or the one it
@@ -144,8 +145,21 @@ func TestStaleTemporariesAreRemoved(t *testing.T) {
 	cmd := exec.Command("true")
 	mustOK(t, cmd.Run())
 	dead := cmd.Process.Pid
+	// One that has exited and is not reaped yet: a zombie, as a writer
+	// killed with its parent (timeout -s KILL) is until init reaps it.
+	zcmd := exec.Command("true")
+	mustOK(t, zcmd.Start())
+	defer zcmd.Wait()
+	zombie := zcmd.Process.Pid
+	for i := 0; !strings.Contains(procState(zombie), ") Z"); i++ {
+		if i == 500 {
+			t.Fatalf("process %d did not become a zombie: %q", zombie, procState(zombie))
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
 	files := map[string]bool{ // name -> kept
 		fmt.Sprintf(".out.jsonl.tmp-%d-123", dead):         false,
+		fmt.Sprintf(".out.jsonl.tmp-%d-124", zombie):       false,
 		".out.jsonl.tmp-3926397686":                        false, // the old naming
 		fmt.Sprintf(".out.jsonl.tmp-%d-456", os.Getppid()): true,  // alive
 		fmt.Sprintf(".other.jsonl.tmp-%d-789", dead):       true,  // another output
@@ -163,4 +177,10 @@ func TestStaleTemporariesAreRemoved(t *testing.T) {
 			t.Errorf("%s: kept %v, want %v", name, err == nil, kept)
 		}
 	}
+}
+
+// procState is the start of /proc/pid/stat, with the state after the name.
+func procState(pid int) string {
+	b, _ := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+	return string(b[:min(len(b), 40)])
 }

@@ -88,6 +88,9 @@ func (c *ParseExampleConfig) Check(cc *spec.CheckContext) sample.Schema {
 		case "int64", "float32", "bytes", "string":
 		default:
 			cc.Errorf(p+".dtype", "unknown dtype %q (want int64, float32, bytes or string)", f.DType)
+			// The field is made, of a type not known: a stage below
+			// reading it is no mistake of its own.
+			out.Fields = append(out.Fields, sample.Field{Name: e.Key, Type: sample.TAny})
 			continue
 		}
 		badShape := false
@@ -298,9 +301,14 @@ func (p *parseExample) Process(_ context.Context, s *sample.Sample, emit Emit) e
 		return fmt.Errorf("field %q is %T, not serialized bytes", p.field, s.Fields[p.field])
 	}
 	vals := make([]any, len(p.keys))
+	var empty []bool
 	err := example.ParseInto(rec, p.want, func(i int, f *example.Feature) error {
 		if f.Kind == example.KindNone {
 			vals[i] = nil // a feature with no kind set counts as absent
+			if empty == nil {
+				empty = make([]bool, len(p.keys))
+			}
+			empty[i] = true
 			return nil
 		}
 		v, err := convertFeature(p.specs[i], f)
@@ -314,13 +322,26 @@ func (p *parseExample) Process(_ context.Context, s *sample.Sample, emit Emit) e
 		return err
 	}
 	out := &sample.Sample{ID: s.ID, Epoch: s.Epoch, Origin: s.Origin, Fields: make(map[string]any, len(p.keys))}
+	var lists map[string][]*example.Feature
 	for i, v := range vals {
 		if v == nil {
-			if p.defaults[i] == nil {
-				if lists, err := example.FeatureLists(rec); err == nil && lists[p.keys[i]] != nil { // an empty list too
-					return fmt.Errorf("feature %q is a feature list of this tf.train.SequenceExample: parse_example reads its context features only", p.keys[i])
+			// A feature list of a SequenceExample is no absent feature,
+			// even where a default (a variable length's empty list) would
+			// stand in for one: that would drop every step in silence.
+			if lists == nil {
+				lists, _ = example.FeatureLists(rec)
+				if lists == nil {
+					lists = map[string][]*example.Feature{}
 				}
-				return fmt.Errorf("feature %q is missing and has no default", p.keys[i])
+			}
+			if _, ok := lists[p.keys[i]]; ok { // an empty list too
+				return fmt.Errorf("feature %q is a feature list of this tf.train.SequenceExample: parse_example reads its context features only", p.keys[i])
+			}
+			if p.defaults[i] == nil {
+				if empty != nil && empty[i] {
+					return fmt.Errorf("feature %q has no value (a Feature with no list set) and no default: give it a default in the spec", p.keys[i])
+				}
+				return fmt.Errorf("feature %q is missing and has no default: give it a default in the spec", p.keys[i])
 			}
 			v = p.defaults[i]
 		}

@@ -36,6 +36,11 @@ func init() {
 
 // Check implements spec.Checker.
 func (c *WriteJSONLConfig) Check(cc *spec.CheckContext) sample.Schema {
+	// A {shard} here would be written literally into the name, as a
+	// user who knows write_tfrecord's paths does not expect.
+	if m := placeholder.FindString(c.Path); m != "" {
+		cc.Errorf("path", "write_jsonl writes one file and fills in no placeholders: %s would be written as it stands", m)
+	}
 	if c.Path == "" {
 		cc.Errorf("path", "must not be empty")
 	} else if cc.Environment {
