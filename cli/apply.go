@@ -114,6 +114,7 @@ func applyCmd(g *globals) *cobra.Command {
 				}
 			}
 			if runErr != nil {
+				skipHint(g, sp, runErr)
 				return exit(ExitFailed, runErr)
 			}
 			summary(g, rep, feeds)
@@ -408,4 +409,21 @@ func writeReport(path string, rep any) error {
 		return fmt.Errorf("report: %w", err)
 	}
 	return os.Rename(f.Name(), path)
+}
+
+// skipHint tells a run that failed on one sample how to go on past such
+// samples, where the stage can: a damaged JPEG among a million should not
+// cost a user a search through the docs.
+func skipHint(g *globals, sp *spec.Spec, err error) {
+	var se *engine.StageError
+	if !errors.As(err, &se) || se.Sample == "" || errors.Is(err, context.Canceled) {
+		return
+	}
+	t, ok := g.registry.Lookup(se.Type)
+	for _, st := range sp.Stages {
+		if ok && t.OnError && st.Name == se.Stage && !st.Skip() {
+			g.log.Info(fmt.Sprintf("to skip such samples and count them in the report instead of stopping, set on_error: skip on stage %q", se.Stage))
+			return
+		}
+	}
 }

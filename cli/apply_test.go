@@ -590,3 +590,32 @@ stages:
 		})
 	}
 }
+
+// TestApplyFailureSaysHowToSkip: a run stopped by one bad sample in a
+// stage that takes on_error says how to skip such samples; one stopped in
+// a stage that cannot skip (a sink) does not (a new-user test).
+func TestApplyFailureSaysHowToSkip(t *testing.T) {
+	const hint = `to skip such samples and count them in the report instead of stopping, set on_error: skip on stage "m"`
+	for _, tc := range []struct {
+		name, stage string
+		hint        bool
+	}{
+		{"map", `{name: m, type: map, set: {v: 'one_hot(index, 3)'}}`, true},
+		{"sink", `{name: m, type: map, set: {v: 'index == 4 ? 1.0 / 0 : 1.0'}}`, false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			dir := t.TempDir()
+			p := writeSpec(t, dir, "s.yaml", `version: 1
+name: s
+stages:
+  - {name: src, type: range, count: 6}
+  - `+tc.stage+`
+  - {name: out, type: write_jsonl, path: out.jsonl}
+`)
+			r := run(t, "apply", "--progress", "never", p)
+			if r.code != 1 || strings.Contains(r.stderr, hint) != tc.hint {
+				t.Errorf("apply: %s\nwant exit 1, hint %v", r, tc.hint)
+			}
+		})
+	}
+}

@@ -423,7 +423,7 @@ stages:
 	}
 	got := decodeDiagnostics(t, r.stdout)
 	want := diagnostic{Path: "stages[0].pattern", Severity: "error",
-		Message: `pattern "nothing-here/*.tfrecord" matches no file (resolved to ` + filepath.Join(dir, "nothing-here/*.tfrecord") + `)`}
+		Message: `pattern "nothing-here/*.tfrecord" matches no file (resolved to ` + filepath.Join(dir, "nothing-here/*.tfrecord") + `); folder ` + filepath.Join(dir, "nothing-here") + ` does not exist`}
 	want.Pos.File, want.Pos.Line, want.Pos.Column = p, 4, 41
 	if len(got) != 1 || got[0] != want {
 		t.Errorf("with environment: got %+v\nwant [%+v]", got, want)
@@ -448,7 +448,7 @@ stages:
 	r := run(t, "validate", p)
 	// In line order, though the fit is checked after the pattern.
 	want := p + ":3:21: resources.memory: buffers need at least 18.88MiB (files ≥ 196B, records ≥ 198B, shuffle ≥ 18.88MiB; ≥: the sizes of strings and bytes are known only at run time, and count as empty here; --probe N measures them), more than resources.memory (1MiB)\n" +
-		p + `:5:41: stages[0].pattern: pattern "nothing-here/*.tfrecord" matches no file (resolved to ` + filepath.Join(dir, "nothing-here/*.tfrecord") + ")\n"
+		p + `:5:41: stages[0].pattern: pattern "nothing-here/*.tfrecord" matches no file (resolved to ` + filepath.Join(dir, "nothing-here/*.tfrecord") + "); folder " + filepath.Join(dir, "nothing-here") + " does not exist\n"
 	if r.code != 1 || r.stdout != want || r.stderr != "2 problems\n" {
 		t.Errorf("got %s\nwant exit 1, stdout\n%s", r, want)
 	}

@@ -181,12 +181,17 @@ func (n *node) skip(s *sample.Sample, err error) {
 		c.sample, c.epoch, c.id = true, s.Epoch, s.ID
 		c.text = s.Describe() + ": " + c.text
 	}
+	// The report keeps the first line: an expression's caret drawing
+	// below it is for the log, and in JSON reads as escaped noise.
+	full := c.text
+	c.text, _, _ = strings.Cut(full, "\n")
 	n.mu.Lock()
 	n.skipped++
 	c.seq = n.skipped
 	seq := n.skipped
 	n.keepCause(c)
 	n.mu.Unlock()
+	c.text = full
 	if log := n.env.Log; log != nil {
 		// The message reads whole on a terminal; the fields let a JSON
 		// log's reader filter by sample and reason.

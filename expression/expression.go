@@ -741,7 +741,11 @@ func toError(err error) error {
 	var fe *file.Error
 	if errors.As(err, &fe) {
 		// Some of expr's messages end in a space ("to call upper ").
-		return &Error{Line: fe.Line, Column: fe.Column + 1, Msg: strings.TrimSpace(fe.Message)}
+		msg := strings.TrimSpace(fe.Message)
+		if msg == `unexpected token Operator("=")` {
+			msg += "; compare with == (an expression sets nothing)"
+		}
+		return &Error{Line: fe.Line, Column: fe.Column + 1, Msg: msg}
 	}
 	return &Error{Msg: err.Error()}
 }

@@ -20,6 +20,10 @@ func init() {
 		Returns: tensorPtr,
 		Check: func(a []Arg) (sample.Type, error) {
 			if err := wantKind(a, 0, sample.Bytes); err != nil {
+				if a[0].Type.Kind == sample.String {
+					// Most likely a path (a files source's).
+					err = fmt.Errorf("%w; to decode the file a path names, read it first: decode_image(read_file(path), …)", err)
+				}
 				return sample.TAny, err
 			}
 			c, err := channelsArg(a[1])

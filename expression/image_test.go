@@ -351,10 +351,10 @@ func TestFusedCallErrorsPointAtTheDecode(t *testing.T) {
 func TestFusedCallsAreCheckedAsWritten(t *testing.T) {
 	in := sample.Schema{Fields: []sample.Field{{Name: "b", Type: sample.TBytes}, {Name: "path", Type: sample.TString}}}
 	for _, c := range []struct{ src, want string }{
-		{`decode_image(path, 3) | resize(224, 224)`, "decode_image: argument 1 must be bytes, got string (line 1, column 1 of the expression)"},
+		{`decode_image(path, 3) | resize(224, 224)`, "decode_image: argument 1 must be bytes, got string; to decode the file a path names, read it first: decode_image(read_file(path), …) (line 1, column 1 of the expression)"},
 		{`decode_image(12, 3) | resize(224, 224)`, "decode_image: argument 1 must be bytes, got int64 (line 1, column 1 of the expression)"},
-		{`decode_image(path, 3) | resize(224, 224) | to_float()`, "decode_image: argument 1 must be bytes, got string (line 1, column 1 of the expression)"},
-		{`decode_image(path, 3) | random_resized_crop(224, 224)`, "decode_image: argument 1 must be bytes, got string (line 1, column 1 of the expression)"},
+		{`decode_image(path, 3) | resize(224, 224) | to_float()`, "decode_image: argument 1 must be bytes, got string; to decode the file a path names, read it first: decode_image(read_file(path), …) (line 1, column 1 of the expression)"},
+		{`decode_image(path, 3) | random_resized_crop(224, 224)`, "decode_image: argument 1 must be bytes, got string; to decode the file a path names, read it first: decode_image(read_file(path), …) (line 1, column 1 of the expression)"},
 		{`decode_image(b, 2) | resize(224, 224)`, "decode_image: channels must be 0 (as stored), 1, 3 or 4, got 2 (line 1, column 1 of the expression)"},
 		{`decode_image(b, 3) | resize(224, 2.5)`, "resize: argument 3 must be int64, got float64 (line 1, column 22 of the expression)"},
 		{`decode_image(b, 3) | resize(224, 224, "cubic")`, `resize: unknown method "cubic" (want bilinear, nearest, area or bicubic) (line 1, column 22 of the expression)`},
@@ -363,7 +363,7 @@ func TestFusedCallsAreCheckedAsWritten(t *testing.T) {
 		// Each error at the call that is wrong, as written.
 		{`resize(decode_image(b, 3), 224, 2.5)`, "resize: argument 3 must be int64, got float64 (line 1, column 1 of the expression)"},
 		{`to_float(resize(decode_image(b, 3), 224, 2.5))`, "resize: argument 3 must be int64, got float64 (line 1, column 10 of the expression)"},
-		{`to_float(resize(decode_image(path, 3), 224, 224))`, "decode_image: argument 1 must be bytes, got string (line 1, column 17 of the expression)"},
+		{`to_float(resize(decode_image(path, 3), 224, 224))`, "decode_image: argument 1 must be bytes, got string; to decode the file a path names, read it first: decode_image(read_file(path), …) (line 1, column 17 of the expression)"},
 		// The chain's argument counts differ from compile to compile: a
 		// fused check once kept the first one's (a review: a panic, or a
 		// bad method let through, by the order of the compiles).

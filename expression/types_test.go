@@ -187,6 +187,8 @@ func TestPlainTypeNames(t *testing.T) {
 		{`-by`, `invalid operation: - (mismatched type bytes) (line 1, column 1 of the expression)`},
 		{`int(by)`, `invalid argument for int (type bytes) (line 1, column 1 of the expression)`},
 		{`upper(by)`, `cannot use bytes as argument (type string) to call upper (line 1, column 7 of the expression)`},
+		// A filter written with = (a new-user test).
+		{`len(l) = 1`, `unexpected token Operator("="); compare with == (an expression sets nothing) (line 1, column 8 of the expression)`},
 	} {
 		_, err := expression.Default().Compile(tc.src, in, sample.Any)
 		if err == nil || err.Error() != tc.want {

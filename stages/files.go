@@ -2,6 +2,7 @@ package stages
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"io/fs"
@@ -10,6 +11,7 @@ import (
 	"sort"
 	"strconv"
 	"strings"
+	"unicode"
 
 	"github.com/invopop/jsonschema"
 	"go.yaml.in/yaml/v3"
@@ -166,6 +168,8 @@ func (c *FilesConfig) Check(cc *spec.CheckContext) sample.Schema {
 	if len(pats) == 0 {
 		cc.Errorf("", "set pattern or patterns")
 	}
+	parents := map[string]bool{} // of every file matched, for labels: from_dir
+	matched := 0
 	for i, p := range pats {
 		field := "pattern"
 		if c.Pattern == "" || i > 0 {
@@ -183,8 +187,12 @@ func (c *FilesConfig) Check(cc *spec.CheckContext) sample.Schema {
 			if err != nil {
 				cc.Errorf(field, "%v", err)
 			} else if len(m) == 0 {
-				cc.Errorf(field, "pattern %q matches no file (resolved to %s)", p, cc.Resolve(p))
+				cc.Errorf(field, "%s", noMatch(p, cc.Resolve(p)))
 			}
+			for _, f := range m {
+				parents[filepath.Dir(f)] = true
+			}
+			matched += len(m)
 			if c.Labels == "from_dir" {
 				if a, b, cls := sharedClass(m); cls != "" {
 					cc.Warnf("labels", "%s", sharedClassWords(a, b, cls))
@@ -209,6 +217,11 @@ func (c *FilesConfig) Check(cc *spec.CheckContext) sample.Schema {
 			}
 		}
 	}
+	if c.Labels == "from_dir" && matched > 1 && len(parents) == 1 {
+		for d := range parents {
+			cc.Warnf("labels", "every file matched is in one folder, %s, so labels: from_dir gives all of them class 0 (%q): it names a file's class by its parent folder; match class folders (root/*/*.jpg)", d, filepath.Base(d))
+		}
+	}
 	if c.Shard.Auto && cc.Environment {
 		if _, _, err := ShardFromEnv(os.LookupEnv); err != nil {
 			cc.Errorf("shard", "%v", err)
@@ -221,6 +234,35 @@ func (c *FilesConfig) Check(cc *spec.CheckContext) sample.Schema {
 		cc.Errorf("labels", "unknown labels mode %q (want from_dir)", c.Labels)
 	}
 	return sample.Schema{Fields: fields}
+}
+
+// noMatch says that pattern p, resolved to abs, matches no file, and why
+// where it can tell: the folder it looks in is not there, or files match
+// it but for case (*.jpeg against ImageNet's *.JPEG).
+func noMatch(p, abs string) string {
+	msg := fmt.Sprintf("pattern %q matches no file (resolved to %s)", p, abs)
+	dir := abs
+	for strings.ContainsAny(dir, "*?[") {
+		dir = filepath.Dir(dir)
+	}
+	if _, err := os.Stat(dir); err != nil {
+		return msg + fmt.Sprintf("; folder %s does not exist", dir)
+	}
+	if strings.Contains(abs, "[") {
+		return msg
+	}
+	var fold strings.Builder
+	for _, r := range abs {
+		if lo, up := unicode.ToLower(r), unicode.ToUpper(r); lo != up {
+			fold.WriteString("[" + string(lo) + string(up) + "]")
+		} else {
+			fold.WriteRune(r)
+		}
+	}
+	if m, err := Glob(fold.String()); err == nil && len(m) > 0 {
+		msg += fmt.Sprintf("; %d match it but for case, such as %s", len(m), m[0])
+	}
+	return msg
 }
 
 // sharedClass returns two folders of files that share a name, and the
@@ -271,7 +313,7 @@ func buildFiles(env *Env, cfg any) (any, error) {
 			return nil, err
 		}
 		if len(m) == 0 {
-			return nil, fmt.Errorf("pattern %q matches no file (resolved to %s)", p, env.Resolve(p))
+			return nil, errors.New(noMatch(p, env.Resolve(p)))
 		}
 		for _, f := range m {
 			if !seen[f] {

@@ -385,3 +385,36 @@ func toF(v any) float64 {
 	}
 	return v.(float64)
 }
+
+// TestFilesSaysWhyNothingMatched: a pattern that matches nothing says
+// whether its folder is missing or files match but for case (*.jpeg
+// against *.JPEG); labels: from_dir over files of one folder warns that
+// they all get class 0; class folders do not (a new-user test).
+func TestFilesSaysWhyNothingMatched(t *testing.T) {
+	dir := t.TempDir()
+	for _, f := range []string{"flat/a.JPEG", "flat/b.JPEG", "root/cat/c.jpg", "root/dog/d.jpg"} {
+		if err := os.MkdirAll(filepath.Dir(filepath.Join(dir, f)), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(filepath.Join(dir, f), nil, 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for _, tc := range []struct{ pattern, labels, want string }{
+		{"flat/*.jpeg", "", `stages[0].pattern: pattern "flat/*.jpeg" matches no file (resolved to ` + filepath.Join(dir, "flat/*.jpeg") + `); 2 match it but for case, such as ` + filepath.Join(dir, "flat/a.JPEG")},
+		{"nope/*.jpeg", "", `stages[0].pattern: pattern "nope/*.jpeg" matches no file (resolved to ` + filepath.Join(dir, "nope/*.jpeg") + `); folder ` + filepath.Join(dir, "nope") + ` does not exist`},
+		{"flat/*.JPEG", "from_dir", `warning: stages[0].labels: every file matched is in one folder, ` + filepath.Join(dir, "flat") + `, so labels: from_dir gives all of them class 0 ("flat"): it names a file's class by its parent folder; match class folders (root/*/*.jpg)`},
+		{"root/*/*.jpg", "from_dir", ``},
+		{"flat/*.JPEG", "", ``},
+	} {
+		src := fmt.Sprintf("version: 1\nname: f\nstages:\n  - {name: f, type: files, pattern: '%s'%s}\n  - {name: out, type: discard}\n", tc.pattern, map[bool]string{true: ", labels: from_dir"}[tc.labels != ""])
+		_, diags := spec.Parse(filepath.Join(dir, "f.yaml"), []byte(src), spec.Options{Catalog: stages.Default(), Environment: true})
+		var got []string
+		for _, d := range diags {
+			got = append(got, strings.SplitN(d.String(), ": ", 2)[1])
+		}
+		if strings.Join(got, "\n") != tc.want {
+			t.Errorf("%s %s:\n got %q\nwant %q", tc.pattern, tc.labels, got, tc.want)
+		}
+	}
+}
