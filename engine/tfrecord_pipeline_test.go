@@ -363,6 +363,26 @@ stages:
 	}
 }
 
+// TestNotAnExample: parse_example over a TFRecord of other messages (a
+// tfevents file's Events) says the record is no Example, not only which
+// protobuf field was off (a new-user test).
+func TestNotAnExample(t *testing.T) {
+	data := tfrSharedData(t)
+	file := filepath.Join(data, "tfrecord", "tfevents", "events.out.tfevents.1646034751.eval")
+	_, err := tfrRun(t, t.TempDir(), fmt.Sprintf(`version: 1
+name: ev
+stages:
+  - {name: files, type: files, pattern: %q}
+  - {name: records, type: tfrecord}
+  - {name: examples, type: parse_example, features: {a: {dtype: int64, default: 0}}}
+  - {name: out, type: discard}
+`, file))
+	want := `stage "examples" (parse_example): ` + file + ` record 0: the record is not a tf.train.Example (example: features: wrong wire type 1 for field 1); piperun inspect shows what the file holds`
+	if err == nil || err.Error() != want {
+		t.Errorf("got %v\nwant %s", err, want)
+	}
+}
+
 func TestTFRecordCorruptSharedData(t *testing.T) {
 	data := tfrSharedData(t)
 	file := filepath.Join(data, "tfrecord", "corrupted", "snapshot_serengeti_sequence_examples.record")

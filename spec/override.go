@@ -169,7 +169,13 @@ func ApplySet(doc *yaml.Node, set string) error {
 				idx = k
 			}
 			if idx < 0 || idx >= len(n.Content) {
-				return fmt.Errorf("no element %q in %s", seg, strings.Join(segs[:i], "."))
+				var names []string
+				for _, c := range n.Content {
+					if c.Kind == yaml.MappingNode && mappingValue(c, "name") != "" {
+						names = append(names, mappingValue(c, "name"))
+					}
+				}
+				return fmt.Errorf("no element %q in %s%s", seg, strings.Join(segs[:i], "."), suggest(seg, names))
 			}
 			if last {
 				n.Content[idx] = value

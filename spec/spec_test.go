@@ -129,7 +129,12 @@ func TestSetOverrides(t *testing.T) {
 		}
 	}
 	_, diags := spec.Load("testdata/valid/interp.yaml", spec.Options{Catalog: stages.Default(), LookupEnv: noEnv, Set: []string{"stages.nope.count=1"}})
-	if got := diagText(diags); !strings.Contains(got, `testdata/valid/interp.yaml (--set stages.nope.count=1): no element "nope" in stages`) {
+	if got := diagText(diags); !strings.Contains(got, `testdata/valid/interp.yaml (--set stages.nope.count=1): no element "nope" in stages (known: src, m, out)`) {
+		t.Errorf("bad override: %s", got)
+	}
+	// A near miss is named (a new-user test).
+	_, diags = spec.Load("testdata/valid/interp.yaml", spec.Options{Catalog: stages.Default(), LookupEnv: noEnv, Set: []string{"stages.srx.count=1"}})
+	if got := diagText(diags); !strings.Contains(got, `(--set stages.srx.count=1): no element "srx" in stages (did you mean "src"?)`) {
 		t.Errorf("bad override: %s", got)
 	}
 	// A bad value given with --set is reported as the override's, not at

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"slices"
 	"strconv"
+	"strings"
 
 	"github.com/piperun/piperun/example"
 	"github.com/piperun/piperun/expression"
@@ -302,6 +303,7 @@ func (p *parseExample) Process(_ context.Context, s *sample.Sample, emit Emit) e
 	}
 	vals := make([]any, len(p.keys))
 	var empty []bool
+	var featureErr error
 	err := example.ParseInto(rec, p.want, func(i int, f *example.Feature) error {
 		if f.Kind == example.KindNone {
 			vals[i] = nil // a feature with no kind set counts as absent
@@ -313,11 +315,17 @@ func (p *parseExample) Process(_ context.Context, s *sample.Sample, emit Emit) e
 		}
 		v, err := convertFeature(p.specs[i], f)
 		if err != nil {
-			return fmt.Errorf("feature %q: %w", p.keys[i], err)
+			featureErr = fmt.Errorf("feature %q: %w", p.keys[i], err)
+			return featureErr
 		}
 		vals[i] = v
 		return nil
 	})
+	if err != nil && featureErr == nil && !strings.Contains(err.Error(), "not a tf.train.Example") {
+		// The bytes are no Example at all (a tfevents file's Event, a
+		// CSV): say so, not only which protobuf field was off.
+		return fmt.Errorf("the record is not a tf.train.Example (%w); piperun inspect shows what the file holds", err)
+	}
 	if err != nil {
 		return err
 	}
@@ -352,6 +360,14 @@ func (p *parseExample) Process(_ context.Context, s *sample.Sample, emit Emit) e
 
 var kindOf = map[string]example.Kind{"int64": example.KindInt64, "float32": example.KindFloat, "bytes": example.KindBytes, "string": example.KindBytes}
 
+// values counts n values in words.
+func values(n int) string {
+	if n == 1 {
+		return "1 value"
+	}
+	return fmt.Sprintf("%d values", n)
+}
+
 func convertFeature(fs FeatureSpec, f *example.Feature) (any, error) {
 	if want := kindOf[fs.DType]; f.Kind != want {
 		return nil, fmt.Errorf("holds %s values, but the spec says %s", f.Kind, fs.DType)
@@ -360,11 +376,11 @@ func convertFeature(fs FeatureSpec, f *example.Feature) (any, error) {
 	switch {
 	case len(fs.Shape) == 0:
 		if n != 1 {
-			return nil, fmt.Errorf("holds %d values, but shape [] wants exactly 1", n)
+			return nil, fmt.Errorf("holds %s, but shape [] wants exactly 1", values(n))
 		}
 	case !fs.variable():
 		if want := tensor.NumElements(fs.Shape); n != want {
-			return nil, fmt.Errorf("holds %d values, but shape %v wants %d", n, fs.Shape, want)
+			return nil, fmt.Errorf("holds %s, but shape %v wants %d", values(n), fs.Shape, want)
 		}
 	}
 	shape := fs.Shape

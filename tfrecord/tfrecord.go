@@ -287,6 +287,9 @@ func (r *Reader) next() ([]byte, error) {
 			// The very first header: more likely not a TFRecord file (or
 			// a compressed one read as plain) than a damaged one.
 			reason += ": not a TFRecord file, or a compressed one read as uncompressed"
+			if looksLikeText(r.hdr[:]) {
+				reason += " (it starts with text: a JSON lines or CSV file?)"
+			}
 		}
 		return nil, r.corrupt(reason, nil)
 	}
@@ -474,4 +477,16 @@ func (w *Writer) Close() error {
 	w.closed = true
 	w.err = errClosed
 	return nil
+}
+
+// looksLikeText reports whether b is printable ASCII and white space, as
+// the start of a JSON lines or CSV file is and a TFRecord's length never
+// is (its high bytes are zeros).
+func looksLikeText(b []byte) bool {
+	for _, c := range b {
+		if (c < 0x20 || c > 0x7e) && c != '\n' && c != '\r' && c != '\t' {
+			return false
+		}
+	}
+	return true
 }

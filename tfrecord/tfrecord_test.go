@@ -614,6 +614,16 @@ func TestNotATFRecord(t *testing.T) {
 	if want := ": not a TFRecord file, or a compressed one read as uncompressed"; err == nil || !strings.HasSuffix(err.Error(), want) {
 		t.Errorf("Next = %v, want it to end %q", err, want)
 	}
+	// A text file says it looks like one (a new-user test ran inspect on
+	// a .jsonl).
+	r, err = NewReader(strings.NewReader("{\"a\": 1}\n{\"a\": 2}\n"), None, "x.jsonl")
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, err = r.Next()
+	if want := ": not a TFRecord file, or a compressed one read as uncompressed (it starts with text: a JSON lines or CSV file?)"; err == nil || !strings.HasSuffix(err.Error(), want) {
+		t.Errorf("Next = %v, want it to end %q", err, want)
+	}
 	b := beamBytes(t, beamStreams[1].hex, "")
 	b[19+9]++ // length crc of record 1
 	r, err = NewReader(bytes.NewReader(b), None, "x.tfrecord")
