@@ -394,6 +394,37 @@ func FeatureLists(b []byte) (map[string][]*Feature, error) {
 	return out, nil
 }
 
+// errFound ends HasFeatureList's walk at the key.
+var errFound = errors.New("found")
+
+// HasFeatureList reports whether serialized b is a tf.train.SequenceExample
+// with a feature list named key (an empty one too). It decodes no steps,
+// so a reader may ask of every record missing a feature; a record it
+// cannot read says no.
+func HasFeatureList(b []byte, key string) bool {
+	var values [][]byte
+	for i := 0; i < len(b); {
+		f, j, err := next(b, i)
+		if err != nil {
+			return false
+		}
+		i = j
+		if f.num != 2 || f.wire != wireBytes {
+			continue
+		}
+		err = walkMap(f.data, "feature_lists", "feature list", &values, func(k []byte, _ [][]byte) error {
+			if string(k) == key {
+				return errFound
+			}
+			return nil
+		})
+		if err == errFound {
+			return true
+		}
+	}
+	return false
+}
+
 // NotTextError is the error of a record whose feature key is not text: the
 // record is some other message that happens to parse as an Example. Key
 // aliases the input.

@@ -132,5 +132,15 @@ func FuzzFeatureLists(f *testing.F) {
 		if n > len(data) {
 			t.Fatalf("%d values from %d bytes", n, len(data))
 		}
+		// HasFeatureList, which decodes no steps, finds every list that
+		// FeatureLists reads, and no other key.
+		for key := range lists {
+			if !HasFeatureList(data, key) {
+				t.Fatalf("HasFeatureList(%q) = false; FeatureLists has it", key)
+			}
+		}
+		if _, ok := lists["\x00none"]; !ok && HasFeatureList(data, "\x00none") {
+			t.Fatal("HasFeatureList finds a key FeatureLists does not")
+		}
 	})
 }

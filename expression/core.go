@@ -422,7 +422,7 @@ func exprLen(v any) (int, error) {
 	case reflect.String:
 		return utf8.RuneCountInString(r.String()), nil
 	}
-	return 0, fmt.Errorf("invalid argument for len (type %s)", typeName(v))
+	return 0, fmt.Errorf("len: argument must be a list, string, bytes or tensor, got %s", typeName(v))
 }
 
 func lenOf(v any) int {

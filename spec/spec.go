@@ -717,9 +717,10 @@ func check(sp *Spec, r *reporter, opts Options) {
 	}
 }
 
-// unknownField picks the field name out of the message every check gives
-// for a field that does not reach it.
-var unknownField = regexp.MustCompile(`unknown field ("[^"]*")`)
+// unknownField picks the field name out of the messages the checks give
+// for a field that does not reach them: expressions', map's and batch's
+// "unknown field", a source field's "input has no field".
+var unknownField = regexp.MustCompile(`(?:unknown field|has no field) ("[^"]*")`)
 
 // partlyChecked finds what the open schemas below a stage with errors
 // hide: a field read there that no stage makes is not reported, so that

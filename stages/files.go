@@ -169,7 +169,7 @@ func (c *FilesConfig) Check(cc *spec.CheckContext) sample.Schema {
 		cc.Errorf("", "set pattern or patterns")
 	}
 	parents := map[string]bool{} // of every file matched, for labels: from_dir
-	matched := 0
+	matched := map[string]bool{}
 	for i, p := range pats {
 		field := "pattern"
 		if c.Pattern == "" || i > 0 {
@@ -191,8 +191,8 @@ func (c *FilesConfig) Check(cc *spec.CheckContext) sample.Schema {
 			}
 			for _, f := range m {
 				parents[filepath.Dir(f)] = true
+				matched[f] = true
 			}
-			matched += len(m)
 			if c.Labels == "from_dir" {
 				if a, b, cls := sharedClass(m); cls != "" {
 					cc.Warnf("labels", "%s", sharedClassWords(a, b, cls))
@@ -217,7 +217,7 @@ func (c *FilesConfig) Check(cc *spec.CheckContext) sample.Schema {
 			}
 		}
 	}
-	if c.Labels == "from_dir" && matched > 1 && len(parents) == 1 {
+	if c.Labels == "from_dir" && len(matched) > 1 && len(parents) == 1 {
 		for d := range parents {
 			cc.Warnf("labels", "every file matched is in one folder, %s, so labels: from_dir gives all of them class 0 (%q): it names a file's class by its parent folder; match class folders (root/*/*.jpg)", d, filepath.Base(d))
 		}
@@ -241,26 +241,26 @@ func (c *FilesConfig) Check(cc *spec.CheckContext) sample.Schema {
 // it but for case (*.jpeg against ImageNet's *.JPEG).
 func noMatch(p, abs string) string {
 	msg := fmt.Sprintf("pattern %q matches no file (resolved to %s)", p, abs)
-	dir := abs
+	if !strings.Contains(abs, "[") {
+		var fold strings.Builder
+		for _, r := range abs {
+			if lo, up := unicode.ToLower(r), unicode.ToUpper(r); lo != up {
+				fold.WriteString("[" + string(lo) + string(up) + "]")
+			} else {
+				fold.WriteRune(r)
+			}
+		}
+		if m, err := Glob(fold.String()); err == nil && len(m) > 0 {
+			return msg + fmt.Sprintf("; %d match it but for case, such as %s", len(m), m[0])
+		}
+	}
+	// The deepest folder named before any wildcard, and the file's.
+	dir := filepath.Dir(abs)
 	for strings.ContainsAny(dir, "*?[") {
 		dir = filepath.Dir(dir)
 	}
 	if _, err := os.Stat(dir); err != nil {
 		return msg + fmt.Sprintf("; folder %s does not exist", dir)
-	}
-	if strings.Contains(abs, "[") {
-		return msg
-	}
-	var fold strings.Builder
-	for _, r := range abs {
-		if lo, up := unicode.ToLower(r), unicode.ToUpper(r); lo != up {
-			fold.WriteString("[" + string(lo) + string(up) + "]")
-		} else {
-			fold.WriteRune(r)
-		}
-	}
-	if m, err := Glob(fold.String()); err == nil && len(m) > 0 {
-		msg += fmt.Sprintf("; %d match it but for case, such as %s", len(m), m[0])
 	}
 	return msg
 }

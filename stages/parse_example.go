@@ -330,19 +330,12 @@ func (p *parseExample) Process(_ context.Context, s *sample.Sample, emit Emit) e
 		return err
 	}
 	out := &sample.Sample{ID: s.ID, Epoch: s.Epoch, Origin: s.Origin, Fields: make(map[string]any, len(p.keys))}
-	var lists map[string][]*example.Feature
 	for i, v := range vals {
 		if v == nil {
 			// A feature list of a SequenceExample is no absent feature,
 			// even where a default (a variable length's empty list) would
 			// stand in for one: that would drop every step in silence.
-			if lists == nil {
-				lists, _ = example.FeatureLists(rec)
-				if lists == nil {
-					lists = map[string][]*example.Feature{}
-				}
-			}
-			if _, ok := lists[p.keys[i]]; ok { // an empty list too
+			if example.HasFeatureList(rec, p.keys[i]) { // an empty list too
 				return fmt.Errorf("feature %q is a feature list of this tf.train.SequenceExample: parse_example reads its context features only", p.keys[i])
 			}
 			if p.defaults[i] == nil {

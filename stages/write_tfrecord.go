@@ -169,6 +169,23 @@ func (s *tfrecordSink) Write(_ context.Context, smp *sample.Sample) error {
 // set (an empty list) reads as any kind, so it neither sets nor breaks
 // the first kind.
 func (s *tfrecordSink) checkKinds(ex *example.Example, smp *sample.Sample) {
+	// The first pass, on every record, allocates nothing once each key's
+	// kind is known; the sorted one runs only to warn.
+	changed := false
+	for k, f := range ex.Features {
+		if f.Kind == example.KindNone {
+			continue
+		}
+		first, ok := s.kinds[k]
+		if !ok {
+			s.kinds[k] = firstKind{kind: f.Kind, record: s.n, origin: smp.Describe()}
+		} else if first.kind != f.Kind && !s.warned[k] {
+			changed = true
+		}
+	}
+	if !changed || s.env.Log == nil {
+		return
+	}
 	keys := make([]string, 0, len(ex.Features))
 	for k := range ex.Features {
 		keys = append(keys, k)
@@ -176,15 +193,8 @@ func (s *tfrecordSink) checkKinds(ex *example.Example, smp *sample.Sample) {
 	sort.Strings(keys) // several keys changing at once warn in one order
 	for _, k := range keys {
 		f := ex.Features[k]
-		if f.Kind == example.KindNone {
-			continue
-		}
-		first, ok := s.kinds[k]
-		if !ok {
-			s.kinds[k] = firstKind{kind: f.Kind, record: s.n, origin: smp.Describe()}
-			continue
-		}
-		if first.kind == f.Kind || s.warned[k] || s.env.Log == nil {
+		first := s.kinds[k]
+		if f.Kind == example.KindNone || first.kind == f.Kind || s.warned[k] {
 			continue
 		}
 		s.warned[k] = true
