@@ -654,8 +654,9 @@ func check(sp *Spec, r *reporter, opts Options) {
 		if unresolved {
 			// An input did not resolve: the stage is checked, quietly,
 			// against open schemas, which find no field missing and no
-			// type wrong, so that its own settings (batch size: 0) are
-			// not left for the rerun.
+			// type wrong, so that its own settings (batch size: 0) and
+			// its environment (an output folder) are not left for the
+			// rerun.
 			st.InSchemas = make([]sample.Schema, len(st.InputNames))
 			for i := range st.InSchemas {
 				st.InSchemas[i] = sample.Schema{Open: true}
