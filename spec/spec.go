@@ -741,13 +741,6 @@ func partlyChecked(sp *Spec, r *reporter, tainted, open map[*Stage]bool) {
 	closed := map[*Stage]sample.Schema{}
 	above := map[*Stage][]string{} // the stages in error above each stage
 	for _, st := range sp.Order {
-		isOpen, checked := open[st]
-		if !st.Valid && !tainted[st] && checked && st.Name != "" {
-			s := st.Schema
-			s.Open = isOpen
-			closed[st] = s
-			above[st] = []string{strconv.Quote(st.Name)}
-		}
 		for _, in := range st.Inputs {
 			for _, a := range above[in] {
 				if !slices.Contains(above[st], a) {
@@ -755,19 +748,29 @@ func partlyChecked(sp *Spec, r *reporter, tainted, open map[*Stage]bool) {
 				}
 			}
 		}
-		// A stage with no stage in error above it whose schema was
-		// closed here sees what it saw before (below an unknown stage
-		// type, say): nothing to attribute a finding to.
+		// A stage with errors of its own, also one below another (a map
+		// with a keep below an unknown stage type) or one whose input
+		// does not resolve, passes on the schema its check made, closed
+		// as that made it; below another in error, as its check makes
+		// it from the closed schemas above. Nothing it finds is told:
+		// it is in error.
+		if isOpen, checked := open[st]; !st.Valid && checked && st.Name != "" {
+			s := st.Schema
+			s.Open = isOpen
+			if ck, ok := st.Config.(Checker); ok && len(above[st]) > 0 && len(st.Inputs) == len(st.InputNames) {
+				s = ck.Check(&CheckContext{Spec: sp, Stage: st, Inputs: closedInputs(st, closed), r: &reporter{file: r.file, sets: r.sets, undecoded: r.undecoded}, quiet: true})
+			}
+			closed[st] = s
+			above[st] = append(above[st], strconv.Quote(st.Name))
+			continue
+		}
+		// A stage with no stage in error above it sees what it saw
+		// before (below an unknown stage type, say): nothing to
+		// attribute a finding to.
 		if !tainted[st] || len(above[st]) == 0 || st.Config == nil || len(st.Inputs) != len(st.InputNames) {
 			continue
 		}
-		ins := make([]sample.Schema, len(st.Inputs))
-		for i, in := range st.Inputs {
-			ins[i] = in.Schema
-			if c, ok := closed[in]; ok {
-				ins[i] = c
-			}
-		}
+		ins := closedInputs(st, closed)
 		scratch := &reporter{file: r.file, sets: r.sets, undecoded: r.undecoded}
 		c := &CheckContext{Spec: sp, Stage: st, Inputs: ins, r: scratch, quiet: true}
 		closed[st] = ins[0]
@@ -776,6 +779,13 @@ func partlyChecked(sp *Spec, r *reporter, tainted, open map[*Stage]bool) {
 		}
 		for _, d := range scratch.diags.Errors() {
 			m := unknownField.FindStringSubmatch(d.Message)
+			if m == nil && !seen[d.String()] {
+				// Some other error with the schemas closed (a concat's
+				// inputs differ): what it passes on is a guess again.
+				s := closed[st]
+				s.Open = true
+				closed[st] = s
+			}
 			if m == nil || seen[d.String()] {
 				continue
 			}
@@ -789,6 +799,19 @@ func partlyChecked(sp *Spec, r *reporter, tainted, open map[*Stage]bool) {
 			r.diags = append(r.diags, d)
 		}
 	}
+}
+
+// closedInputs are the schemas st reads, closed where partlyChecked has
+// closed them.
+func closedInputs(st *Stage, closed map[*Stage]sample.Schema) []sample.Schema {
+	ins := make([]sample.Schema, len(st.Inputs))
+	for i, in := range st.Inputs {
+		ins[i] = in.Schema
+		if c, ok := closed[in]; ok {
+			ins[i] = c
+		}
+	}
+	return ins
 }
 
 // CheckContext is what a stage config sees while it is validated.

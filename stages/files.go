@@ -241,7 +241,9 @@ func (c *FilesConfig) Check(cc *spec.CheckContext) sample.Schema {
 // it but for case (*.jpeg against ImageNet's *.JPEG).
 func noMatch(p, abs string) string {
 	msg := fmt.Sprintf("pattern %q matches no file (resolved to %s)", p, abs)
-	if !strings.Contains(abs, "[") {
+	// Not with **: a folded folder name defeats the walk's literal
+	// start, which would then be the root of the file system.
+	if !strings.Contains(abs, "[") && !strings.Contains(abs, "**") {
 		var fold strings.Builder
 		for _, r := range abs {
 			if lo, up := unicode.ToLower(r), unicode.ToUpper(r); lo != up {
@@ -251,7 +253,11 @@ func noMatch(p, abs string) string {
 			}
 		}
 		if m, err := Glob(fold.String()); err == nil && len(m) > 0 {
-			return msg + fmt.Sprintf("; %d match it but for case, such as %s", len(m), m[0])
+			verb := "match"
+			if len(m) == 1 {
+				verb = "matches"
+			}
+			return msg + fmt.Sprintf("; %d %s it but for case, such as %s", len(m), verb, m[0])
 		}
 	}
 	// The deepest folder named before any wildcard, and the file's.

@@ -72,8 +72,12 @@ func sameSchema(cc *spec.CheckContext) sample.Schema {
 		return sample.Schema{Open: true}
 	}
 	first := cc.Inputs[0]
+	open := first.Open
 	for i, s := range cc.Inputs[1:] {
 		if s.Open || first.Open {
+			// What the open one carries is not known: neither is what
+			// this stage passes on (an input in error, or a jsonl's).
+			open = true
 			continue
 		}
 		if fmt.Sprint(sortedFields(s)) != fmt.Sprint(sortedFields(first)) {
@@ -81,6 +85,7 @@ func sameSchema(cc *spec.CheckContext) sample.Schema {
 				cc.Stage.InputNames[0], first, cc.Stage.InputNames[i+1], s)
 		}
 	}
+	first.Open = open
 	return first
 }
 

@@ -409,7 +409,7 @@ func TestFilesSaysWhyNothingMatched(t *testing.T) {
 		// No wildcard: the folder is the file's; a folder of other case
 		// matches but for case (a review).
 		{"flat/nofile.jsonl", "", `stages[0].pattern: pattern "flat/nofile.jsonl" matches no file (resolved to ` + filepath.Join(dir, "flat/nofile.jsonl") + `)`},
-		{"flat/A.jpeg", "", `stages[0].pattern: pattern "flat/A.jpeg" matches no file (resolved to ` + filepath.Join(dir, "flat/A.jpeg") + `); 1 match it but for case, such as ` + filepath.Join(dir, "flat/a.JPEG")},
+		{"flat/A.jpeg", "", `stages[0].pattern: pattern "flat/A.jpeg" matches no file (resolved to ` + filepath.Join(dir, "flat/A.jpeg") + `); 1 matches it but for case, such as ` + filepath.Join(dir, "flat/a.JPEG")},
 		{"FLAT/*.JPEG", "", `stages[0].pattern: pattern "FLAT/*.JPEG" matches no file (resolved to ` + filepath.Join(dir, "FLAT/*.JPEG") + `); 2 match it but for case, such as ` + filepath.Join(dir, "flat/a.JPEG")},
 	} {
 		src := fmt.Sprintf("version: 1\nname: f\nstages:\n  - {name: f, type: files, pattern: '%s'%s}\n  - {name: out, type: discard}\n", tc.pattern, map[bool]string{true: ", labels: from_dir"}[tc.labels != ""])
