@@ -302,6 +302,19 @@ stages:
 	}
 }
 
+// parseExampleSpec reads the TFRecord file through parse_example with the
+// features given (YAML flow), into out.jsonl.
+func parseExampleSpec(file, features string) string {
+	return fmt.Sprintf(`version: 1
+name: parse
+stages:
+  - {name: files, type: files, pattern: %q}
+  - {name: records, type: tfrecord}
+  - {name: examples, type: parse_example, features: %s}
+  - {name: out, type: write_jsonl, path: out.jsonl}
+`, file, features)
+}
+
 // TestSequenceExampleContext: parse_example reads a SequenceExample's
 // context features, and asked for one of its feature lists says that is
 // what it is, naming the record, instead of calling it missing.
@@ -309,16 +322,7 @@ func TestSequenceExampleContext(t *testing.T) {
 	data := tfrSharedData(t)
 	file := filepath.Join(data, "tfrecord", "tfx", "tfrecord_sequence_Split-eval_data_tfrecord_eval.gz")
 	dir := t.TempDir()
-	spec := func(features string) string {
-		return fmt.Sprintf(`version: 1
-name: seq
-stages:
-  - {name: files, type: files, pattern: %q}
-  - {name: records, type: tfrecord}
-  - {name: examples, type: parse_example, features: %s}
-  - {name: out, type: write_jsonl, path: out.jsonl}
-`, file, features)
-	}
+	spec := func(features string) string { return parseExampleSpec(file, features) }
 	rep, err := tfrRun(t, dir, spec(`{i: {dtype: int64, default: -1}}`))
 	if err != nil || rep.Sinks["out"].Samples != 4500 {
 		t.Fatalf("context features: %v, %+v; want 4500 samples", err, rep)
@@ -342,16 +346,7 @@ func TestEmptyFeatureIsNotMissing(t *testing.T) {
 	data := tfrSharedData(t)
 	file := filepath.Join(data, "tfrecord", "tfx", "csv_example_gen_Split-eval_data_tfrecord-00000-of-00012.gz")
 	dir := t.TempDir()
-	spec := func(features string) string {
-		return fmt.Sprintf(`version: 1
-name: taxi
-stages:
-  - {name: files, type: files, pattern: %q}
-  - {name: records, type: tfrecord}
-  - {name: examples, type: parse_example, features: %s}
-  - {name: out, type: write_jsonl, path: out.jsonl}
-`, file, features)
-	}
+	spec := func(features string) string { return parseExampleSpec(file, features) }
 	_, err := tfrRun(t, dir, spec(`{company: {dtype: string}}`))
 	want := `stage "examples" (parse_example): ` + file + ` record 0: feature "company" has no value (a Feature with no list set) and no default: give it a default in the spec`
 	if err == nil || err.Error() != want {
