@@ -24,6 +24,7 @@ import (
 	"strconv"
 	"strings"
 	"time"
+	"unicode"
 	"unicode/utf8"
 
 	"github.com/expr-lang/expr/ast"
@@ -762,7 +763,7 @@ func (p *Program) Run(m *VM, env map[string]any) (v any, err error) {
 		v, err = m.vm.Run(p.program, env)
 	}
 	if err != nil {
-		err = plainError{err}
+		err = plainError{err: err, call: calledAt(p.Source, err)}
 		// A field missing from this sample (a jsonl line without the key)
 		// reads as null, and expr's message is about null: say what is
 		// missing.
@@ -786,7 +787,12 @@ func (p *Program) Run(m *VM, env map[string]any) (v any, err error) {
 // plainError is a run-time error in the words of a spec: fields whose
 // type is known only at run time (a jsonl value) fail in expr's VM, which
 // names Go types (found by a re-test: "[]interface {} + int").
-type plainError struct{ err error }
+// call is the function called where the error points, if any: expr's
+// builtins panic with Go's conversion text, which names none.
+type plainError struct {
+	err  error
+	call string
+}
 
 func (e plainError) Error() string {
 	msg := runInt.ReplaceAllString(goTypes.Replace(e.err.Error()), "${1}int64$2")
@@ -795,8 +801,37 @@ func (e plainError) Error() string {
 		if g[1] == "nil" {
 			g[1] = "null"
 		}
-		return "wrong argument type: got " + g[1] + ", want " + g[2]
+		what := "wrong argument type"
+		if e.call != "" {
+			what = e.call + ": " + what
+		}
+		return what + ": got " + g[1] + ", want " + g[2]
 	})
+}
+
+// calledAt returns the name of the function whose call starts where a
+// run-time error of src points (upper in `upper(x)`), or "".
+func calledAt(src string, err error) string {
+	var fe *file.Error
+	if !errors.As(err, &fe) || fe.Line < 1 {
+		return ""
+	}
+	lines := strings.Split(src, "\n")
+	if fe.Line > len(lines) {
+		return ""
+	}
+	line := []rune(lines[fe.Line-1])
+	if fe.Column < 0 || fe.Column >= len(line) {
+		return ""
+	}
+	end := fe.Column
+	for end < len(line) && (line[end] == '_' || unicode.IsLetter(line[end]) || unicode.IsDigit(line[end])) {
+		end++
+	}
+	if name := string(line[fe.Column:end]); IdentLike(name) && end < len(line) && line[end] == '(' {
+		return name
+	}
+	return ""
 }
 
 // runInt is an expr integer (a Go int: a literal) as an operand in the

@@ -246,17 +246,21 @@ func TestRunTimeErrorsInPlainWords(t *testing.T) {
 		want string
 	}{
 		{`x + 1`, []any{int64(1)}, "invalid operation: list + int"},
-		{`upper(x)`, []any{int64(1)}, "wrong argument type: got list, want string (1:1)"},
+		{`upper(x)`, []any{int64(1)}, "upper: wrong argument type: got list, want string (1:1)"},
 		// expr's literals are Go ints; a spec's integers are int64, and
 		// int(x) is the function (a new-user test).
 		{`x + 1`, "s", "invalid operation: string + int64 (1:3)"},
 		{`1 + x`, "s", "invalid operation: int64 + string (1:3)"},
 		{`x + 1`, []byte("a"), "invalid operation: bytes + int64 (1:3)"},
 		{`int(x)`, []byte("a"), "invalid operation: int(bytes) (1:1)"},
-		{`upper(x)`, int64(3), "wrong argument type: got int64, want string (1:1)"},
+		{`upper(x)`, int64(3), "upper: wrong argument type: got int64, want string (1:1)"},
 		// piperun's functions name themselves, as validate's messages do.
 		{`resize(x, 2, 2)`, int64(3), "resize: argument 1 must be an image tensor, got int64 (1:1)"},
-		{`upper(x)`, nil, "wrong argument type: got null, want string (1:1)"},
+		{`upper(x)`, nil, "upper: wrong argument type: got null, want string (1:1)"},
+		// The call the caret points at is named, also inside another
+		// expression and on a later line.
+		{`"a" + trim(x)`, int64(3), "trim: wrong argument type: got int64, want string (1:7)"},
+		{"1 +\n  len(upper(x))", int64(3), "upper: wrong argument type: got int64, want string (2:7)"},
 		// Also where the call that failed is a stand-in (read_file pooled
 		// for decode_image) or comes from imageops (a review).
 		{`read_file(x)`, "/nonexistent/a.jpg", "read_file: open /nonexistent/a.jpg: no such file or directory (1:1)"},
@@ -349,7 +353,7 @@ func TestMissingFieldsAreNamed(t *testing.T) {
 		{`a > 0`, map[string]any{}, `field "a" is missing from this sample: invalid operation: null > int64 (1:3)`},
 		{`$env["x/y"] + a`, map[string]any{}, `fields "x/y", "a" are missing from this sample: invalid operation: null + null (1:13)`},
 		{`let k = 2; k * a`, map[string]any{"a": "s"}, `invalid operation: int64 * string (1:14)`},
-		{`upper(a)`, map[string]any{"a": int64(1)}, `wrong argument type: got int64, want string (1:1)`},
+		{`upper(a)`, map[string]any{"a": int64(1)}, `upper: wrong argument type: got int64, want string (1:1)`},
 	} {
 		p, err := expression.Default().Compile(tc.src, open, sample.Any)
 		if err != nil {

@@ -175,6 +175,9 @@ func ApplySet(doc *yaml.Node, set string) error {
 						names = append(names, mappingValue(c, "name"))
 					}
 				}
+				if seg == "" {
+					return fmt.Errorf("empty name after %s. (two dots?)", strings.Join(segs[:i], "."))
+				}
 				return fmt.Errorf("no element %q in %s%s", seg, strings.Join(segs[:i], "."), suggest(seg, names))
 			}
 			if last {

@@ -132,6 +132,10 @@ func TestSetOverrides(t *testing.T) {
 	if got := diagText(diags); !strings.Contains(got, `testdata/valid/interp.yaml (--set stages.nope.count=1): no element "nope" in stages (known: src, m, out)`) {
 		t.Errorf("bad override: %s", got)
 	}
+	_, diags = spec.Load("testdata/valid/interp.yaml", spec.Options{Catalog: stages.Default(), LookupEnv: noEnv, Set: []string{"stages..count=1"}})
+	if got := diagText(diags); !strings.Contains(got, `(--set stages..count=1): empty name after stages. (two dots?)`) {
+		t.Errorf("bad override: %s", got)
+	}
 	// A near miss is named (a new-user test).
 	_, diags = spec.Load("testdata/valid/interp.yaml", spec.Options{Catalog: stages.Default(), LookupEnv: noEnv, Set: []string{"stages.srx.count=1"}})
 	if got := diagText(diags); !strings.Contains(got, `(--set stages.srx.count=1): no element "srx" in stages (did you mean "src"?)`) {

@@ -197,6 +197,13 @@ func (c *FilesConfig) Check(cc *spec.CheckContext) sample.Schema {
 				if a, b, cls := sharedClass(m); cls != "" {
 					cc.Warnf("labels", "%s", sharedClassWords(a, b, cls))
 				}
+				if n, root := rootFiles(cc.Resolve(p), m); n > 0 && n < len(m) {
+					verb := "sit"
+					if n == 1 {
+						verb = "sits"
+					}
+					cc.Warnf("labels", "%d of the files matched %s directly in %s, beside its class folders, so labels: from_dir makes %q a class of its own; match the class folders' files only (root/*/*.jpg)", n, verb, root, filepath.Base(root))
+				}
 			}
 			// A sink writing what this reads would replace the input. Only
 			// a match with an output's name is resolved (a pattern may match
@@ -241,6 +248,9 @@ func (c *FilesConfig) Check(cc *spec.CheckContext) sample.Schema {
 // it but for case (*.jpeg against ImageNet's *.JPEG).
 func noMatch(p, abs string) string {
 	msg := fmt.Sprintf("pattern %q matches no file (resolved to %s)", p, abs)
+	if st, err := os.Stat(abs); err == nil && st.IsDir() {
+		return msg + fmt.Sprintf("; it is a folder: match the files in it with %s", filepath.Join(p, "*"))
+	}
 	// Not with **: a folded folder name defeats the walk's literal
 	// start, which would then be the root of the file system.
 	if !strings.Contains(abs, "[") && !strings.Contains(abs, "**") {
@@ -269,6 +279,26 @@ func noMatch(p, abs string) string {
 		return msg + fmt.Sprintf("; folder %s does not exist", dir)
 	}
 	return msg
+}
+
+// rootFiles counts the files of m that sit in the folder pattern abs
+// starts from, its path before the first wildcard (a README beside the
+// class folders that root/** matches), and returns that folder.
+func rootFiles(abs string, m []string) (int, string) {
+	root := abs
+	for strings.ContainsAny(root, "*?[") {
+		root = filepath.Dir(root)
+	}
+	if root == abs {
+		return 0, root
+	}
+	n := 0
+	for _, f := range m {
+		if filepath.Dir(f) == root {
+			n++
+		}
+	}
+	return n, root
 }
 
 // sharedClass returns two folders of files that share a name, and the

@@ -392,7 +392,7 @@ func toF(v any) float64 {
 // they all get class 0; class folders do not (a new-user test).
 func TestFilesSaysWhyNothingMatched(t *testing.T) {
 	dir := t.TempDir()
-	for _, f := range []string{"flat/a.JPEG", "flat/b.JPEG", "root/cat/c.jpg", "root/dog/d.jpg"} {
+	for _, f := range []string{"flat/a.JPEG", "flat/b.JPEG", "root/cat/c.jpg", "root/dog/d.jpg", "root/MANIFEST.tsv"} {
 		if err := os.MkdirAll(filepath.Dir(filepath.Join(dir, f)), 0o755); err != nil {
 			t.Fatal(err)
 		}
@@ -405,11 +405,14 @@ func TestFilesSaysWhyNothingMatched(t *testing.T) {
 		{"nope/*.jpeg", "", `stages[0].pattern: pattern "nope/*.jpeg" matches no file (resolved to ` + filepath.Join(dir, "nope/*.jpeg") + `); folder ` + filepath.Join(dir, "nope") + ` does not exist`},
 		{"flat/*.JPEG", "from_dir", `warning: stages[0].labels: every file matched is in one folder, ` + filepath.Join(dir, "flat") + `, so labels: from_dir gives all of them class 0 ("flat"): it names a file's class by its parent folder; match class folders (root/*/*.jpg)`},
 		{"root/*/*.jpg", "from_dir", ``},
+		// Files beside the class folders make a class of their own.
+		{"root/**", "from_dir", `warning: stages[0].labels: 1 of the files matched sits directly in ` + filepath.Join(dir, "root") + `, beside its class folders, so labels: from_dir makes "root" a class of its own; match the class folders' files only (root/*/*.jpg)`},
 		{"flat/*.JPEG", "", ``},
 		// No wildcard: the folder is the file's; a folder of other case
 		// matches but for case (a review).
 		{"flat/nofile.jsonl", "", `stages[0].pattern: pattern "flat/nofile.jsonl" matches no file (resolved to ` + filepath.Join(dir, "flat/nofile.jsonl") + `)`},
 		{"flat/A.jpeg", "", `stages[0].pattern: pattern "flat/A.jpeg" matches no file (resolved to ` + filepath.Join(dir, "flat/A.jpeg") + `); 1 matches it but for case, such as ` + filepath.Join(dir, "flat/a.JPEG")},
+		{"flat", "", `stages[0].pattern: pattern "flat" matches no file (resolved to ` + filepath.Join(dir, "flat") + `); it is a folder: match the files in it with flat/*`},
 		{"FLAT/*.JPEG", "", `stages[0].pattern: pattern "FLAT/*.JPEG" matches no file (resolved to ` + filepath.Join(dir, "FLAT/*.JPEG") + `); 2 match it but for case, such as ` + filepath.Join(dir, "flat/a.JPEG")},
 	} {
 		src := fmt.Sprintf("version: 1\nname: f\nstages:\n  - {name: f, type: files, pattern: '%s'%s}\n  - {name: out, type: discard}\n", tc.pattern, map[bool]string{true: ", labels: from_dir"}[tc.labels != ""])
