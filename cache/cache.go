@@ -25,6 +25,7 @@ import (
 	"regexp"
 	"runtime"
 	"sort"
+	"syscall"
 	"strings"
 	"sync"
 	"time"
@@ -301,7 +302,7 @@ func (c *Cache) open(fingerprint string, meta Manifest) error {
 	c.man.LastUsed = now
 	// The manifest goes first: a directory with a database but no manifest
 	// would be invisible to List and Prune.
-	if err := writeManifest(c.dir, c.man); err != nil {
+	if err := c.touchManifest(); err != nil {
 		return err
 	}
 	// A complete cache is only read, so it is opened read-only: a
@@ -337,7 +338,7 @@ func (c *Cache) open(fingerprint string, meta Manifest) error {
 		// the manifest's figure, written at Commit, is exact.
 		c.bytes = c.man.Bytes
 	}
-	return writeManifest(c.dir, c.man)
+	return c.touchManifest()
 }
 
 // openDB opens the Badger database and counts its keys; readOnly tries a
@@ -860,7 +861,7 @@ func (c *Cache) Close() error {
 		errs = append(errs, c.commit())
 	} else if c.err == nil {
 		c.man.LastUsed = c.opts.Now()
-		errs = append(errs, writeManifest(c.dir, c.man))
+		errs = append(errs, c.touchManifest())
 	}
 	c.closed = true
 	if c.db != nil { // a failed reopen leaves none
@@ -889,6 +890,24 @@ func readManifest(dir string) (Manifest, error) {
 
 // writeManifest replaces manifest.json atomically: a reader sees the old
 // or the new file, never a torn one, even across a crash.
+// touchManifest writes the manifest with its LastUsed. A complete cache
+// on a read-only medium (prepared once, mounted read-only for every rank)
+// is read without it: its LastUsed stays, which only Prune reads, and
+// Prune cannot remove it there anyway.
+func (c *Cache) touchManifest() error {
+	err := writeManifest(c.dir, c.man)
+	if err != nil && c.man.Complete && readOnlyMedium(err) {
+		return nil
+	}
+	return err
+}
+
+// readOnlyMedium reports whether err is a write refused by the file
+// system or the permissions, not a failure of the disk.
+func readOnlyMedium(err error) bool {
+	return errors.Is(err, syscall.EROFS) || errors.Is(err, syscall.EACCES) || errors.Is(err, syscall.EPERM)
+}
+
 func writeManifest(dir string, m Manifest) error {
 	b, err := json.MarshalIndent(m, "", "  ")
 	if err != nil {

@@ -48,6 +48,11 @@ func lockDirMode(dir string, shared bool) (*dirLock, error) {
 			return nil, err
 		}
 		f, err := os.OpenFile(path, os.O_RDWR|os.O_CREATE, 0o644)
+		if err != nil && shared && readOnlyMedium(err) {
+			// A reader of a complete cache on a read-only medium: a
+			// shared flock needs no write access.
+			f, err = os.Open(path)
+		}
 		if err != nil {
 			return nil, err
 		}

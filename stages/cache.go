@@ -52,7 +52,14 @@ func (c *CacheConfig) Check(cc *spec.CheckContext) sample.Schema {
 	if c.Dir != "" && cc.Environment {
 		// Named as what it is: a cache's directory is no output.
 		if err := checkDirFor(filepath.Join(cc.Resolve(c.Dir), "x"), "cache directory"); err != nil {
-			cc.Errorf("dir", "%v", err)
+			// A complete cache there can still be read (prepared once,
+			// mounted read-only for every rank); what the run needs is
+			// known only once its fingerprint is.
+			if n := completeCaches(cc.Resolve(c.Dir)); n > 0 {
+				cc.Warnf("dir", "%v: only a complete cache there can be read (it holds %d); a run whose upstream matches none of them fails", err, n)
+			} else {
+				cc.Errorf("dir", "%v", err)
+			}
 		}
 	}
 	// Without a seed each run draws one, and a cache below anything random
@@ -448,4 +455,16 @@ func (m *memCache) Close() error {
 	}
 	m.samples = nil
 	return nil
+}
+
+// completeCaches counts the complete caches under dir.
+func completeCaches(dir string) int {
+	ms, _ := cache.List(dir)
+	n := 0
+	for _, m := range ms {
+		if m.Complete {
+			n++
+		}
+	}
+	return n
 }
