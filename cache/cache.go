@@ -25,9 +25,9 @@ import (
 	"regexp"
 	"runtime"
 	"sort"
-	"syscall"
 	"strings"
 	"sync"
+	"syscall"
 	"time"
 
 	badger "github.com/dgraph-io/badger/v4"
