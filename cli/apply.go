@@ -98,7 +98,7 @@ func applyCmd(g *globals) *cobra.Command {
 					if st.Type == "serve" {
 						// Its batches went out as they came; what it can
 						// promise is that the trainer knows the stream is cut.
-						msg += "; a trainer still connected to a serve stage is told the stream was cut (no end of stream)"
+						msg += "; a trainer connected to a serve stage at that moment, if any, is told the stream was cut (no end of stream)"
 						break
 					}
 				}

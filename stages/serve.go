@@ -509,7 +509,8 @@ func (s *serveSink) left(err error) error {
 	if unacked == 0 {
 		// Every sample reached it: no loss to warn of (a trainer that
 		// stops after its last batch, or between epochs).
-		s.log.Info("trainer left having acknowledged every "+s.unit(false)+" sent", zap.Error(err),
+		// Not an error: the connection's end is how it left.
+		s.log.Info("trainer left having acknowledged every "+s.unit(false)+" sent", zap.String("connection", err.Error()),
 			zap.Int64(s.unit(true)+"_sent", s.sent), zap.Int("ends_of_epoch_unread", len(s.queue)))
 	} else {
 		s.log.Warn("trainer left; the next to connect gets the rest, from the first "+s.unit(false)+" it did not acknowledge",
@@ -680,7 +681,7 @@ func (s *serveSink) CommitContext(ctx context.Context) error {
 	}
 	if s.conn != nil {
 		if err := s.write(ctx, s.conn, net.Buffers{b}); err != nil && ctx.Err() == nil {
-			s.log.Info("the trainer left before the end of the stream; it had read every "+s.unit(false), zap.Error(err))
+			s.log.Info("the trainer left before the end of the stream; it had read every "+s.unit(false), zap.String("connection", err.Error()))
 		}
 	}
 	return nil
