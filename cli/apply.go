@@ -251,9 +251,13 @@ func watch(run *engine.Run, g *globals, tty bool, epochs int) {
 			continue
 		}
 		for _, name := range rep.SinkNames() {
-			g.log.Info("progress", zap.String("sink", name), zap.Int64("samples", rep.Sinks[name].Samples),
+			fields := []zap.Field{zap.String("sink", name), zap.Int64("samples", rep.Sinks[name].Samples),
 				zap.String("rate", fmt.Sprintf("%.0f/s", float64(rep.Sinks[name].Samples)/rep.ElapsedS)),
-				zap.Duration("elapsed", time.Duration(rep.ElapsedS*float64(time.Second)).Round(time.Second)))
+				zap.Duration("elapsed", time.Duration(rep.ElapsedS*float64(time.Second)).Round(time.Second))}
+			if rep.Sinks[name].Idle {
+				fields = append(fields, zap.Bool("waiting_for_trainer", true))
+			}
+			g.log.Info("progress", fields...)
 		}
 	}
 }
@@ -268,6 +272,10 @@ func progressLine(name string, s engine.SinkReport, elapsed float64, epochs int)
 	if epochs > 0 && s.PerEpoch > 0 && rate > 0 {
 		left := float64(s.PerEpoch*int64(epochs)-s.Samples) / rate
 		line += fmt.Sprintf("  epoch %d/%d  ETA %s", min(int(s.Epochs)+1, epochs), epochs, fmtDur(max(left, 0)))
+	}
+	if s.Idle {
+		// Else the rate only falls, with no word of why.
+		line += "  waiting for a trainer"
 	}
 	return line
 }

@@ -17,6 +17,8 @@ func TestProgressLine(t *testing.T) {
 		{engine.SinkReport{Samples: 8, Batches: 2}, "out                   8 samples         4/s  0:00:02  2 batches"},
 		{engine.SinkReport{Samples: 8}, "out                   8 samples         4/s  0:00:02"},
 		{engine.SinkReport{Samples: 1, Batches: 1}, "out                   1 sample          0/s  0:00:02  1 batch"},
+		// A serve sink between trainers says so; its rate only falls.
+		{engine.SinkReport{Samples: 8, Batches: 2, Idle: true}, "out                   8 samples         4/s  0:00:02  2 batches  waiting for a trainer"},
 	} {
 		if got := progressLine("out", tc.s, 2, 0); got != tc.want {
 			t.Errorf("%+v:\ngot  %q\nwant %q", tc.s, got, tc.want)

@@ -979,6 +979,8 @@ type SinkReport struct {
 	// were received but put nowhere, as in a run that failed or was
 	// stopped before its commit.
 	Committed bool `json:"committed"`
+	// Idle says the sink is waiting for a consumer now (stages.Idler).
+	Idle bool `json:"-"`
 }
 
 // StageReport counts one stage's traffic.
@@ -1042,6 +1044,7 @@ func (r *Run) snapshot(err error) *Report {
 				if id, ok := n.impl.(stages.Idler); ok {
 					// Time without a consumer says nothing of the pipeline.
 					active -= int64(id.IdleTime())
+					sr.Idle = id.Idle()
 				}
 				if active > 0 {
 					sr.ActiveS = time.Duration(active).Seconds()

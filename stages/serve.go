@@ -165,6 +165,9 @@ type serveSink struct {
 }
 
 // IdleTime implements Idler: the time between trainers.
+// Idle implements stages.Idler: a trainer left and none has come since.
+func (s *serveSink) Idle() bool { return s.idleSince.Load() > 0 }
+
 func (s *serveSink) IdleTime() time.Duration {
 	d := s.idle.Load()
 	if t := s.idleSince.Load(); t > 0 {

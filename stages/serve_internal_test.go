@@ -80,8 +80,8 @@ func TestServeIdleTimeCountsTheGapUnderWay(t *testing.T) {
 	wrote := make(chan error, 1)
 	go func() { wrote <- sk.Write(ctx, &sample.Sample{Fields: map[string]any{"x": int64(2)}}) }()
 	time.Sleep(300 * time.Millisecond)
-	if d := sk.IdleTime(); d < 250*time.Millisecond {
-		t.Errorf("IdleTime %v while waiting 300 ms for the next trainer; want the gap under way counted", d)
+	if d := sk.IdleTime(); d < 250*time.Millisecond || !sk.Idle() {
+		t.Errorf("IdleTime %v, Idle %v while waiting 300 ms for the next trainer; want the gap under way counted, and idle", d, sk.Idle())
 	}
 	if err := read(); err != nil {
 		t.Fatal(err)
@@ -91,7 +91,7 @@ func TestServeIdleTimeCountsTheGapUnderWay(t *testing.T) {
 	}
 	d1 := sk.IdleTime()
 	time.Sleep(50 * time.Millisecond)
-	if d2 := sk.IdleTime(); d2 != d1 || d1 < 250*time.Millisecond {
+	if d2 := sk.IdleTime(); d2 != d1 || d1 < 250*time.Millisecond || sk.Idle() {
 		t.Errorf("IdleTime %v, then %v 50 ms later, with a trainer served; want at least 250 ms, not growing", d1, d2)
 	}
 	sk.Abort()

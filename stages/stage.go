@@ -52,6 +52,9 @@ type EpochEnder interface {
 // (engine.SinkReport.WaitedShare). It is read while the sink runs.
 type Idler interface {
 	IdleTime() time.Duration
+	// Idle reports whether the sink is waiting for a consumer now, for
+	// the progress display.
+	Idle() bool
 }
 
 // Stream is a sequence of samples opened from one input sample, such as the
