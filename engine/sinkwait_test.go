@@ -44,7 +44,7 @@ func (g gapSink) Write(context.Context, *sample.Sample) error {
 }
 
 func (g gapSink) IdleTime() time.Duration { return *g.idle }
-func (g gapSink) Idle() bool               { return false }
+func (g gapSink) Idle() bool              { return false }
 
 // stuckSink never gets its first sample out, as a serve sink whose
 // trainer never connects.
