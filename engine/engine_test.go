@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"regexp"
 	"sort"
 	"strings"
 	"testing"
@@ -708,7 +709,8 @@ stages:
 					t.Errorf("deterministic %v, run %d: %d samples, want 200", det, i, n)
 				}
 			case errors.Is(err, engine.ErrStalled):
-				if !strings.Contains(err.Error(), "memory budget 4MiB") || !strings.Contains(err.Error(), "inside other stages") || !strings.Contains(err.Error(), "waiting for more: ") {
+				if !strings.Contains(err.Error(), "memory budget 4MiB") || !strings.Contains(err.Error(), "inside other stages") || !strings.Contains(err.Error(), "waiting for more: ") ||
+					!regexp.MustCompile(`raise resources\.memory to hold several of the largest samples at once \([0-9.]+[KM]iB was asked for here\)`).MatchString(err.Error()) {
 					t.Errorf("deterministic %v, run %d: %v, want the budget's numbers and where they are held", det, i, err)
 				}
 			default:

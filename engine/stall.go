@@ -161,8 +161,11 @@ func (r *Run) stallError() error {
 	if who := r.budget.Waiters(); len(who) > 0 {
 		waits = "waiting for more: " + strings.Join(who, ", ")
 	}
-	return fmt.Errorf("%w (memory budget %s: %s held by samples: %s, %s inside other stages; %s): raise resources.memory to hold several batches of the largest samples",
-		ErrStalled, spec.ByteSize(r.budget.Limit()), spec.ByteSize(r.budget.Used()), where, spec.ByteSize(max(0, rest)), waits)
+	// The advice names the size that was asked for: a budget of a few
+	// samples' size is the usual cause (full-resolution decodes under a
+	// small budget), and a spec may have no batch to speak of.
+	return fmt.Errorf("%w (memory budget %s: %s held by samples: %s, %s inside other stages; %s): raise resources.memory to hold several of the largest samples at once (%s was asked for here), or make them smaller earlier (resize in the decode)",
+		ErrStalled, spec.ByteSize(r.budget.Limit()), spec.ByteSize(r.budget.Used()), where, spec.ByteSize(max(0, rest)), waits, spec.ByteSize(want))
 }
 
 // consumerOf names the stage that reads nd's i-th output.

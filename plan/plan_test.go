@@ -128,3 +128,27 @@ stages:
 		t.Errorf("diagnostics %v, want them at spec.yaml:6:5, stages[2] and spec.yaml:6:34, stages[2].size", d)
 	}
 }
+
+// TestRandomSeedsFitADouble: a seed drawn for a spec without one is under
+// 2^53, so that jq or JavaScript reads the report's seed exactly and
+// --set seed=N reruns the run (a new-user test: jq rounded a 63-bit seed);
+// draws differ.
+func TestRandomSeedsFitADouble(t *testing.T) {
+	const src = `version: 1
+name: p
+stages:
+  - {name: r, type: range, count: 4}
+  - {name: out, type: discard}
+`
+	seen := map[uint64]bool{}
+	for range 64 {
+		p := compileWith(t, src, plan.Options{})
+		if !p.SeedRandom || p.Seed >= 1<<53 || uint64(float64(p.Seed)) != p.Seed {
+			t.Fatalf("seed %d (random %v): want a random seed a double holds exactly", p.Seed, p.SeedRandom)
+		}
+		seen[p.Seed] = true
+	}
+	if len(seen) < 60 {
+		t.Errorf("%d distinct seeds in 64 draws", len(seen))
+	}
+}

@@ -50,6 +50,9 @@ func (s *Shard) UnmarshalNode(n *yaml.Node) error {
 		var x int
 		if v := n.Content[i+1]; v.ShortTag() == "!!null" {
 			return fmt.Errorf("shard.%s: expected an integer, got null", n.Content[i].Value)
+		} else if v.ShortTag() != "!!int" {
+			// yaml.v3 decodes 1.5 into an int as 1, in silence.
+			return fmt.Errorf("shard.%s: expected an integer, got %s", n.Content[i].Value, v.Value)
 		} else if err := v.Decode(&x); err != nil {
 			return fmt.Errorf("shard.%s: expected an integer", n.Content[i].Value)
 		}
@@ -228,6 +231,12 @@ func (c *FilesConfig) Check(cc *spec.CheckContext) sample.Schema {
 		for d := range parents {
 			cc.Warnf("labels", "every file matched is in one folder, %s, so labels: from_dir gives all of them class 0 (%q): it names a file's class by its parent folder; match class folders (root/*/*.jpg)", d, filepath.Base(d))
 		}
+	}
+	// Files are dealt to shards one by one: with fewer files than shards
+	// some get none, and a rank without data leaves the others waiting in
+	// a collective step. apply warns too; validate can say it first.
+	if !c.Shard.Auto && c.Shard.Count > 1 && cc.Environment && len(matched) > 0 && c.Shard.Index >= len(matched) {
+		cc.Warnf("shard", "shard %d of %d gets no files: the %d files matched all go to other shards (sharding is by file)", c.Shard.Index, c.Shard.Count, len(matched))
 	}
 	if c.Shard.Auto && cc.Environment {
 		if _, _, err := ShardFromEnv(os.LookupEnv); err != nil {

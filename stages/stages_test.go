@@ -426,3 +426,32 @@ func TestFilesSaysWhyNothingMatched(t *testing.T) {
 		}
 	}
 }
+
+// TestValidateWarnsOfAnEmptyShard: files are dealt to shards one by one,
+// so with fewer files than shards a rank gets none; validate says so, as
+// apply does (a new-user test), and says nothing of a shard that gets some.
+func TestValidateWarnsOfAnEmptyShard(t *testing.T) {
+	dir := t.TempDir()
+	for _, f := range []string{"a.txt", "b.txt"} {
+		if err := os.WriteFile(filepath.Join(dir, f), nil, 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for _, tc := range []struct {
+		index int
+		want  string
+	}{
+		{1, ""},
+		{2, "warning: stages[0].shard: shard 2 of 3 gets no files: the 2 files matched all go to other shards (sharding is by file)"},
+	} {
+		src := fmt.Sprintf("version: 1\nname: s\nstages:\n  - {name: f, type: files, pattern: '*.txt', shard: {index: %d, count: 3}}\n  - {name: out, type: discard}\n", tc.index)
+		_, diags := spec.Parse(filepath.Join(dir, "s.yaml"), []byte(src), spec.Options{Catalog: stages.Default(), Environment: true})
+		got := ""
+		if len(diags) > 0 {
+			got = strings.SplitN(diags[0].String(), ": ", 2)[1]
+		}
+		if len(diags) > 1 || got != tc.want {
+			t.Errorf("shard %d: got %v\nwant %q", tc.index, diags, tc.want)
+		}
+	}
+}
