@@ -3,8 +3,9 @@ package cache
 import (
 	"os"
 	"path/filepath"
-	"syscall"
 	"testing"
+
+	"github.com/piperun/piperun/internal/testutil"
 )
 
 // TestCompleteCacheOnReadOnlyMedium: a cache prepared once and mounted
@@ -13,11 +14,7 @@ import (
 // incomplete one there fails, naming the medium (found by a new-user
 // test: it was refused). Needs a tmpfs it may mount, as root.
 func TestCompleteCacheOnReadOnlyMedium(t *testing.T) {
-	dir := t.TempDir()
-	if err := syscall.Mount("tmpfs", dir, "tmpfs", 0, "size=64m"); err != nil {
-		t.Skipf("cannot mount a tmpfs here (%v): needs root with CAP_SYS_ADMIN", err)
-	}
-	defer syscall.Unmount(dir, 0)
+	dir, readOnly := testutil.Tmpfs(t)
 	c := openT(t, dir, "done", Options{})
 	for id := int64(0); id < 50; id++ {
 		if err := c.Put(id, testSample(id)); err != nil {
@@ -32,9 +29,7 @@ func TestCompleteCacheOnReadOnlyMedium(t *testing.T) {
 	mustNil(t, c.Close())
 	before, err := os.ReadFile(filepath.Join(dir, "done", manifestName))
 	mustNil(t, err)
-	if err := syscall.Mount("", dir, "", syscall.MS_REMOUNT|syscall.MS_RDONLY, ""); err != nil {
-		t.Skipf("cannot remount read-only: %v", err)
-	}
+	readOnly()
 
 	c = openT(t, dir, "done", Options{})
 	if !c.shared || !c.readOnly {

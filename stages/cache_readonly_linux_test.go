@@ -3,10 +3,10 @@ package stages_test
 import (
 	"path/filepath"
 	"strings"
-	"syscall"
 	"testing"
 
 	"github.com/piperun/piperun/cache"
+	"github.com/piperun/piperun/internal/testutil"
 	"github.com/piperun/piperun/sample"
 	"github.com/piperun/piperun/spec"
 	"github.com/piperun/piperun/stages"
@@ -17,11 +17,7 @@ import (
 // cache (a run whose upstream matches reads it), and refuses one that
 // holds none. Needs a tmpfs it may mount, as root.
 func TestCacheDirReadOnlyWithCompleteCache(t *testing.T) {
-	dir := t.TempDir()
-	if err := syscall.Mount("tmpfs", dir, "tmpfs", 0, "size=16m"); err != nil {
-		t.Skipf("cannot mount a tmpfs here (%v): needs root with CAP_SYS_ADMIN", err)
-	}
-	defer syscall.Unmount(dir, 0)
+	dir, readOnly := testutil.Tmpfs(t)
 	c, err := cache.Open(filepath.Join(dir, "full"), "0123456789abcdef", cache.Manifest{}, cache.Options{})
 	if err != nil {
 		t.Fatal(err)
@@ -35,9 +31,7 @@ func TestCacheDirReadOnlyWithCompleteCache(t *testing.T) {
 	if err := c.Close(); err != nil {
 		t.Fatal(err)
 	}
-	if err := syscall.Mount("", dir, "", syscall.MS_REMOUNT|syscall.MS_RDONLY, ""); err != nil {
-		t.Skipf("cannot remount read-only: %v", err)
-	}
+	readOnly()
 	for _, tc := range []struct{ sub, want string }{
 		{"full", "warning: stages[1].dir: cache directory " + filepath.Join(dir, "full") + " is not writable: read-only file system: only a complete cache there can be read (it holds 1); a run whose upstream matches none of them fails"},
 		{"empty", "stages[1].dir: cache directory " + filepath.Join(dir, "empty") + " cannot be made in " + dir + ": read-only file system"},
