@@ -427,9 +427,11 @@ func skipHint(g *globals, sp *spec.Spec, err error) {
 	if !errors.As(err, &se) || se.Sample == "" || errors.Is(err, context.Canceled) {
 		return
 	}
-	t, ok := g.registry.Lookup(se.Type)
+	if t, ok := g.registry.Lookup(se.Type); !ok || !t.OnError {
+		return
+	}
 	for _, st := range sp.Stages {
-		if ok && t.OnError && st.Name == se.Stage && !st.Skip() {
+		if st.Name == se.Stage && !st.Skip() {
 			g.log.Info(fmt.Sprintf("to skip such samples and count them in the report instead of stopping, set on_error: skip on stage %q", se.Stage))
 			return
 		}

@@ -192,9 +192,13 @@ func (c *FilesConfig) Check(cc *spec.CheckContext) sample.Schema {
 			} else if len(m) == 0 {
 				cc.Errorf(field, "%s", noMatch(p, cc.Resolve(p)))
 			}
-			for _, f := range m {
-				parents[filepath.Dir(f)] = true
-				matched[f] = true
+			// Only the label and shard warnings read them: a million
+			// files need not be counted twice for nothing.
+			if c.Labels == "from_dir" || c.Shard.Count > 1 {
+				for _, f := range m {
+					parents[filepath.Dir(f)] = true
+					matched[f] = true
+				}
 			}
 			if c.Labels == "from_dir" {
 				if a, b, cls := sharedClass(m); cls != "" {
