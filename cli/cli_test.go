@@ -615,7 +615,39 @@ stages:
 	if r := run(t, "validate", "--no-environment", emptyList); r.code != 1 {
 		t.Errorf("validate accepts keep: null: %s", r)
 	}
-	for _, top := range []string{"epochs: -1", "resources: {memory: 0}"} {
+	// Values piperun expands from the environment pass the schema wherever
+	// validate takes them: numbers, booleans, byte sizes, auto, word sets
+	// (found by a new-user test: an editor marked `epochs: ${EPOCHS:-2}`).
+	vars := writeSpec(t, t.TempDir(), "v.yaml", `version: 1
+name: v
+seed: ${SEED:-1}
+epochs: ${EPOCHS:-2}
+deterministic: ${DET:-true}
+resources: {memory: "${MEM:-64MiB}", workers: "${WORKERS:-auto}"}
+stages:
+  - name: src
+    type: range
+    count: ${N:-10}
+  - {name: s, type: shuffle, buffer: "${BUF:-4}", reshuffle_each_epoch: '${RE:-true}'}
+  - {name: m, type: map, set: {a: 'index', one: 1, yes: true}, parallelism: "${PAR:-2}", on_error: "${ON_ERROR:-fail}"}
+  - {name: f, type: filter, where: true}
+  - {name: b, type: batch, size: "${BS:-3}", drop_remainder: "${DROP:-false}"}
+  - {name: o, type: discard}
+`)
+	if err := sch.Validate(yamlAsJSON(t, vars)); err != nil {
+		t.Errorf("schema.json refuses ${VAR} values: %v", err)
+	}
+	if r := run(t, "validate", "--no-environment", vars); r.code != 0 {
+		t.Errorf("validate refuses ${VAR} values: %s", r)
+	}
+	// A misspelt key is reported as that key, under its stage type, not
+	// as a stage that matches no type.
+	typo := writeSpec(t, t.TempDir(), "t.yaml", "version: 1\nname: t\nstages:\n  - {name: src, type: range, count: 3}\n  - {name: s, type: shuffle, bufer: 4}\n")
+	err = sch.Validate(yamlAsJSON(t, typo))
+	if err == nil || !strings.Contains(err.Error(), "'bufer'") || !strings.Contains(err.Error(), "missing property 'buffer'") || strings.Contains(err.Error(), "oneOf") {
+		t.Errorf("schema.json on a misspelt key: %v, want it to name bufer and buffer, with no oneOf", err)
+	}
+	for _, top := range []string{"epochs: -1", "resources: {memory: 0}", "epochs: two", "epochs: ${E", "deterministic: yes please"} {
 		f := writeSpec(t, t.TempDir(), "s.yaml", "version: 1\nname: s\n"+top+"\nstages:\n  - {name: src, type: range, count: 3}\n")
 		if err := sch.Validate(yamlAsJSON(t, f)); err == nil {
 			t.Errorf("schema.json accepts %s", top)

@@ -20,8 +20,9 @@ func sortedStrings(s []string) []string {
 }
 
 // interpolate replaces ${VAR} and ${VAR:-default} in string values (never
-// in keys). "$${" stands for a literal "${". Plain scalars are re-resolved
-// afterwards, so `parallelism: ${PAR:-4}` is an integer.
+// in keys). "$${" stands for a literal "${". Plain scalars, and quoted ones
+// that hold one variable alone, are re-resolved afterwards, so
+// `parallelism: ${PAR:-4}` and `{parallelism: "${PAR:-4}"}` are integers.
 func interpolate(n *yaml.Node, path string, lookup func(string) (string, bool), r *reporter) {
 	switch n.Kind {
 	case yaml.DocumentNode, yaml.SequenceNode:
@@ -44,13 +45,23 @@ func interpolate(n *yaml.Node, path string, lookup func(string) (string, bool), 
 			r.markUndecoded(path)
 			return
 		}
+		whole := wholeVar(n.Value)
 		n.Value = out
 		// A plain value is resolved again, so ${N:-5} is a number and one
-		// that expands to nothing is null: absent, like an unset key.
-		if n.Style == 0 {
-			n.Tag = ""
+		// that expands to nothing is null: absent, like an unset key. So
+		// is a quoted value that is one variable and nothing else: inside
+		// a flow mapping (`{index: "${RANK:-0}"}`) the quotes are what
+		// YAML asks for around `{`, not a wish for a string (found by a
+		// new-user test: "shard.index: expected an integer, got 0").
+		if n.Style == 0 || whole {
+			n.Style, n.Tag = 0, ""
 		}
 	}
+}
+
+// wholeVar reports whether s is one ${...} reference and nothing else.
+func wholeVar(s string) bool {
+	return strings.HasPrefix(s, "${") && strings.Index(s, "}") == len(s)-1
 }
 
 // Expand substitutes ${VAR} and ${VAR:-default} in s.

@@ -3,6 +3,7 @@ package spec
 import (
 	"encoding/json"
 	"reflect"
+	"slices"
 
 	"github.com/invopop/jsonschema"
 )
@@ -21,15 +22,29 @@ func JSONSchema(cat Catalog) ([]byte, error) {
 	root.Title = "piperun pipeline spec"
 	root.Description = "A piperun input pipeline: sources, transforms and sinks run as a DAG of goroutine stages."
 
+	// One if/then per stage type, chosen by the type key, rather than a
+	// oneOf of the types: a validator then reports a misspelt key of a
+	// files stage as that ("additional properties 'patern' not allowed"),
+	// where a oneOf can only say that no type matched.
+	var names []any
 	var branches []*jsonschema.Schema
 	for _, name := range cat.Names() {
 		t, _ := cat.Lookup(name)
-		branches = append(branches, stageSchema(r, t))
+		names = append(names, name)
+		typeIs := jsonschema.NewProperties()
+		typeIs.Set("type", &jsonschema.Schema{Const: name})
+		branches = append(branches, &jsonschema.Schema{
+			If:   &jsonschema.Schema{Properties: typeIs, Required: []string{"type"}},
+			Then: stageSchema(r, t),
+		})
 	}
+	itemProps := jsonschema.NewProperties()
+	itemProps.Set("type", &jsonschema.Schema{Type: "string", Enum: names, Description: "The stage type."})
 	stages := &jsonschema.Schema{Type: "array", MinItems: ptr(uint64(1)), Items: &jsonschema.Schema{
-		Type:     "object",
-		Required: []string{"name", "type"},
-		OneOf:    branches,
+		Type:       "object",
+		Required:   []string{"name", "type"},
+		Properties: itemProps,
+		AllOf:      branches,
 	}}
 	root.Properties.Set("stages", stages)
 	if v, ok := root.Properties.Get("version"); ok {
@@ -38,8 +53,121 @@ func JSONSchema(cat Catalog) ([]byte, error) {
 	if v, ok := root.Properties.Get("name"); ok {
 		v.Pattern = nameRe.String()
 	}
+	allowVars(root)
 	allowNulls(root)
 	return json.MarshalIndent(root, "", "  ")
+}
+
+// subschemas returns the schemas s applies to its parts or combines.
+func subschemas(s *jsonschema.Schema) []*jsonschema.Schema {
+	out := []*jsonschema.Schema{s.Items, s.AdditionalProperties, s.Then}
+	out = append(out, s.OneOf...)
+	out = append(out, s.AnyOf...)
+	return append(out, s.AllOf...)
+}
+
+// varPattern matches a value that piperun interpolates (${VAR},
+// ${VAR:-default}).
+const varPattern = `\$\{[^}]*\}`
+
+// varRef is a string that holds a variable.
+var varRef = &jsonschema.Schema{Type: "string", Pattern: varPattern}
+
+// allowVars lets every value that is not a free string (a number, a
+// boolean, a byte size, a name, one of a set of words) be written as
+// `${VAR}` or `${VAR:-default}` too, as piperun expands those before it
+// reads the value: an editor checking `epochs: ${EPOCHS:-2}` against the
+// schema then agrees with validate. A stage's type stays literal, since
+// the schema picks the stage's keys by it.
+func allowVars(s *jsonschema.Schema) {
+	if s == nil {
+		return
+	}
+	for _, sub := range subschemas(s) {
+		allowVars(sub)
+	}
+	if s.Items != nil && s.Items.Properties == nil {
+		s.Items = withVars(s.Items)
+	}
+	if s.AdditionalProperties != nil && s.AdditionalProperties.Properties == nil {
+		s.AdditionalProperties = withVars(s.AdditionalProperties)
+	}
+	if s.Properties == nil {
+		return
+	}
+	for p := s.Properties.Oldest(); p != nil; p = p.Next() {
+		allowVars(p.Value)
+		if p.Key == "type" || p.Key == "version" {
+			continue
+		}
+		s.Properties.Set(p.Key, withVars(p.Value))
+	}
+}
+
+// types returns the JSON types v takes, from type or a list of them.
+func types(v *jsonschema.Schema) []string {
+	if ts, ok := v.Extras["type"].([]string); ok {
+		return ts
+	}
+	if v.Type != "" {
+		return []string{v.Type}
+	}
+	return nil
+}
+
+// setTypes writes ts as v's type, a list where there are several (kept in
+// Extras: the library's Type is one name).
+func setTypes(v *jsonschema.Schema, ts []string) {
+	if len(ts) == 1 {
+		v.Type = ts[0]
+		delete(v.Extras, "type")
+		return
+	}
+	v.Type = ""
+	if v.Extras == nil {
+		v.Extras = map[string]any{}
+	}
+	v.Extras["type"] = ts
+}
+
+// withVars returns v, or v that also takes a variable where v would refuse
+// one. A scalar of one or more types gains the string type and the
+// variable's pattern (keywords apply to their own type, so a minimum still
+// binds numbers), which keeps a validator's messages to the point: one
+// schema, not a choice of several that all fail.
+func withVars(v *jsonschema.Schema) *jsonschema.Schema {
+	if len(v.OneOf) > 0 {
+		for _, o := range v.OneOf {
+			if takesVars(o) {
+				return v
+			}
+		}
+		v.OneOf = append(v.OneOf, varRef)
+		return v
+	}
+	ts := types(v)
+	if len(ts) == 0 || slices.Contains(ts, "object") || slices.Contains(ts, "array") || v.Properties != nil || len(v.AnyOf) > 0 || takesVars(v) {
+		return v
+	}
+	switch {
+	case len(v.Enum) > 0 || v.Const != nil:
+		inner := *v
+		inner.Description = ""
+		return &jsonschema.Schema{AnyOf: []*jsonschema.Schema{&inner, varRef}, Description: v.Description}
+	case v.MinLength != nil || v.MaxLength != nil:
+		return v // a string of bounded length: none is written with a variable
+	case slices.Contains(ts, "string"):
+		v.Pattern = "(?:" + v.Pattern + ")|" + varPattern
+	default:
+		setTypes(v, append(slices.Clone(ts), "string"))
+		v.Pattern = varPattern
+	}
+	return v
+}
+
+// takesVars reports whether v takes any string, a variable included.
+func takesVars(v *jsonschema.Schema) bool {
+	return slices.Contains(types(v), "string") && v.Pattern == "" && len(v.Enum) == 0 && v.Const == nil && v.MinLength == nil && v.MaxLength == nil
 }
 
 // allowNulls lets every optional key of every object in s be null, as
@@ -50,7 +178,7 @@ func allowNulls(s *jsonschema.Schema) {
 	if s == nil {
 		return
 	}
-	for _, sub := range append(append(append([]*jsonschema.Schema{s.Items, s.AdditionalProperties}, s.OneOf...), s.AnyOf...), s.AllOf...) {
+	for _, sub := range subschemas(s) {
 		allowNulls(sub)
 	}
 	if s.Properties == nil {
@@ -66,14 +194,19 @@ func allowNulls(s *jsonschema.Schema) {
 			continue
 		}
 		v := p.Value
-		if v.OneOf != nil {
+		switch ts := types(v); {
+		case v.OneOf != nil:
 			v.OneOf = append(v.OneOf, &jsonschema.Schema{Type: "null"})
-			continue
+		case v.AnyOf != nil:
+			v.AnyOf = append(v.AnyOf, &jsonschema.Schema{Type: "null"})
+		case len(ts) > 0 && len(v.Enum) == 0 && v.Const == nil:
+			setTypes(v, append(slices.Clone(ts), "null"))
+		default:
+			// The description stays outside, where editors show it.
+			inner := *v
+			inner.Description = ""
+			s.Properties.Set(p.Key, &jsonschema.Schema{AnyOf: []*jsonschema.Schema{&inner, {Type: "null"}}, Description: v.Description})
 		}
-		// The description stays outside, where editors show it.
-		inner := *v
-		inner.Description = ""
-		s.Properties.Set(p.Key, &jsonschema.Schema{AnyOf: []*jsonschema.Schema{&inner, {Type: "null"}}, Description: v.Description})
 	}
 }
 

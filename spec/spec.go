@@ -155,7 +155,7 @@ func DeferrableField(st *Stage, field string) bool {
 
 // Resources bounds what a pipeline may use.
 type Resources struct {
-	Memory  ByteSize `yaml:"memory" jsonschema_description:"Hard budget for bytes held by samples anywhere in the pipeline, e.g. 2GiB. Default: a quarter of physical memory."`
+	Memory  ByteSize `yaml:"memory" jsonschema_description:"Hard budget for bytes held by samples anywhere in the pipeline, e.g. 2GiB. Default: a quarter of physical memory, or of the cgroup's memory limit where that is less."`
 	Workers Auto     `yaml:"workers" jsonschema_description:"CPU worker budget shared by all stages; auto = the cores Go may use (a container's CPU limit, or GOMAXPROCS when set)."`
 }
 

@@ -349,3 +349,49 @@ func TestEmptyInterpolationIsAbsent(t *testing.T) {
 		t.Errorf("got %q, want %q", got, want)
 	}
 }
+
+// TestQuotedVariables: a quoted value that is one variable alone is read as
+// the variable's value written plain, since inside a flow mapping YAML
+// needs the quotes around `${`; a quoted value with more around the
+// variable stays a string.
+func TestQuotedVariables(t *testing.T) {
+	env := map[string]string{"RANK": "1", "WORLD": "3", "BUF": "8", "NAME": "007"}
+	lookup := func(k string) (string, bool) { v, ok := env[k]; return v, ok }
+	for _, tc := range []struct{ stages, want string }{
+		{`{name: f, type: files, pattern: '*.jsonl', shard: {index: "${RANK}", count: '${WORLD:-1}'}}
+  - {name: j, type: jsonl}
+  - {name: s, type: shuffle, buffer: "${BUF}"}`, ""},
+		{`{name: src, type: range, count: "${BUF}0"}
+  - {name: s, type: shuffle, buffer: "${BUF}"}`, `q.yaml:4:37: stages[0].count: expected an integer, got string "80"` + "\n"},
+		// A string field keeps the text as written by the variable.
+		{`{name: src, type: range, count: 3}
+  - {name: m, type: map, set: {n: "'${NAME}'"}}`, ""},
+		// Empty, it is absent like an unset key: a required one is missing.
+		{`{name: src, type: range, count: 3}
+  - {name: s, type: shuffle, buffer: "${EMPTY:-}"}`, `q.yaml:5:38: stages[1].buffer: required field "buffer" has no value` + "\n"},
+	} {
+		src := "version: 1\nname: q\nstages:\n  - " + tc.stages + "\n  - {name: out, type: discard}\n"
+		sp, diags := spec.Parse("q.yaml", []byte(src), spec.Options{Catalog: stages.Default(), LookupEnv: lookup})
+		if got := diagText(diags.Errors()); got != tc.want {
+			t.Errorf("%s:\ngot\n%swant\n%s", tc.stages, got, tc.want)
+			continue
+		}
+		if tc.want != "" {
+			continue
+		}
+		if s := sp.Stage("s"); s != nil && s.Config.(*stages.ShuffleConfig).Buffer != 8 {
+			t.Errorf("buffer = %d, want 8", s.Config.(*stages.ShuffleConfig).Buffer)
+		}
+		if f := sp.Stage("f"); f != nil {
+			sh := f.Config.(*stages.FilesConfig).Shard
+			if sh.Index != 1 || sh.Count != 3 {
+				t.Errorf("shard = %+v, want index 1 of 3", sh)
+			}
+		}
+		if m := sp.Stage("m"); m != nil {
+			if got, _ := m.Config.(*stages.MapConfig).Set.Get("n"); got != "'007'" {
+				t.Errorf("set n = %q, want '007'", got)
+			}
+		}
+	}
+}

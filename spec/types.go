@@ -56,10 +56,9 @@ func (a Auto) String() string {
 
 // JSONSchema describes "auto" or a positive integer.
 func (Auto) JSONSchema() *jsonschema.Schema {
-	return &jsonschema.Schema{OneOf: []*jsonschema.Schema{
-		{Type: "integer", Minimum: "1"},
-		{Type: "string", Enum: []any{"auto"}},
-	}}
+	// One schema of two types rather than a oneOf, so that a validator's
+	// message names the rule broken ("0 is less than 1").
+	return &jsonschema.Schema{Minimum: "1", Pattern: "^auto$", Extras: map[string]any{"type": []string{"integer", "string"}}}
 }
 
 // ByteSize is a number of bytes written as an integer or with a unit
@@ -136,10 +135,8 @@ func (b ByteSize) String() string {
 
 // JSONSchema describes a byte size.
 func (ByteSize) JSONSchema() *jsonschema.Schema {
-	return &jsonschema.Schema{OneOf: []*jsonschema.Schema{
-		{Type: "integer", Minimum: "1"},
-		{Type: "string", Pattern: `^[0-9.]+\s*(B|K|M|G|T|KB|MB|GB|TB|KiB|MiB|GiB|TiB)?$`},
-	}}
+	return &jsonschema.Schema{Minimum: "1", Pattern: `^[0-9.]+\s*(B|K|M|G|T|KB|MB|GB|TB|KiB|MiB|GiB|TiB)?$`,
+		Extras: map[string]any{"type": []string{"integer", "string"}}}
 }
 
 // Map is a YAML mapping that keeps its key order and each key's position,

@@ -5,6 +5,8 @@ import (
 	"math/rand/v2"
 	"unicode/utf8"
 
+	"github.com/invopop/jsonschema"
+
 	"github.com/piperun/piperun/expression"
 	"github.com/piperun/piperun/sample"
 	"github.com/piperun/piperun/spec"
@@ -80,4 +82,12 @@ func invalidUTF8(b []byte) int {
 		i += size
 	}
 	return -1
+}
+
+// exprSchema lets an expression field be written as a bare number or
+// boolean (`where: true`, `set: {one: 1}`), as validate reads any scalar
+// there as the expression's text.
+func exprSchema(s *jsonschema.Schema) {
+	s.Type = ""
+	s.Extras = map[string]any{"type": []string{"string", "number", "boolean"}}
 }

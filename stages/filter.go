@@ -5,6 +5,8 @@ import (
 	"fmt"
 	"sync"
 
+	"github.com/invopop/jsonschema"
+
 	"github.com/piperun/piperun/expression"
 	"github.com/piperun/piperun/sample"
 	"github.com/piperun/piperun/spec"
@@ -71,4 +73,11 @@ func (f *filterStage) Process(_ context.Context, s *sample.Sample, emit Emit) er
 		return emit(s)
 	}
 	return nil
+}
+
+// JSONSchemaExtend lets where be a bare boolean.
+func (FilterConfig) JSONSchemaExtend(s *jsonschema.Schema) {
+	if w, ok := s.Properties.Get("where"); ok {
+		exprSchema(w)
+	}
 }

@@ -6,6 +6,8 @@ import (
 	"strings"
 	"sync"
 
+	"github.com/invopop/jsonschema"
+
 	"github.com/piperun/piperun/expression"
 	"github.com/piperun/piperun/sample"
 	"github.com/piperun/piperun/spec"
@@ -231,4 +233,11 @@ func holds(v any, t *tensor.Tensor) bool {
 		}
 	}
 	return false
+}
+
+// JSONSchemaExtend lets set's expressions be bare numbers or booleans.
+func (MapConfig) JSONSchemaExtend(s *jsonschema.Schema) {
+	if set, ok := s.Properties.Get("set"); ok && set.AdditionalProperties != nil {
+		exprSchema(set.AdditionalProperties)
+	}
 }
