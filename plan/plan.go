@@ -81,9 +81,11 @@ type Plan struct {
 	// MemoryDefault says neither the spec nor Options set the budget:
 	// Memory is DefaultMemory, which depends on the machine.
 	MemoryDefault bool
-	Workers       int
-	ChunkSize     int
-	Nodes         []*Node
+	// Probed says ApplyProbe has filled in measured sample sizes.
+	Probed    bool
+	Workers   int
+	ChunkSize int
+	Nodes     []*Node
 	// Rewrites lists what the planner changed in the DAG as written; Kept
 	// the shuffles it left behind a map, and why.
 	Rewrites, Kept []Rewrite
@@ -243,6 +245,7 @@ func share(n *Node) int64 {
 // by running the pipeline on a few samples (stage name → average bytes of
 // one output sample), and recomputes the memory shares.
 func (p *Plan) ApplyProbe(avg map[string]int64) {
+	p.Probed = true
 	measured := map[string]bool{}
 	for _, n := range p.Nodes {
 		if b, ok := avg[n.Stage.Name]; ok && b > 0 && n.SampleBytes < 0 {
@@ -376,36 +379,43 @@ func (p *Plan) Fit() []FitProblem {
 				n.Stage.Name, spec.ByteSize(n.SampleBytes), p.budget())
 			errs++
 		}
-		total += n.Share
-		parts = append(parts, fmt.Sprintf("%s %s", n.Stage.Name, spec.ByteSize(n.Share)))
+		held := n.Share
 		if n.Buffer > 0 && n.InSampleBytes > 0 {
 			need := int64(n.Buffer) * n.InSampleBytes
-			if bs, ok := n.Stage.Config.(BufferSharer); ok && bs.BufferShare() > 1 && need <= p.Memory {
-				// The run shrinks such a buffer to its share and warns; a
-				// warning here says so before the run, since it changes how
-				// well the data is mixed.
+			if bs, ok := n.Stage.Config.(BufferSharer); ok && bs.BufferShare() > 1 {
+				// The run shrinks such a buffer to its share (and to one
+				// sample at the least) and warns; a warning here says so
+				// before the run, since it changes how well the data is
+				// mixed, and the fit counts what the buffer will hold
+				// (found by a new-user test: --probe refused at 8MiB a
+				// spec that ran at 4MiB).
 				if room := p.Memory / int64(bs.BufferShare()); need > room {
-					add(p.stagePath(n.Stage, "buffer"), true, "%d samples of about %s each = %s, more than %s, the 1/%d of %s a %s may fill: it will hold about %d samples",
-						n.Buffer, spec.ByteSize(n.InSampleBytes), spec.ByteSize(need), spec.ByteSize(room), bs.BufferShare(), p.budget(), n.Stage.Type, max(1, room/n.InSampleBytes))
+					fits, noun := max(1, room/n.InSampleBytes), "samples"
+					if fits == 1 {
+						noun = "sample"
+					}
+					add(p.stagePath(n.Stage, "buffer"), true, "%d samples of about %s each = %s, more than %s, the 1/%d of %s a %s may fill: it will hold about %d %s",
+						n.Buffer, spec.ByteSize(n.InSampleBytes), spec.ByteSize(need), spec.ByteSize(room), bs.BufferShare(), p.budget(), n.Stage.Type, fits, noun)
+					held -= need - fits*n.InSampleBytes
 				}
 			} else if need > p.Memory {
-				// Say what would fit: a buffer that shares the budget may
-				// fill its share of it, any other the whole.
-				room := p.Memory
-				if bs, ok := n.Stage.Config.(BufferSharer); ok && bs.BufferShare() > 1 {
-					room /= int64(bs.BufferShare())
-				}
 				add(budgetPath(n, "buffer"), false, "stage %q buffers %d samples of about %s each = %s, more than %s: lower its buffer to %d or raise the budget",
-					n.Stage.Name, n.Buffer, spec.ByteSize(n.InSampleBytes), spec.ByteSize(need), p.budget(), max(1, room/n.InSampleBytes))
+					n.Stage.Name, n.Buffer, spec.ByteSize(n.InSampleBytes), spec.ByteSize(need), p.budget(), max(1, p.Memory/n.InSampleBytes))
 				errs++
 			}
 		}
+		total += held
+		parts = append(parts, fmt.Sprintf("%s %s", n.Stage.Name, spec.ByteSize(held)))
 	}
 	switch {
 	case errs > 0 || total <= p.Memory:
 	case lower:
-		add(budgetPath(nil, ""), false, "buffers need at least %s (%s; ≥: the sizes of strings and bytes are known only at run time, and count as empty here; --probe N measures them), more than %s",
-			spec.ByteSize(total), strings.Join(parts, ", "), p.budget())
+		how := "--probe N measures them"
+		if p.Probed {
+			how = "the probe's samples did not reach them"
+		}
+		add(budgetPath(nil, ""), false, "buffers need at least %s (%s; ≥: the sizes of strings and bytes are known only at run time, and count as empty here; %s), more than %s",
+			spec.ByteSize(total), strings.Join(parts, ", "), how, p.budget())
 	default:
 		add(budgetPath(nil, ""), false, "buffers need about %s (%s), more than %s",
 			spec.ByteSize(total), strings.Join(parts, ", "), p.budget())

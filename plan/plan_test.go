@@ -5,6 +5,7 @@ import (
 	"os"
 	"os/exec"
 	"runtime"
+	"slices"
 	"strings"
 	"testing"
 
@@ -79,19 +80,18 @@ optimize: false
 stages:
   - {name: r, type: range, count: 4}
   - {name: m, type: map, set: {x: 'one_hot(0, 262144)'}}
-  - {name: s, type: shuffle, buffer: 1000000000}
+  - {name: s, type: prefetch, buffer: 1000000000}
   - {name: out, type: discard}
 `
 	for _, tc := range []struct{ resources, want, path, pos string }{
-		{"", `stage "s" buffers 1000000000 samples of about 1MiB each = 953.98TiB, more than the default memory budget (` + spec.ByteSize(plan.DefaultMemory()).String() + `, ` + plan.DefaultMemorySource() + `; set resources.memory): lower its buffer to FIT or raise the budget`, "stages[2].buffer", "spec.yaml:8:38"},
-		// A shuffle may fill half the budget: 1GiB / 2 over samples a
-		// little over 1MiB.
-		{"resources: {memory: 1GiB}", `stage "s" buffers 1000000000 samples of about 1MiB each = 953.98TiB, more than resources.memory (1GiB): lower its buffer to 511 or raise the budget`, "resources.memory", "spec.yaml:4:21"},
+		{"", `stage "s" buffers 1000000000 samples of about 1MiB each = 953.98TiB, more than the default memory budget (` + spec.ByteSize(plan.DefaultMemory()).String() + `, ` + plan.DefaultMemorySource() + `; set resources.memory): lower its buffer to FIT or raise the budget`, "stages[2].buffer", "spec.yaml:8:39"},
+		// 1GiB over samples a little over 1MiB.
+		{"resources: {memory: 1GiB}", `stage "s" buffers 1000000000 samples of about 1MiB each = 953.98TiB, more than resources.memory (1GiB): lower its buffer to 1023 or raise the budget`, "resources.memory", "spec.yaml:4:21"},
 	} {
 		p := compileWith(t, fmt.Sprintf(src, tc.resources), plan.Options{})
 		for _, n := range p.Nodes {
 			if n.Stage.Name == "s" {
-				tc.want = strings.Replace(tc.want, "FIT", fmt.Sprint(p.Memory/2/n.InSampleBytes), 1)
+				tc.want = strings.Replace(tc.want, "FIT", fmt.Sprint(p.Memory/n.InSampleBytes), 1)
 			}
 		}
 		var got []string
@@ -150,5 +150,47 @@ stages:
 	}
 	if len(seen) < 60 {
 		t.Errorf("%d distinct seeds in 64 draws", len(seen))
+	}
+}
+
+// TestFitCountsAShuffleAtItsShare: a shuffle over more than its share of
+// the budget, even more than the whole budget, is shrunk by the run,
+// which warns; the fit check warns alike and counts the shuffle at what
+// it will hold, so a spec apply runs is not refused (found by a new-user
+// test: --probe refused at 8MiB a spec that ran at 4MiB).
+func TestFitCountsAShuffleAtItsShare(t *testing.T) {
+	const src = `version: 1
+name: p
+optimize: false
+resources: {memory: %s}
+stages:
+  - {name: r, type: range, count: 4}
+  - {name: m, type: map, set: {x: 'one_hot(0, 262144)'}}
+  - {name: s, type: shuffle, buffer: %d}
+  - {name: out, type: discard}
+`
+	for _, tc := range []struct {
+		memory string
+		buffer int
+		want   []string
+	}{
+		// 1MiB samples (and 16 bytes more): 4 fit in the 4MiB share of
+		// 8MiB, 3 in the share of 7MiB.
+		{"8MiB", 64, []string{"64 samples of about 1MiB each = 64.02MiB, more than 4MiB, the 1/2 of resources.memory (8MiB) a shuffle may fill: it will hold about 3 samples"}},
+		{"8MiB", 1000000000, []string{"1000000000 samples of about 1MiB each = 953.98TiB, more than 4MiB, the 1/2 of resources.memory (8MiB) a shuffle may fill: it will hold about 3 samples"}},
+		{"64MiB", 8, nil},
+		// Its share holds less than one sample: it holds one, and then
+		// the buffers do not fit.
+		{"2MiB", 8, []string{"8 samples of about 1MiB each = 8MiB, more than 1MiB, the 1/2 of resources.memory (2MiB) a shuffle may fill: it will hold about 1 sample",
+			"buffers need about 3MiB (r 205B, m 1MiB, s 2MiB), more than resources.memory (2MiB)"}},
+	} {
+		p := compileWith(t, fmt.Sprintf(src, tc.memory, tc.buffer), plan.Options{})
+		var got []string
+		for _, f := range p.Fit() {
+			got = append(got, f.Message)
+		}
+		if !slices.Equal(got, tc.want) {
+			t.Errorf("%s, buffer %d: fit problems\n%q\nwant\n%q", tc.memory, tc.buffer, got, tc.want)
+		}
 	}
 }
