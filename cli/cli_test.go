@@ -266,9 +266,8 @@ func TestValidateBudget(t *testing.T) {
 // declared buffers and samples cannot fit.
 func TestValidateBudgets(t *testing.T) {
 	for _, tc := range []struct{ file, msg string }{
-		// A shuffle of 1000 float32 images (no batch follows, so they are
-		// held as float32).
-		{"testdata/budget_buffer.yaml", `stage "shuffle" buffers 1000 samples of about 588.25KiB each = 574.47MiB, more than resources.memory (256MiB): lower its buffer to 222 or raise the budget`},
+		// A prefetch of 1000 float32 images.
+		{"testdata/budget_prefetch.yaml", `stage "ahead" buffers 1000 samples of about 588.25KiB each = 574.47MiB, more than resources.memory (256MiB): lower its buffer to 445 or raise the budget`},
 		// Without drop_remainder a batch is "up to" 256 images: a full one
 		// bounds the estimate.
 		{"testdata/budget_nodrop.yaml", `stage "batch" emits samples of about 147MiB each, more than resources.memory (64MiB)`},
@@ -377,7 +376,7 @@ func TestShuffleOverItsShareWarns(t *testing.T) {
 func TestShuffleAboveTheMapFits(t *testing.T) {
 	dir := t.TempDir()
 	for file, order := range map[string]string{
-		"testdata/budget_buffer.yaml":       "as written, its 1000 samples would not fit resources.memory at all (validate rejects the spec with optimize: false)",
+		"testdata/budget_buffer.yaml":       "as written, its 1000 samples might fill its share of resources.memory (128MiB), and then it shuffles over fewer: the same samples come out, maybe in another order than with optimize: false",
 		"testdata/budget_shuffle_half.yaml": "as written, its 300 samples might fill its share of resources.memory (128MiB), and then it shuffles over fewer: the same samples come out, maybe in another order than with optimize: false",
 	} {
 		b, err := os.ReadFile(file)

@@ -12,8 +12,9 @@ import (
 )
 
 // TestValidateProbe: the size of a record is unknown until read, so a
-// shuffle buffer too large for the budget passes plain validate and fails
-// validate --probe, with the measured numbers.
+// prefetch buffer too large for the budget passes plain validate and fails
+// validate --probe, with the measured numbers. A shuffle that large is
+// shrunk by the run, and --probe warns of it as the run does.
 func TestValidateProbe(t *testing.T) {
 	dir := t.TempDir()
 	data, _ := filepath.Abs("../examples/data/shapes")
@@ -24,7 +25,7 @@ resources: {memory: 64MiB}
 stages:
   - {name: files, type: files, pattern: `+data+`/train-*.tfrecord}
   - {name: records, type: tfrecord}
-  - {name: sh, type: shuffle, buffer: 100000}
+  - {name: sh, type: prefetch, buffer: 100000}
   - {name: out, type: discard}
 `)
 	if r := run(t, "validate", spec); r.code != 0 {
@@ -42,6 +43,15 @@ stages:
 	p := run(t, "plan", "--probe", "32", spec)
 	if p.code != 3 || !strings.Contains(p.stdout, "~") || !strings.Contains(p.stderr, want) {
 		t.Errorf("plan --probe: exit %d, want 3 with measured sizes and %q:\n%s%s", p.code, want, p.stdout, p.stderr)
+	}
+	b, err := os.ReadFile(spec)
+	if err != nil {
+		t.Fatal(err)
+	}
+	shuffle := writeSpec(t, dir, "shuffle.yaml", strings.Replace(string(b), "type: prefetch", "type: shuffle", 1))
+	r = run(t, "validate", "--probe", "32", shuffle)
+	if r.code != 0 || !strings.Contains(r.stdout, "shuffle.yaml:8:39: warning: stages[2].buffer: 100000 samples of about ") || !strings.Contains(r.stdout, "a shuffle may fill: it will hold about ") {
+		t.Errorf("validate --probe of the shuffle: got %s\nwant exit 0 and a warning that it will hold fewer", r)
 	}
 }
 

@@ -108,7 +108,7 @@ func TestBenchReportOfARunThatCannotStart(t *testing.T) {
 	if err := os.WriteFile(report, []byte(`{"ok": true}`), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	const file = "testdata/budget_buffer.yaml"
+	const file = "testdata/budget_prefetch.yaml"
 	if r := run(t, "bench", "--step-time", "1ms", "--report", report, file); r.code != 3 {
 		t.Fatalf("got %s\nwant exit 3", r)
 	}
@@ -149,13 +149,13 @@ func readReport(t *testing.T, path string) (report, []byte) {
 // budget fails before it starts, and its report gives the numbers.
 func TestReportOfASpecThatDoesNotFit(t *testing.T) {
 	report := filepath.Join(t.TempDir(), "report.json")
-	const file = "testdata/budget_buffer.yaml"
+	const file = "testdata/budget_prefetch.yaml"
 	if r := run(t, "apply", "--progress", "never", "--report", report, file); r.code != 3 ||
 		!strings.Contains(r.stderr, file+": the pipeline's buffers do not fit in resources.memory") {
 		t.Fatalf("got %s\nwant exit 3", r)
 	}
 	rep, b := readReport(t, report)
-	want := file + `:4:11: resources.memory: stage "shuffle" buffers 1000 samples of about 588.25KiB each = 574.47MiB, more than resources.memory (256MiB): lower its buffer to 222 or raise the budget`
+	want := file + `:4:11: resources.memory: stage "ahead" buffers 1000 samples of about 588.25KiB each = 574.47MiB, more than resources.memory (256MiB): lower its buffer to 445 or raise the budget`
 	if rep.OK == nil || *rep.OK || rep.Error != want {
 		t.Errorf("report %s: want ok false and %q", b, want)
 	}

@@ -130,12 +130,6 @@ func pushShuffles(sp *spec.Spec, memory int64, budget string, workers int) (move
 		case origin < 0:
 			r.SameOrder = false
 			r.Why += "; its samples' origins (the file each came from) are of unknown length, so as written it might shrink to its share of " + budget + ": the same samples come out, maybe in another order than with optimize: false"
-		case n < 0:
-			r.SameOrder = false
-			r.Why += fmt.Sprintf("; as written, its %d samples would not fit %s at all", buffer, budget)
-			if est := chain[0].Schema.EstimateBytes(); est >= 0 && int64(buffer)*est > memory {
-				r.Why += " (validate rejects the spec with optimize: false)"
-			}
 		case n > 0:
 			r.SameOrder = false
 			r.Why += fmt.Sprintf("; as written, its %d samples might fill its share of %s (%s), and then it shuffles over fewer: the same samples come out, maybe in another order than with optimize: false",
@@ -248,8 +242,8 @@ func about(s sample.Schema) string {
 
 // shrunkTo says whether the shuffle sh, holding samples of at most bytes
 // each, might fill its share of the budget before its buffer: n is then
-// at least how many it would hold (-1 when its buffer would not fit the
-// whole budget), 0 when it fits.
+// at least how many it would hold (as the run shrinks it, even a buffer
+// over the whole budget), 0 when it fits.
 func shrunkTo(sh *spec.Stage, bytes, memory int64, workers int) (n int64, buffer int) {
 	b, ok := sh.Config.(Bufferer)
 	bs, ok2 := sh.Config.(BufferSharer)
@@ -258,8 +252,6 @@ func shrunkTo(sh *spec.Stage, bytes, memory int64, workers int) (n int64, buffer
 	}
 	buffer = b.BufferSamples(workers)
 	switch room := memory / int64(max(1, bs.BufferShare())); {
-	case int64(buffer)*bytes > memory:
-		return -1, buffer
 	case int64(buffer)*bytes > room:
 		return max(1, room/bytes), buffer
 	}

@@ -294,7 +294,8 @@ stages:
 	}{
 		{"8MiB", false, "; as written, its 200 samples might fill its share of resources.memory (4MiB), and then it shuffles over fewer: the same samples come out, maybe in another order than with optimize: false"},
 		{"64MiB", true, "; a run that succeeds gives the same output as with optimize: false"},
-		{"6MiB", false, "; as written, its 200 samples would not fit resources.memory at all (validate rejects the spec with optimize: false)"},
+		// Over the whole budget, the run shrinks it all the same.
+		{"6MiB", false, "; as written, its 200 samples might fill its share of resources.memory (3MiB), and then it shuffles over fewer: the same samples come out, maybe in another order than with optimize: false"},
 	} {
 		p := compile(t, fmt.Sprintf(src, tc.memory))
 		wantOneMove(t, "memory "+tc.memory, p, tc.same, tc.why)

@@ -242,6 +242,11 @@ func (c *FilesConfig) Check(cc *spec.CheckContext) sample.Schema {
 	if !c.Shard.Auto && c.Shard.Count > 1 && cc.Environment && len(matched) > 0 && c.Shard.Index >= len(matched) {
 		cc.Warnf("shard", "shard %d of %d gets no files: the %d files matched all go to other shards (sharding is by file)", c.Shard.Index, c.Shard.Count, len(matched))
 	}
+	if !c.Shard.Auto && c.Shard.Count > 1 && cc.Environment && len(matched) > c.Shard.Index {
+		if w := unevenShards(c.Shard.Index, c.Shard.Count, len(matched)); w != "" {
+			cc.Warnf("shard", "%s", w)
+		}
+	}
 	if c.Shard.Auto && cc.Environment {
 		if _, _, err := ShardFromEnv(os.LookupEnv); err != nil {
 			cc.Errorf("shard", "%v", err)
@@ -411,6 +416,8 @@ func buildFiles(env *Env, cfg any) (any, error) {
 			// A rank without data ends at once while the others train, and
 			// a collective step then waits for it forever: say so.
 			env.Log.Warn(fmt.Sprintf("shard %d of %d has no files: the %d files matched all go to other shards; this process emits no samples", index, count, len(all)))
+		} else if w := unevenShards(index, count, len(all)); w != "" && env.Log != nil {
+			env.Log.Warn(w)
 		}
 	}
 	if c.Shard.Auto && env.Log != nil {
@@ -541,4 +548,33 @@ func matchSegs(pat, name []string) bool {
 	}
 	ok, _ := filepath.Match(pat[0], name[0])
 	return ok && matchSegs(pat[1:], name[1:])
+}
+
+// unevenShards says how files that do not divide by count fall to the
+// shards, or "" when they divide: ranks that read fewer files see fewer
+// samples an epoch, and in a job whose ranks step together (DDP) the
+// longer ones then wait for a step the shorter never take.
+func unevenShards(index, count, files int) string {
+	if count <= 1 || files%count == 0 {
+		return ""
+	}
+	more := files % count
+	mine := files / count
+	if index < more {
+		mine++
+	}
+	first := fmt.Sprintf("shards 0 to %d get", more-1)
+	if more == 1 {
+		first = "shard 0 gets"
+	}
+	return fmt.Sprintf("the %d files matched do not divide into %d shards: %s %s, the others %d (this one, %d: %d), so the ranks see different numbers of samples an epoch, and ranks that step together (DDP) wait at the end for the shorter ones; match a multiple of %d files, or end every rank's epoch at the same count with a take",
+		files, count, first, plural(files/count+1, "file"), files/count, index, mine, count)
+}
+
+// plural writes n and the noun, with an s unless n is 1.
+func plural(n int, noun string) string {
+	if n == 1 {
+		return "1 " + noun
+	}
+	return fmt.Sprintf("%d %ss", n, noun)
 }

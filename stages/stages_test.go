@@ -429,7 +429,9 @@ func TestFilesSaysWhyNothingMatched(t *testing.T) {
 
 // TestValidateWarnsOfAnEmptyShard: files are dealt to shards one by one,
 // so with fewer files than shards a rank gets none; validate says so, as
-// apply does (a new-user test), and says nothing of a shard that gets some.
+// apply does (a new-user test). Files that do not divide into the shards
+// give ranks different epochs, which a DDP job waits on at the end (a
+// later new-user test); files that divide get no warning.
 func TestValidateWarnsOfAnEmptyShard(t *testing.T) {
 	dir := t.TempDir()
 	for _, f := range []string{"a.txt", "b.txt"} {
@@ -438,13 +440,14 @@ func TestValidateWarnsOfAnEmptyShard(t *testing.T) {
 		}
 	}
 	for _, tc := range []struct {
-		index int
-		want  string
+		index, count int
+		want         string
 	}{
-		{1, ""},
-		{2, "warning: stages[0].shard: shard 2 of 3 gets no files: the 2 files matched all go to other shards (sharding is by file)"},
+		{1, 3, "warning: stages[0].shard: the 2 files matched do not divide into 3 shards: shards 0 to 1 get 1 file, the others 0 (this one, 1: 1), so the ranks see different numbers of samples an epoch, and ranks that step together (DDP) wait at the end for the shorter ones; match a multiple of 3 files, or end every rank's epoch at the same count with a take"},
+		{2, 3, "warning: stages[0].shard: shard 2 of 3 gets no files: the 2 files matched all go to other shards (sharding is by file)"},
+		{1, 2, ""},
 	} {
-		src := fmt.Sprintf("version: 1\nname: s\nstages:\n  - {name: f, type: files, pattern: '*.txt', shard: {index: %d, count: 3}}\n  - {name: out, type: discard}\n", tc.index)
+		src := fmt.Sprintf("version: 1\nname: s\nstages:\n  - {name: f, type: files, pattern: '*.txt', shard: {index: %d, count: %d}}\n  - {name: out, type: discard}\n", tc.index, tc.count)
 		_, diags := spec.Parse(filepath.Join(dir, "s.yaml"), []byte(src), spec.Options{Catalog: stages.Default(), Environment: true})
 		got := ""
 		if len(diags) > 0 {
