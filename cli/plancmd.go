@@ -15,7 +15,23 @@ func planCmd(g *globals) *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "plan FILE",
 		Short: "Show the compiled DAG: stages, parallelism, buffers and memory shares",
-		Args:  exactArgs(1, "one spec file"),
+		Long: `Show the compiled DAG: stages, parallelism, buffers and memory shares.
+
+The text table's columns:
+  PAR     goroutines running the stage (parallelism, resolved)
+  BUFFER  samples the stage itself holds (a shuffle's buffer, a batch's size,
+          a prefetch); HELD/ASKED where a shuffle's samples outgrow its half
+          of the budget and the run shrinks it
+  SAMPLE  bytes of one output sample: ? unknown before the run, ~ measured
+          by --probe
+  SHARE   bytes the stage must be able to hold to make progress: its buffer
+          of input samples and one output sample; >= where sizes of strings
+          and bytes are known only at run time (--probe N measures them)
+  OUTPUT  the schema of the stage's output samples
+The last line totals the shares, with memory stages reserve for their own
+use (an on-disk cache), against the budget; the queues between stages use
+what is left.`,
+		Args: exactArgs(1, "one spec file"),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			if format != "text" && format != "dot" && format != "mermaid" {
 				return exit(ExitUsage, fmt.Errorf("--format must be text, dot or mermaid, got %q", format))

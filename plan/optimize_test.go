@@ -431,6 +431,7 @@ stages:
 	// shuffle          shuffle         files               1       50       205B   10.21KiB  {index: int64}
 	// decode           map             shuffle             2        0    4.24KiB    4.24KiB  {index: int64, image: tensor<float32>[1000]}
 	// out              discard         decode              1        0          -          -  -
+	// memory: the shares total 14.65KiB of the 1GiB budget; queues between stages take what is left
 }
 
 // TestRewritesInDotAndMermaid: the graph formats draw the moved DAG and

@@ -379,24 +379,22 @@ func (p *Plan) Fit() []FitProblem {
 				n.Stage.Name, spec.ByteSize(n.SampleBytes), p.budget())
 			errs++
 		}
-		held := n.Share
+		held, fits := p.held(n)
 		if n.Buffer > 0 && n.InSampleBytes > 0 {
 			need := int64(n.Buffer) * n.InSampleBytes
 			if bs, ok := n.Stage.Config.(BufferSharer); ok && bs.BufferShare() > 1 {
-				// The run shrinks such a buffer to its share (and to one
-				// sample at the least) and warns; a warning here says so
-				// before the run, since it changes how well the data is
-				// mixed, and the fit counts what the buffer will hold
-				// (found by a new-user test: --probe refused at 8MiB a
-				// spec that ran at 4MiB).
-				if room := p.Memory / int64(bs.BufferShare()); need > room {
-					fits, noun := max(1, room/n.InSampleBytes), "samples"
+				// The run shrinks such a buffer to its share and warns; a
+				// warning here says so before the run, since it changes
+				// how well the data is mixed, and the fit counts what the
+				// buffer will hold (found by a new-user test: --probe
+				// refused at 8MiB a spec that ran at 4MiB).
+				if fits > 0 {
+					noun := "samples"
 					if fits == 1 {
 						noun = "sample"
 					}
 					add(p.stagePath(n.Stage, "buffer"), true, "%d samples of about %s each = %s, more than %s, the 1/%d of %s a %s may fill: it will hold about %d %s",
-						n.Buffer, spec.ByteSize(n.InSampleBytes), spec.ByteSize(need), spec.ByteSize(room), bs.BufferShare(), p.budget(), n.Stage.Type, fits, noun)
-					held -= need - fits*n.InSampleBytes
+						n.Buffer, spec.ByteSize(n.InSampleBytes), spec.ByteSize(need), spec.ByteSize(p.Memory/int64(bs.BufferShare())), bs.BufferShare(), p.budget(), n.Stage.Type, fits, noun)
 				}
 			} else if need > p.Memory {
 				add(budgetPath(n, "buffer"), false, "stage %q buffers %d samples of about %s each = %s, more than %s: lower its buffer to %d or raise the budget",
@@ -421,6 +419,25 @@ func (p *Plan) Fit() []FitProblem {
 			spec.ByteSize(total), strings.Join(parts, ", "), p.budget())
 	}
 	return out
+}
+
+// held is the bytes n will hold: its share, less what a buffer that
+// shares the budget (a shuffle) leaves out when its samples outgrow its
+// part of the budget, as the run shrinks it to that part (and one sample
+// at the least). fits is then how many samples it holds, else 0.
+func (p *Plan) held(n *Node) (held, fits int64) {
+	held = n.Share
+	bs, ok := n.Stage.Config.(BufferSharer)
+	if !ok || bs.BufferShare() <= 1 || n.Buffer <= 0 || n.InSampleBytes <= 0 || held <= 0 {
+		return held, 0
+	}
+	need := int64(n.Buffer) * n.InSampleBytes
+	room := p.Memory / int64(bs.BufferShare())
+	if need <= room {
+		return held, 0
+	}
+	fits = max(1, room/n.InSampleBytes)
+	return held - need + fits*n.InSampleBytes, fits
 }
 
 // budget names the memory budget in a message: resources.memory and its
@@ -484,6 +501,9 @@ func (p *Plan) Text(w io.Writer) {
 		fmt.Fprintln(w, "(optimize: false runs the stages as written)")
 	}
 	fmt.Fprintf(w, "%-16s %-15s %-16s %4s %8s %10s %10s  %s\n", "STAGE", "TYPE", "INPUTS", "PAR", "BUFFER", "SAMPLE", "SHARE", "OUTPUT")
+	var total int64
+	var atLeast bool
+	var reserved []string
 	for _, n := range p.Nodes {
 		ins := make([]string, len(n.Stage.Inputs))
 		for i, in := range n.Stage.Inputs {
@@ -500,17 +520,37 @@ func (p *Plan) Text(w io.Writer) {
 				sz = "~" + sz
 			}
 		}
-		if n.Share > 0 {
-			share = spec.ByteSize(n.Share).String()
+		buffer := fmt.Sprint(n.Buffer)
+		if held, fits := p.held(n); held > 0 {
+			share = spec.ByteSize(held).String()
+			total += held
+			if fits > 0 {
+				buffer = fmt.Sprintf("%d/%d", fits, n.Buffer)
+			}
 		} else if n.MinShare > 0 {
 			share = ">=" + spec.ByteSize(n.MinShare).String()
+			total += n.MinShare
+			atLeast = true
+		}
+		if n.Reserved > 0 {
+			reserved = append(reserved, fmt.Sprintf("%s %s", n.Stage.Name, spec.ByteSize(n.Reserved)))
+			total += n.Reserved
 		}
 		out := n.Stage.Schema.String()
 		if n.Stage.Role == spec.RoleSink {
 			out, sz = "-", "-"
 		}
-		fmt.Fprintf(w, "%-16s %-15s %-16s %4d %8d %10s %10s  %s\n", n.Stage.Name, n.Stage.Type, in, n.Parallelism, n.Buffer, sz, share, out)
+		fmt.Fprintf(w, "%-16s %-15s %-16s %4d %8s %10s %10s  %s\n", n.Stage.Name, n.Stage.Type, in, n.Parallelism, buffer, sz, share, out)
 	}
+	// The sum a reader would otherwise add up, against the budget.
+	sum := spec.ByteSize(total).String()
+	if atLeast {
+		sum = ">=" + sum
+	}
+	if len(reserved) > 0 {
+		sum += " (with " + strings.Join(reserved, ", ") + " reserved for the stages' own use)"
+	}
+	fmt.Fprintf(w, "memory: the shares total %s of the %s budget; queues between stages take what is left\n", sum, spec.ByteSize(p.Memory))
 }
 
 // ident turns a stage name into a node ID for dot and Mermaid, one to

@@ -194,3 +194,46 @@ stages:
 		}
 	}
 }
+
+// TestTextTotalsTheShares: plan's table shows a shuffle shrunk to its part
+// of the budget as held/asked with the bytes it will hold, and ends with
+// the shares' total against the budget, naming memory a stage reserves
+// for its own use (a new-user test missed both: the columns had to be
+// added up by hand, and an on-disk cache's 82MiB was nowhere).
+func TestTextTotalsTheShares(t *testing.T) {
+	p := compileWith(t, `version: 1
+name: p
+optimize: false
+resources: {memory: 8MiB}
+stages:
+  - {name: r, type: range, count: 4}
+  - {name: m, type: map, set: {x: 'one_hot(0, 262144)'}}
+  - {name: s, type: shuffle, buffer: 64}
+  - {name: c, type: cache, dir: cache}
+  - {name: out, type: discard}
+`, plan.Options{})
+	var b strings.Builder
+	p.Text(&b)
+	lines := strings.Split(strings.TrimSpace(b.String()), "\n")
+	var shuffle string
+	for _, l := range lines {
+		if strings.HasPrefix(l, "s ") {
+			shuffle = strings.Join(strings.Fields(l)[:7], " ")
+		}
+	}
+	if want := "s shuffle m 1 3/64 1MiB 4MiB"; shuffle != want {
+		t.Errorf("shuffle row %q, want %q", shuffle, want)
+	}
+	var reserved int64
+	for _, n := range p.Nodes {
+		reserved += n.Reserved
+	}
+	if reserved == 0 {
+		t.Fatal("the on-disk cache reserves nothing")
+	}
+	want := fmt.Sprintf("memory: the shares total %s (with c %s reserved for the stages' own use) of the 8MiB budget; queues between stages take what is left",
+		spec.ByteSize(205+(1<<20+16)+(4<<20+64)+(1<<20+16)+reserved), spec.ByteSize(reserved))
+	if got := lines[len(lines)-1]; got != want {
+		t.Errorf("last line\n%q\nwant\n%q", got, want)
+	}
+}
