@@ -151,11 +151,38 @@ func (r *Run) stallError() error {
 		where = "queued " + strings.Join(queued, ", ")
 	}
 	rest := r.budget.Used() - inQueues
+	var reserved int64
+	var hints []string
 	for _, nd := range r.nodes {
 		if h, ok := nd.impl.(stages.Holder); ok && h.Holding() > 0 {
 			where += fmt.Sprintf(", %s in %s %q", spec.ByteSize(h.Holding()), nd.st.Type, nd.st.Name)
 			rest -= h.Holding()
 		}
+		// Memory a stage reserves for itself at the start (an on-disk
+		// cache's) is no sample's, and a budget it takes most of leaves
+		// samples little: say so, or the advice reads as if several
+		// samples did not fit in room that in fact holds them (a
+		// new-user test).
+		if res := nd.pn.Reserved; res > 0 {
+			where += fmt.Sprintf(", %s reserved by %s %q for its own use", spec.ByteSize(res), nd.st.Type, nd.st.Name)
+			rest -= res
+			reserved += res
+		}
+		// An interleave holds a record of every file it has open, and
+		// reads ahead of that: with records large for the budget its
+		// width is what to lower.
+		if e, ok := nd.impl.(stages.Expander); ok {
+			if cycle, _ := e.Interleave(); cycle > 1 {
+				hints = append(hints, fmt.Sprintf("lower cycle_length of %s %q (%d files open at once, a record of each held)", nd.st.Type, nd.st.Name, cycle))
+			}
+		}
+	}
+	if reserved > 0 {
+		hints = append(hints, fmt.Sprintf("count the %s reserved in resources.memory: it leaves samples %s", spec.ByteSize(reserved), spec.ByteSize(max(0, r.budget.Limit()-reserved))))
+	}
+	more := ""
+	if len(hints) > 0 {
+		more = "; or " + strings.Join(hints, "; or ")
 	}
 	waits := fmt.Sprintf("%s more asked for by %d waiting", spec.ByteSize(want), n)
 	if who := r.budget.Waiters(); len(who) > 0 {
@@ -164,8 +191,8 @@ func (r *Run) stallError() error {
 	// The advice names the size that was asked for: a budget of a few
 	// samples' size is the usual cause (full-resolution decodes under a
 	// small budget), and a spec may have no batch to speak of.
-	return fmt.Errorf("%w (memory budget %s: %s held by samples: %s, %s inside other stages; %s): raise resources.memory to hold several of the largest samples at once (%s was asked for here), or make them smaller earlier (resize in the decode)",
-		ErrStalled, spec.ByteSize(r.budget.Limit()), spec.ByteSize(r.budget.Used()), where, spec.ByteSize(max(0, rest)), waits, spec.ByteSize(want))
+	return fmt.Errorf("%w (memory budget %s: %s held: %s, %s inside other stages; %s): raise resources.memory to hold several of the largest samples at once (%s was asked for here), or make them smaller earlier (resize in the decode)%s",
+		ErrStalled, spec.ByteSize(r.budget.Limit()), spec.ByteSize(r.budget.Used()), where, spec.ByteSize(max(0, rest)), waits, spec.ByteSize(want), more)
 }
 
 // consumerOf names the stage that reads nd's i-th output.

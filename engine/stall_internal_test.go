@@ -7,6 +7,12 @@ import (
 	"path/filepath"
 	"testing"
 	"time"
+
+	"github.com/piperun/piperun/budget"
+	"github.com/piperun/piperun/plan"
+	"github.com/piperun/piperun/sample"
+	"github.com/piperun/piperun/spec"
+	"github.com/piperun/piperun/stages"
 )
 
 // TestAllParked reads goroutine dumps (runtime.Stack of all goroutines)
@@ -69,5 +75,38 @@ func TestAllParkedLive(t *testing.T) {
 	l.ch <- &chunk{eoe: true, epoch: 3}
 	if it := <-got; !it.eoe || it.epoch != 3 {
 		t.Fatalf("next gave %+v", it)
+	}
+}
+
+// interleaver is the least of an Expander: the stall message reads only
+// its width.
+type interleaver struct{ cycle int }
+
+func (interleaver) Open(context.Context, *sample.Sample) (stages.Stream, error) { return nil, nil }
+func (i interleaver) Interleave() (int, int)                                    { return i.cycle, 1 }
+
+// TestStallErrorNamesReservedMemory: a stuck run's message counts memory
+// a stage reserved for itself (an on-disk cache's 82MiB) apart from the
+// samples, says what it leaves them, and names an interleave's width as
+// something to lower (a new-user test: "83.13MiB inside other stages"
+// hid the cache, and a 3MiB budget reading 8 files of 375KiB records
+// named no cycle_length).
+func TestStallErrorNamesReservedMemory(t *testing.T) {
+	b := budget.New(100 << 20)
+	b.TryAcquire(82 << 20)
+	b.TryAcquire(16 << 20)
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	go b.AcquireAs(ctx, 3<<20, "batch")
+	for n, _ := b.Waiting(); n == 0; n, _ = b.Waiting() {
+		time.Sleep(time.Millisecond)
+	}
+	r := &Run{budget: b, nodes: []*node{
+		{pn: &plan.Node{}, st: &spec.Stage{Name: "records", Type: "tfrecord"}, impl: interleaver{cycle: 8}},
+		{pn: &plan.Node{Reserved: 82 << 20}, st: &spec.Stage{Name: "c", Type: "cache"}},
+	}}
+	want := ErrStalled.Error() + ` (memory budget 100MiB: 98MiB held: none queued between stages, 82MiB reserved by cache "c" for its own use, 16MiB inside other stages; waiting for more: batch (3MiB)): raise resources.memory to hold several of the largest samples at once (3MiB was asked for here), or make them smaller earlier (resize in the decode); or lower cycle_length of tfrecord "records" (8 files open at once, a record of each held); or count the 82MiB reserved in resources.memory: it leaves samples 18MiB`
+	if got := r.stallError().Error(); got != want {
+		t.Errorf("got\n%s\nwant\n%s", got, want)
 	}
 }
