@@ -638,8 +638,11 @@ func (r *Run) runExpand(ctx context.Context, g *errgroup.Group, n *node, x stage
 						k--
 						continue // one bad item; the stream reads on
 					}
-					// A broken frame leaves no way to find the next record,
-					// so the rest of the stream is lost; say so.
+					// Any other error ends the stream (a TFRecord cut short
+					// or undecompressible), so the rest of it is lost; say
+					// so. A bad TFRecord header under skip is an ItemError:
+					// the reader scans to the next valid record and its
+					// message says how many bytes that cost.
 					if herr := n.handle(nil, fmt.Errorf("%w; the rest of %s was not read", err, sl.origin.Describe())); herr != nil {
 						return herr
 					}

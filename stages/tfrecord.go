@@ -28,7 +28,11 @@ func init() {
 			if err != nil {
 				return nil, err
 			}
-			return &tfrecordStage{cfg: c, comp: comp, auto: auto, cycle: c.CycleLength.Resolve(DefaultCycleLength)}, nil
+			// Under on_error: skip a bad header costs the bytes up to the
+			// next valid record, not the rest of the file; under fail the
+			// run stops at it, so there is nothing to scan for.
+			resync := env.Stage != nil && env.Stage.Skip()
+			return &tfrecordStage{cfg: c, comp: comp, auto: auto, resync: resync, cycle: c.CycleLength.Resolve(DefaultCycleLength)}, nil
 		},
 	})
 }
@@ -57,10 +61,11 @@ func checkPathField(cc *spec.CheckContext, field string) {
 }
 
 type tfrecordStage struct {
-	cfg   *TFRecordConfig
-	comp  tfrecord.Compression
-	auto  bool
-	cycle int
+	cfg    *TFRecordConfig
+	comp   tfrecord.Compression
+	auto   bool
+	resync bool
+	cycle  int
 }
 
 func (t *tfrecordStage) Interleave() (int, int) { return t.cycle, t.cfg.BlockLength }
@@ -74,6 +79,7 @@ func (t *tfrecordStage) Open(_ context.Context, in *sample.Sample) (Stream, erro
 	if err != nil {
 		return nil, err
 	}
+	r.SetResync(t.resync)
 	return &recordStream{r: r, c: c, path: path, epoch: in.Epoch}, nil
 }
 
@@ -90,7 +96,10 @@ func (s *recordStream) Next() (*sample.Sample, error) {
 	if err != nil {
 		// A payload that fails its checksum spoils that record alone: the
 		// frame around it was read, so the stream reads on when skipped.
-		if ce, ok := err.(*tfrecord.CorruptError); ok && ce.DataOnly {
+		// So does a bad header the reader resynchronised after: its error
+		// already says how many bytes that cost, and the skip counts it
+		// as one.
+		if ce, ok := err.(*tfrecord.CorruptError); ok && ce.ReadsOn() {
 			return nil, &ItemError{Err: err}
 		}
 		return nil, err

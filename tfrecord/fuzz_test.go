@@ -2,7 +2,9 @@ package tfrecord
 
 import (
 	"bytes"
+	"encoding/binary"
 	"errors"
+	"fmt"
 	"io"
 	"os"
 	"path/filepath"
@@ -35,14 +37,57 @@ func FuzzReader(f *testing.F) {
 			f.Add(b, uint8(Detect(name, b)))
 		}
 	}
+	// Seeds for the resync scan (comp's high bit turns it on): a bad length,
+	// a bad length crc, garbage between records, a header cut short, two
+	// bad headers in a row, and frames near the end whose length check
+	// passes while their data or their length does not fit.
+	{
+		recs := [][]byte{[]byte("first"), {}, bytes.Repeat([]byte{7}, 40), []byte("last one")}
+		b := writeAll(f, None, recs)
+		var offs []int
+		for o, i := 0, 0; i < len(recs); i++ {
+			offs = append(offs, o)
+			o += headerSize + len(recs[i]) + footerSize
+		}
+		mut := func(fn func([]byte) []byte) []byte { return fn(bytes.Clone(b)) }
+		fake := func(n uint64) []byte {
+			h := make([]byte, headerSize)
+			binary.LittleEndian.PutUint64(h, n)
+			binary.LittleEndian.PutUint32(h[8:], MaskedCRC(h[:8]))
+			return h
+		}
+		for _, d := range [][]byte{
+			mut(func(x []byte) []byte { x[offs[1]+2] ^= 8; return x }),
+			mut(func(x []byte) []byte { x[offs[2]+9] ^= 1; return x }),
+			mut(func(x []byte) []byte {
+				return append(append(append([]byte{}, x[:offs[2]]...), "\x00garbage\xff\x01"...), x[offs[2]:]...)
+			}),
+			mut(func(x []byte) []byte { return x[:offs[3]+7] }),
+			mut(func(x []byte) []byte { x[offs[1]] ^= 1; x[offs[2]] ^= 1; return x }),
+			mut(func(x []byte) []byte {
+				x[offs[3]] ^= 1
+				x = append(append(x, fake(2)...), "ab\x00\x00\x00\x00"...)
+				return append(x, fake(100)...)
+			}),
+		} {
+			f.Add(d, uint8(None)|resyncBit)
+			f.Add(compress(f, Gzip, d), uint8(Gzip)|resyncBit)
+		}
+	}
 	f.Fuzz(func(t *testing.T, data []byte, comp uint8) {
 		c := Compression(comp % 3)
+		resync := comp&resyncBit != 0
 		r, err := NewReader(bytes.NewReader(data), c, "fuzz")
 		if err != nil {
 			return
 		}
 		// Keep hostile lengths from allocating much.
 		r.SetMaxRecordSize(1 << 20)
+		if resync {
+			r.SetResync(true)
+			fuzzResync(t, r, data, c)
+			return
+		}
 		var recs [][]byte
 		for {
 			rec, err := r.Next()
@@ -57,7 +102,9 @@ func FuzzReader(f *testing.F) {
 				if ce.Record != len(recs) {
 					t.Fatalf("error names record %d after %d records", ce.Record, len(recs))
 				}
-				if again, _ := r.Next(); again != nil {
+				// A bad payload in an intact frame reads on (found by
+				// this fuzzer once DataOnly came in); other errors stick.
+				if again, _ := r.Next(); again != nil && !ce.DataOnly {
 					t.Fatal("a record after an error")
 				}
 				break
@@ -97,4 +144,109 @@ func FuzzReader(f *testing.F) {
 			}
 		}
 	})
+}
+
+// resyncBit in FuzzReader's comp argument turns resynchronisation on; the
+// low bits still pick the compression, so older corpus entries keep their
+// meaning.
+const resyncBit = 0x80
+
+// fuzzResync reads r, which resynchronises, to its end. For uncompressed
+// input it checks every record and error against refResync.
+func fuzzResync(t *testing.T, r *Reader, data []byte, c Compression) {
+	var got []string
+	for range len(data) + 2 { // each call consumes at least one byte, or ends
+		off, idx := r.Offset(), r.Index()
+		rec, err := r.Next()
+		if err == io.EOF {
+			got = append(got, fmt.Sprintf("eof %d %d", r.Offset(), r.Index()))
+			break
+		}
+		var ce *CorruptError
+		if err != nil && !errors.As(err, &ce) {
+			t.Fatalf("non-corrupt error from in-memory input: %v", err)
+		}
+		if err != nil {
+			if rec != nil {
+				t.Fatal("a record with an error")
+			}
+			if ce.Record != idx || ce.Offset != off {
+				t.Fatalf("error names record %d at %d, the reader was at %d, %d: %v", ce.Record, ce.Offset, idx, off, err)
+			}
+			if !ce.ReadsOn() {
+				if again, _ := r.Next(); again != nil {
+					t.Fatal("a record after an error that ends the stream")
+				}
+				got = append(got, fmt.Sprintf("end %d %d", ce.Record, ce.Offset))
+				break
+			}
+			if ce.Skipped > 0 && (ce.DataOnly || r.Offset() != off+ce.Skipped || r.Index() != idx+1) {
+				t.Fatalf("after skipping %d bytes from %d: at %d, record %d: %v", ce.Skipped, off, r.Offset(), r.Index(), err)
+			}
+			got = append(got, fmt.Sprintf("skip %d %d %d %v", ce.Record, ce.Offset, ce.Skipped, ce.Resumed))
+			continue
+		}
+		got = append(got, fmt.Sprintf("rec %d %d %x", idx, off, rec))
+	}
+	if c != None {
+		return
+	}
+	if want := refResync(data, 1<<20); fmt.Sprint(got) != fmt.Sprint(want) {
+		t.Fatalf("reader:\n%q\nreference:\n%q", got, want)
+	}
+}
+
+// refResync is what a resynchronising reader with the given maximum record
+// size makes of data, written as plainly as possible: the reader's events
+// in fuzzResync's notation.
+func refResync(data []byte, maxSize uint64) []string {
+	var out []string
+	// frame reports whether a whole valid record starts at data[at:], and
+	// its length.
+	frame := func(at int) (int, bool) {
+		if len(data)-at < headerSize {
+			return 0, false
+		}
+		n := binary.LittleEndian.Uint64(data[at:])
+		if n > maxSize || MaskedCRC(data[at:at+8]) != binary.LittleEndian.Uint32(data[at+8:]) {
+			return 0, false
+		}
+		end := at + headerSize + int(n) + footerSize
+		if end > len(data) || MaskedCRC(data[at+headerSize:end-footerSize]) != binary.LittleEndian.Uint32(data[end-footerSize:]) {
+			return 0, false
+		}
+		return int(n), true
+	}
+	off, idx := 0, 0
+	for {
+		if off == len(data) {
+			return append(out, fmt.Sprintf("eof %d %d", off, idx))
+		}
+		if len(data)-off < headerSize {
+			return append(out, fmt.Sprintf("end %d %d", idx, off))
+		}
+		n := binary.LittleEndian.Uint64(data[off:])
+		if MaskedCRC(data[off:off+8]) != binary.LittleEndian.Uint32(data[off+8:]) {
+			at := off + 1
+			for ; at < len(data); at++ {
+				if _, ok := frame(at); ok {
+					break
+				}
+			}
+			out = append(out, fmt.Sprintf("skip %d %d %d %v", idx, off, at-off, at < len(data)))
+			off, idx = at, idx+1
+			continue
+		}
+		if n > maxSize || uint64(len(data)-off-headerSize) < n+footerSize {
+			return append(out, fmt.Sprintf("end %d %d", idx, off))
+		}
+		end := off + headerSize + int(n) + footerSize
+		rec := data[off+headerSize : end-footerSize]
+		if MaskedCRC(rec) != binary.LittleEndian.Uint32(data[end-footerSize:]) {
+			out = append(out, fmt.Sprintf("skip %d %d %d %v", idx, off, 0, false))
+		} else {
+			out = append(out, fmt.Sprintf("rec %d %d %x", idx, off, rec))
+		}
+		off, idx = end, idx+1
+	}
 }

@@ -39,6 +39,11 @@ const (
 	allocChunk = 16 << 20
 
 	maskDelta = 0xa282ead8
+
+	// maxScanLength bounds a length the resync scan will try, so that the
+	// frame size it computes cannot overflow an int whatever
+	// SetMaxRecordSize allowed.
+	maxScanLength = 1<<62 - headerSize - footerSize
 )
 
 // DefaultMaxRecordSize is the largest record a Reader accepts unless told
@@ -159,7 +164,21 @@ type CorruptError struct {
 	// its checksum: the framing is intact, and the next call to Next
 	// reads the record after it.
 	DataOnly bool
+	// Skipped is set only by a reader with resynchronisation on
+	// (SetResync), after a header failed its length check: the number of
+	// bytes from Offset that it passed over, the bad header included.
+	// When Resumed, a whole valid record starts at Offset+Skipped and the
+	// next call to Next returns it; otherwise no valid record followed,
+	// Offset+Skipped is the end of the stream and Next returns io.EOF.
+	Skipped int64
+	Resumed bool
 }
+
+// ReadsOn reports whether the reader got past the damage, so the next call
+// to Next reads on (the next record, or io.EOF) instead of returning this
+// error again: a damaged payload in an intact frame, or a bad header the
+// reader resynchronised after.
+func (e *CorruptError) ReadsOn() bool { return e.DataOnly || e.Skipped > 0 }
 
 // Error formats the error as "tfrecord: FILE: record N at byte offset X: REASON".
 func (e *CorruptError) Error() string {
@@ -182,11 +201,17 @@ func (e *CorruptError) Unwrap() error { return e.Err }
 type Reader struct {
 	br      *bufio.Reader
 	name    string
+	comp    Compression
 	off     int64
 	idx     int
 	maxSize uint64
 	err     error // sticky: once framing is lost nothing after it can be trusted
 	hdr     [headerSize]byte
+	resync  bool
+	// back holds the bytes a resynchronising scan read past the record it
+	// found, in front of the original source; it exists only after a
+	// resync, so the reading of an intact file never goes through it.
+	back *backReader
 }
 
 // NewReader returns a Reader for the records in r, decompressing with c.
@@ -194,7 +219,7 @@ type Reader struct {
 // Zlib the compressed header is read immediately, so a damaged header fails
 // here.
 func NewReader(r io.Reader, c Compression, name string) (*Reader, error) {
-	rd := &Reader{name: name, maxSize: DefaultMaxRecordSize}
+	rd := &Reader{name: name, comp: c, maxSize: DefaultMaxRecordSize}
 	switch c {
 	case None:
 		rd.br = bufio.NewReaderSize(r, bufferSize)
@@ -240,6 +265,19 @@ func (r *Reader) SetMaxRecordSize(n int64) {
 	r.maxSize = uint64(n)
 }
 
+// SetResync turns resynchronisation on or off; it is off unless set. Off, a
+// header that fails its length check ends the stream, as Next has no
+// trustworthy length to read on by. On, the reader instead scans forward
+// from the byte after the bad header's start for the first offset holding a
+// whole valid record (a length that passes its checksum and fits in the
+// rest of the stream, and data that passes its own), and reports the
+// damaged region as one CorruptError with Skipped set (see ReadsOn). The
+// scan reads the decompressed stream, so it works the same for gzip and
+// zlib files; a damaged compressed stream still ends the stream. It costs
+// nothing until a header fails, and is meant for on_error: skip, where
+// losing the rest of a file to one bad header would be silent data loss.
+func (r *Reader) SetResync(on bool) { r.resync = on }
+
 // Offset returns the offset, in the decompressed stream, of the next record's
 // header; after io.EOF it is the stream length.
 func (r *Reader) Offset() int64 { return r.off }
@@ -252,7 +290,8 @@ func (r *Reader) Index() int { return r.idx }
 // may keep. It returns io.EOF after the last record. Damage is reported as a
 // *CorruptError; other read failures are wrapped. A record whose payload
 // alone fails its checksum (CorruptError.DataOnly) is skipped over: the
-// next call reads on. After any other failure Next returns the same error
+// next call reads on, as it does after a bad header when resynchronising
+// (SetResync). After any other failure Next returns the same error
 // forever, because a frame that cannot be read leaves no way to find the
 // next one.
 func (r *Reader) Next() ([]byte, error) {
@@ -261,7 +300,7 @@ func (r *Reader) Next() ([]byte, error) {
 	}
 	rec, err := r.next()
 	if err != nil {
-		if ce, ok := err.(*CorruptError); ok && ce.DataOnly {
+		if ce, ok := err.(*CorruptError); ok && ce.ReadsOn() {
 			return nil, err
 		}
 		r.err = err
@@ -291,6 +330,9 @@ func (r *Reader) next() ([]byte, error) {
 				reason += " (it starts with text: a JSON lines or CSV file?)"
 			}
 		}
+		if r.resync {
+			return nil, r.resynchronise(r.corrupt(reason, nil))
+		}
 		return nil, r.corrupt(reason, nil)
 	}
 	if length > r.maxSize {
@@ -310,6 +352,147 @@ func (r *Reader) next() ([]byte, error) {
 		return nil, ce
 	}
 	return data, nil
+}
+
+// resynchronise scans for the first valid record after the header at r.off,
+// which failed its length check (ce), and returns ce completed with what it
+// found. r.hdr holds that header; the stream has been read up to its end.
+//
+// A candidate offset needs a length that passes its masked CRC, is within
+// the maximum record size and fits in the rest of the stream, and data that
+// passes its CRC too: in a long scan the 32-bit length check alone passes
+// by chance about once per 4 GiB, and a false match near the end would read
+// garbage as a record.
+func (r *Reader) resynchronise(ce *CorruptError) error {
+	bad := r.off
+	// win holds the stream from byte start on; the scan is at win[p].
+	win := make([]byte, 0, 64<<10)
+	win = append(win, r.hdr[1:]...)
+	start, p := bad+1, 0
+	var (
+		eof  bool
+		rerr error
+	)
+	// fill reads until win holds n bytes from p, or the stream ends. It
+	// drops the scanned prefix when win is full, so memory follows the
+	// longest candidate record, not the length of the scan.
+	fill := func(n int) bool {
+		for len(win)-p < n && !eof {
+			if len(win) == cap(win) {
+				if p >= cap(win)/2 {
+					win = win[:copy(win, win[p:])]
+				} else {
+					// Doubling only when full keeps the allocation within
+					// twice the bytes actually received, whatever a
+					// candidate's length claims.
+					nw := make([]byte, len(win)-p, 2*cap(win))
+					copy(nw, win[p:])
+					win = nw
+				}
+				start += int64(p)
+				p = 0
+			}
+			m, err := r.br.Read(win[len(win):cap(win)])
+			win = win[:len(win)+m]
+			if err != nil {
+				eof = true
+				if err != io.EOF {
+					rerr = err
+				}
+			}
+		}
+		return len(win)-p >= n
+	}
+	// A read error ends the stream as EOF would, but the bytes before it
+	// are still scanned: a gzip file cut short yields its records up to
+	// the cut, the resync's included.
+	for ; fill(headerSize); p++ {
+		h := win[p : p+headerSize]
+		n := binary.LittleEndian.Uint64(h)
+		// The cheap bound first: on random bytes it rejects almost every
+		// offset before the CRC is computed.
+		if n > r.maxSize || n > maxScanLength || MaskedCRC(h[:8]) != binary.LittleEndian.Uint32(h[8:]) {
+			continue
+		}
+		end := headerSize + int(n) + footerSize
+		if !fill(end) {
+			continue // too long for what is left: not a record
+		}
+		if MaskedCRC(win[p+headerSize:p+end-footerSize]) != binary.LittleEndian.Uint32(win[p+end-footerSize:p+end]) {
+			continue
+		}
+		at := start + int64(p)
+		ce.Skipped, ce.Resumed = at-bad, true
+		ce.Reason += fmt.Sprintf("; skipped %d bytes to the next valid record, at byte offset %d, and read on from there as record %d (numbering the skipped bytes as one record)", ce.Skipped, at, r.idx+1)
+		r.pushBack(win[p:], rerr)
+		r.off = at
+		r.idx++
+		return ce
+	}
+	if rerr != nil {
+		// A read failure (a damaged compressed stream) is no damage the
+		// scan can step over: this error ends the stream.
+		err := r.readErr(rerr, "the stream ends early")
+		if e, ok := err.(*CorruptError); ok {
+			e.Reason = ce.Reason + "; then, looking for the next valid record: " + e.Reason
+			return e
+		}
+		return fmt.Errorf("%w; then, looking for the next valid record: %w", ce, err)
+	}
+	end := start + int64(len(win))
+	ce.Skipped = end - bad
+	what := "bytes"
+	if r.comp != None {
+		what = "decompressed bytes"
+	}
+	ce.Reason += fmt.Sprintf("; no valid record follows: the rest of the file (%d %s from byte offset %d) was not read", ce.Skipped, what, bad)
+	r.off = end
+	r.idx++
+	return ce
+}
+
+// pushBack puts b, which the reader has read, in front of what it has not,
+// so that the next header is read from b[0]. err, when not nil, is the read
+// error that came after b, returned once b is read.
+func (r *Reader) pushBack(b []byte, err error) {
+	if r.back == nil {
+		// The bytes still buffered in r.br follow b, so r.br becomes the
+		// source behind it.
+		r.back = &backReader{pre: b, src: r.br, err: err}
+		r.br = bufio.NewReaderSize(r.back, bufferSize)
+		return
+	}
+	if err != nil {
+		r.back.err = err
+	}
+	// A later resync: b was read through r.br, which may hold bytes after
+	// it, and in front of those come the pushed-back bytes not yet read.
+	// Keeping one backReader keeps every later read one layer deep.
+	buffered, _ := r.br.Peek(r.br.Buffered())
+	pre := make([]byte, 0, len(b)+len(buffered)+len(r.back.pre))
+	r.back.pre = append(append(append(pre, b...), buffered...), r.back.pre...)
+	r.br.Reset(r.back)
+}
+
+// backReader reads pre, then src; or, when err is set, pre and then err
+// for good, as bufio.Reader would have returned it after the bytes read
+// ahead of it.
+type backReader struct {
+	pre []byte
+	src io.Reader
+	err error
+}
+
+func (b *backReader) Read(p []byte) (int, error) {
+	if len(b.pre) > 0 {
+		n := copy(p, b.pre)
+		b.pre = b.pre[n:]
+		return n, nil
+	}
+	if b.err != nil {
+		return 0, b.err
+	}
+	return b.src.Read(p)
 }
 
 // readFull reads exactly n bytes, growing the buffer as data arrives rather
