@@ -66,6 +66,11 @@ type Manifest struct {
 	// Format is the version of the sample encoding; Open refuses a cache
 	// written in another format rather than misread it.
 	Format int `json:"format"`
+	// Damaged, when set, says why the cache cannot be used: a run found
+	// its store damaged or a sample corrupt, or (set by List, never
+	// written) its manifest cannot be read. Prune removes damaged caches
+	// whatever their age.
+	Damaged string `json:"damaged,omitempty"`
 }
 
 // Cache is an open on-disk cache. Its methods are safe for concurrent use.
@@ -165,6 +170,7 @@ func openExclusive(path, fingerprint string, meta Manifest, opts Options) (*Cach
 		if c.db != nil {
 			c.db.Close()
 		}
+		c.markDamaged(err)
 		lock.unlock()
 		return nil, err
 	}
@@ -283,7 +289,7 @@ func (c *Cache) open(fingerprint string, meta Manifest) error {
 		return err
 	default:
 		if old.Fingerprint != fingerprint {
-			return fmt.Errorf("cache: %s holds fingerprint %q, not %q", c.dir, old.Fingerprint, fingerprint)
+			return misnamed(c.dir, old.Fingerprint, fingerprint)
 		}
 		if old.Format != codecVersion {
 			return fmt.Errorf("cache: %s was written in sample format %d, this piperun reads %d; remove it", c.dir, old.Format, codecVersion)
@@ -298,6 +304,10 @@ func (c *Cache) open(fingerprint string, meta Manifest) error {
 		if meta.Describe != "" {
 			c.man.Describe = meta.Describe
 		}
+		// A mark left by an earlier run is tried again, not trusted: the
+		// damage may have been repaired (a file restored from a backup).
+		// An open that fails again marks the cache again.
+		c.man.Damaged = ""
 	}
 	c.man.LastUsed = now
 	// The manifest goes first: a directory with a database but no manifest
@@ -369,10 +379,32 @@ func (c *Cache) openDB(readOnly bool) error {
 		if strings.Contains(err.Error(), "Cannot acquire directory lock") {
 			return fmt.Errorf("cache: %s is in use by another process: %w", c.dir, err)
 		}
+		// Badger's own words ("file does not exist for table 1") name
+		// neither the cache nor a way out.
+		if !systemRefusal(err) {
+			return &DamagedError{Dir: c.dir, Reason: fmt.Sprintf("its Badger store %s does not open (%v)", path, err), Err: err}
+		}
 		return fmt.Errorf("cache: open %s: %w", c.dir, err)
 	}
 	c.db, c.readOnly = db, false
 	return c.scan()
+}
+
+// systemRefusal reports whether err, from opening a Badger store, is the
+// system refusing (permissions, a read-only or full disk, too few file
+// descriptors or too little memory, a failing disk) rather than a damaged
+// store: removing the cache would not cure it.
+func systemRefusal(err error) bool {
+	var errno syscall.Errno
+	if !errors.As(err, &errno) {
+		return false
+	}
+	switch errno {
+	case syscall.EACCES, syscall.EPERM, syscall.EROFS, syscall.ENOSPC, syscall.EDQUOT, syscall.EMFILE,
+		syscall.ENFILE, syscall.ENOMEM, syscall.EIO, syscall.EAGAIN, syscall.EINTR, syscall.EBUSY:
+		return true
+	}
+	return false
 }
 
 // scan counts the stored keys without reading values.
@@ -384,7 +416,7 @@ func (c *Cache) scan() error {
 			item := it.Item()
 			id, ok := keyID(item.Key())
 			if !ok {
-				return fmt.Errorf("cache: %s: unexpected key %x", c.dir, item.Key())
+				return &DamagedError{Dir: c.dir, Reason: fmt.Sprintf("its Badger store holds a key piperun never writes (%x)", item.Key())}
 			}
 			c.count++
 			c.bytes += item.ValueSize()
@@ -511,6 +543,7 @@ func (c *Cache) stored(id int64) (size int64, found bool, err error) {
 	})
 	var ce *CorruptError
 	if errors.As(err, &ce) {
+		c.markCorrupt(ce)
 		return 0, false, ce
 	}
 	if err != nil {
@@ -538,9 +571,10 @@ type CorruptError struct {
 
 func (e *CorruptError) Error() string {
 	// Badger logs a value log checksum mismatch (or a value cut short by a
-	// truncated file) and hands back an empty value instead of an error,
-	// so an empty value is all that is left of the cause here.
-	cause := "checksum mismatch or truncated value"
+	// truncated file, or one in a value log file that was deleted) and
+	// hands back an empty value instead of an error, so an empty value is
+	// all that is left of the cause here.
+	cause := "checksum mismatch, truncated value or missing value log file"
 	if e.Err != nil {
 		cause = e.Err.Error()
 	}
@@ -557,6 +591,76 @@ func (e *CorruptError) Is(target error) bool { return target == ErrCorrupt }
 
 func (c *Cache) corrupt(id int64, err error) *CorruptError {
 	return &CorruptError{Dir: c.dir, ID: id, Err: err}
+}
+
+// ErrDamaged matches, with errors.Is, every error reporting a cache that
+// cannot be opened because its files are damaged; the error itself is a
+// *DamagedError.
+var ErrDamaged = errors.New("cache: damaged")
+
+// DamagedError reports a cache whose manifest or Badger store cannot be
+// read. Nothing in it can be trusted, so it must be removed and filled
+// again; see Error for how.
+type DamagedError struct {
+	// Dir is the cache's directory, DIR/<fingerprint>.
+	Dir string
+	// Reason says which file is damaged and how, naming it by its path.
+	Reason string
+	// Err is the error that revealed the damage, if any.
+	Err error
+}
+
+func (e *DamagedError) Error() string {
+	// "prune --damaged" removes only damaged caches: the healthy ones
+	// next to it may have cost hours to fill.
+	return fmt.Sprintf("cache %s is damaged: %s; remove it (rm -r %s) or run \"piperun cache prune %s --damaged\", "+
+		"then run again to refill it", e.Dir, e.Reason, e.Dir, filepath.Dir(e.Dir))
+}
+
+// Unwrap returns the error that revealed the damage.
+func (e *DamagedError) Unwrap() error { return e.Err }
+
+// Is makes errors.Is(err, ErrDamaged) true for every DamagedError.
+func (e *DamagedError) Is(target error) bool { return target == ErrDamaged }
+
+// misnamed is the error of a manifest that names another fingerprint than
+// its directory's: copied or edited by hand, it describes some other
+// cache, so nothing says what this store holds.
+func misnamed(dir, got, want string) *DamagedError {
+	return &DamagedError{Dir: dir, Reason: fmt.Sprintf("manifest %s names fingerprint %q, not %q",
+		filepath.Join(dir, manifestName), got, want)}
+}
+
+// markDamaged records in the manifest why an open of the cache failed, if
+// err says its files are damaged, so that List shows it and Prune removes
+// it. Only a cache whose manifest was read is marked: a manifest that
+// cannot be read is found damaged by List anyway, and is kept as it is
+// for whoever looks into why. The caller holds the exclusive lock.
+func (c *Cache) markDamaged(err error) {
+	var de *DamagedError
+	if !errors.As(err, &de) || c.man.Fingerprint == "" || filepath.Base(c.dir) != c.man.Fingerprint {
+		return
+	}
+	c.man.Damaged = de.Reason
+	// Best effort: the open fails with the same words either way.
+	if werr := writeManifest(c.dir, c.man); werr != nil {
+		c.logf("cache: %s: recording the damage in the manifest: %v", c.dir, werr)
+	}
+}
+
+// markCorrupt records a corrupt sample that a read found, like
+// markDamaged. The caller holds c.mu. Readers sharing a complete cache
+// may each write it, as they write LastUsed: the manifest is replaced
+// whole, so the last one wins with the same words.
+func (c *Cache) markCorrupt(err error) {
+	var ce *CorruptError
+	if !errors.As(err, &ce) || c.man.Damaged != "" {
+		return
+	}
+	c.man.Damaged = fmt.Sprintf("sample %d is corrupt", ce.ID)
+	if werr := writeManifest(c.dir, c.man); werr != nil {
+		c.logf("cache: %s: recording the damage in the manifest: %v", c.dir, werr)
+	}
 }
 
 // decodeStored decodes the stored value of id. Every sample's encoding
@@ -726,6 +830,7 @@ func (c *Cache) Get(id int64) (s *sample.Sample, found bool, err error) {
 	})
 	var ce *CorruptError
 	if errors.As(err, &ce) {
+		c.markCorrupt(ce)
 		return nil, false, ce // it names the cache and the sample already
 	}
 	if err != nil {
@@ -841,6 +946,11 @@ func (c *Cache) Iterate(ctx context.Context, fn func(s *sample.Sample) error) er
 	}
 	cancel()
 	wg.Wait()
+	if errors.Is(err, ErrCorrupt) {
+		c.mu.Lock()
+		c.markCorrupt(err)
+		c.mu.Unlock()
+	}
 	if err == nil {
 		// The reader stops quietly when the caller's context ends.
 		err = parent.Err()
@@ -876,14 +986,18 @@ func (c *Cache) Close() error {
 	return errors.Join(errs...)
 }
 
+// readManifest reads dir's manifest. One that does not parse is a
+// *DamagedError; one that cannot be read is the error of the read, which
+// names the file.
 func readManifest(dir string) (Manifest, error) {
 	var m Manifest
-	b, err := os.ReadFile(filepath.Join(dir, manifestName))
+	path := filepath.Join(dir, manifestName)
+	b, err := os.ReadFile(path)
 	if err != nil {
 		return m, err
 	}
 	if err := json.Unmarshal(b, &m); err != nil {
-		return m, fmt.Errorf("cache: %s: %w", filepath.Join(dir, manifestName), err)
+		return Manifest{}, &DamagedError{Dir: dir, Reason: fmt.Sprintf("manifest %s does not parse (%v)", path, err), Err: err}
 	}
 	return m, nil
 }
@@ -945,6 +1059,12 @@ func writeManifest(dir string, m Manifest) error {
 // first. It reads only manifest files, so it works while other processes
 // have caches open. Directories without a manifest are not caches and are
 // skipped; a missing dir holds no caches.
+//
+// A cache whose manifest cannot be read or names another fingerprint is
+// listed all the same, so that one damaged cache hides none of the
+// others: its manifest has the directory's name as Fingerprint, the
+// manifest file's modification time as LastUsed, and Damaged saying what
+// is wrong.
 func List(dir string) ([]Manifest, error) {
 	entries, err := os.ReadDir(dir)
 	if errors.Is(err, os.ErrNotExist) {
@@ -958,12 +1078,16 @@ func List(dir string) ([]Manifest, error) {
 		if !e.IsDir() || !fingerprintRE.MatchString(e.Name()) {
 			continue
 		}
-		m, err := readManifest(filepath.Join(dir, e.Name()))
+		path := filepath.Join(dir, e.Name())
+		m, err := readManifest(path)
 		if errors.Is(err, os.ErrNotExist) {
 			continue
 		}
+		if err == nil && m.Fingerprint != e.Name() {
+			err = misnamed(path, m.Fingerprint, e.Name())
+		}
 		if err != nil {
-			return nil, fmt.Errorf("cache: list: %w", err)
+			m = unreadable(path, err)
 		}
 		out = append(out, m)
 	}
@@ -976,20 +1100,42 @@ func List(dir string) ([]Manifest, error) {
 	return out, nil
 }
 
+// unreadable is the manifest List gives for a cache at path whose
+// manifest could not be read: err says why.
+func unreadable(path string, err error) Manifest {
+	m := Manifest{Fingerprint: filepath.Base(path), Damaged: err.Error()}
+	var de *DamagedError
+	if errors.As(err, &de) {
+		m.Damaged = de.Reason
+	}
+	if fi, err := os.Lstat(filepath.Join(path, manifestName)); err == nil {
+		m.LastUsed = fi.ModTime()
+	}
+	return m
+}
+
 // Prune removes caches under dir last used more than olderThan before now
 // (any age when olderThan is 0), always keeping the keepLast most recently
-// used ones. A cache in use by a process is never removed, whatever its
-// age; it is skipped, not reported as an error. Prune returns the
-// manifests of the caches it removed, and of those it would have removed
-// but found in use.
+// used ones. Damaged caches (Manifest.Damaged) are removed whatever their
+// age and count for none of the keepLast: none of them can be read. A
+// cache in use by a process is never removed, whatever its age or damage;
+// it is skipped, not reported as an error. Prune returns the manifests of
+// the caches it removed, and of those it would have removed but found in
+// use; a cache it fails to remove does not stop it removing the others,
+// and the errors come back joined.
 func Prune(dir string, olderThan time.Duration, keepLast int, now time.Time) (removed, inUse []Manifest, err error) {
 	all, err := List(dir)
 	if err != nil {
 		return nil, nil, err
 	}
-	for i, m := range all {
-		if i < keepLast || now.Sub(m.LastUsed) <= olderThan {
-			continue
+	var errs []error
+	healthy := 0
+	for _, m := range all {
+		if m.Damaged == "" {
+			healthy++
+			if healthy <= keepLast || now.Sub(m.LastUsed) <= olderThan {
+				continue
+			}
 		}
 		err := remove(filepath.Join(dir, m.Fingerprint))
 		var locked errLocked
@@ -998,11 +1144,12 @@ func Prune(dir string, olderThan time.Duration, keepLast int, now time.Time) (re
 			continue
 		}
 		if err != nil {
-			return removed, inUse, fmt.Errorf("cache: prune %s: %w", m.Fingerprint, err)
+			errs = append(errs, fmt.Errorf("cache: prune %s: %w", filepath.Join(dir, m.Fingerprint), err))
+			continue
 		}
 		removed = append(removed, m)
 	}
-	return removed, inUse, nil
+	return removed, inUse, errors.Join(errs...)
 }
 
 // Remove deletes the cache DIR/<fingerprint>. It fails if a process has

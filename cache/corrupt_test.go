@@ -184,7 +184,7 @@ func TestCorruptErrorEmptyValue(t *testing.T) {
 	if !errors.As(err, &ce) || ce.ID != 4 || ce.Err == nil || !errors.Is(err, errTruncated) {
 		t.Errorf("truncated value: %#v", err)
 	}
-	want := `cache caches/fp: sample 3 is corrupt (checksum mismatch or truncated value); remove the directory (rm -r caches/fp) ` +
+	want := `cache caches/fp: sample 3 is corrupt (checksum mismatch, truncated value or missing value log file); remove the directory (rm -r caches/fp) ` +
 		`or run "piperun cache prune caches --older-than 0" (it removes every cache there that no process uses), then run again to refill it`
 	if got := c.corrupt(3, nil).Error(); got != want {
 		t.Errorf("message\n%s\nwant\n%s", got, want)

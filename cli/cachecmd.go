@@ -31,12 +31,22 @@ func cacheCmd(g *globals) *cobra.Command {
 	var format string
 	ls := &cobra.Command{
 		Use:   "ls DIR|SPEC...",
-		Short: "List caches: fingerprint, pipeline, stage, samples, size, complete or partial and in use, last used",
+		Short: "List caches: fingerprint, pipeline, stage, samples, size, complete, partial or damaged and in use, last used",
 		Args:  minArgs(1, "a cache directory or spec"),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			ms, err := g.caches(args)
 			if err != nil {
 				return err
+			}
+			// A damaged cache is listed like the others and the listing
+			// succeeds: it is an inventory, and damage is a state of one
+			// cache, as an unhealthy container is to "docker ps". Why it
+			// is damaged, and the way out, go to stderr, where a script
+			// reading stdout is not disturbed and a person still sees it.
+			for _, m := range ms {
+				if m.Damaged != "" {
+					fmt.Fprintln(g.stderr, "piperun:", m.damage())
+				}
 			}
 			if format == "json" {
 				return writeJSON(g.stdout, ms)
@@ -44,8 +54,12 @@ func cacheCmd(g *globals) *cobra.Command {
 			tw := tabwriter.NewWriter(g.stdout, 0, 0, 2, ' ', 0)
 			fmt.Fprintln(tw, "FINGERPRINT\tPIPELINE\tSTAGE\tSAMPLES\tSIZE\tSTATE\tLAST USED\tDIR")
 			for _, m := range ms {
-				fmt.Fprintf(tw, "%s\t%s\t%s\t%d\t%s\t%s\t%s\t%s\n", m.Fingerprint, m.Pipeline, m.Stage, m.Samples,
-					spec.ByteSize(m.Bytes), m.state(), m.LastUsed.Local().Format("2006-01-02 15:04:05"), filepath.Join(m.dir, m.Fingerprint))
+				pipeline, stage, samples, size := dash(m.Pipeline), dash(m.Stage), "-", "-"
+				if !m.unread() {
+					samples, size = strconv.FormatInt(m.Samples, 10), spec.ByteSize(m.Bytes).String()
+				}
+				fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n", m.Fingerprint, pipeline, stage, samples,
+					size, m.state(), m.LastUsed.Local().Format("2006-01-02 15:04:05"), filepath.Join(m.dir, m.Fingerprint))
 			}
 			return tw.Flush()
 		},
@@ -77,35 +91,56 @@ func cacheCmd(g *globals) *cobra.Command {
 	}
 	var olderThan age
 	var keepLast int
+	var damaged bool
 	prune := &cobra.Command{
-		Use:   "prune DIR|SPEC... [--older-than D] [--keep-last N]",
-		Short: "Remove caches last used longer ago than --older-than, keeping the --keep-last most recent; caches in use are never removed",
-		Args:  minArgs(1, "a cache directory or spec"),
+		Use:   "prune DIR|SPEC... [--older-than D] [--keep-last N] [--damaged]",
+		Short: "Remove caches last used longer ago than --older-than, keeping the --keep-last most recent, and damaged caches; caches in use are never removed",
+		Long: "Remove caches last used longer ago than --older-than, keeping the --keep-last most recent.\n" +
+			"Damaged caches (a manifest that does not parse, a store a run could not open or read) are\n" +
+			"removed by every prune, whatever their age, and count for none of --keep-last; --damaged\n" +
+			"alone removes only them. Caches in use by a piperun process are never removed.",
+		Args: minArgs(1, "a cache directory or spec"),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			if !cmd.Flags().Changed("older-than") && !cmd.Flags().Changed("keep-last") {
-				return exit(ExitUsage, fmt.Errorf("prune: give --older-than and/or --keep-last (prune removes nothing by default)"))
+			ageSet, keepSet := cmd.Flags().Changed("older-than"), cmd.Flags().Changed("keep-last")
+			if !ageSet && !keepSet && !damaged {
+				return exit(ExitUsage, fmt.Errorf("prune: give --older-than and/or --keep-last, or --damaged (prune removes nothing by default)"))
 			}
 			if olderThan < 0 || keepLast < 0 {
 				return exit(ExitUsage, fmt.Errorf("prune: --older-than and --keep-last cannot be negative"))
+			}
+			limit := time.Duration(olderThan)
+			if !ageSet && !keepSet {
+				limit = math.MaxInt64 // --damaged alone: no healthy cache is old enough
+			} else if !ageSet {
+				limit = 0 // --keep-last alone: every cache beyond the last N
 			}
 			dirs, err := g.cacheDirs(args)
 			if err != nil {
 				return err
 			}
+			var errs []error
 			for _, d := range dirs {
-				removed, inUse, err := cache.Prune(d, time.Duration(olderThan), keepLast, time.Now())
+				removed, inUse, err := cache.Prune(d, limit, keepLast, time.Now())
 				for _, m := range removed {
+					if m.Damaged != "" {
+						fmt.Fprintf(g.stdout, "removed %s%s: damaged: %s\n", filepath.Join(d, m.Fingerprint), whose(m, ""), m.Damaged)
+						continue
+					}
 					fmt.Fprintf(g.stdout, "removed %s (%s/%s, %d samples, %s)\n", filepath.Join(d, m.Fingerprint), m.Pipeline, m.Stage, m.Samples, spec.ByteSize(m.Bytes))
 				}
 				for _, m := range inUse {
-					fmt.Fprintf(g.stdout, "kept %s (%s/%s): in use by another piperun process\n", filepath.Join(d, m.Fingerprint), m.Pipeline, m.Stage)
+					fmt.Fprintf(g.stdout, "kept %s%s: in use by another piperun process\n", filepath.Join(d, m.Fingerprint), whose(m, "damaged"))
 				}
 				if len(removed) == 0 && len(inUse) == 0 && err == nil {
 					fmt.Fprintf(g.stdout, "%s: nothing to remove\n", d)
 				}
+				// One directory's failure leaves the others to prune.
 				if err != nil {
-					return exit(ExitFailed, err)
+					errs = append(errs, err)
 				}
+			}
+			if len(errs) > 0 {
+				return exit(ExitFailed, errors.Join(errs...))
 			}
 			return nil
 		},
@@ -114,6 +149,7 @@ func cacheCmd(g *globals) *cobra.Command {
 	// Unset means no age limit; "0s" would read as a limit that removes all.
 	prune.Flags().Lookup("older-than").DefValue = ""
 	prune.Flags().IntVar(&keepLast, "keep-last", 0, "always keep this many most recently used caches per directory")
+	prune.Flags().BoolVar(&damaged, "damaged", false, "remove damaged caches (every prune does); alone, remove only them")
 	cmd.AddCommand(ls, info, prune)
 	return cmd
 }
@@ -139,10 +175,14 @@ func (d dirManifest) MarshalJSON() ([]byte, error) {
 	}{plain(d.Manifest), filepath.Join(d.dir, d.Fingerprint), d.use, d.pids})
 }
 
-// state is the STATE column: complete or partial, and how it is in use.
+// state is the STATE column: complete, partial or damaged, and how it is
+// in use.
 func (d dirManifest) state() string {
 	s := "partial"
-	if d.Complete {
+	switch {
+	case d.Damaged != "":
+		s = "damaged"
+	case d.Complete:
 		s = "complete"
 	}
 	switch d.use {
@@ -150,6 +190,42 @@ func (d dirManifest) state() string {
 		s += fmt.Sprintf(", being written (pid %d)", d.pids[0])
 	case cache.Reading:
 		s += fmt.Sprintf(", being read (%d %s)", len(d.pids), noun(int64(len(d.pids)), "process", "processes"))
+	}
+	return s
+}
+
+// unread reports whether the cache's manifest could not be read, so that
+// its counts are unknown rather than 0.
+func (d dirManifest) unread() bool { return d.Damaged != "" && d.Created.IsZero() }
+
+// damage is the error telling why the cache is damaged and the way out.
+func (d dirManifest) damage() error {
+	return &cache.DamagedError{Dir: filepath.Join(d.dir, d.Fingerprint), Reason: d.Damaged}
+}
+
+// whose is the cache's pipeline and stage in parentheses, followed by
+// the word damaged when the cache is damaged and the caller passes it (a
+// line that names the damage itself passes ""). A cache whose manifest
+// could not be read has no pipeline or stage: with nothing to say, whose
+// is empty.
+func whose(m cache.Manifest, damaged string) string {
+	var parts []string
+	if m.Pipeline != "" || m.Stage != "" {
+		parts = append(parts, m.Pipeline+"/"+m.Stage)
+	}
+	if m.Damaged != "" && damaged != "" {
+		parts = append(parts, damaged)
+	}
+	if len(parts) == 0 {
+		return ""
+	}
+	return " (" + strings.Join(parts, ", ") + ")"
+}
+
+// dash stands in for an unknown pipeline or stage.
+func dash(s string) string {
+	if s == "" {
+		return "-"
 	}
 	return s
 }
