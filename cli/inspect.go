@@ -49,11 +49,8 @@ func inspectCmd(g *globals) *cobra.Command {
 			if rep == nil {
 				return exit(ExitFailed, err)
 			}
-			// A damaged file still shows the records before the damage,
-			// and the JSON carries the error, for a script to read.
-			if err != nil {
-				rep.Error = err.Error()
-			}
+			// A damaged file still shows its readable records, and the
+			// JSON carries the errors, for a script to read.
 			if format == "json" {
 				if err := writeJSON(g.stdout, rep); err != nil {
 					return exit(ExitFailed, err)
@@ -79,9 +76,21 @@ type inspectReport struct {
 	Compression string          `json:"compression"`
 	Records     int             `json:"records"`
 	Shown       []inspectRecord `json:"shown"`
-	// Error is why the file could not be read to its end: Records then
-	// counts the records before the damage.
+	// Damaged lists the damage that the reader got past, each as its
+	// error: a record whose data fails its checksum, or a stretch from a
+	// bad header to the next valid record. A tfrecord stage with
+	// on_error: skip skips the same, one skip each, and reads the
+	// records between them, which Records counts.
+	Damaged []string `json:"damaged,omitempty"`
+	// Error is the first damage (Damaged[0]) or, when nothing follows
+	// it, why the file could not be read to its end.
 	Error string `json:"error,omitempty"`
+	// Ended is set when the file could not be read to its end (a cut or
+	// an undecompressible stream): Records counts the records before it.
+	Ended bool `json:"ended,omitempty"`
+	// lastToEnd is set when the last of Damaged runs to the end of the
+	// file, so Ended adds no further error.
+	lastToEnd bool
 }
 
 type inspectRecord struct {
@@ -167,25 +176,48 @@ func inspectFile(path string, n int) (*inspectReport, error) {
 	if err != nil {
 		return nil, err
 	}
+	// Read past damage as a tfrecord stage under on_error: skip does, so
+	// that the count says what a run would get, not only what comes
+	// before the first bad byte.
+	r.SetResync(true)
 	rep := &inspectReport{File: path, Compression: compressionName(comp), Shown: []inspectRecord{}}
+	var errs []error
+	// done records the damage found, if any, in rep and returns it.
+	done := func() (*inspectReport, error) {
+		if len(errs) > 0 {
+			rep.Error = errs[0].Error()
+		}
+		return rep, errors.Join(errs...)
+	}
 	for {
+		idx := r.Index()
 		rec, err := r.Next()
 		if err == io.EOF {
-			break
+			return done()
 		}
 		if err != nil {
 			var ce *tfrecord.CorruptError
-			if errors.As(err, &ce) {
-				return rep, err
+			if !errors.As(err, &ce) {
+				err = fmt.Errorf("%s: record %d at byte offset %d: %w", path, r.Index(), r.Offset(), err)
 			}
-			return rep, fmt.Errorf("%s: record %d at byte offset %d: %w", path, r.Index(), r.Offset(), err)
+			errs = append(errs, err)
+			if ce != nil && ce.ReadsOn() {
+				rep.Damaged = append(rep.Damaged, err.Error())
+				// A bad header with no valid record after it runs
+				// to the end: the next Next says io.EOF.
+				if ce.Skipped > 0 && !ce.Resumed {
+					rep.Ended, rep.lastToEnd = true, true
+				}
+				continue
+			}
+			rep.Ended = true
+			return done()
 		}
-		if rep.Records < n {
-			rep.Shown = append(rep.Shown, describeRecord(rep.Records, rec))
+		if len(rep.Shown) < n {
+			rep.Shown = append(rep.Shown, describeRecord(idx, rec))
 		}
 		rep.Records++
 	}
-	return rep, nil
 }
 
 func describeRecord(i int, rec []byte) inspectRecord {
@@ -305,9 +337,19 @@ func quotePreview(b []byte) string {
 
 func (rep *inspectReport) text(w io.Writer) {
 	fmt.Fprintf(w, "file: %s\ncompression: %s\n", rep.File, rep.Compression)
-	if rep.Error != "" {
+	switch {
+	case len(rep.Damaged) > 0:
+		fmt.Fprintf(w, "records: %d readable, %d damaged (each one skip under on_error: skip)", rep.Records, len(rep.Damaged))
+		switch {
+		case rep.lastToEnd:
+			fmt.Fprint(w, ", the last to the end of the file")
+		case rep.Ended:
+			fmt.Fprint(w, ", then the file is damaged to its end")
+		}
+		fmt.Fprintln(w, "; the errors follow")
+	case rep.Ended:
 		fmt.Fprintf(w, "records: %d readable, then the file is damaged (the error follows)\n", rep.Records)
-	} else {
+	default:
 		fmt.Fprintf(w, "records: %d\n", rep.Records)
 	}
 	for _, r := range rep.Shown {

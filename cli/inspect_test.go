@@ -3,6 +3,7 @@ package cli_test
 import (
 	"bytes"
 	"encoding/json"
+	"fmt"
 	"math"
 	"os"
 	"path/filepath"
@@ -268,21 +269,85 @@ func TestInspectCorrupt(t *testing.T) {
 	// the error (found by a new-user test: a file damaged at record 16
 	// showed nothing, and --format json printed nothing to parse).
 	r = run(t, "inspect", "--records", "3", bad)
-	if r.code != 1 || !strings.Contains(r.stdout, "records: 2 readable, then the file is damaged") ||
+	if r.code != 1 || !strings.Contains(r.stdout, "records: 2 readable, 1 damaged (each one skip under on_error: skip); the errors follow\n") ||
 		!strings.Contains(r.stdout, "record 1: not a tf.train.Example") || strings.Contains(r.stdout, "record 2") {
 		t.Errorf("got %s\nwant exit 1, records 0 and 1 shown, and the count before the damage", r)
 	}
 	r = run(t, "inspect", "--format", "json", bad)
-	var rep struct {
+	type report struct {
 		Records int `json:"records"`
 		Shown   []struct {
 			Index int `json:"index"`
 		} `json:"shown"`
-		Error string `json:"error"`
+		Damaged []string `json:"damaged"`
+		Error   string   `json:"error"`
+		Ended   bool     `json:"ended"`
 	}
+	var rep report
 	if err := json.Unmarshal([]byte(r.stdout), &rep); r.code != 1 || err != nil || rep.Records != 2 || len(rep.Shown) != 2 ||
-		!strings.Contains(rep.Error, bad+": record 2 at byte offset 38: ") {
+		!strings.Contains(rep.Error, bad+": record 2 at byte offset 38: ") || len(rep.Damaged) != 1 || rep.Damaged[0] != rep.Error || rep.Ended {
 		t.Errorf("json: got %s (%v)\nwant exit 1, 2 records and the error", r, err)
+	}
+
+	// Damage in the middle is read past, as a tfrecord stage under
+	// on_error: skip does (a new-user test: inspect gave up at one bad
+	// checksum where the run read the other 149 records): a bad payload
+	// in record 1 of 5, a bad header in record 3. The records after each
+	// are counted and shown under their numbers in the file.
+	buf.Reset()
+	w = tfrecord.NewWriter(&buf, tfrecord.None)
+	for _, s := range []string{"r0", "r1", "r2", "r3", "r4"} {
+		if err := w.Write([]byte(s)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	w.Close()
+	b = buf.Bytes()
+	const frame = 8 + 4 + 2 + 4
+	b[1*frame+12] ^= 0x01 // record 1's first data byte
+	b[3*frame+0] ^= 0x01  // record 3's length
+	if err := os.WriteFile(bad, b, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	r = run(t, "inspect", "--format", "json", "--records", "5", bad)
+	rep = report{}
+	if err := json.Unmarshal([]byte(r.stdout), &rep); r.code != 1 || err != nil {
+		t.Fatalf("json: got %s (%v)\nwant exit 1", r, err)
+	}
+	var shown []int
+	for _, s := range rep.Shown {
+		shown = append(shown, s.Index)
+	}
+	if rep.Records != 3 || fmt.Sprint(shown) != "[0 2 4]" || len(rep.Damaged) != 2 || rep.Ended ||
+		!strings.Contains(rep.Damaged[0], "record 1 at byte offset 18: data crc mismatch") ||
+		!strings.Contains(rep.Damaged[1], "record 3 at byte offset 54: length crc mismatch") ||
+		!strings.Contains(rep.Damaged[1], "skipped 18 bytes to the next valid record, at byte offset 72") {
+		t.Errorf("json: got %+v\nwant records 0, 2 and 4 read, 1 and 3 damaged", rep)
+	}
+	r = run(t, "inspect", "--records", "0", bad)
+	if r.code != 1 || !strings.Contains(r.stdout, "records: 3 readable, 2 damaged (each one skip under on_error: skip); the errors follow\n") ||
+		strings.Count(r.stderr, bad+": record ") != 2 {
+		t.Errorf("got %s\nwant 3 readable, 2 damaged, both errors on stderr", r)
+	}
+	// With the file cut inside record 4, the scan after record 3's bad
+	// header finds nothing to read on from.
+	if err := os.WriteFile(bad, b[:len(b)-3], 0o644); err != nil {
+		t.Fatal(err)
+	}
+	r = run(t, "inspect", "--records", "0", bad)
+	if r.code != 1 || !strings.Contains(r.stdout, "records: 2 readable, 2 damaged (each one skip under on_error: skip), the last to the end of the file; the errors follow\n") ||
+		!strings.Contains(r.stderr, "record 3 at byte offset 54: length crc mismatch") || !strings.Contains(r.stderr, "no valid record follows") {
+		t.Errorf("got %s\nwant 2 readable, 2 damaged, the last to the end", r)
+	}
+	// Damage that ends the file after a skipped one says both.
+	b[3*frame+0] ^= 0x01 // record 3 intact again
+	if err := os.WriteFile(bad, b[:len(b)-3], 0o644); err != nil {
+		t.Fatal(err)
+	}
+	r = run(t, "inspect", "--records", "0", bad)
+	if r.code != 1 || !strings.Contains(r.stdout, "records: 3 readable, 1 damaged (each one skip under on_error: skip), then the file is damaged to its end; the errors follow\n") ||
+		!strings.Contains(r.stderr, "record 4 at byte offset 72: truncated") {
+		t.Errorf("got %s\nwant 3 readable, 1 damaged, then the cut", r)
 	}
 }
 

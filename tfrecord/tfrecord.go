@@ -12,6 +12,7 @@ package tfrecord
 
 import (
 	"bufio"
+	"bytes"
 	"compress/flate"
 	"compress/gzip"
 	"compress/zlib"
@@ -150,6 +151,21 @@ func Detect(path string, head []byte) Compression {
 	return None
 }
 
+// looksLike says, as a parenthesis to add to an error, which compression
+// the first bytes of a file point to when it is not the one it was read
+// with (declared), or "" when they point nowhere else.
+func looksLike(head []byte, declared Compression) string {
+	if len(head) < 2 {
+		return ""
+	}
+	got := Detect("", head)
+	if got == declared || (got == None && !ValidHeader(head)) {
+		return ""
+	}
+	what := map[Compression]string{None: "an uncompressed TFRecord", Gzip: "a gzip file", Zlib: "a zlib stream"}[got]
+	return fmt.Sprintf(" (it starts like %s: read it as %s, or with auto, which detects it)", what, got)
+}
+
 // CorruptError reports a record that cannot be read: a bad checksum, a
 // truncated frame, an oversized length or a damaged compressed stream. In a
 // CRC mismatch reason, "got" is the masked CRC computed from the bytes read
@@ -240,6 +256,14 @@ func NewReader(r io.Reader, c Compression, name string) (*Reader, error) {
 		zr  io.ReadCloser
 		err error
 	)
+	// The first bytes, kept to say what the file looks like if the
+	// compression's header does not parse: a wrong compression setting is
+	// a likelier cause than a damaged file.
+	var head []byte
+	if p, ok := src.(interface{ Peek(int) ([]byte, error) }); ok {
+		head, _ = p.Peek(headerSize)
+		head = bytes.Clone(head)
+	}
 	if c == Gzip {
 		zr, err = gzip.NewReader(src)
 	} else {
@@ -249,7 +273,7 @@ func NewReader(r io.Reader, c Compression, name string) (*Reader, error) {
 		if errors.Is(err, io.EOF) {
 			err = io.ErrUnexpectedEOF
 		}
-		return nil, &CorruptError{File: name, Reason: fmt.Sprintf("%s header: %v", c, err), Err: err}
+		return nil, &CorruptError{File: name, Reason: fmt.Sprintf("%s header: %v%s", c, err, looksLike(head, c)), Err: err}
 	}
 	rd.br = bufio.NewReaderSize(zr, bufferSize)
 	return rd, nil
@@ -326,7 +350,9 @@ func (r *Reader) next() ([]byte, error) {
 			// The very first header: more likely not a TFRecord file (or
 			// a compressed one read as plain) than a damaged one.
 			reason += ": not a TFRecord file, or a compressed one read as uncompressed"
-			if looksLikeText(r.hdr[:]) {
+			if hint := looksLike(r.hdr[:], None); hint != "" {
+				reason += hint
+			} else if looksLikeText(r.hdr[:]) {
 				reason += " (it starts with text: a JSON lines or CSV file?)"
 			}
 		}

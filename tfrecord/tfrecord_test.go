@@ -1,10 +1,12 @@
 package tfrecord
 
 import (
+	"bufio"
 	"bytes"
 	"compress/gzip"
 	"compress/zlib"
 	"encoding/base64"
+	"encoding/binary"
 	"encoding/hex"
 	"errors"
 	"fmt"
@@ -635,5 +637,39 @@ func TestNotATFRecord(t *testing.T) {
 	}
 	if _, err := r.Next(); err == nil || strings.Contains(err.Error(), "not a TFRecord") || !strings.Contains(err.Error(), "record 1 at byte offset 19: length crc mismatch") {
 		t.Errorf("second Next = %v, want a plain length crc mismatch of record 1", err)
+	}
+}
+
+// TestWrongCompressionHint: a file read with the wrong compression says
+// which one its first bytes point to (a new-user test got only "zlib:
+// invalid header" for an uncompressed file read as zlib).
+func TestWrongCompressionHint(t *testing.T) {
+	recs := [][]byte{[]byte("one"), []byte("two")}
+	files := map[Compression][]byte{None: writeAll(t, None, recs), Gzip: writeAll(t, Gzip, recs), Zlib: writeAll(t, Zlib, recs)}
+	for _, tc := range []struct {
+		file, read Compression
+		want       string // the whole error
+	}{
+		{None, Zlib, "tfrecord: f: record 0 at byte offset 0: zlib header: zlib: invalid header (it starts like an uncompressed TFRecord: read it as none, or with auto, which detects it)"},
+		{None, Gzip, "tfrecord: f: record 0 at byte offset 0: gzip header: gzip: invalid header (it starts like an uncompressed TFRecord: read it as none, or with auto, which detects it)"},
+		{Gzip, Zlib, "tfrecord: f: record 0 at byte offset 0: zlib header: zlib: invalid header (it starts like a gzip file: read it as gzip, or with auto, which detects it)"},
+		{Zlib, Gzip, "tfrecord: f: record 0 at byte offset 0: gzip header: gzip: invalid header (it starts like a zlib stream: read it as zlib, or with auto, which detects it)"},
+		{Gzip, None, "tfrecord: f: record 0 at byte offset 0: length crc mismatch (got 0x%08x, want 0x%08x): not a TFRecord file, or a compressed one read as uncompressed (it starts like a gzip file: read it as gzip, or with auto, which detects it)"},
+		{Zlib, None, "tfrecord: f: record 0 at byte offset 0: length crc mismatch (got 0x%08x, want 0x%08x): not a TFRecord file, or a compressed one read as uncompressed (it starts like a zlib stream: read it as zlib, or with auto, which detects it)"},
+	} {
+		t.Run(tc.file.String()+"_as_"+tc.read.String(), func(t *testing.T) {
+			b := files[tc.file]
+			want := tc.want
+			if tc.read == None {
+				want = fmt.Sprintf(want, MaskedCRC(b[:8]), binary.LittleEndian.Uint32(b[8:12]))
+			}
+			r, err := NewReader(bufio.NewReader(bytes.NewReader(b)), tc.read, "f")
+			if err == nil {
+				_, err = r.Next()
+			}
+			if err == nil || err.Error() != want {
+				t.Errorf("got  %v\nwant %s", err, want)
+			}
+		})
 	}
 }
