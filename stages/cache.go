@@ -424,7 +424,14 @@ func (m *memCache) Put(_ context.Context, s *sample.Sample) error {
 	// Half the budget at most, like a shuffle buffer: the stages feeding
 	// the cache need the rest to keep producing.
 	if m.bytes+n > m.env.Memory/2 || !m.env.TryReserve(n) {
-		return &StateError{fmt.Errorf("in-memory cache outgrew its share of the memory budget (half of %s) after %d samples; set dir: to cache on disk, or raise resources.memory", spec.ByteSize(m.env.Memory), len(m.samples))}
+		// An on-disk cache is the usual way out, but its Badger store
+		// reserves memory of its own: a budget that leaves the samples
+		// nothing after it would only trade this error for a stuck run.
+		disk := cache.Options{}.MemoryBytes()
+		return &StateError{fmt.Errorf("in-memory cache outgrew its share of the memory budget (half of %s) after %d samples (%s, about %s a sample); "+
+			"set dir: to cache on disk (Badger reserves %s of the budget for itself, so give resources.memory at least %s), or raise resources.memory to hold the whole first pass in half of it",
+			spec.ByteSize(m.env.Memory), len(m.samples), spec.ByteSize(m.bytes+n), spec.ByteSize((m.bytes+n)/int64(len(m.samples)+1)),
+			spec.ByteSize(disk), spec.ByteSize(disk+max(m.env.Memory, 16<<20)))}
 	}
 	m.bytes += n
 	c.Held = n
