@@ -330,6 +330,7 @@ func Start(ctx context.Context, p *plan.Plan, opts Options) (*Run, error) {
 			Spec: p.Spec, Stage: pn.Stage, Seed: p.Seed, Workers: pn.Parallelism, Memory: p.Memory,
 			Log:        opts.Log.With(zap.String("stage", pn.Stage.Name)),
 			Release:    func(s *sample.Sample) { release(r.budget, s) },
+			Hand:       func(to, from *sample.Sample) { hand(r.budget, to, from) },
 			TryReserve: func(k int64) bool { return r.budget.TryAcquireAt(k, n.holder.Rank) },
 		}
 		if c, ok := skips[pn.Stage]; ok {

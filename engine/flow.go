@@ -160,6 +160,17 @@ func release(b *budget.Budget, s *sample.Sample) {
 	}
 }
 
+// hand moves what from holds of the budget to to. Bytes from shares with
+// a fan-out's other consumers cannot move, as those still hold them: from
+// leaves its Shared, as on release.
+func hand(b *budget.Budget, to, from *sample.Sample) {
+	to.Held += from.Held
+	from.Held = 0
+	if from.Shared != nil {
+		unshare(b, from)
+	}
+}
+
 // emit queues s for the consumers. It owns s from the call on: what s
 // held is released if it cannot be queued.
 func (o *outlet) emit(s *sample.Sample) error {

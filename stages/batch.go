@@ -226,12 +226,15 @@ func (b *batchStage) flush(emit Emit) error {
 			b.checkDType(k, t.DType, out.Origin)
 		}
 	}
-	// Free the inputs before the batch reserves its own memory, so a
-	// full budget cannot stall on memory this stage is about to give up.
-	// Their tensors were copied into the batch, and this stage is their
-	// last holder, so the buffers go back to the pool for the next samples.
+	// The inputs' memory goes to the batch, which then reserves only what
+	// it needs beyond it. Released, it could be taken upstream before the
+	// batch reserved its own, with this stage's queue already full of its
+	// next inputs: nothing would free memory again (a new-user test saw
+	// such runs stuck, cache → shuffle → batch at a tight budget). Their
+	// tensors were copied into the batch, and this stage is their last
+	// holder, so the buffers go back to the pool for the next samples.
 	for i, s := range b.buf {
-		b.env.Release(s)
+		b.env.Hand(out, s)
 		s.Recycle()
 		b.buf[i] = nil
 	}

@@ -160,6 +160,10 @@ type Env struct {
 	// Release returns a retained sample's bytes to the memory budget. Stages
 	// that implement Retainer call it for samples they drop.
 	Release func(*sample.Sample)
+	// Hand moves what from holds of the memory budget to to, for a stage
+	// whose output replaces its inputs (batch): released instead, the
+	// inputs' memory could go upstream before the output reserves its own.
+	Hand func(to, from *sample.Sample)
 	// TryReserve takes n bytes from the memory budget if they are free, for
 	// stages that keep copies of samples (the in-memory cache).
 	TryReserve func(n int64) bool
