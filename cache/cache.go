@@ -20,6 +20,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"maps"
 	"os"
 	"path/filepath"
 	"regexp"
@@ -66,6 +67,18 @@ type Manifest struct {
 	// Format is the version of the sample encoding; Open refuses a cache
 	// written in another format rather than misread it.
 	Format int `json:"format"`
+	// SkippedWhenFilled counts, by stage, the samples that the stages above
+	// the cache skipped (on_error: skip) in the pass that completed it,
+	// and SkipCausesWhenFilled keeps the first causes at each stage, as
+	// that run's report had them under skipped and skip_causes: the
+	// samples the cache lacks for good. They are set by MarkComplete, {}
+	// when nothing was skipped. A partial cache has none: a resumed fill
+	// computes every sample not yet stored, the ones skipped before
+	// included, so the run that completes the cache counts each skip
+	// once. Absent (nil) in a cache completed by a piperun that did not
+	// record them: unknown, not none.
+	SkippedWhenFilled    map[string]int64    `json:"skipped_when_filled,omitzero"`
+	SkipCausesWhenFilled map[string][]string `json:"skip_causes_when_filled,omitempty"`
 	// Damaged, when set, says why the cache cannot be used: a run found
 	// its store damaged or a sample corrupt, or (set by List, never
 	// written) its manifest cannot be read. Prune removes damaged caches
@@ -91,6 +104,11 @@ type Cache struct {
 	pendAt map[int64]int // ID → index in pend
 	err    error         // a failed write; the cache refuses further writes
 	closed bool
+	// skipped and causes are what SetSkippedWhenFilled recorded, for
+	// MarkComplete to write; fillSkips says it was called.
+	skipped   map[string]int64
+	causes    map[string][]string
+	fillSkips bool
 	// readOnly is set when the database was opened read-only (a complete
 	// cache); shared when the directory lock is shared with other readers.
 	readOnly, shared bool
@@ -347,6 +365,11 @@ func (c *Cache) open(fingerprint string, meta Manifest) error {
 		// Badger only approximates the size of values in its value log;
 		// the manifest's figure, written at Commit, is exact.
 		c.bytes = c.man.Bytes
+	}
+	if !c.man.Complete {
+		// Only a complete cache has a record of its fill's skips; the run
+		// that completes this one records them anew.
+		c.man.SkippedWhenFilled, c.man.SkipCausesWhenFilled = nil, nil
 	}
 	return c.touchManifest()
 }
@@ -752,6 +775,22 @@ func (c *Cache) commit() error {
 	return writeManifest(c.dir, c.man)
 }
 
+// SetSkippedWhenFilled gives the samples skipped above the cache in the
+// pass that fills it, by stage, with their first causes, for MarkComplete
+// to record in the manifest (Manifest.SkippedWhenFilled). Without it
+// MarkComplete records none: unknown. The cache keeps its own copies.
+func (c *Cache) SetSkippedWhenFilled(skipped map[string]int64, causes map[string][]string) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.skipped, c.causes, c.fillSkips = maps.Clone(skipped), maps.Clone(causes), true
+	if c.skipped == nil {
+		c.skipped = map[string]int64{} // known: none
+	}
+	if len(c.causes) == 0 {
+		c.causes = nil
+	}
+}
+
 // MarkComplete commits and records that the cache holds a whole pass.
 // After it the cache takes no more Puts.
 func (c *Cache) MarkComplete() error {
@@ -764,8 +803,12 @@ func (c *Cache) MarkComplete() error {
 		return err
 	}
 	c.man.Complete = true
+	if c.fillSkips {
+		c.man.SkippedWhenFilled, c.man.SkipCausesWhenFilled = c.skipped, c.causes
+	}
 	if err := writeManifest(c.dir, c.man); err != nil {
 		c.man.Complete = false
+		c.man.SkippedWhenFilled, c.man.SkipCausesWhenFilled = nil, nil
 		return err
 	}
 	// From here on this process only reads the cache, as others may: let

@@ -20,6 +20,7 @@ import (
 	"github.com/piperun/piperun/gpu"
 	"github.com/piperun/piperun/plan"
 	"github.com/piperun/piperun/spec"
+	"github.com/piperun/piperun/stages"
 )
 
 func applyCmd(g *globals) *cobra.Command {
@@ -313,6 +314,13 @@ func summary(g *globals, rep *engine.Report, feeds []gpu.Feed) {
 	for _, stage := range slices.Sorted(maps.Keys(rep.Skipped)) {
 		parts = append(parts, fmt.Sprintf("skipped %d in %s", rep.Skipped[stage], stage))
 	}
+	// A cache an earlier run filled stands for the stages above it, which
+	// skip nothing now: what they skipped then is lost all the same.
+	for _, name := range slices.Sorted(maps.Keys(rep.Caches)) {
+		if p := filledSkips(name, rep.Caches[name]); p != "" {
+			parts = append(parts, p)
+		}
+	}
 	// Before the summary, so that it stays the last line.
 	for _, name := range rep.SinkNames() {
 		if rep.Sinks[name].Samples == 0 {
@@ -334,6 +342,29 @@ func summary(g *globals, rep *engine.Report, feeds []gpu.Feed) {
 	} else {
 		fmt.Fprintln(g.stderr, line)
 	}
+}
+
+// filledSkips is the summary's part for a cache that an earlier run
+// filled and whose stages above skipped samples then: "from cache c: 2
+// skipped in decode, 1 in read when it was filled"; "" for any other.
+func filledSkips(name string, c stages.CacheStats) string {
+	if !c.FilledBefore {
+		return ""
+	}
+	var counts []string
+	for _, stage := range slices.Sorted(maps.Keys(c.SkippedWhenFilled)) {
+		if k := c.SkippedWhenFilled[stage]; k > 0 {
+			if len(counts) == 0 {
+				counts = append(counts, fmt.Sprintf("%d skipped in %s", k, stage))
+			} else {
+				counts = append(counts, fmt.Sprintf("%d in %s", k, stage))
+			}
+		}
+	}
+	if len(counts) == 0 {
+		return ""
+	}
+	return fmt.Sprintf("from cache %s: %s when it was filled", name, strings.Join(counts, ", "))
 }
 
 // checkReportPath reports why a report could not be written to path: it

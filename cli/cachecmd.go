@@ -4,9 +4,11 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
+	"maps"
 	"math"
 	"os"
 	"path/filepath"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -184,6 +186,16 @@ func (d dirManifest) state() string {
 		s = "damaged"
 	case d.Complete:
 		s = "complete"
+		// What its fill lost, where the manifest recorded any.
+		var skips []string
+		for _, stage := range slices.Sorted(maps.Keys(d.SkippedWhenFilled)) {
+			if k := d.SkippedWhenFilled[stage]; k > 0 {
+				skips = append(skips, fmt.Sprintf("%s %d", stage, k))
+			}
+		}
+		if len(skips) > 0 {
+			s += " (skipped when filled: " + strings.Join(skips, ", ") + ")"
+		}
 	}
 	switch d.use {
 	case cache.Writing:

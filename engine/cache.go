@@ -31,6 +31,79 @@ func skipChains(p *plan.Plan) map[*spec.Stage]*spec.Stage {
 	return out
 }
 
+// fillAbove lists the nodes above cache node n whose skips its fill
+// loses: every stage above it up to the caches above it, those included,
+// whose records stand for the stages above them (which are idle when such
+// a cache replays an earlier fill, and whose skips, when it was filled in
+// this run, it recorded).
+func fillAbove(n *node, byStage map[*spec.Stage]*node) []*node {
+	var out []*node
+	seen := map[*spec.Stage]bool{}
+	var walk func(st *spec.Stage)
+	walk = func(st *spec.Stage) {
+		for _, in := range st.Inputs {
+			if seen[in] {
+				continue
+			}
+			seen[in] = true
+			up := byStage[in]
+			out = append(out, up)
+			if _, ok := up.impl.(stages.Cacher); !ok {
+				walk(in)
+			}
+		}
+	}
+	walk(n.st)
+	return out
+}
+
+// fillSkips totals, by stage, what the stages above cache node n skipped
+// in the pass that fills it, with the first causes at each, as the
+// report has them: the record the cache keeps of the samples it lacks.
+// It is called when the pass ends: the sources above wait for it before
+// their next epoch, so the counts are the pass's alone.
+//
+// A resumed fill takes nothing from the runs before it, as adding their
+// counts would count skips twice: a sample they skipped was never
+// stored, so this run computes it again from the source down and skips
+// it again, counted here. Only a failure that comes and goes (a read
+// error) can make the two differ: a sample that failed then and not now
+// is stored now, rightly not counted; one stored then that fails now in a
+// stage above the map/filter chain, which computes it again, is counted
+// though the cache holds it.
+//
+// It returns nil (unknown) when a cache above has no record of its own
+// fill.
+func fillSkips(n *node) (map[string]int64, map[string][]string) {
+	skipped, causes := map[string]int64{}, map[string][]string{}
+	for _, up := range n.fillAbove {
+		if c, ok := up.impl.(stages.Cacher); ok {
+			st := c.Stats()
+			if st.SkippedWhenFilled == nil {
+				return nil, nil
+			}
+			for name, k := range st.SkippedWhenFilled {
+				skipped[name] += k
+			}
+			for name, cs := range st.SkipCausesWhenFilled {
+				causes[name] = append(causes[name], cs...)
+			}
+		}
+		up.mu.Lock()
+		if up.skipped > 0 {
+			skipped[up.st.Name] += up.skipped
+			causes[up.st.Name] = append(causes[up.st.Name], up.causes()...)
+		}
+		up.mu.Unlock()
+	}
+	for name, cs := range causes {
+		if len(cs) > maxCauses {
+			causes[name] = cs[:maxCauses]
+		}
+	}
+	return skipped, causes
+}
+
 // markIdle finds the stages that need not run: those whose every output
 // goes to a complete cache or to another idle stage. It also wires each
 // cache's end-of-first-pass signal to the sources above it.
@@ -38,6 +111,7 @@ func (r *Run) markIdle(byStage map[*spec.Stage]*node) {
 	for i := len(r.nodes) - 1; i >= 0; i-- {
 		n := r.nodes[i]
 		if _, ok := n.impl.(stages.Cacher); ok {
+			n.fillAbove = fillAbove(n, byStage)
 			n.passDone = make(chan struct{})
 			r.gateSources(n, n.passDone, byStage, map[*spec.Stage]bool{})
 		}
@@ -102,7 +176,7 @@ func (r *Run) runCache(ctx context.Context, n *node, c stages.Cacher) (err error
 				if err := c.Commit(); err != nil {
 					return n.fail(nil, err)
 				}
-				if err := c.MarkComplete(); err != nil {
+				if err := c.MarkComplete(fillSkips(n)); err != nil {
 					return n.fail(nil, err)
 				}
 				if err := o.endEpoch(it.epoch); err != nil {

@@ -138,6 +138,9 @@ type node struct {
 	// work is done for an epoch a cache will replay.
 	passDone chan struct{}
 	gates    []chan struct{}
+	// fillAbove, on a cache stage, lists the stages whose skips its fill
+	// loses (fillSkips).
+	fillAbove []*node
 	// cached is set for stages whose every output ends in a cache: once
 	// the caches' first pass is over, nothing below wants more from them.
 	cached bool
@@ -934,7 +937,10 @@ func (r *Run) runSink(ctx context.Context, n *node, sk stages.Sink) (err error) 
 	}
 }
 
-// Report is what a run returns and `apply --report` writes.
+// Report is what a run returns and `apply --report` writes. Skipped and
+// SkipCauses are this run's; what the stages above a cache skipped in the
+// run that filled it is that cache's record, under Caches
+// (stages.CacheStats.SkippedWhenFilled).
 type Report struct {
 	OK                bool                  `json:"ok"`
 	ElapsedS          float64               `json:"elapsed_s"`

@@ -111,6 +111,22 @@ type CacheStats struct {
 	Complete  bool  `json:"complete"`
 	// Resumed is the number of samples an earlier, interrupted run left.
 	Resumed int64 `json:"resumed"`
+	// SkippedWhenFilled counts, by stage, the samples the stages above the
+	// cache skipped (on_error: skip) in the pass that filled it, and
+	// SkipCausesWhenFilled has their first causes, as skipped and
+	// skip_causes had them in the report of the run that completed it:
+	// the samples the cache lacks. They are the cache's record, not this
+	// run's: a run replaying the cache skips nothing above it and says so
+	// in skipped, while this still counts what its fill lost; in the run
+	// that completes the fill it repeats skipped's counts for those
+	// stages, so do not add the two. {} when the fill skipped nothing;
+	// absent while the cache is partial, and for a cache completed by a
+	// piperun that did not record skips (unknown, not none).
+	SkippedWhenFilled    map[string]int64    `json:"skipped_when_filled,omitzero"`
+	SkipCausesWhenFilled map[string][]string `json:"skip_causes_when_filled,omitempty"`
+	// FilledBefore says the cache was complete when the run opened it:
+	// an earlier run filled it, and this one only replays it.
+	FilledBefore bool `json:"-"`
 }
 
 // Cacher is implemented by stages that store one pass over their input
@@ -124,7 +140,11 @@ type Cacher interface {
 	Get(id int64) (*sample.Sample, bool, error)
 	Put(ctx context.Context, s *sample.Sample) error
 	Commit() error
-	MarkComplete() error
+	// MarkComplete ends the first pass. skipped counts, by stage, the
+	// samples the stages above skipped in it, and causes has their first
+	// causes, for the cache's record (CacheStats.SkippedWhenFilled); nil
+	// skipped means unknown.
+	MarkComplete(skipped map[string]int64, causes map[string][]string) error
 	Replay(ctx context.Context, epoch int, emit Emit) error
 	Stats() CacheStats
 	Close() error
@@ -181,9 +201,12 @@ func buildCache(env *Env, cfg any) (any, error) {
 		}
 	}
 	d := &diskCache{env: env, cfg: c, store: store}
-	d.stats = CacheStats{Fingerprint: fp, Dir: store.Dir(), Complete: store.Manifest().Complete, Resumed: store.Count()}
+	m := store.Manifest()
+	d.stats = CacheStats{Fingerprint: fp, Dir: store.Dir(), Complete: m.Complete, Resumed: store.Count()}
 	if d.stats.Complete {
 		d.stats.Resumed = 0
+		d.stats.FilledBefore = true
+		d.stats.SkippedWhenFilled, d.stats.SkipCausesWhenFilled = m.SkippedWhenFilled, m.SkipCausesWhenFilled
 	}
 	env.Log.Info("cache", zap.String("dir", store.Dir()), zap.Bool("complete", d.stats.Complete), zap.Int64("samples", store.Count()))
 	return d, nil
@@ -352,12 +375,17 @@ func (d *diskCache) Get(id int64) (*sample.Sample, bool, error) {
 }
 func (d *diskCache) Stats() CacheStats { d.mu.Lock(); defer d.mu.Unlock(); return d.stats }
 func (d *diskCache) Close() error      { return d.store.Close() }
-func (d *diskCache) MarkComplete() error {
+func (d *diskCache) MarkComplete(skipped map[string]int64, causes map[string][]string) error {
+	if skipped != nil {
+		d.store.SetSkippedWhenFilled(skipped, causes)
+	}
 	if err := d.store.MarkComplete(); err != nil {
 		return err
 	}
+	m := d.store.Manifest()
 	d.mu.Lock()
 	d.stats.Complete = true
+	d.stats.SkippedWhenFilled, d.stats.SkipCausesWhenFilled = m.SkippedWhenFilled, m.SkipCausesWhenFilled
 	d.mu.Unlock()
 	return nil
 }
@@ -409,10 +437,11 @@ func (m *memCache) Get(int64) (*sample.Sample, bool, error) { return nil, false,
 func (m *memCache) Commit() error                           { return nil }
 func (m *memCache) Stats() CacheStats                       { m.mu.Lock(); defer m.mu.Unlock(); return m.stats }
 
-func (m *memCache) MarkComplete() error {
+func (m *memCache) MarkComplete(skipped map[string]int64, causes map[string][]string) error {
 	m.complete = true
 	m.mu.Lock()
 	m.stats.Complete = true
+	m.stats.SkippedWhenFilled, m.stats.SkipCausesWhenFilled = skipped, causes
 	m.mu.Unlock()
 	sort.SliceStable(m.samples, func(i, j int) bool { return m.samples[i].ID < m.samples[j].ID })
 	return nil
