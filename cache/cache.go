@@ -601,9 +601,10 @@ func (e *CorruptError) Error() string {
 	if e.Err != nil {
 		cause = e.Err.Error()
 	}
+	// The read that found the damage marked the manifest (markCorrupt),
+	// so "prune --damaged" removes this cache and leaves healthy ones.
 	return fmt.Sprintf("cache %s: sample %d is corrupt (%s); remove the directory (rm -r %s) or run "+
-		"\"piperun cache prune %s --older-than 0\" (it removes every cache there that no process uses), "+
-		"then run again to refill it", e.Dir, e.ID, cause, e.Dir, filepath.Dir(e.Dir))
+		"\"piperun cache prune %s --damaged\", then run again to refill it", e.Dir, e.ID, cause, e.Dir, filepath.Dir(e.Dir))
 }
 
 // Unwrap returns the decode error, if that is what revealed the damage.

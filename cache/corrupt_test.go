@@ -152,6 +152,11 @@ func TestCorruptValueLog(t *testing.T) {
 			if len(seen) != corruptID {
 				t.Errorf("Iterate gave samples %v before the corrupt one, want 0…%d", seen, corruptID-1)
 			}
+			// The read marked the cache damaged, which is what the
+			// error's "prune --damaged" relies on.
+			if ms, err := List(dir); err != nil || len(ms) != 1 || ms[0].Damaged != fmt.Sprintf("sample %d is corrupt", corruptID) {
+				t.Errorf("List after the corrupt read: %+v, %v; want it marked damaged", ms, err)
+			}
 			// The damage is confined to one sample.
 			if s, found, err := c.Get(corruptID + 1); err != nil || !found || !bytes.Equal(s.Fields["payload"].([]byte), bigSample(corruptID + 1).Fields["payload"].([]byte)) {
 				t.Errorf("Get(%d) next to the corrupt sample: found %v, %v", corruptID+1, found, err)
@@ -185,7 +190,7 @@ func TestCorruptErrorEmptyValue(t *testing.T) {
 		t.Errorf("truncated value: %#v", err)
 	}
 	want := `cache caches/fp: sample 3 is corrupt (checksum mismatch, truncated value or missing value log file); remove the directory (rm -r caches/fp) ` +
-		`or run "piperun cache prune caches --older-than 0" (it removes every cache there that no process uses), then run again to refill it`
+		`or run "piperun cache prune caches --damaged", then run again to refill it`
 	if got := c.corrupt(3, nil).Error(); got != want {
 		t.Errorf("message\n%s\nwant\n%s", got, want)
 	}
