@@ -21,17 +21,19 @@ func sortedStrings(s []string) []string {
 
 // interpolate replaces ${VAR} and ${VAR:-default} in string values (never
 // in keys). "$${" stands for a literal "${". Plain scalars, and quoted ones
-// that hold one variable alone, are re-resolved afterwards, so
-// `parallelism: ${PAR:-4}` and `{parallelism: "${PAR:-4}"}` are integers.
-func interpolate(n *yaml.Node, path string, lookup func(string) (string, bool), r *reporter) {
+// inside flow collections that hold one variable alone, are re-resolved
+// afterwards, so `parallelism: ${PAR:-4}` and `{parallelism: "${PAR:-4}"}`
+// are integers. flow is set inside a flow collection.
+func interpolate(n *yaml.Node, path string, lookup func(string) (string, bool), r *reporter, flow bool) {
+	flow = flow || n.Style&yaml.FlowStyle != 0
 	switch n.Kind {
 	case yaml.DocumentNode, yaml.SequenceNode:
 		for i, c := range n.Content {
-			interpolate(c, fmt.Sprintf("%s[%d]", path, i), lookup, r)
+			interpolate(c, fmt.Sprintf("%s[%d]", path, i), lookup, r, flow)
 		}
 	case yaml.MappingNode:
 		for i := 0; i+1 < len(n.Content); i += 2 {
-			interpolate(n.Content[i+1], joinPath(path, n.Content[i].Value), lookup, r)
+			interpolate(n.Content[i+1], joinPath(path, n.Content[i].Value), lookup, r, flow)
 		}
 	case yaml.ScalarNode:
 		if n.Line < 0 || !strings.Contains(n.Value, "${") {
@@ -49,11 +51,14 @@ func interpolate(n *yaml.Node, path string, lookup func(string) (string, bool), 
 		n.Value = out
 		// A plain value is resolved again, so ${N:-5} is a number and one
 		// that expands to nothing is null: absent, like an unset key. So
-		// is a quoted value that is one variable and nothing else: inside
-		// a flow mapping (`{index: "${RANK:-0}"}`) the quotes are what
-		// YAML asks for around `{`, not a wish for a string (found by a
-		// new-user test: "shard.index: expected an integer, got 0").
-		if n.Style == 0 || whole {
+		// is a quoted value that is one variable and nothing else inside
+		// a flow collection (`{index: "${RANK:-0}"}`), where the quotes
+		// are what YAML asks for around `{`, not a wish for a string
+		// (found by a new-user test: "shard.index: expected an integer,
+		// got 0"). In block style the plain form parses, so quotes there
+		// do ask for a string (`default: "${D:-}"` is the empty string,
+		// "${ID}" with ID=007 stays "007").
+		if n.Style == 0 || (whole && flow) {
 			n.Style, n.Tag = 0, ""
 		}
 	}

@@ -350,7 +350,7 @@ func Parse(file string, data []byte, opts Options) (*Spec, Diagnostics) {
 		r.sets = append(r.sets, s)
 		markSet(doc, len(r.sets))
 	}
-	interpolate(doc, "", lookup, r)
+	interpolate(doc, "", lookup, r, false)
 
 	dir, err := filepath.Abs(filepath.Dir(file))
 	if err != nil {

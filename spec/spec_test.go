@@ -369,6 +369,17 @@ func TestQuotedVariables(t *testing.T) {
 		// Empty, it is absent like an unset key: a required one is missing.
 		{`{name: src, type: range, count: 3}
   - {name: s, type: shuffle, buffer: "${EMPTY:-}"}`, `q.yaml:5:38: stages[1].buffer: required field "buffer" has no value` + "\n"},
+		// In block style the plain form parses, so quotes ask for a
+		// string, as YAML has them.
+		{`name: src
+    type: range
+    count: "${BUF}"`, `q.yaml:6:12: stages[0].count: expected an integer, got string "8"` + "\n"},
+		{`{name: src, type: range, count: 3}
+  - name: m
+    type: map
+    set: {n: "'x'"}
+    keep:
+      - "${NAME}"`, `q.yaml:9:9: stages[1].keep[0]: unknown field "007" (fields here: index, n)` + "\n"},
 	} {
 		src := "version: 1\nname: q\nstages:\n  - " + tc.stages + "\n  - {name: out, type: discard}\n"
 		sp, diags := spec.Parse("q.yaml", []byte(src), spec.Options{Catalog: stages.Default(), LookupEnv: lookup})
@@ -389,7 +400,8 @@ func TestQuotedVariables(t *testing.T) {
 			}
 		}
 		if m := sp.Stage("m"); m != nil {
-			if got, _ := m.Config.(*stages.MapConfig).Set.Get("n"); got != "'007'" {
+			mc := m.Config.(*stages.MapConfig)
+			if got, _ := mc.Set.Get("n"); got != "'007'" {
 				t.Errorf("set n = %q, want '007'", got)
 			}
 		}
