@@ -11,6 +11,7 @@ import (
 	"runtime"
 	"sort"
 	"strings"
+	"unicode/utf8"
 
 	"github.com/piperun/piperun/spec"
 )
@@ -500,7 +501,7 @@ func (p *Plan) Text(w io.Writer) {
 	if len(p.Rewrites) > 0 {
 		fmt.Fprintln(w, "(optimize: false runs the stages as written)")
 	}
-	fmt.Fprintf(w, "%-16s %-15s %-16s %4s %8s %10s %10s  %s\n", "STAGE", "TYPE", "INPUTS", "PAR", "BUFFER", "SAMPLE", "SHARE", "OUTPUT")
+	rows := [][]string{{"STAGE", "TYPE", "INPUTS", "PAR", "BUFFER", "SAMPLE", "SHARE", "OUTPUT"}}
 	var total int64
 	var atLeast bool
 	var reserved []string
@@ -540,7 +541,21 @@ func (p *Plan) Text(w io.Writer) {
 		if n.Stage.Role == spec.RoleSink {
 			out, sz = "-", "-"
 		}
-		fmt.Fprintf(w, "%-16s %-15s %-16s %4d %8s %10s %10s  %s\n", n.Stage.Name, n.Stage.Type, in, n.Parallelism, buffer, sz, share, out)
+		rows = append(rows, []string{n.Stage.Name, n.Stage.Type, in, fmt.Sprint(n.Parallelism), buffer, sz, share, out})
+	}
+	// Columns keep these widths unless a value is wider, when the whole
+	// column widens with it (a shrunk shuffle's "10230/1000000", a long
+	// stage name) rather than pushing that row's later columns out of line.
+	widths := []int{16, 15, 16, 4, 8, 10, 10}
+	for _, r := range rows {
+		for i := range widths {
+			widths[i] = max(widths[i], utf8.RuneCountInString(r[i]))
+		}
+	}
+	for _, r := range rows {
+		// Names left-aligned, numbers right-aligned.
+		fmt.Fprintf(w, "%-*s %-*s %-*s %*s %*s %*s %*s  %s\n", widths[0], r[0], widths[1], r[1], widths[2], r[2],
+			widths[3], r[3], widths[4], r[4], widths[5], r[5], widths[6], r[6], r[7])
 	}
 	// The sum a reader would otherwise add up, against the budget.
 	sum := spec.ByteSize(total).String()

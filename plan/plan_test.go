@@ -237,3 +237,37 @@ stages:
 		t.Errorf("last line\n%q\nwant\n%q", got, want)
 	}
 }
+
+// TestTextColumnsWiden: a value wider than its column widens the whole
+// column, so the rows stay in line (a review found a long BUFFER pushing
+// its row's later columns right).
+func TestTextColumnsWiden(t *testing.T) {
+	p := compileWith(t, `version: 1
+name: p
+optimize: false
+resources: {memory: 8MiB}
+stages:
+  - {name: a_rather_long_source_name, type: range, count: 4}
+  - {name: m, type: map, parallelism: 1, set: {x: 'one_hot(0, 262144)'}}
+  - {name: s, type: shuffle, buffer: 1000000}
+  - {name: out, type: discard}
+`, plan.Options{})
+	var b strings.Builder
+	p.Text(&b)
+	var table []string
+	for _, l := range strings.Split(b.String(), "\n") {
+		if strings.HasPrefix(l, "STAGE") || table != nil && l != "" && !strings.HasPrefix(l, "memory:") {
+			table = append(table, l)
+		}
+	}
+	want := []string{
+		"STAGE                     TYPE            INPUTS                     PAR    BUFFER     SAMPLE      SHARE  OUTPUT",
+		"a_rather_long_source_name range           -                            1         0       205B       205B  {index: int64}",
+		"m                         map             a_rather_long_source_name    1         0       1MiB       1MiB  {index: int64, x: tensor<float32>[262144]}",
+		"s                         shuffle         m                            1 3/1000000       1MiB       4MiB  {index: int64, x: tensor<float32>[262144]}",
+		"out                       discard         s                            1         0          -          -  -",
+	}
+	if got := strings.Join(table, "\n"); got != strings.Join(want, "\n") {
+		t.Errorf("table\n%s\nwant\n%s", got, strings.Join(want, "\n"))
+	}
+}
