@@ -209,8 +209,10 @@ func checkFit(g *globals, p *plan.Plan, file string) error {
 	return nil
 }
 
-// MemoryHeadroom is what Go's soft memory limit allows beyond the budget:
-// decoder scratch buffers, the runtime and the GC's own slack. (Badger's
+// MemoryHeadroom is the least Go's soft memory limit allows beyond the
+// budget: decoder scratch buffers, the runtime and the GC's own slack. A
+// budget over 512 MiB gets a quarter of itself, what decodes in flight may
+// hold (imageops.DecodeMemoryFor). (Badger's
 // share is reserved inside the budget.) Measured on full-resolution photo
 // decoding: 128 MiB keeps peak RSS within budget + 150 MiB at the same
 // speed as a looser limit (bench/RESULTS.md).

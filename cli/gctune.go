@@ -1,6 +1,7 @@
 package cli
 
 import (
+	"github.com/piperun/piperun/imageops"
 	"os"
 	"runtime/debug"
 	"runtime/metrics"
@@ -76,7 +77,7 @@ func tuneMemory(budget int64) (restore func()) {
 	}
 	tuner.users++
 	if tuner.setLimit {
-		debug.SetMemoryLimit(budget + MemoryHeadroom)
+		debug.SetMemoryLimit(budget + max(MemoryHeadroom, imageops.DecodeMemoryFor(budget)))
 	}
 	return sync.OnceFunc(func() {
 		tuner.mu.Lock()

@@ -25,6 +25,7 @@ import (
 
 	"github.com/piperun/piperun/budget"
 	"github.com/piperun/piperun/gpu"
+	"github.com/piperun/piperun/imageops"
 	"github.com/piperun/piperun/plan"
 	"github.com/piperun/piperun/sample"
 	"github.com/piperun/piperun/spec"
@@ -443,6 +444,9 @@ func (r *Run) bindPool() {
 
 func (r *Run) run(parent context.Context) {
 	defer close(r.done)
+	if r.budget.Limit() > 0 {
+		defer imageops.SetDecodeMemory(imageops.DecodeMemoryFor(r.budget.Limit()))()
+	}
 	if r.unbindPool != nil {
 		defer r.unbindPool()
 	}

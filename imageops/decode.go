@@ -253,6 +253,17 @@ func decodeJPEG(data []byte, channels int, opts *DecodeOptions, jd jpegDecoder, 
 		region = *opts.Crop
 	}
 	num := pickScale(region.H, region.W, opts.ScaleHint)
+	// The frame libjpeg writes, in as many channels as the file has (CMYK
+	// is converted after), and a second one to turn it upright.
+	per := int64(max(ch, info.components))
+	if info.orientation != 1 {
+		per *= 2
+	}
+	release, err := acquireDecode(scaled(region.H, num), scaled(region.W, num), per)
+	if err != nil {
+		return nil, err
+	}
+	defer release()
 	if opts.Crop != nil && info.orientation == 1 && info.components != 4 && wd != nil {
 		sh, sw := scaled(info.height, num), scaled(info.width, num)
 		r := scaleRect(region, num, sh, sw)
@@ -331,6 +342,21 @@ func decodePNG(data []byte, channels int, opts *DecodeOptions, alloc func(int) [
 			return nil, err
 		}
 	}
+	// image/png's own image (8 bytes a pixel at 16 bits, at most 4 below)
+	// and the tensor it is copied into.
+	per := int64(4)
+	if info.bitDepth == 16 {
+		per = 8
+	}
+	outCh := int64(channels)
+	if outCh == 0 {
+		outCh = int64(info.channels())
+	}
+	release, err := acquireDecode(info.height, info.width, per+outCh)
+	if err != nil {
+		return nil, err
+	}
+	defer release()
 	img, err := png.Decode(bytes.NewReader(data))
 	if err != nil {
 		switch {
