@@ -15,7 +15,7 @@ func init() {
 	r := defaultRegistry
 	r.Register(&Func{
 		Name: "decode_image", Signature: "decode_image(bytes, channels[, max_pixels])",
-		Doc:     "Decodes JPEG or PNG to uint8 [H, W, C], upright after EXIF orientation; channels 0 (as stored), 1, 3 or 4.",
+		Doc:     "Decodes JPEG or PNG to uint8 [H, W, C], upright after EXIF orientation; channels 0 (as stored), 1, 3 or 4; max_pixels refuses larger images before decoding (0 or absent: PIL's 178956970; negative: no pixel limit, decode memory still bounds them).",
 		MinArgs: 2, MaxArgs: 3,
 		Returns: tensorPtr,
 		Check: func(a []Arg) (sample.Type, error) {
@@ -114,7 +114,7 @@ func init() {
 			if err != nil {
 				return sample.TAny, err
 			}
-			return sizedLike(img, a, 1, nil)
+			return sizedLike(img, a, 1, cropFits(img, a))
 		},
 		Impl: func(_ *Call, a []any) (any, error) {
 			img, h, w, err := imgHW(a)
@@ -133,7 +133,7 @@ func init() {
 			if err != nil {
 				return sample.TAny, err
 			}
-			return sizedLike(img, a, 1, nil)
+			return sizedLike(img, a, 1, cropFits(img, a))
 		},
 		Impl: func(c *Call, a []any) (any, error) {
 			img, h, w, err := imgHW(a)
@@ -404,6 +404,12 @@ func imageArg(a []Arg, i int) (sample.Type, error) {
 	if t.Shape != nil && len(t.Shape) != 3 {
 		return sample.TAny, fmt.Errorf("argument %d must be an HWC image (rank 3), got %s", i+1, t)
 	}
+	// A channels-first tensor would be resized, cropped and flipped along
+	// the wrong axes without a word (found by a new-user test:
+	// flip_left_right after transpose(…, [2, 0, 1]) flipped vertically).
+	if s := t.Shape; len(s) == 3 && (s[0] == 1 || s[0] == 3 || s[0] == 4) && s[2] > 4 {
+		return sample.TAny, fmt.Errorf("argument %d looks channels-first (%s): image functions take HWC [H, W, C]; apply them before transpose", i+1, t)
+	}
 	return t, nil
 }
 
@@ -426,6 +432,22 @@ func methodArg(a []Arg, i int) error {
 
 // sizedLike is img with its height and width replaced by the constant
 // arguments at i and i+1 (or unknown when they are not constants).
+// cropFits refuses a crop of constant size larger than an image whose
+// size is known, which would otherwise pass validate and fail every
+// sample at run time.
+func cropFits(img sample.Type, a []Arg) error {
+	if len(img.Shape) != 3 {
+		return nil
+	}
+	h, okh := constInt(a[1])
+	w, okw := constInt(a[2])
+	H, W := img.Shape[0], img.Shape[1]
+	if okh && okw && H > 0 && W > 0 && (h > H || w > W) {
+		return fmt.Errorf("a %d×%d crop does not fit the %d×%d image (%s)", h, w, H, W, img)
+	}
+	return nil
+}
+
 func sizedLike(img sample.Type, a []Arg, i int, extra error) (sample.Type, error) {
 	if extra != nil {
 		return sample.TAny, extra

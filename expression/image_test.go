@@ -272,6 +272,15 @@ func TestImageDTypeChecks(t *testing.T) {
 		{`decode_image(read_file(path), 3, 1000000) | resize(32, 32, "area")`, "", "tensor<uint8>[32 32 3]"},
 		{`decode_image(read_file(path), 3, 1000000) | random_resized_crop(32, 32)`, "", "tensor<uint8>[32 32 3]"},
 		{`decode_image(read_file(path), 3) | resize(32, 32) | to_float(1)`, `to_float(img): wrong number of arguments: got 2, want 1 (line 1, column 53 of the expression)`, ""},
+		// A crop larger than a known image fails in validate, not in
+		// every sample (a new-user test).
+		{`center_crop(resize(u8, 32, 32), 64, 64)`, `center_crop: a 64×64 crop does not fit the 32×32 image (tensor<uint8>[32 32 3]) (line 1, column 1 of the expression)`, ""},
+		{`random_crop(resize(u8, 32, 32), 16, 33)`, `random_crop: a 16×33 crop does not fit the 32×32 image (tensor<uint8>[32 32 3]) (line 1, column 1 of the expression)`, ""},
+		{`center_crop(resize(u8, 32, 32), 32, 32)`, "", "tensor<uint8>[32 32 3]"},
+		{`random_crop(f64, 64, 64)`, "", "tensor<float64>[64 64 3]"},
+		// A channels-first tensor is refused by the HWC functions.
+		{`flip_left_right(transpose(resize(u8, 4, 5), [2, 0, 1]), 1.0)`, `flip_left_right: argument 1 looks channels-first (tensor<uint8>[3 4 5]): image functions take HWC [H, W, C]; apply them before transpose (line 1, column 1 of the expression)`, ""},
+		{`resize(transpose(u8, [2, 0, 1]), 32, 32)`, "", "tensor<uint8>[32 32 2]"},
 	} {
 		p, err := expression.Default().Compile(tc.src, in, sample.Any)
 		got := ""

@@ -123,7 +123,7 @@ func DecodeConfig(data []byte) (Config, error) {
 // is worth telling apart from one in another format.
 func formatErr(data []byte) error {
 	if len(data) == 0 {
-		return fmt.Errorf("%w: the file is empty (0 bytes)", ErrFormat)
+		return fmt.Errorf("%w: the image bytes are empty (0 bytes: an empty file, or an empty feature)", ErrFormat)
 	}
 	return fmt.Errorf("%w (want jpeg or png)", ErrFormat)
 }

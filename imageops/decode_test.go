@@ -371,7 +371,7 @@ func TestDecodeUnsupported(t *testing.T) {
 		{"dnl height", patchSOF(t, orig, func(s []byte) { s[4], s[5] = 0, 0 }), ErrUnsupported, "dnl"},
 		{"two components", patchSOF(t, orig, func(s []byte) { s[8] = 2 }), ErrUnsupported, "2 components"},
 		{"not an image", []byte("GIF89a........"), ErrFormat, "want jpeg or png"},
-		{"empty", nil, ErrFormat, "unknown image format: the file is empty (0 bytes)"},
+		{"empty", nil, ErrFormat, "unknown image format: the image bytes are empty (0 bytes: an empty file, or an empty feature)"},
 		{"soi only", []byte{0xff, 0xd8}, ErrTruncated, "header ends"},
 		{"header cut", orig[:100], ErrTruncated, "jpeg header ends"},
 		{"png signature only", pngMagic, ErrTruncated, "ihdr"},
