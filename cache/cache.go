@@ -81,9 +81,20 @@ type Manifest struct {
 	SkipCausesWhenFilled map[string][]string `json:"skip_causes_when_filled,omitempty"`
 	// Damaged, when set, says why the cache cannot be used: a run found
 	// its store damaged or a sample corrupt, or (set by List, never
-	// written) its manifest cannot be read. Prune removes damaged caches
-	// whatever their age.
+	// written) its manifest does not parse or names another fingerprint.
+	// Prune removes damaged caches whatever their age.
+	//
+	// Only damage Badger or piperun positively identifies marks a cache:
+	// an open or a read refused by the system (permissions, a full or
+	// read-only disk, too few file descriptors, an I/O error) or failing
+	// for a reason not known to mean damage fails without marking it.
 	Damaged string `json:"damaged,omitempty"`
+	// Unreadable, set by List and never written, says why the manifest
+	// could not be read when that says nothing about the cache itself
+	// (permission denied, an I/O error, too many open files, a directory
+	// in its place). Such a cache is neither known healthy nor known
+	// damaged: Prune keeps it, whatever its age.
+	Unreadable string `json:"unreadable,omitempty"`
 }
 
 // Cache is an open on-disk cache. Its methods are safe for concurrent use.
@@ -134,6 +145,13 @@ var fingerprintRE = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9._-]{0,127}$`)
 // A cache being written by another process is refused with an error
 // naming that process's pid; a complete cache is shared by the processes
 // that read it, and refused to one that would write it.
+//
+// A cache marked damaged (Manifest.Damaged) is tried again: opened by no
+// other process, it is opened exclusively, and the mark goes once its
+// store opens (a file restored from a backup); a read that finds a
+// corrupt sample marks it again. Processes sharing a complete cache never
+// clear the mark: one opening it while others read it reads it as they
+// do, mark kept.
 func Open(dir, fingerprint string, meta Manifest, opts Options) (*Cache, error) {
 	if !fingerprintRE.MatchString(fingerprint) {
 		return nil, fmt.Errorf("cache: fingerprint %q must be 1-128 letters, digits, '.', '_' or '-', starting with a letter or digit", fingerprint)
@@ -147,17 +165,26 @@ func Open(dir, fingerprint string, meta Manifest, opts Options) (*Cache, error) 
 	// wait a little for it. Anything short of a clean read-only open takes
 	// the exclusive lock and starts again.
 	deadline := time.Now().Add(sharedWait)
+	recheck := markedManifest(path, fingerprint)
 	for {
-		c, busy, err := openShared(path, fingerprint, meta, opts)
-		if c != nil || err != nil {
-			return c, err
+		if !recheck {
+			c, busy, err := openShared(path, fingerprint, meta, opts)
+			if c != nil || err != nil {
+				return c, err
+			}
+			if busy && time.Now().Before(deadline) {
+				time.Sleep(sharedRetry)
+				continue
+			}
 		}
-		if busy && time.Now().Before(deadline) {
-			time.Sleep(sharedRetry)
+		c, err := openExclusive(path, fingerprint, meta, opts)
+		var locked errLocked
+		if recheck && errors.As(err, &locked) {
+			// Others hold the marked cache: share it with them if they
+			// read it, the mark kept, or wait for the one that holds it.
+			recheck = false
 			continue
 		}
-		c, err = openExclusive(path, fingerprint, meta, opts)
-		var locked errLocked
 		// Readers of a crashed complete cache all find it needs repair,
 		// and all but one lose the race for the exclusive lock: they wait
 		// for the one repairing it to share it.
@@ -221,6 +248,13 @@ func openExclusive(path, fingerprint string, meta Manifest, opts Options) (*Cach
 func completeManifest(path, fingerprint string) bool {
 	m, err := readManifest(path)
 	return err == nil && m.Complete && m.Fingerprint == fingerprint && m.Format == codecVersion
+}
+
+// markedManifest reports whether path's manifest is fingerprint's and
+// marked damaged.
+func markedManifest(path, fingerprint string) bool {
+	m, err := readManifest(path)
+	return err == nil && m.Damaged != "" && m.Fingerprint == fingerprint
 }
 
 // sharedWait bounds how long Open waits for a process holding a complete
@@ -304,7 +338,11 @@ func (c *Cache) open(fingerprint string, meta Manifest) error {
 		c.man = Manifest{Fingerprint: fingerprint, Pipeline: meta.Pipeline, Stage: meta.Stage,
 			Describe: meta.Describe, Created: now, Format: codecVersion}
 	case err != nil:
-		return err
+		var de *DamagedError
+		if errors.As(err, &de) {
+			return err // it names the cache and the way out already
+		}
+		return fmt.Errorf("cache: open %s: %w", c.dir, err)
 	default:
 		if old.Fingerprint != fingerprint {
 			return misnamed(c.dir, old.Fingerprint, fingerprint)
@@ -322,16 +360,15 @@ func (c *Cache) open(fingerprint string, meta Manifest) error {
 		if meta.Describe != "" {
 			c.man.Describe = meta.Describe
 		}
-		// A mark left by an earlier run is tried again, not trusted: the
-		// damage may have been repaired (a file restored from a backup).
-		// An open that fails again marks the cache again.
-		c.man.Damaged = ""
 	}
 	c.man.LastUsed = now
 	// The manifest goes first: a directory with a database but no manifest
-	// would be invisible to List and Prune.
-	if err := c.touchManifest(); err != nil {
-		return err
+	// would be invisible to List and Prune. A reader sharing the cache
+	// (whose manifest is there) writes it once the store has opened.
+	if !c.shared {
+		if err := c.touchManifest(); err != nil {
+			return err
+		}
 	}
 	// A complete cache is only read, so it is opened read-only: a
 	// writable open scans the whole last value log to find where to append
@@ -371,6 +408,30 @@ func (c *Cache) open(fingerprint string, meta Manifest) error {
 		// that completes this one records them anew.
 		c.man.SkippedWhenFilled, c.man.SkipCausesWhenFilled = nil, nil
 	}
+	if c.shared {
+		// Others may be reading the cache, and one may have marked it
+		// damaged since we read the manifest: a reader changes only what
+		// this open sets, and never clears a mark.
+		return c.updateShared(func(m *Manifest) {
+			m.LastUsed = now
+			if meta.Pipeline != "" {
+				m.Pipeline = meta.Pipeline
+			}
+			if meta.Stage != "" {
+				m.Stage = meta.Stage
+			}
+			if meta.Describe != "" {
+				m.Describe = meta.Describe
+			}
+		})
+	}
+	// A mark left by an earlier run is tried again, not trusted: the
+	// damage may have been repaired (a file restored from a backup). Only
+	// now that the store has opened, under the exclusive lock, does it
+	// go; an open that failed kept it, and one that found damage again
+	// marked the cache again. A read that finds a corrupt sample marks it
+	// again.
+	c.man.Damaged = ""
 	return c.touchManifest()
 }
 
@@ -403,8 +464,11 @@ func (c *Cache) openDB(readOnly bool) error {
 			return fmt.Errorf("cache: %s is in use by another process: %w", c.dir, err)
 		}
 		// Badger's own words ("file does not exist for table 1") name
-		// neither the cache nor a way out.
-		if !systemRefusal(err) {
+		// neither the cache nor a way out. Only words known to mean
+		// damage make the cache damaged, which marks it for Prune to
+		// remove: anything else, the system's refusals first, fails as
+		// it is, and the cache is left alone.
+		if badgerDamage(err) {
 			return &DamagedError{Dir: c.dir, Reason: fmt.Sprintf("its Badger store %s does not open (%v)", path, err), Err: err}
 		}
 		return fmt.Errorf("cache: open %s: %w", c.dir, err)
@@ -413,19 +477,67 @@ func (c *Cache) openDB(readOnly bool) error {
 	return c.scan()
 }
 
-// systemRefusal reports whether err, from opening a Badger store, is the
-// system refusing (permissions, a read-only or full disk, too few file
-// descriptors or too little memory, a failing disk) rather than a damaged
-// store: removing the cache would not cure it.
-func systemRefusal(err error) bool {
+// badgerDamageWords are what Badger (v4) says, in the error of a writable
+// open, about a store whose files are damaged: removing the cache and
+// filling it again cures it, and nothing short of that does. Badger
+// flattens most errors into text (y.Wrap), so words are all there is.
+var badgerDamageWords = []string{
+	// MANIFEST lists a table whose file is gone.
+	"file does not exist for table",
+	// MANIFEST: garbage or cut short before its header, a changeset that
+	// fails its CRC or does not fit the file, or one that makes no sense.
+	"manifest has bad magic",
+	"manifest has checksum mismatch",
+	"manifest has unsupported version",
+	"external magic number doesn't match",
+	"Manifest file might be corrupted",
+	"MANIFEST invalid",
+	"MANIFEST file has invalid manifestChange op",
+	// Tables whose key ranges overlap where MANIFEST puts them.
+	"Level validation",
+	// A table file whose index or checksums do not verify.
+	"failed to initialize table",
+	"failed to verify checksum",
+	"checksum mismatch",
+	// KEYREGISTRY: cut short, or its check text wrong (piperun sets no
+	// encryption key, so no key can be the wrong one).
+	"for key registry",
+	"reading sanity text",
+	"Encryption key mismatch",
+	// A value log or memtable file whose header names a key the registry
+	// lacks (garbage in it), or one left empty, which Badger never writes.
+	"Invalid datakey id",
+	"err: Create a new file",
+}
+
+// systemErrnos are the errors of the system refusing (permissions, a
+// read-only or full disk, too few file descriptors or too little memory,
+// a failing disk) rather than of damaged files: removing the cache would
+// not cure them.
+var systemErrnos = []syscall.Errno{syscall.EACCES, syscall.EPERM, syscall.EROFS, syscall.ENOSPC, syscall.EDQUOT,
+	syscall.EMFILE, syscall.ENFILE, syscall.ENOMEM, syscall.EIO, syscall.EAGAIN, syscall.EINTR, syscall.EBUSY}
+
+// badgerDamage reports whether err, from a writable open of a Badger
+// store, positively says its files are damaged. An error from the system
+// never does, whether it comes as an errno or, flattened by Badger, as
+// the errno's words ("Error while opening key registry. err: open
+// .../KEYREGISTRY: too many open files"); nor does one Badger words in a
+// way not known to mean damage.
+func badgerDamage(err error) bool {
 	var errno syscall.Errno
-	if !errors.As(err, &errno) {
+	if errors.As(err, &errno) {
 		return false
 	}
-	switch errno {
-	case syscall.EACCES, syscall.EPERM, syscall.EROFS, syscall.ENOSPC, syscall.EDQUOT, syscall.EMFILE,
-		syscall.ENFILE, syscall.ENOMEM, syscall.EIO, syscall.EAGAIN, syscall.EINTR, syscall.EBUSY:
-		return true
+	msg := err.Error()
+	for _, e := range systemErrnos {
+		if strings.Contains(msg, e.Error()) {
+			return false
+		}
+	}
+	for _, w := range badgerDamageWords {
+		if strings.Contains(msg, w) {
+			return true
+		}
 	}
 	return false
 }
@@ -672,19 +784,63 @@ func (c *Cache) markDamaged(err error) {
 	}
 }
 
-// markCorrupt records a corrupt sample that a read found, like
-// markDamaged. The caller holds c.mu. Readers sharing a complete cache
-// may each write it, as they write LastUsed: the manifest is replaced
-// whole, so the last one wins with the same words.
+// markCorrupt records a corrupt sample of this cache that a read found,
+// like markDamaged; err may be any error, a CorruptError of another cache
+// (which a caller's function handed to Iterate) included, and only one of
+// this cache's marks it. The caller holds c.mu. A reader sharing a
+// complete cache re-reads the manifest and sets Damaged only where no
+// mark is there yet: the first reader to find damage names it, and no
+// other reader's write (of LastUsed, on Close) takes the mark away.
 func (c *Cache) markCorrupt(err error) {
 	var ce *CorruptError
-	if !errors.As(err, &ce) || c.man.Damaged != "" {
+	if !errors.As(err, &ce) || ce.Dir != c.dir || c.man.Damaged != "" {
 		return
 	}
-	c.man.Damaged = fmt.Sprintf("sample %d is corrupt", ce.ID)
-	if werr := writeManifest(c.dir, c.man); werr != nil {
+	reason := fmt.Sprintf("sample %d is corrupt", ce.ID)
+	var werr error
+	if c.shared {
+		werr = c.updateShared(func(m *Manifest) {
+			if m.Damaged == "" {
+				m.Damaged = reason
+			}
+		})
+	} else {
+		c.man.Damaged = reason
+		werr = writeManifest(c.dir, c.man)
+	}
+	if werr != nil {
 		c.logf("cache: %s: recording the damage in the manifest: %v", c.dir, werr)
 	}
+}
+
+// updateShared changes the manifest on disk as change says, for a reader
+// sharing the cache with others: it reads the manifest again and changes
+// only what change does, so that readers writing it do not undo each
+// other's writes (a mark of damage one found, undone by another's
+// LastUsed). Readers on this machine take turns (lockManifest). A
+// manifest that no longer reads as this cache's is left as it is, for
+// List to show; a complete cache's on a read-only medium is not written
+// (see touchManifest). c.man becomes the manifest as changed. The caller
+// holds c.mu.
+func (c *Cache) updateShared(change func(*Manifest)) error {
+	unlock := lockManifest(c.dir)
+	defer unlock()
+	m, err := readManifest(c.dir)
+	if err == nil && m.Fingerprint != c.man.Fingerprint {
+		err = misnamed(c.dir, m.Fingerprint, c.man.Fingerprint)
+	}
+	if err != nil {
+		change(&c.man)
+		c.logf("cache: %s: manifest left as it is: %v", c.dir, err)
+		return nil
+	}
+	change(&m)
+	c.man = m
+	err = writeManifest(c.dir, m)
+	if err != nil && m.Complete && readOnlyMedium(err) {
+		return nil
+	}
+	return err
 }
 
 // decodeStored decodes the stored value of id. Every sample's encoding
@@ -1013,6 +1169,9 @@ func (c *Cache) Close() error {
 	var errs []error
 	if c.err == nil && !c.man.Complete {
 		errs = append(errs, c.commit())
+	} else if c.err == nil && c.shared {
+		now := c.opts.Now()
+		errs = append(errs, c.updateShared(func(m *Manifest) { m.LastUsed = now }))
 	} else if c.err == nil {
 		c.man.LastUsed = c.opts.Now()
 		errs = append(errs, c.touchManifest())
@@ -1106,9 +1265,12 @@ func writeManifest(dir string, m Manifest) error {
 //
 // A cache whose manifest cannot be read or names another fingerprint is
 // listed all the same, so that one damaged cache hides none of the
-// others: its manifest has the directory's name as Fingerprint, the
-// manifest file's modification time as LastUsed, and Damaged saying what
-// is wrong.
+// others: its manifest has the directory's name as Fingerprint and the
+// manifest file's modification time as LastUsed. Damaged says what is
+// wrong with a manifest that does not parse or names another
+// fingerprint; Unreadable says why one could not be read (permission
+// denied, an I/O error, a directory in its place), which is no sign of
+// damage.
 func List(dir string) ([]Manifest, error) {
 	entries, err := os.ReadDir(dir)
 	if errors.Is(err, os.ErrNotExist) {
@@ -1145,12 +1307,16 @@ func List(dir string) ([]Manifest, error) {
 }
 
 // unreadable is the manifest List gives for a cache at path whose
-// manifest could not be read: err says why.
+// manifest could not be read: err says why. Only a *DamagedError (a
+// manifest that does not parse, or names another fingerprint) makes it
+// damaged; any other error of the read leaves it unreadable.
 func unreadable(path string, err error) Manifest {
-	m := Manifest{Fingerprint: filepath.Base(path), Damaged: err.Error()}
+	m := Manifest{Fingerprint: filepath.Base(path)}
 	var de *DamagedError
 	if errors.As(err, &de) {
 		m.Damaged = de.Reason
+	} else {
+		m.Unreadable = err.Error()
 	}
 	if fi, err := os.Lstat(filepath.Join(path, manifestName)); err == nil {
 		m.LastUsed = fi.ModTime()
@@ -1161,12 +1327,15 @@ func unreadable(path string, err error) Manifest {
 // Prune removes caches under dir last used more than olderThan before now
 // (any age when olderThan is 0), always keeping the keepLast most recently
 // used ones. Damaged caches (Manifest.Damaged) are removed whatever their
-// age and count for none of the keepLast: none of them can be read. A
-// cache in use by a process is never removed, whatever its age or damage;
-// it is skipped, not reported as an error. Prune returns the manifests of
-// the caches it removed, and of those it would have removed but found in
-// use; a cache it fails to remove does not stop it removing the others,
-// and the errors come back joined.
+// age and count for none of the keepLast: none of them can be read.
+// Caches whose manifest cannot be read (Manifest.Unreadable) are kept,
+// whatever their age, and count for none of the keepLast either: nothing
+// says what they hold or when they were used. A cache in use by a process
+// is never removed, whatever its age or damage; it is skipped, not
+// reported as an error. Prune returns the manifests of the caches it
+// removed, and of those it would have removed but found in use; a cache
+// it fails to remove does not stop it removing the others, and the errors
+// come back joined.
 func Prune(dir string, olderThan time.Duration, keepLast int, now time.Time) (removed, inUse []Manifest, err error) {
 	all, err := List(dir)
 	if err != nil {
@@ -1175,6 +1344,9 @@ func Prune(dir string, olderThan time.Duration, keepLast int, now time.Time) (re
 	var errs []error
 	healthy := 0
 	for _, m := range all {
+		if m.Unreadable != "" {
+			continue
+		}
 		if m.Damaged == "" {
 			healthy++
 			if healthy <= keepLast || now.Sub(m.LastUsed) <= olderThan {

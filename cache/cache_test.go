@@ -336,6 +336,14 @@ func writeComplete(t *testing.T, dir string, n int64) {
 	}
 }
 
+// mustNil fails the test on err.
+func mustNil(t *testing.T, err error) {
+	t.Helper()
+	if err != nil {
+		t.Fatal(err)
+	}
+}
+
 // putN puts the test samples 0..n-1.
 func putN(t *testing.T, c *Cache, n int64) {
 	t.Helper()

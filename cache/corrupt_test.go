@@ -10,6 +10,7 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/piperun/piperun/sample"
 )
@@ -193,5 +194,107 @@ func TestCorruptErrorEmptyValue(t *testing.T) {
 		`or run "piperun cache prune caches --damaged", then run again to refill it`
 	if got := c.corrupt(3, nil).Error(); got != want {
 		t.Errorf("message\n%s\nwant\n%s", got, want)
+	}
+}
+
+// listDamaged is what List says of the one cache under dir: Damaged and
+// LastUsed.
+func listDamaged(t *testing.T, dir string) (string, time.Time) {
+	t.Helper()
+	ms, err := List(dir)
+	if err != nil || len(ms) != 1 {
+		t.Fatalf("List = %+v, %v", ms, err)
+	}
+	return ms[0].Damaged, ms[0].LastUsed
+}
+
+// TestSharedReadersKeepTheMark has two processes' worth of readers share
+// a complete cache with a corrupt sample. A's read marks it; B, closing,
+// writes its LastUsed, and must not take the mark away (each reader once
+// wrote back the manifest it had read when it opened, with no mark); nor
+// must a reader that opens the cache while A reads it, which shares it as
+// A does. Only the manifest's LastUsed is B's to change.
+func TestSharedReadersKeepTheMark(t *testing.T) {
+	dir := t.TempDir()
+	fillAndCorrupt(t, dir, true)
+	at := func(h int) Options {
+		now := time.Date(2025, 6, 1, h, 0, 0, 0, time.UTC)
+		return Options{Now: func() time.Time { return now }}
+	}
+	a := openT(t, dir, "fp", at(1))
+	b := openT(t, dir, "fp", at(2))
+	if !a.shared || !b.shared {
+		t.Fatalf("shared: A %v, B %v; want both readers of the complete cache", a.shared, b.shared)
+	}
+	err := a.Iterate(context.Background(), func(*sample.Sample) error { return nil })
+	checkCorrupt(t, "A's Iterate", a, corruptID, err)
+	want := fmt.Sprintf("sample %d is corrupt", corruptID)
+	if got, _ := listDamaged(t, dir); got != want {
+		t.Fatalf("after A's read: Damaged %q, want %q", got, want)
+	}
+
+	mustNil(t, b.Close())
+	got, used := listDamaged(t, dir)
+	if got != want {
+		t.Errorf("after B closed: Damaged %q, want %q", got, want)
+	}
+	if !used.Equal(at(2).Now()) {
+		t.Errorf("after B closed: LastUsed %v, want B's %v", used, at(2).Now())
+	}
+
+	c := openT(t, dir, "fp", at(3))
+	if !c.shared {
+		t.Error("a reader of the marked cache, opened while A reads it, does not share it")
+	}
+	if m := c.Manifest(); m.Damaged != want {
+		t.Errorf("the third reader's manifest: Damaged %q, want %q", m.Damaged, want)
+	}
+	if got, _ := listDamaged(t, dir); got != want {
+		t.Errorf("after a third reader opened: Damaged %q, want %q", got, want)
+	}
+	mustNil(t, c.Close())
+	mustNil(t, a.Close())
+	if got, used := listDamaged(t, dir); got != want || !used.Equal(at(1).Now()) {
+		t.Errorf("after all closed: Damaged %q, LastUsed %v; want %q, A's %v", got, used, want, at(1).Now())
+	}
+
+	// Opened alone, the cache is tried again: its store opens, so the
+	// mark goes, and the read that finds the sample corrupt marks it
+	// again.
+	d := openT(t, dir, "fp", Options{})
+	if got, _ := listDamaged(t, dir); got != "" {
+		t.Errorf("opened alone: Damaged %q, want the mark tried again", got)
+	}
+	_, _, err = d.Get(corruptID)
+	checkCorrupt(t, "Get", d, corruptID, err)
+	mustNil(t, d.Close())
+	if got, _ := listDamaged(t, dir); got != want {
+		t.Errorf("after the read: Damaged %q, want %q", got, want)
+	}
+}
+
+// TestCorruptMarksOnlyItsOwnCache hands Iterate of a healthy cache a
+// function that fails with another cache's CorruptError, as a pipeline
+// reading from two caches may: the healthy cache must not be marked.
+func TestCorruptMarksOnlyItsOwnCache(t *testing.T) {
+	bad, good := t.TempDir(), t.TempDir()
+	fillAndCorrupt(t, bad, true)
+	writeComplete(t, good, 5)
+	cb := openT(t, bad, "fp", Options{})
+	defer cb.Close()
+	_, _, cerr := cb.Get(corruptID)
+	checkCorrupt(t, "Get", cb, corruptID, cerr)
+
+	cg := openT(t, good, "fp", Options{})
+	err := cg.Iterate(context.Background(), func(*sample.Sample) error { return fmt.Errorf("downstream: %w", cerr) })
+	if !errors.Is(err, ErrCorrupt) {
+		t.Fatalf("Iterate: %v, want the function's error", err)
+	}
+	mustNil(t, cg.Close())
+	if got, _ := listDamaged(t, good); got != "" {
+		t.Errorf("the healthy cache is marked: %q", got)
+	}
+	if got, _ := listDamaged(t, bad); got != fmt.Sprintf("sample %d is corrupt", corruptID) {
+		t.Errorf("the corrupt cache: Damaged %q", got)
 	}
 }

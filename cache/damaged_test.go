@@ -1,11 +1,16 @@
 package cache
 
 import (
+	"bytes"
 	"context"
+	"encoding/binary"
 	"errors"
+	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -104,6 +109,9 @@ func TestDamagedManifest(t *testing.T) {
 	for _, m := range removed {
 		names = append(names, m.Fingerprint)
 	}
+	// Their order is their manifests' file times, which may tie or not
+	// (a file system's clock ticks coarsely): no part of the check.
+	slices.Sort(names)
 	if strings.Join(names, ",") != "garbage,misnamed" {
 		t.Errorf("Prune removed %v, want garbage and misnamed", names)
 	}
@@ -237,5 +245,248 @@ func TestMissingValueLog(t *testing.T) {
 	}
 	if removed, _, err := Prune(dir, time.Hour, 3, time.Now()); err != nil || len(removed) != 1 {
 		t.Fatalf("Prune = %+v, %v", removed, err)
+	}
+}
+
+// fillBig fills the cache dir/fp with corruptN big samples, so that
+// Badger keeps them in its value log, and closes it, complete or not.
+func fillBig(t *testing.T, dir string, complete bool) {
+	t.Helper()
+	c := openT(t, dir, "fp", Options{})
+	for id := int64(0); id < corruptN; id++ {
+		if err := c.Put(id, bigSample(id)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if complete {
+		if err := c.MarkComplete(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := c.Close(); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// storeFile is the one file of a real store matching pattern.
+func storeFile(t *testing.T, store, pattern string) string {
+	t.Helper()
+	names, err := filepath.Glob(filepath.Join(store, pattern))
+	if err != nil || len(names) != 1 {
+		t.Fatalf("%s in %s: %v (%v), want one", pattern, store, names, err)
+	}
+	return names[0]
+}
+
+// flipByte inverts the byte of file at the offset that at gives for its
+// contents.
+func flipByte(t *testing.T, file string, at func(b []byte) int) {
+	t.Helper()
+	b, err := os.ReadFile(file)
+	if err != nil {
+		t.Fatal(err)
+	}
+	b[at(b)] ^= 0xff
+	if err := os.WriteFile(file, b, 0o644); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// TestDamagedStoreFiles damages the files of real Badger stores, complete
+// caches and partial ones, in each way Badger words as damage when it
+// opens them: Open must fail with a DamagedError quoting Badger's words,
+// and mark the cache for List and Prune. Damage Badger opens without a
+// word (a value log deleted or cut short) must show as a corrupt sample
+// when read, marked too. A store that does not open for a reason not
+// known to mean damage (its MANIFEST a directory) must fail as it is, and
+// not be marked.
+func TestDamagedStoreFiles(t *testing.T) {
+	indexMiddle := func(b []byte) int {
+		// A table ends with its index, the index's length, a checksum of
+		// the index and the checksum's length.
+		n := len(b)
+		sumLen := int(binary.BigEndian.Uint32(b[n-4:]))
+		lenAt := n - 4 - sumLen - 4
+		return lenAt - int(binary.BigEndian.Uint32(b[lenAt:]))/2
+	}
+	for _, tc := range []struct {
+		name   string
+		damage func(t *testing.T, store string)
+		// words are Badger's, in the reason of the DamagedError; "" when
+		// the store opens and read finds a corrupt sample; "-" when the
+		// open fails and the cache must not be marked.
+		words string
+	}{
+		{"table file deleted", func(t *testing.T, store string) {
+			mustNil(t, os.Remove(storeFile(t, store, "*.sst")))
+		}, "file does not exist for table 1"},
+		{"garbage in MANIFEST", func(t *testing.T, store string) {
+			mustNil(t, os.WriteFile(filepath.Join(store, "MANIFEST"), []byte("not Badger's"), 0o644))
+		}, "manifest has bad magic"},
+		{"MANIFEST cut short", func(t *testing.T, store string) {
+			mustNil(t, os.Truncate(filepath.Join(store, "MANIFEST"), 4))
+		}, "manifest has bad magic"},
+		{"MANIFEST checksum", func(t *testing.T, store string) {
+			flipByte(t, filepath.Join(store, "MANIFEST"), func(b []byte) int { return len(b) - 1 })
+		}, "manifest has checksum mismatch"},
+		{"KEYREGISTRY empty", func(t *testing.T, store string) {
+			mustNil(t, os.Truncate(filepath.Join(store, "KEYREGISTRY"), 0))
+		}, "Error while reading IV for key registry. err: EOF"},
+		{"garbage in KEYREGISTRY", func(t *testing.T, store string) {
+			mustNil(t, os.WriteFile(filepath.Join(store, "KEYREGISTRY"), bytes.Repeat([]byte("not Badger's "), 4), 0o644))
+		}, "Encryption key mismatch"},
+		{"table index", func(t *testing.T, store string) {
+			flipByte(t, storeFile(t, store, "*.sst"), indexMiddle)
+		}, "checksum mismatch"},
+		{"value log header", func(t *testing.T, store string) {
+			flipByte(t, storeFile(t, store, "*.vlog"), func([]byte) int { return 3 })
+		}, "Invalid datakey id"},
+		{"value log empty", func(t *testing.T, store string) {
+			mustNil(t, os.Truncate(storeFile(t, store, "*.vlog"), 0))
+		}, "Create a new file"},
+		{"value log deleted", func(t *testing.T, store string) {
+			mustNil(t, os.Remove(storeFile(t, store, "*.vlog")))
+		}, ""},
+		{"value log cut short", func(t *testing.T, store string) {
+			log := storeFile(t, store, "*.vlog")
+			fi, err := os.Stat(log)
+			mustNil(t, err)
+			mustNil(t, os.Truncate(log, fi.Size()/2))
+		}, ""},
+		{"MANIFEST a directory", func(t *testing.T, store string) {
+			mustNil(t, os.Remove(filepath.Join(store, "MANIFEST")))
+			mustNil(t, os.Mkdir(filepath.Join(store, "MANIFEST"), 0o755))
+		}, "-"},
+	} {
+		for _, complete := range []bool{true, false} {
+			t.Run(fmt.Sprintf("%s/complete=%v", tc.name, complete), func(t *testing.T) {
+				dir := t.TempDir()
+				fillBig(t, dir, complete)
+				store := filepath.Join(dir, "fp", badgerName)
+				tc.damage(t, store)
+				c, err := Open(dir, "fp", testMeta, Options{})
+				switch tc.words {
+				case "":
+					if err != nil {
+						t.Fatalf("Open: %v; want the store to open", err)
+					}
+					err = c.Iterate(context.Background(), func(*sample.Sample) error { return nil })
+					checkCorrupt(t, "Iterate", c, -1, err)
+					mustNil(t, c.Close())
+				case "-":
+					if err == nil || errors.Is(err, ErrDamaged) {
+						t.Fatalf("Open: %v; want a plain error", err)
+					}
+				default:
+					var de *DamagedError
+					if !errors.As(err, &de) || !strings.Contains(de.Reason, "its Badger store "+store+" does not open (") ||
+						!strings.Contains(de.Reason, tc.words) {
+						t.Fatalf("Open: %v; want a DamagedError saying %q", err, tc.words)
+					}
+				}
+				ms, err := List(dir)
+				if err != nil || len(ms) != 1 {
+					t.Fatalf("List = %+v, %v", ms, err)
+				}
+				switch got := ms[0].Damaged; {
+				case tc.words == "-" && got != "":
+					t.Errorf("marked damaged: %q", got)
+				case tc.words == "" && !(strings.HasPrefix(got, "sample ") && strings.HasSuffix(got, " is corrupt")):
+					t.Errorf("Damaged = %q, want a corrupt sample", got)
+				case tc.words != "" && tc.words != "-" && !strings.Contains(got, tc.words):
+					t.Errorf("Damaged = %q, want Badger's %q", got, tc.words)
+				}
+				removed, _, err := Prune(dir, time.Hour, 5, time.Now())
+				if err != nil || len(removed) != map[bool]int{true: 0, false: 1}[tc.words == "-"] {
+					t.Errorf("Prune removed %+v, %v", removed, err)
+				}
+			})
+		}
+	}
+}
+
+// TestBadgerDamage checks the words badgerDamage goes by: damage Badger
+// names, unless the system's refusal is what it wraps, flattened into
+// text or not; anything else is not damage.
+func TestBadgerDamage(t *testing.T) {
+	for _, tc := range []struct {
+		err  error
+		want bool
+	}{
+		{errors.New("file does not exist for table 1"), true},
+		{errors.New("manifest has bad magic"), true},
+		{errors.New(`Opening table: "/c/fp/badger/000001.sst" err: failed to initialize table err: failed to read index. err: failed to verify checksum for table: /c/fp/badger/000001.sst err: actual: 1, expected: 2 err: checksum mismatch`), true},
+		{errors.New("Error while reading IV for key registry. err: EOF"), true},
+		// The system's refusals, in Badger's flattened words.
+		{errors.New("Error while opening key registry. err: open /c/fp/badger/KEYREGISTRY: too many open files"), false},
+		{errors.New("Error while reading IV for key registry. err: read /c/fp/badger/KEYREGISTRY: input/output error"), false},
+		{errors.New(`Cannot write pid file "/c/fp/badger/LOCK" err: open /c/fp/badger/LOCK: permission denied`), false},
+		{errors.New("while opening memtables err: Unable to open mem dir.. Path=/c. Error=open /c: cannot allocate memory"), false},
+		{errors.New("During db.vlog.open err: Error while creating log file in valueLog.open err: write /c/x: no space left on device"), false},
+		{errors.New("While opening directory: /c/fp/badger. err: open /c/fp/badger: read-only file system"), false},
+		// Wrapped, with its errno, even under words of damage.
+		{fmt.Errorf("manifest has bad magic: %w", &os.PathError{Op: "read", Path: "/c", Err: syscall.EIO}), false},
+		{&os.PathError{Op: "open", Path: "/c/fp/badger/MANIFEST", Err: syscall.EISDIR}, false},
+		// Words not known to mean damage.
+		{errors.New("something Badger never said before"), false},
+	} {
+		if got := badgerDamage(tc.err); got != tc.want {
+			t.Errorf("badgerDamage(%q) = %v, want %v", tc.err, got, tc.want)
+		}
+	}
+}
+
+// TestUnreadableManifestIsKept puts a directory where a real cache's
+// manifest should be, which no user running as root can be kept from
+// reading: its read fails (EISDIR), as one refused by permissions or by a
+// failing disk does. That says nothing about the cache, so List shows it
+// unreadable, not damaged, and Prune keeps it whatever its age and counts
+// it for none of keepLast; Open fails as the read did, marking nothing.
+func TestUnreadableManifestIsKept(t *testing.T) {
+	dir := t.TempDir()
+	base := time.Date(2025, 1, 1, 0, 0, 0, 0, time.UTC)
+	for i, fp := range []string{"old", "unreadable", "new"} {
+		fillDay(t, dir, fp, base, i, 5)
+	}
+	man := filepath.Join(dir, "unreadable", manifestName)
+	mustNil(t, os.Remove(man))
+	mustNil(t, os.Mkdir(man, 0o755))
+
+	ms, err := List(dir)
+	if err != nil || len(ms) != 3 {
+		t.Fatalf("List = %+v, %v", ms, err)
+	}
+	got := map[string]Manifest{}
+	for _, m := range ms {
+		got[m.Fingerprint] = m
+	}
+	u := got["unreadable"]
+	if want := "read " + man + ": is a directory"; u.Unreadable != want || u.Damaged != "" {
+		t.Errorf("unreadable: Unreadable %q, Damaged %q; want %q and not damaged", u.Unreadable, u.Damaged, want)
+	}
+	if got["old"].Unreadable != "" || got["new"].Unreadable != "" || got["new"].Damaged != "" {
+		t.Errorf("List = %+v", ms)
+	}
+
+	if _, err := Open(dir, "unreadable", testMeta, Options{}); err == nil || errors.Is(err, ErrDamaged) ||
+		!strings.Contains(err.Error(), "is a directory") {
+		t.Errorf("Open: %v; want the read's error", err)
+	}
+	// Ten days on, keeping the last one, with no age limit to speak of:
+	// "old" goes, being second of the healthy ones; the unreadable one
+	// stays, and is not the one kept.
+	removed, inUse, err := Prune(dir, 0, 1, base.Add(10*24*time.Hour))
+	if err != nil || len(inUse) != 0 || len(removed) != 1 || removed[0].Fingerprint != "old" {
+		t.Fatalf("Prune = %+v, %+v, %v; want old removed", removed, inUse, err)
+	}
+	removed, _, err = Prune(dir, 0, 0, base.Add(10*24*time.Hour))
+	if err != nil || len(removed) != 1 || removed[0].Fingerprint != "new" {
+		t.Fatalf("Prune of all = %+v, %v; want new removed", removed, err)
+	}
+	if fi, err := os.Stat(man); err != nil || !fi.IsDir() {
+		t.Errorf("the unreadable cache was touched: %v", err)
+	}
+	if _, err := os.Stat(filepath.Join(dir, "unreadable", badgerName)); err != nil {
+		t.Errorf("the unreadable cache lost its store: %v", err)
 	}
 }

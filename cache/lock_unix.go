@@ -141,3 +141,20 @@ func (l *dirLock) unlock() error {
 	l.f = nil
 	return err
 }
+
+// lockManifest makes the processes (and Caches) that share dir's cache
+// take turns at reading and rewriting its manifest, with a flock on the
+// directory itself, apart from the lock file's; it returns the unlock.
+// Best effort: where the directory cannot be locked (a file system
+// without flock), the update goes ahead unserialized, as it did before.
+func lockManifest(dir string) (unlock func()) {
+	f, err := os.Open(dir)
+	if err != nil {
+		return func() {}
+	}
+	if syscall.Flock(int(f.Fd()), syscall.LOCK_EX) != nil {
+		f.Close()
+		return func() {}
+	}
+	return func() { f.Close() } // closing it drops the flock
+}

@@ -46,10 +46,3 @@ func TestCompleteCacheOnReadOnlyMedium(t *testing.T) {
 		t.Errorf("an incomplete cache on a read-only medium: %v, want a read-only file system error", err)
 	}
 }
-
-func mustNil(t *testing.T, err error) {
-	t.Helper()
-	if err != nil {
-		t.Fatal(err)
-	}
-}

@@ -240,3 +240,66 @@ func TestDamagedStoreCommands(t *testing.T) {
 		t.Errorf("left %v, want %s", left, other)
 	}
 }
+
+// TestUnreadableManifestCommands puts a directory where a real cache's
+// manifest should be, next to a healthy cache: its read fails (EISDIR,
+// even as root) as one refused by permissions or a failing disk does,
+// which says nothing about the cache. ls lists it unreadable, not
+// damaged, saying why on stderr and under "unreadable" in JSON; no prune
+// removes it, and each says it kept it; apply fails with the read's error
+// and leaves it as it is.
+func TestUnreadableManifestCommands(t *testing.T) {
+	dir := t.TempDir()
+	cacheDir, fill, other := fillTwo(t, dir)
+	man := filepath.Join(cacheDir, fill, "manifest.json")
+	if err := os.Remove(man); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Mkdir(man, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	reason := "read " + man + ": is a directory"
+	why := "its manifest cannot be read (" + reason + "); prune keeps it"
+
+	r := run(t, "cache", "ls", cacheDir)
+	if want := "piperun: cache " + filepath.Join(cacheDir, fill) + ": " + why + "\n"; r.code != 0 || r.stderr != want {
+		t.Errorf("ls: %s\nwant exit 0 and stderr %q", r, want)
+	}
+	if !lsRow(fill, "-", "-", "-", "-", "unreadable").MatchString(r.stdout) ||
+		!lsRow(other, "other", "c", "200", "3KiB", "complete").MatchString(r.stdout) {
+		t.Errorf("ls:\n%s", r.stdout)
+	}
+	r = run(t, "cache", "ls", "--format", "json", cacheDir)
+	var ms []struct{ Fingerprint, Damaged, Unreadable string }
+	if err := json.Unmarshal([]byte(r.stdout), &ms); err != nil || r.code != 0 || len(ms) != 2 {
+		t.Fatalf("ls --format json: %v\n%s", err, r)
+	}
+	for _, m := range ms {
+		if m.Damaged != "" || (m.Fingerprint == fill) != (m.Unreadable == reason) {
+			t.Errorf("ls --format json: %+v", m)
+		}
+	}
+
+	kept := "kept " + filepath.Join(cacheDir, fill) + ": " + why + "\n"
+	if r := run(t, "cache", "prune", "--damaged", cacheDir); r.code != 0 || r.stdout != kept {
+		t.Errorf("prune --damaged: %s\nwant stdout %q", r, kept)
+	}
+	r = run(t, "cache", "prune", "--older-than", "0", cacheDir)
+	if want := "removed " + filepath.Join(cacheDir, other) + " (other/c, 200 samples, 3KiB)\n" + kept; r.code != 0 || r.stdout != want {
+		t.Errorf("prune --older-than 0: %s\nwant stdout %q", r, want)
+	}
+	if left, _ := filepath.Glob(filepath.Join(cacheDir, "*")); len(left) != 1 || filepath.Base(left[0]) != fill {
+		t.Errorf("left %v, want %s alone", left, fill)
+	}
+
+	r = run(t, "apply", "--progress", "never", filepath.Join(dir, "fill.yaml"))
+	if r.code != 1 || !strings.Contains(r.stderr, reason) || strings.Contains(r.stderr, "damaged") {
+		t.Errorf("apply: %s\nwant exit 1 naming the read's error, not damage", r)
+	}
+	if fi, err := os.Stat(man); err != nil || !fi.IsDir() {
+		t.Errorf("the unreadable manifest was touched: %v", err)
+	}
+	if _, err := os.Stat(filepath.Join(cacheDir, fill, "badger")); err != nil {
+		t.Errorf("the unreadable cache lost its store: %v", err)
+	}
+}

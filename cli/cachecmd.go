@@ -33,7 +33,7 @@ func cacheCmd(g *globals) *cobra.Command {
 	var format string
 	ls := &cobra.Command{
 		Use:   "ls DIR|SPEC...",
-		Short: "List caches: fingerprint, pipeline, stage, samples, size, complete, partial or damaged and in use, last used",
+		Short: "List caches: fingerprint, pipeline, stage, samples, size, complete, partial, damaged or unreadable and in use, last used",
 		Args:  minArgs(1, "a cache directory or spec"),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			ms, err := g.caches(args)
@@ -45,9 +45,14 @@ func cacheCmd(g *globals) *cobra.Command {
 			// cache, as an unhealthy container is to "docker ps". Why it
 			// is damaged, and the way out, go to stderr, where a script
 			// reading stdout is not disturbed and a person still sees it.
+			// So does why a manifest could not be read at all, which
+			// says nothing about the cache: no prune removes it.
 			for _, m := range ms {
 				if m.Damaged != "" {
 					fmt.Fprintln(g.stderr, "piperun:", m.damage())
+				}
+				if m.Unreadable != "" {
+					fmt.Fprintf(g.stderr, "piperun: cache %s: %s\n", filepath.Join(m.dir, m.Fingerprint), unreadableWords(m.Manifest))
 				}
 			}
 			if format == "json" {
@@ -100,7 +105,9 @@ func cacheCmd(g *globals) *cobra.Command {
 		Long: "Remove caches last used longer ago than --older-than, keeping the --keep-last most recent.\n" +
 			"Damaged caches (a manifest that does not parse, a store a run could not open or read) are\n" +
 			"removed by every prune, whatever their age, and count for none of --keep-last; --damaged\n" +
-			"alone removes only them. Caches in use by a piperun process are never removed.",
+			"alone removes only them. Caches in use by a piperun process are never removed, nor are\n" +
+			"caches whose manifest cannot be read (permissions, an I/O error): \"cache ls\" shows them\n" +
+			"unreadable.",
 		Args: minArgs(1, "a cache directory or spec"),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			ageSet, keepSet := cmd.Flags().Changed("older-than"), cmd.Flags().Changed("keep-last")
@@ -122,6 +129,16 @@ func cacheCmd(g *globals) *cobra.Command {
 			}
 			var errs []error
 			for _, d := range dirs {
+				// Prune keeps caches whose manifest it cannot read; say so,
+				// as it says of those in use.
+				var unreadable []cache.Manifest
+				if ms, err := cache.List(d); err == nil {
+					for _, m := range ms {
+						if m.Unreadable != "" {
+							unreadable = append(unreadable, m)
+						}
+					}
+				}
 				removed, inUse, err := cache.Prune(d, limit, keepLast, time.Now())
 				for _, m := range removed {
 					if m.Damaged != "" {
@@ -133,7 +150,10 @@ func cacheCmd(g *globals) *cobra.Command {
 				for _, m := range inUse {
 					fmt.Fprintf(g.stdout, "kept %s%s: in use by another piperun process\n", filepath.Join(d, m.Fingerprint), whose(m, "damaged"))
 				}
-				if len(removed) == 0 && len(inUse) == 0 && err == nil {
+				for _, m := range unreadable {
+					fmt.Fprintf(g.stdout, "kept %s: %s\n", filepath.Join(d, m.Fingerprint), unreadableWords(m))
+				}
+				if len(removed) == 0 && len(inUse) == 0 && len(unreadable) == 0 && err == nil {
 					fmt.Fprintf(g.stdout, "%s: nothing to remove\n", d)
 				}
 				// One directory's failure leaves the others to prune.
@@ -177,11 +197,13 @@ func (d dirManifest) MarshalJSON() ([]byte, error) {
 	}{plain(d.Manifest), filepath.Join(d.dir, d.Fingerprint), d.use, d.pids})
 }
 
-// state is the STATE column: complete, partial or damaged, and how it is
-// in use.
+// state is the STATE column: complete, partial, damaged or unreadable,
+// and how it is in use.
 func (d dirManifest) state() string {
 	s := "partial"
 	switch {
+	case d.Unreadable != "":
+		s = "unreadable"
 	case d.Damaged != "":
 		s = "damaged"
 	case d.Complete:
@@ -208,7 +230,15 @@ func (d dirManifest) state() string {
 
 // unread reports whether the cache's manifest could not be read, so that
 // its counts are unknown rather than 0.
-func (d dirManifest) unread() bool { return d.Damaged != "" && d.Created.IsZero() }
+func (d dirManifest) unread() bool {
+	return d.Unreadable != "" || d.Damaged != "" && d.Created.IsZero()
+}
+
+// unreadableWords say why the manifest m (Manifest.Unreadable) could not
+// be read, and that prune keeps the cache for it.
+func unreadableWords(m cache.Manifest) string {
+	return "its manifest cannot be read (" + m.Unreadable + "); prune keeps it"
+}
 
 // damage is the error telling why the cache is damaged and the way out.
 func (d dirManifest) damage() error {
