@@ -983,19 +983,26 @@ func (c *Cache) MarkComplete() error {
 // Has reports whether a sample is stored under id, Put but not yet
 // committed ones included.
 func (c *Cache) Has(id int64) bool {
+	_, ok := c.Stored(id)
+	return ok
+}
+
+// Stored is Has with the size of the sample's encoding, about what the
+// sample takes in memory once read back (its values are stored raw).
+func (c *Cache) Stored(id int64) (size int64, ok bool) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if c.closed {
-		return false
+		return 0, false
 	}
-	if _, ok := c.pendAt[id]; ok {
-		return true
+	if i, ok := c.pendAt[id]; ok {
+		return int64(c.pend[i].end - c.pend[i].off), true
 	}
 	if !c.anyID || id > c.maxID {
-		return false
+		return 0, false
 	}
-	_, found, err := c.stored(id)
-	return err == nil && found
+	size, found, err := c.stored(id)
+	return size, err == nil && found
 }
 
 // Get returns the stored sample with the given ID, Put but not yet

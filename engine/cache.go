@@ -186,7 +186,7 @@ func (r *Run) runCache(ctx context.Context, n *node, c stages.Cacher) (err error
 			default:
 				n.in.Add(1)
 				s := it.s
-				if c.Has(s.ID) {
+				if _, has := c.Stored(s.ID); has {
 					stored, ok, err := c.Get(s.ID)
 					if err != nil {
 						return n.fail(s, err)
@@ -196,7 +196,9 @@ func (r *Run) runCache(ctx context.Context, n *node, c stages.Cacher) (err error
 						// not the sample the cache stands in for: never emit it.
 						return n.fail(s, fmt.Errorf("store: sample %d is listed but cannot be read; remove the cache's directory to fill it anew", s.ID))
 					}
-					release(r.budget, s)
+					// s reserved what the stored sample takes (Stands):
+					// it moves over, and emit settles the difference.
+					hand(r.budget, stored, s)
 					stored.Epoch = s.Epoch
 					s = stored
 				} else if err := c.Put(ctx, s); err != nil {

@@ -343,11 +343,19 @@ func Start(ctx context.Context, p *plan.Plan, opts Options) (*Run, error) {
 			}
 			ref := caches[c]
 			n.env.Skip = func(s *sample.Sample) bool {
-				if *ref != nil && (*ref).Has(s.ID) {
-					n.passed.Add(1)
-					return true
+				if *ref == nil {
+					return false
 				}
-				return false
+				size, ok := (*ref).Stored(s.ID)
+				if ok {
+					// Reserved from here down: were the cache to reserve
+					// the stored sample itself, it could wait for memory
+					// that the queue above it, full of such samples,
+					// holds (a resumed fill at a tight budget got stuck).
+					s.Stands = size
+					n.passed.Add(1)
+				}
+				return ok
 			}
 		}
 		if pn.Reserved > 0 && !r.budget.TryAcquire(pn.Reserved) {

@@ -138,9 +138,9 @@ func need(b *budget.Budget, s *sample.Sample, copies int) int64 {
 	}
 	over, vals := s.Sizes()
 	if s.Shared != nil {
-		return over * int64(copies)
+		return over*int64(copies) + s.Stands
 	}
-	return vals + over*int64(copies)
+	return vals + s.Stands + over*int64(copies)
 }
 
 // unshare takes s out of its Shared; the last copy to leave releases it.

@@ -45,6 +45,12 @@ type Sample struct {
 	// them.
 	Shared     *Shared
 	SharedPart int64
+	// Stands is set on a sample passed through undone because a cache
+	// below holds its result: about the bytes that result takes. It is
+	// reserved with the sample on its way down, so the stages above the
+	// cache, not the cache, wait for the memory the result needs. Only the
+	// engine writes it.
+	Stands int64
 }
 
 // New returns an empty sample.

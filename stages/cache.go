@@ -134,9 +134,9 @@ type CacheStats struct {
 // cache is Complete, stops reading the input and calls Replay instead.
 type Cacher interface {
 	Complete() bool
-	// Has reports whether an earlier run stored the sample with this ID;
-	// Get returns it.
-	Has(id int64) bool
+	// Stored reports whether an earlier run stored the sample with this
+	// ID, and about the bytes it takes once read; Get returns it.
+	Stored(id int64) (size int64, ok bool)
 	Get(id int64) (*sample.Sample, bool, error)
 	Put(ctx context.Context, s *sample.Sample) error
 	Commit() error
@@ -362,8 +362,13 @@ type diskCache struct {
 	mu      sync.Mutex
 }
 
-func (d *diskCache) Complete() bool    { return d.store.Manifest().Complete }
-func (d *diskCache) Has(id int64) bool { return d.stats.Resumed > 0 && d.store.Has(id) }
+func (d *diskCache) Complete() bool { return d.store.Manifest().Complete }
+func (d *diskCache) Stored(id int64) (int64, bool) {
+	if d.stats.Resumed == 0 {
+		return 0, false
+	}
+	return d.store.Stored(id)
+}
 func (d *diskCache) Get(id int64) (*sample.Sample, bool, error) {
 	s, ok, err := d.store.Get(id)
 	if ok {
@@ -432,7 +437,7 @@ type memCache struct {
 }
 
 func (m *memCache) Complete() bool                          { return m.complete }
-func (m *memCache) Has(int64) bool                          { return false }
+func (m *memCache) Stored(int64) (int64, bool)              { return 0, false }
 func (m *memCache) Get(int64) (*sample.Sample, bool, error) { return nil, false, nil }
 func (m *memCache) Commit() error                           { return nil }
 func (m *memCache) Stats() CacheStats                       { m.mu.Lock(); defer m.mu.Unlock(); return m.stats }
