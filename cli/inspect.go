@@ -80,18 +80,32 @@ type inspectReport struct {
 	// error: a record whose data fails its checksum, or a stretch from a
 	// bad header to the next valid record. A tfrecord stage with
 	// on_error: skip skips the same, one skip each, and reads the
-	// records between them, which Records counts.
+	// records between them, which Records counts. Only the first
+	// inspectMaxDamaged (20) are listed, and printed.
 	Damaged []string `json:"damaged,omitempty"`
-	// Error is the first damage (Damaged[0]) or, when nothing follows
-	// it, why the file could not be read to its end.
+	// DamagedCount counts all the damage, listed in Damaged or not.
+	DamagedCount int `json:"damaged_count"`
+	// Error is the first error of all: Damaged[0] when there is damage,
+	// else EndError.
 	Error string `json:"error,omitempty"`
-	// Ended is set when the file could not be read to its end (a cut or
-	// an undecompressible stream): Records counts the records before it.
+	// EndError is the error that ended the read before the end of the
+	// file: a cut, a compressed stream that does not decompress, a
+	// resync scan that gave up; or, when no valid record follows the
+	// last bad header, that damage's error (also counted in
+	// DamagedCount). Empty when the file was read to its end.
+	EndError string `json:"end_error,omitempty"`
+	// Ended is set when the file could not be read to its end (EndError
+	// says why): Records counts the records before it.
 	Ended bool `json:"ended,omitempty"`
-	// lastToEnd is set when the last of Damaged runs to the end of the
-	// file, so Ended adds no further error.
+	// lastToEnd is set when the last damage runs to the end of the file,
+	// so Ended adds no further error.
 	lastToEnd bool
 }
+
+// inspectMaxDamaged is how many of a file's damaged records inspect lists
+// and prints: a file with every checksum bad would otherwise print an
+// error for each record.
+const inspectMaxDamaged = 20
 
 type inspectRecord struct {
 	Index int `json:"index"`
@@ -181,13 +195,26 @@ func inspectFile(path string, n int) (*inspectReport, error) {
 	// before the first bad byte.
 	r.SetResync(true)
 	rep := &inspectReport{File: path, Compression: compressionName(comp), Shown: []inspectRecord{}}
-	var errs []error
+	// shown are the errors printed: the first damage, up to
+	// inspectMaxDamaged, then the one that ended the read, if not among
+	// them.
+	var shown []error
+	var first, end error
 	// done records the damage found, if any, in rep and returns it.
 	done := func() (*inspectReport, error) {
-		if len(errs) > 0 {
-			rep.Error = errs[0].Error()
+		if first == nil {
+			first = end
 		}
-		return rep, errors.Join(errs...)
+		if first != nil {
+			rep.Error = first.Error()
+		}
+		if end != nil {
+			rep.EndError = end.Error()
+			if len(shown) == 0 || shown[len(shown)-1] != end {
+				shown = append(shown, end)
+			}
+		}
+		return rep, errors.Join(shown...)
 	}
 	for {
 		idx := r.Index()
@@ -200,17 +227,24 @@ func inspectFile(path string, n int) (*inspectReport, error) {
 			if !errors.As(err, &ce) {
 				err = fmt.Errorf("%s: record %d at byte offset %d: %w", path, r.Index(), r.Offset(), err)
 			}
-			errs = append(errs, err)
 			if ce != nil && ce.ReadsOn() {
-				rep.Damaged = append(rep.Damaged, err.Error())
+				if first == nil {
+					first = err
+				}
+				rep.DamagedCount++
+				if len(rep.Damaged) < inspectMaxDamaged {
+					rep.Damaged = append(rep.Damaged, err.Error())
+					shown = append(shown, err)
+				}
 				// A bad header with no valid record after it runs
 				// to the end: the next Next says io.EOF.
 				if ce.Skipped > 0 && !ce.Resumed {
 					rep.Ended, rep.lastToEnd = true, true
+					end = err
 				}
 				continue
 			}
-			rep.Ended = true
+			rep.Ended, end = true, err
 			return done()
 		}
 		if len(rep.Shown) < n {
@@ -338,15 +372,22 @@ func quotePreview(b []byte) string {
 func (rep *inspectReport) text(w io.Writer) {
 	fmt.Fprintf(w, "file: %s\ncompression: %s\n", rep.File, rep.Compression)
 	switch {
-	case len(rep.Damaged) > 0:
-		fmt.Fprintf(w, "records: %d readable, %d damaged (each one skip under on_error: skip)", rep.Records, len(rep.Damaged))
+	case rep.DamagedCount > 0:
+		fmt.Fprintf(w, "records: %d readable, %d damaged (each one skip under on_error: skip)", rep.Records, rep.DamagedCount)
 		switch {
 		case rep.lastToEnd:
 			fmt.Fprint(w, ", the last to the end of the file")
 		case rep.Ended:
 			fmt.Fprint(w, ", then the file is damaged to its end")
 		}
-		fmt.Fprintln(w, "; the errors follow")
+		switch {
+		case rep.DamagedCount <= len(rep.Damaged):
+			fmt.Fprintln(w, "; the errors follow")
+		case rep.Ended:
+			fmt.Fprintf(w, "; the first %d errors follow, then the last\n", len(rep.Damaged))
+		default:
+			fmt.Fprintf(w, "; the first %d errors follow\n", len(rep.Damaged))
+		}
 	case rep.Ended:
 		fmt.Fprintf(w, "records: %d readable, then the file is damaged (the error follows)\n", rep.Records)
 	default:

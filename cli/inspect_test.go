@@ -355,3 +355,136 @@ func itoa(n int) string {
 	b, _ := json.Marshal(n)
 	return string(b)
 }
+
+// inspectJSON is the part of inspect's JSON that the damage tests read.
+type inspectJSON struct {
+	Records      int      `json:"records"`
+	Damaged      []string `json:"damaged"`
+	DamagedCount *int     `json:"damaged_count"`
+	Error        string   `json:"error"`
+	EndError     string   `json:"end_error"`
+	Ended        bool     `json:"ended"`
+}
+
+// writeRecords writes n records of 2 bytes ("r0", "r1", …, cut to two
+// bytes) to a new file, after damage changes their bytes (each frame is
+// 18 bytes), and returns its path.
+func writeRecords(t *testing.T, n int, damage func([]byte) []byte) string {
+	t.Helper()
+	var buf bytes.Buffer
+	w := tfrecord.NewWriter(&buf, tfrecord.None)
+	for i := range n {
+		if err := w.Write([]byte(fmt.Sprintf("r%d", i%10))); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := w.Close(); err != nil {
+		t.Fatal(err)
+	}
+	path := filepath.Join(t.TempDir(), "bad.tfrecord")
+	if err := os.WriteFile(path, damage(buf.Bytes()), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	return path
+}
+
+// TestInspectEndError: damage read past and then a cut that ends the file
+// are both in the JSON: damaged lists the skip (and error, the first of
+// all, is it), end_error names the cut (found by a review: the cut was only
+// on stderr).
+func TestInspectEndError(t *testing.T) {
+	const frame = 8 + 4 + 2 + 4
+	bad := writeRecords(t, 8, func(b []byte) []byte {
+		b[2*frame+1] ^= 0x10    // record 2's length
+		return b[:6*frame+12+3] // cut inside record 6's data crc
+	})
+	r := run(t, "inspect", "--format", "json", "--records", "0", bad)
+	var rep inspectJSON
+	if err := json.Unmarshal([]byte(r.stdout), &rep); r.code != 1 || err != nil {
+		t.Fatalf("got %s (%v), want exit 1 and JSON", r, err)
+	}
+	skip := bad + ": record 2 at byte offset 36: length crc mismatch"
+	cut := bad + ": record 6 at byte offset 108: truncated: record of length 2 needs 6 bytes (payload and data crc) after the header, got 3"
+	if rep.Records != 5 || len(rep.Damaged) != 1 || !strings.Contains(rep.Damaged[0], skip) || rep.DamagedCount == nil || *rep.DamagedCount != 1 ||
+		rep.Error != rep.Damaged[0] || !strings.HasSuffix(rep.EndError, cut) || !rep.Ended {
+		t.Errorf("got %+v\nwant 5 records, the skip of record 2 damaged and the error, the cut of record 6 the end error", rep)
+	}
+	r = run(t, "inspect", "--records", "0", bad)
+	if want := "records: 5 readable, 1 damaged (each one skip under on_error: skip), then the file is damaged to its end; the errors follow\n"; r.code != 1 ||
+		!strings.Contains(r.stdout, want) || !strings.Contains(r.stderr, skip) || !strings.Contains(r.stderr, cut) {
+		t.Errorf("got %s\nwant %q and both errors on stderr", r, want)
+	}
+
+	// A bad header with no valid record after it: the damage ends the
+	// file, and is the end error too.
+	bad = writeRecords(t, 8, func(b []byte) []byte {
+		b[6*frame+1] ^= 0x10
+		return b[:len(b)-3]
+	})
+	r = run(t, "inspect", "--format", "json", "--records", "0", bad)
+	rep = inspectJSON{}
+	if err := json.Unmarshal([]byte(r.stdout), &rep); r.code != 1 || err != nil || rep.Records != 6 || len(rep.Damaged) != 1 ||
+		rep.EndError != rep.Damaged[0] || rep.Error != rep.Damaged[0] || !rep.Ended ||
+		!strings.HasSuffix(rep.EndError, "; no valid record follows in the remaining 33 bytes from byte offset 108") {
+		t.Errorf("got %s (%v)\nwant 6 records, and the damage to the end as error and end error", r, err)
+	}
+	r = run(t, "inspect", "--records", "0", bad)
+	if r.code != 1 || strings.Count(r.stderr, "no valid record follows") != 1 {
+		t.Errorf("got %s\nwant the damage to the end on stderr once", r)
+	}
+
+	// An intact file says none of it, but damaged_count: 0.
+	r = run(t, "inspect", "--format", "json", "--records", "0", writeRecords(t, 3, func(b []byte) []byte { return b }))
+	rep = inspectJSON{}
+	if err := json.Unmarshal([]byte(r.stdout), &rep); r.code != 0 || err != nil || rep.Records != 3 || rep.DamagedCount == nil || *rep.DamagedCount != 0 ||
+		rep.Damaged != nil || rep.Error != "" || rep.EndError != "" || rep.Ended {
+		t.Errorf("got %s (%v)\nwant 3 records, damaged_count 0 and no error", r, err)
+	}
+}
+
+// TestInspectManyDamaged: a file with every data checksum bad lists and
+// prints the first 20 errors and counts them all (found by a review: a
+// file of 20,000 such records printed 2.5 MB of errors).
+func TestInspectManyDamaged(t *testing.T) {
+	const n, frame = 20_000, 8 + 4 + 2 + 4
+	every := func(b []byte) []byte {
+		for i := range n {
+			b[i*frame+12] ^= 1 // the first data byte
+		}
+		return b
+	}
+	for _, tc := range []struct {
+		name    string
+		damage  func([]byte) []byte
+		count   int
+		errors  int // on stderr
+		line    string
+		endWith string // the end error's end, when one
+	}{
+		{"every record", every, n, 20,
+			"records: 0 readable, 20000 damaged (each one skip under on_error: skip); the first 20 errors follow\n", ""},
+		{"every record, then a cut", func(b []byte) []byte { return every(b)[:len(b)-1] }, n - 1, 21,
+			"records: 0 readable, 19999 damaged (each one skip under on_error: skip), then the file is damaged to its end; the first 20 errors follow, then the last\n",
+			"record 19999 at byte offset 359982: truncated: record of length 2 needs 6 bytes (payload and data crc) after the header, got 5"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			bad := writeRecords(t, n, tc.damage)
+			r := run(t, "inspect", "--records", "0", bad)
+			if r.code != 1 || !strings.Contains(r.stdout, tc.line) || strings.Count(r.stderr, bad+": record ") != tc.errors ||
+				strings.Count(r.stderr, "data crc mismatch") != 20 || !strings.Contains(r.stderr, "record 19 at byte offset 342: data crc mismatch") ||
+				!strings.HasSuffix(strings.TrimSpace(r.stderr), tc.endWith) {
+				t.Errorf("got stdout %q, %d errors on stderr (%d bytes), ending %q;\nwant %q, %d errors, records 0 to 19 damaged",
+					r.stdout, strings.Count(r.stderr, bad+": record "), len(r.stderr), r.stderr[max(0, len(r.stderr)-200):], tc.line, tc.errors)
+			}
+			r = run(t, "inspect", "--format", "json", "--records", "0", bad)
+			var rep inspectJSON
+			if err := json.Unmarshal([]byte(r.stdout), &rep); r.code != 1 || err != nil || rep.Records != 0 || len(rep.Damaged) != 20 ||
+				rep.DamagedCount == nil || *rep.DamagedCount != tc.count || rep.Error != rep.Damaged[0] ||
+				!strings.Contains(rep.Damaged[19], "record 19 at byte offset 342: data crc mismatch") ||
+				rep.Ended != (tc.endWith != "") || !strings.HasSuffix(rep.EndError, tc.endWith) || (tc.endWith == "") != (rep.EndError == "") {
+				t.Errorf("json: got records %d, %d damaged listed of %v, error %q, end error %q, ended %v (%v)\nwant 0, 20 of %d",
+					rep.Records, len(rep.Damaged), rep.DamagedCount, rep.Error, rep.EndError, rep.Ended, err, tc.count)
+			}
+		})
+	}
+}

@@ -2,6 +2,8 @@ package tfrecord
 
 import (
 	"bytes"
+	"compress/gzip"
+	"compress/zlib"
 	"encoding/binary"
 	"errors"
 	"fmt"
@@ -74,18 +76,48 @@ func FuzzReader(f *testing.F) {
 			f.Add(compress(f, Gzip, d), uint8(Gzip)|resyncBit)
 		}
 	}
+	// A stream that makes the scan give up: after a bad first header, a
+	// header every 12 bytes that passes its check and claims the rest of
+	// the stream, so each fits and fails only its data check, costing a
+	// checksum over the rest (with fuzzMaxSize, the budget runs out after
+	// 17 of them); then, in 600 bytes, headers claiming 100 bytes each,
+	// against the small maximum record size (the budget runs out after
+	// 26). Then a bad first header and a bad payload, with the small
+	// buffer.
+	{
+		adv := adversarialResync(64<<10, 64<<10)
+		f.Add(adv, uint8(None)|resyncBit)
+		f.Add(compress(f, Gzip, adv), uint8(Gzip)|resyncBit)
+		adv = adversarialResync(600, 100)
+		f.Add(adv, uint8(None)|resyncBit|smallMaxBit)
+		f.Add(adv, uint8(None)|resyncBit|smallMaxBit|smallBufBit)
+		recs := [][]byte{[]byte("first"), {}, bytes.Repeat([]byte{7}, 40), []byte("last one")}
+		b := writeAll(f, None, recs)
+		b[0] ^= 1
+		b[5+16+16+40+16+3] ^= 1 // a byte of the last record's data
+		f.Add(b, uint8(None)|resyncBit|smallBufBit)
+		f.Add(compress(f, Zlib, b), uint8(Zlib)|resyncBit|smallBufBit)
+	}
 	f.Fuzz(func(t *testing.T, data []byte, comp uint8) {
-		c := Compression(comp % 3)
+		c := Compression((comp & compMask) % 3)
 		resync := comp&resyncBit != 0
-		r, err := NewReader(bytes.NewReader(data), c, "fuzz")
+		size := bufferSize
+		if comp&smallBufBit != 0 {
+			size = 16
+		}
+		r, err := newReaderSize(bytes.NewReader(data), c, "fuzz", size)
 		if err != nil {
 			return
 		}
 		// Keep hostile lengths from allocating much.
-		r.SetMaxRecordSize(1 << 20)
+		maxSize := uint64(fuzzMaxSize)
+		if comp&smallMaxBit != 0 {
+			maxSize = 100
+		}
+		r.SetMaxRecordSize(int64(maxSize))
 		if resync {
 			r.SetResync(true)
-			fuzzResync(t, r, data, c)
+			fuzzResync(t, r, data, c, maxSize)
 			return
 		}
 		var recs [][]byte
@@ -146,16 +178,29 @@ func FuzzReader(f *testing.F) {
 	})
 }
 
-// resyncBit in FuzzReader's comp argument turns resynchronisation on; the
-// low bits still pick the compression, so older corpus entries keep their
-// meaning.
-const resyncBit = 0x80
+// FuzzReader's comp argument: its bits under compMask pick the compression
+// (modulo 3, so that older corpus entries keep their meaning); resyncBit
+// turns resynchronisation on; smallBufBit gives the reader a buffer of 16
+// bytes, so that most candidate records of a resync scan are larger than
+// it; smallMaxBit lowers the maximum record size from fuzzMaxSize to 100
+// bytes, so that small inputs can run a scan out of budget.
+const (
+	compMask    = 0x1f
+	smallMaxBit = 0x20
+	smallBufBit = 0x40
+	resyncBit   = 0x80
+	fuzzMaxSize = 1 << 20
+)
 
-// fuzzResync reads r, which resynchronises, to its end. For uncompressed
-// input it checks every record and error against refResync.
-func fuzzResync(t *testing.T, r *Reader, data []byte, c Compression) {
+// fuzzResync reads r, which resynchronises with the given maximum record
+// size, to its end, and checks every record and error against refResync
+// over the decompressed stream, when the compressed one (if any) is
+// intact: the scan reads the decompressed stream, so compression must
+// change nothing but the words "decompressed bytes".
+func fuzzResync(t *testing.T, r *Reader, data []byte, c Compression, maxSize uint64) {
+	plain, intact := decompressed(data, c)
 	var got []string
-	for range len(data) + 2 { // each call consumes at least one byte, or ends
+	for range len(plain) + 2 { // each call consumes at least one byte, or ends
 		off, idx := r.Offset(), r.Index()
 		rec, err := r.Next()
 		if err == io.EOF {
@@ -174,8 +219,8 @@ func fuzzResync(t *testing.T, r *Reader, data []byte, c Compression) {
 				t.Fatalf("error names record %d at %d, the reader was at %d, %d: %v", ce.Record, ce.Offset, idx, off, err)
 			}
 			if !ce.ReadsOn() {
-				if again, _ := r.Next(); again != nil {
-					t.Fatal("a record after an error that ends the stream")
+				if _, again := r.Next(); again != err {
+					t.Fatalf("after an error that ends the stream, Next = %v", again)
 				}
 				got = append(got, fmt.Sprintf("end %d %d", ce.Record, ce.Offset))
 				break
@@ -186,36 +231,76 @@ func fuzzResync(t *testing.T, r *Reader, data []byte, c Compression) {
 			got = append(got, fmt.Sprintf("skip %d %d %d %v", ce.Record, ce.Offset, ce.Skipped, ce.Resumed))
 			continue
 		}
-		got = append(got, fmt.Sprintf("rec %d %d %x", idx, off, rec))
+		got = append(got, recEvent(idx, off, rec))
 	}
-	if c != None {
+	if !intact {
 		return
 	}
-	if want := refResync(data, 1<<20); fmt.Sprint(got) != fmt.Sprint(want) {
-		t.Fatalf("reader:\n%q\nreference:\n%q", got, want)
+	if want := refResync(plain, maxSize); fmt.Sprint(got) != fmt.Sprint(want) {
+		t.Fatalf("reader (%s):\n%q\nreference:\n%q", c, got, want)
 	}
+}
+
+// recEvent is a record in fuzzResync's notation: its index, its offset and
+// its bytes, or for a long one its length and checksum.
+func recEvent[I int | int64](idx int, off I, rec []byte) string {
+	if len(rec) > 64 {
+		return fmt.Sprintf("rec %d %d (%d bytes, crc %08x)", idx, off, len(rec), CRC32C(rec))
+	}
+	return fmt.Sprintf("rec %d %d %x", idx, off, rec)
+}
+
+// decompressed returns data decompressed with c, as far as it goes, and
+// whether the whole compressed stream was intact.
+func decompressed(data []byte, c Compression) ([]byte, bool) {
+	var (
+		zr  io.Reader
+		err error
+	)
+	switch c {
+	case None:
+		return data, true
+	case Gzip:
+		zr, err = gzip.NewReader(bytes.NewReader(data))
+	case Zlib:
+		zr, err = zlib.NewReader(bytes.NewReader(data))
+	}
+	if err != nil {
+		return nil, false
+	}
+	const limit = 64 << 20
+	b, err := io.ReadAll(io.LimitReader(zr, limit))
+	return b, err == nil && len(b) < limit
 }
 
 // refResync is what a resynchronising reader with the given maximum record
 // size makes of data, written as plainly as possible: the reader's events
-// in fuzzResync's notation.
+// in fuzzResync's notation. It models the scan's budget (see SetResync)
+// exactly: the data checks of all the scans, together, may cover at most
+// 8 bytes per byte of the stream before the candidate being checked, plus
+// maxSize; a candidate that fits past it ends the stream.
 func refResync(data []byte, maxSize uint64) []string {
 	var out []string
-	// frame reports whether a whole valid record starts at data[at:], and
-	// its length.
-	frame := func(at int) (int, bool) {
+	var work uint64 // payload bytes checked by the scans so far
+	// frame reports whether a whole valid record starts at data[at:], or
+	// that checking its data would overrun the budget.
+	frame := func(at int) (ok, giveUp bool) {
 		if len(data)-at < headerSize {
-			return 0, false
+			return false, false
 		}
 		n := binary.LittleEndian.Uint64(data[at:])
 		if n > maxSize || MaskedCRC(data[at:at+8]) != binary.LittleEndian.Uint32(data[at+8:]) {
-			return 0, false
+			return false, false
 		}
 		end := at + headerSize + int(n) + footerSize
-		if end > len(data) || MaskedCRC(data[at+headerSize:end-footerSize]) != binary.LittleEndian.Uint32(data[end-footerSize:]) {
-			return 0, false
+		if end > len(data) {
+			return false, false
 		}
-		return int(n), true
+		if work+n > 8*uint64(at)+maxSize {
+			return false, true
+		}
+		work += n
+		return MaskedCRC(data[at+headerSize:end-footerSize]) == binary.LittleEndian.Uint32(data[end-footerSize:]), false
 	}
 	off, idx := 0, 0
 	for {
@@ -229,7 +314,11 @@ func refResync(data []byte, maxSize uint64) []string {
 		if MaskedCRC(data[off:off+8]) != binary.LittleEndian.Uint32(data[off+8:]) {
 			at := off + 1
 			for ; at < len(data); at++ {
-				if _, ok := frame(at); ok {
+				ok, giveUp := frame(at)
+				if giveUp {
+					return append(out, fmt.Sprintf("end %d %d", idx, off))
+				}
+				if ok {
 					break
 				}
 			}
@@ -245,7 +334,7 @@ func refResync(data []byte, maxSize uint64) []string {
 		if MaskedCRC(rec) != binary.LittleEndian.Uint32(data[end-footerSize:]) {
 			out = append(out, fmt.Sprintf("skip %d %d %d %v", idx, off, 0, false))
 		} else {
-			out = append(out, fmt.Sprintf("rec %d %d %x", idx, off, rec))
+			out = append(out, recEvent(idx, off, rec))
 		}
 		off, idx = end, idx+1
 	}

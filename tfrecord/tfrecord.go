@@ -186,6 +186,8 @@ type CorruptError struct {
 	// When Resumed, a whole valid record starts at Offset+Skipped and the
 	// next call to Next returns it; otherwise no valid record followed,
 	// Offset+Skipped is the end of the stream and Next returns io.EOF.
+	// A scan that gives up (see SetResync) leaves Skipped at 0: its
+	// error ends the stream.
 	Skipped int64
 	Resumed bool
 }
@@ -216,6 +218,7 @@ func (e *CorruptError) Unwrap() error { return e.Err }
 // use.
 type Reader struct {
 	br      *bufio.Reader
+	bufSize int // the size of the buffers the reader makes (br's, unless the caller's was larger)
 	name    string
 	comp    Compression
 	off     int64
@@ -224,10 +227,15 @@ type Reader struct {
 	err     error // sticky: once framing is lost nothing after it can be trusted
 	hdr     [headerSize]byte
 	resync  bool
-	// back holds the bytes a resynchronising scan read past the record it
-	// found, in front of the original source; it exists only after a
-	// resync, so the reading of an intact file never goes through it.
+	// back holds the bytes that a resynchronising scan read into a window
+	// of its own (for a candidate record larger than br's buffer) past
+	// the record it found, in front of the original source; it exists
+	// only after such a scan, so the reading of an intact file never goes
+	// through it.
 	back *backReader
+	// scanWork counts the payload bytes that resynchronising scans have
+	// checksummed, against the budget (withinBudget).
+	scanWork uint64
 }
 
 // NewReader returns a Reader for the records in r, decompressing with c.
@@ -235,10 +243,17 @@ type Reader struct {
 // Zlib the compressed header is read immediately, so a damaged header fails
 // here.
 func NewReader(r io.Reader, c Compression, name string) (*Reader, error) {
-	rd := &Reader{name: name, comp: c, maxSize: DefaultMaxRecordSize}
+	return newReaderSize(r, c, name, bufferSize)
+}
+
+// newReaderSize is NewReader with a buffer of size bytes (at least 16, as
+// bufio allows); tests use a small one to exercise the resync scan's path
+// for records larger than the buffer.
+func newReaderSize(r io.Reader, c Compression, name string, size int) (*Reader, error) {
+	rd := &Reader{name: name, comp: c, maxSize: DefaultMaxRecordSize, bufSize: max(size, 16)}
 	switch c {
 	case None:
-		rd.br = bufio.NewReaderSize(r, bufferSize)
+		rd.br = bufio.NewReaderSize(r, rd.bufSize)
 		return rd, nil
 	case Gzip, Zlib:
 	default:
@@ -275,7 +290,7 @@ func NewReader(r io.Reader, c Compression, name string) (*Reader, error) {
 		}
 		return nil, &CorruptError{File: name, Reason: fmt.Sprintf("%s header: %v%s", c, err, looksLike(head, c)), Err: err}
 	}
-	rd.br = bufio.NewReaderSize(zr, bufferSize)
+	rd.br = bufio.NewReaderSize(zr, rd.bufSize)
 	return rd, nil
 }
 
@@ -300,6 +315,16 @@ func (r *Reader) SetMaxRecordSize(n int64) {
 // zlib files; a damaged compressed stream still ends the stream. It costs
 // nothing until a header fails, and is meant for on_error: skip, where
 // losing the rest of a file to one bad header would be silent data loss.
+//
+// Checking a candidate's data costs a checksum over the length its header
+// claims, so a crafted stream of headers that pass their check and claim
+// the rest of the stream would make the scan's work grow with the square
+// of its length. The scans of one reader therefore checksum, all together,
+// at most 8 bytes per byte of the stream before the candidate being
+// checked, plus the maximum record size (so that a single record of any
+// allowed size can be checked even at the start of the stream). A candidate
+// past that budget makes the scan give up with an error that ends the
+// stream (not ReadsOn).
 func (r *Reader) SetResync(on bool) { r.resync = on }
 
 // Offset returns the offset, in the decompressed stream, of the next record's
@@ -336,31 +361,40 @@ func (r *Reader) Next() ([]byte, error) {
 }
 
 func (r *Reader) next() ([]byte, error) {
-	n, err := io.ReadFull(r.br, r.hdr[:])
-	if err != nil {
-		if err == io.EOF {
+	// The header is peeked, and consumed only once its length checks
+	// out, so that a resynchronising scan finds the bytes after its first
+	// still in the buffer.
+	h, err := r.br.Peek(headerSize)
+	if len(h) < headerSize {
+		if len(h) == 0 && err == io.EOF {
 			return nil, io.EOF
 		}
-		return nil, r.readErr(err, fmt.Sprintf("header has %d of %d bytes", n, headerSize))
+		if err == io.EOF {
+			err = io.ErrUnexpectedEOF
+		}
+		return nil, r.readErr(err, fmt.Sprintf("header has %d of %d bytes", len(h), headerSize))
 	}
-	length := binary.LittleEndian.Uint64(r.hdr[:8])
-	if got, want := MaskedCRC(r.hdr[:8]), binary.LittleEndian.Uint32(r.hdr[8:]); got != want {
+	length := binary.LittleEndian.Uint64(h[:8])
+	if got, want := MaskedCRC(h[:8]), binary.LittleEndian.Uint32(h[8:]); got != want {
+		copy(r.hdr[:], h)
 		reason := fmt.Sprintf("length crc mismatch (got 0x%08x, want 0x%08x)", got, want)
+		var hint string
 		if r.idx == 0 && r.off == 0 {
 			// The very first header: more likely not a TFRecord file (or
 			// a compressed one read as plain) than a damaged one.
-			reason += ": not a TFRecord file, or a compressed one read as uncompressed"
-			if hint := looksLike(r.hdr[:], None); hint != "" {
-				reason += hint
+			hint = ": not a TFRecord file, or a compressed one read as uncompressed"
+			if like := looksLike(r.hdr[:], None); like != "" {
+				hint += like
 			} else if looksLikeText(r.hdr[:]) {
-				reason += " (it starts with text: a JSON lines or CSV file?)"
+				hint += " (it starts with text: a JSON lines or CSV file?)"
 			}
 		}
 		if r.resync {
-			return nil, r.resynchronise(r.corrupt(reason, nil))
+			return nil, r.resynchronise(reason, hint)
 		}
-		return nil, r.corrupt(reason, nil)
+		return nil, r.corrupt(reason+hint, nil)
 	}
+	r.br.Discard(headerSize)
 	if length > r.maxSize {
 		return nil, r.corrupt(fmt.Sprintf("record length %d exceeds the maximum of %d bytes", length, r.maxSize), nil)
 	}
@@ -381,20 +415,124 @@ func (r *Reader) next() ([]byte, error) {
 }
 
 // resynchronise scans for the first valid record after the header at r.off,
-// which failed its length check (ce), and returns ce completed with what it
-// found. r.hdr holds that header; the stream has been read up to its end.
+// which failed its length check for reason, and returns the error that
+// reports what it found. hint, for the first header of the stream, says
+// what else the file may be; it is dropped when a valid record follows.
+// The bad header is the next thing in r.br, not yet consumed.
 //
 // A candidate offset needs a length that passes its masked CRC, is within
 // the maximum record size and fits in the rest of the stream, and data that
 // passes its CRC too: in a long scan the 32-bit length check alone passes
 // by chance about once per 4 GiB, and a false match near the end would read
-// garbage as a record.
-func (r *Reader) resynchronise(ce *CorruptError) error {
+// garbage as a record. The data check is bounded by the budget that
+// SetResync describes (withinBudget).
+//
+// The scan looks at the candidates where they lie in r.br's buffer,
+// copying nothing, and moves the buffer on as it goes; it stops at the
+// first valid record, which Next then reads from there. Only from a
+// candidate larger than the buffer on does it go on in a window of its own
+// (scanWindow).
+func (r *Reader) resynchronise(reason, hint string) error {
+	bad, first := r.off, r.idx == 0 && r.off == 0
+	what := "bytes"
+	if r.comp != None {
+		what = "decompressed bytes"
+	}
+	var (
+		base = bad // the stream offset of r.br's next byte
+		q    = 1   // the candidate's offset from base
+		buf  []byte
+		end  int64 = -1 // the stream's length, once known
+		rerr error      // the read error that ends the stream, if one does
+	)
+	size := r.br.Size()
+	// peek makes buf hold r.br's buffered bytes, at least n (no more than
+	// size) when the stream has them, and reports whether it does.
+	peek := func(n int) bool {
+		if n <= len(buf) {
+			return true
+		}
+		if end >= 0 && base+int64(n) > end {
+			return false
+		}
+		b, err := r.br.Peek(n)
+		if len(b) < n {
+			// A read error ends the stream as EOF does, but the bytes
+			// before it are still scanned: a gzip file cut short yields
+			// its records up to the cut, the resync's included.
+			end = base + int64(len(b))
+			if err != io.EOF {
+				rerr = err
+			}
+		}
+		buf, _ = r.br.Peek(r.br.Buffered())
+		return len(b) >= n
+	}
+	// discard drops the bytes before the candidate, moving base to it.
+	discard := func() {
+		r.br.Discard(q)
+		base += int64(q)
+		buf = buf[q:]
+		q = 0
+	}
+	for {
+		if q+headerSize > len(buf) {
+			if q+headerSize > size {
+				discard()
+			}
+			if !peek(q + headerSize) {
+				break
+			}
+		}
+		h := buf[q : q+headerSize]
+		n := binary.LittleEndian.Uint64(h)
+		// The cheap bound first: on random bytes it rejects almost every
+		// offset before the CRC is computed.
+		if n > r.maxSize || n > maxScanLength || MaskedCRC(h[:8]) != binary.LittleEndian.Uint32(h[8:]) {
+			q++
+			continue
+		}
+		at, frame := base+int64(q), headerSize+int(n)+footerSize
+		if end >= 0 && at+int64(frame) > end {
+			q++
+			continue // too long for what is left: not a record
+		}
+		if q+frame > size {
+			discard()
+		}
+		if frame > size {
+			// Too large for the buffer: go on in a window of the scan's
+			// own, from this candidate, the next byte of r.br.
+			return r.scanWindow(reason, hint, first, base, what)
+		}
+		if !peek(q + frame) {
+			q++
+			continue // too long for what is left
+		}
+		if !r.withinBudget(at, n) {
+			return r.giveUp(reason+hint, at-bad, what)
+		}
+		r.scanWork += n
+		if MaskedCRC(buf[q+headerSize:q+frame-footerSize]) != binary.LittleEndian.Uint32(buf[q+frame-footerSize:q+frame]) {
+			q++
+			continue
+		}
+		r.br.Discard(q)
+		return r.resumed(reason, first, at, what)
+	}
+	return r.foundNothing(reason+hint, end, rerr, what)
+}
+
+// scanWindow goes on with resynchronise's scan from stream offset start,
+// where r.br's next byte is, once a candidate there is larger than r.br's
+// buffer. It reads the stream into a window of its own, which grows to
+// hold the longest candidate, checks each candidate where it lies in the
+// window, and at the end puts back what it read from the record it found
+// on (pushBack): a copy of about what the scan made it read.
+func (r *Reader) scanWindow(reason, hint string, first bool, start int64, what string) error {
 	bad := r.off
-	// win holds the stream from byte start on; the scan is at win[p].
-	win := make([]byte, 0, 64<<10)
-	win = append(win, r.hdr[1:]...)
-	start, p := bad+1, 0
+	win := make([]byte, 0, 64<<10) // the stream from start on; the scan is at win[p]
+	p := 0
 	var (
 		eof  bool
 		rerr error
@@ -429,52 +567,103 @@ func (r *Reader) resynchronise(ce *CorruptError) error {
 		}
 		return len(win)-p >= n
 	}
-	// A read error ends the stream as EOF would, but the bytes before it
-	// are still scanned: a gzip file cut short yields its records up to
-	// the cut, the resync's included.
 	for ; fill(headerSize); p++ {
 		h := win[p : p+headerSize]
 		n := binary.LittleEndian.Uint64(h)
-		// The cheap bound first: on random bytes it rejects almost every
-		// offset before the CRC is computed.
 		if n > r.maxSize || n > maxScanLength || MaskedCRC(h[:8]) != binary.LittleEndian.Uint32(h[8:]) {
 			continue
 		}
-		end := headerSize + int(n) + footerSize
-		if !fill(end) {
+		frame := headerSize + int(n) + footerSize
+		if !fill(frame) {
 			continue // too long for what is left: not a record
 		}
-		if MaskedCRC(win[p+headerSize:p+end-footerSize]) != binary.LittleEndian.Uint32(win[p+end-footerSize:p+end]) {
+		at := start + int64(p)
+		if !r.withinBudget(at, n) {
+			return r.giveUp(reason+hint, at-bad, what)
+		}
+		r.scanWork += n
+		if MaskedCRC(win[p+headerSize:p+frame-footerSize]) != binary.LittleEndian.Uint32(win[p+frame-footerSize:p+frame]) {
 			continue
 		}
-		at := start + int64(p)
-		ce.Skipped, ce.Resumed = at-bad, true
-		ce.Reason += fmt.Sprintf("; skipped %d bytes to the next valid record, at byte offset %d, and read on from there as record %d (numbering the skipped bytes as one record)", ce.Skipped, at, r.idx+1)
 		r.pushBack(win[p:], rerr)
-		r.off = at
-		r.idx++
-		return ce
+		return r.resumed(reason, first, at, what)
 	}
+	return r.foundNothing(reason+hint, start+int64(len(win)), rerr, what)
+}
+
+// foundNothing is the error of a resynchronising scan that found no valid
+// record before the end of the stream, at stream offset end, or before the
+// read error rerr.
+func (r *Reader) foundNothing(reason string, end int64, rerr error, what string) error {
 	if rerr != nil {
 		// A read failure (a damaged compressed stream) is no damage the
 		// scan can step over: this error ends the stream.
 		err := r.readErr(rerr, "the stream ends early")
 		if e, ok := err.(*CorruptError); ok {
-			e.Reason = ce.Reason + "; then, looking for the next valid record: " + e.Reason
+			e.Reason = reason + "; then, looking for the next valid record: " + e.Reason
 			return e
 		}
-		return fmt.Errorf("%w; then, looking for the next valid record: %w", ce, err)
+		return fmt.Errorf("%w; then, looking for the next valid record: %w", r.corrupt(reason, nil), err)
 	}
-	end := start + int64(len(win))
-	ce.Skipped = end - bad
-	what := "bytes"
-	if r.comp != None {
-		what = "decompressed bytes"
-	}
-	ce.Reason += fmt.Sprintf("; no valid record follows: the rest of the file (%d %s from byte offset %d) was not read", ce.Skipped, what, bad)
+	ce := r.corrupt(reason, nil)
+	ce.Skipped = end - r.off
+	ce.Reason += fmt.Sprintf("; no valid record follows in the remaining %d %s from byte offset %d", ce.Skipped, what, r.off)
 	r.off = end
 	r.idx++
+	// Whatever r.br still holds is less than a header, and none of it is
+	// a record: the stream ends here.
+	r.err = io.EOF
 	return ce
+}
+
+// resumed completes the error of a resynchronising scan (see
+// resynchronise) that found a valid record at stream offset at, and moves
+// the reader on to it.
+func (r *Reader) resumed(reason string, first bool, at int64, what string) *CorruptError {
+	ce := r.corrupt(reason, nil)
+	ce.Skipped, ce.Resumed = at-r.off, true
+	if first {
+		// A valid file behind a prefix is no other kind of file: say
+		// what the prefix is instead of guessing at one.
+		where := "the file"
+		if r.comp != None {
+			where = "the decompressed stream"
+			what = "bytes"
+		}
+		ce.Reason += fmt.Sprintf(": %s starts with %d %s that are not a TFRecord record", where, ce.Skipped, what)
+	}
+	ce.Reason += fmt.Sprintf("; skipped %d bytes to the next valid record, at byte offset %d, and read on from there as record %d (numbering the skipped bytes as one record)", ce.Skipped, at, r.idx+1)
+	r.off = at
+	r.idx++
+	return ce
+}
+
+// giveUp is the error of a resynchronising scan that ran out of budget
+// (withinBudget) after scanning the given number of bytes. It ends the
+// stream.
+func (r *Reader) giveUp(reason string, scanned int64, what string) *CorruptError {
+	return r.corrupt(reason+fmt.Sprintf("; gave up looking for the next valid record after scanning %d %s from byte offset %d, as the headers there claim more data to check than the scan allows (a crafted file?): the rest of the file was not read", scanned, what, r.off), nil)
+}
+
+// scanBudgetPerByte is how many bytes of candidates' data the scans of a
+// resynchronising reader may checksum per byte of the stream before the
+// candidate; see SetResync. A valid record is checked once and a damaged
+// one about once by a scan that crosses it, so 8 leaves a wide margin for
+// real damage, while the budget bounds a crafted stream's cost to a few
+// times that of reading it: CRC-32C runs at several GB/s.
+const scanBudgetPerByte = 8
+
+// withinBudget reports whether a scan may checksum the n data bytes of the
+// candidate at stream offset at: whether all the scans' checks, this one
+// included, stay within scanBudgetPerByte bytes per byte of the stream
+// before it, plus the maximum record size.
+func (r *Reader) withinBudget(at int64, n uint64) bool {
+	budget := uint64(at) * scanBudgetPerByte
+	if budget/scanBudgetPerByte != uint64(at) || budget+r.maxSize < budget {
+		return true // beyond any stream's length
+	}
+	budget += r.maxSize
+	return r.scanWork <= budget && n <= budget-r.scanWork
 }
 
 // pushBack puts b, which the reader has read, in front of what it has not,
@@ -485,7 +674,7 @@ func (r *Reader) pushBack(b []byte, err error) {
 		// The bytes still buffered in r.br follow b, so r.br becomes the
 		// source behind it.
 		r.back = &backReader{pre: b, src: r.br, err: err}
-		r.br = bufio.NewReaderSize(r.back, bufferSize)
+		r.br = bufio.NewReaderSize(r.back, r.bufSize)
 		return
 	}
 	if err != nil {
