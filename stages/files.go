@@ -7,7 +7,9 @@ import (
 	"io"
 	"io/fs"
 	"os"
+	"path"
 	"path/filepath"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -26,7 +28,7 @@ type FilesConfig struct {
 	Patterns spec.StringList `yaml:"patterns" jsonschema_description:"Several globs; their matches are merged and de-duplicated."`
 	Shuffle  bool            `yaml:"shuffle" jsonschema_description:"Reshuffle the file order every epoch, from the seed."`
 	Shard    Shard           `yaml:"shard" jsonschema_description:"auto (read the launcher's rank and world size) or {index, count}."`
-	Labels   string          `yaml:"labels" jsonschema:"enum=from_dir" jsonschema_description:"from_dir adds label (index of the parent folder among sorted folder names) and class_name."`
+	Labels   string          `yaml:"labels" jsonschema:"enum=from_dir" jsonschema_description:"from_dir labels as torchvision's ImageFolder: class_name is the folder directly below the pattern's root (its path before the first wildcard) that holds the file, at any depth; label is its index among all the folders there (of every pattern's root, with several), sorted by code point (Zebra before apple). A class folder with no file matched, or a pattern whose files all sit in its root, is an error; files directly in the root beside class folders are left out, with a warning."`
 }
 
 // Shard selects this process's share of the files: file i (in sorted order)
@@ -171,8 +173,11 @@ func (c *FilesConfig) Check(cc *spec.CheckContext) sample.Schema {
 	if len(pats) == 0 {
 		cc.Errorf("", "set pattern or patterns")
 	}
-	parents := map[string]bool{} // of every file matched, for labels: from_dir
 	matched := map[string]bool{}
+	// Each pattern's matches, for labels: from_dir, which is not checked
+	// once a pattern fails (that is said already).
+	var byPattern []labelPattern
+	labelsOK := c.Labels == "from_dir" && cc.Environment
 	for i, p := range pats {
 		field := "pattern"
 		if c.Pattern == "" || i > 0 {
@@ -183,6 +188,7 @@ func (c *FilesConfig) Check(cc *spec.CheckContext) sample.Schema {
 		}
 		if err := checkGlob(p); err != nil {
 			cc.Errorf(field, "%v", err)
+			labelsOK = false
 			continue
 		}
 		if cc.Environment {
@@ -192,24 +198,13 @@ func (c *FilesConfig) Check(cc *spec.CheckContext) sample.Schema {
 			} else if len(m) == 0 {
 				cc.Errorf(field, "%s", noMatch(p, cc.Resolve(p)))
 			}
-			// Only the label and shard warnings read them: a million
-			// files need not be counted twice for nothing.
-			if c.Labels == "from_dir" || c.Shard.Count > 1 {
+			labelsOK = labelsOK && err == nil && len(m) > 0
+			byPattern = append(byPattern, labelPattern{pattern: p, abs: cc.Resolve(p), files: m})
+			// Only the shard warnings read them: a million files need
+			// not be counted twice for nothing.
+			if c.Shard.Count > 1 {
 				for _, f := range m {
-					parents[filepath.Dir(f)] = true
 					matched[f] = true
-				}
-			}
-			if c.Labels == "from_dir" {
-				if a, b, cls := sharedClass(m); cls != "" {
-					cc.Warnf("labels", "%s", sharedClassWords(a, b, cls))
-				}
-				if n, root := rootFiles(cc.Resolve(p), m); n > 0 && n < len(m) {
-					verb := "sit"
-					if n == 1 {
-						verb = "sits"
-					}
-					cc.Warnf("labels", "%d of the files matched %s directly in %s, beside its class folders, so labels: from_dir makes %q a class of its own; match the class folders' files only (root/*/*.jpg)", n, verb, root, filepath.Base(root))
 				}
 			}
 			// A sink writing what this reads would replace the input. Only
@@ -231,9 +226,21 @@ func (c *FilesConfig) Check(cc *spec.CheckContext) sample.Schema {
 			}
 		}
 	}
-	if c.Labels == "from_dir" && len(matched) > 1 && len(parents) == 1 {
-		for d := range parents {
-			cc.Warnf("labels", "every file matched is in one folder, %s, so labels: from_dir gives all of them class 0 (%q): it names a file's class by its parent folder; match class folders (root/*/*.jpg)", d, filepath.Base(d))
+	if labelsOK && len(pats) > 0 {
+		fl, problems := imageFolder(byPattern)
+		for _, pr := range problems {
+			if pr.err {
+				cc.Errorf("labels", "%s", pr.msg)
+			} else {
+				cc.Warnf("labels", "%s", pr.msg)
+			}
+		}
+		// The files left out (those in a pattern's root) are no shard's.
+		if c.Shard.Count > 1 {
+			matched = map[string]bool{}
+			for _, f := range fl.files {
+				matched[f] = true
+			}
 		}
 	}
 	// Files are dealt to shards one by one: with fewer files than shards
@@ -299,44 +306,244 @@ func noMatch(p, abs string) string {
 	return msg
 }
 
-// rootFiles counts the files of m that sit in the folder pattern abs
-// starts from, its path before the first wildcard (a README beside the
-// class folders that root/** matches), and returns that folder.
-func rootFiles(abs string, m []string) (int, string) {
-	root := abs
-	for strings.ContainsAny(root, "*?[") {
-		root = filepath.Dir(root)
-	}
-	if root == abs {
-		return 0, root
-	}
+// labelPattern is what one pattern matched, for labels: from_dir.
+type labelPattern struct {
+	pattern string   // as written
+	abs     string   // resolved
+	files   []string // its matches
+}
+
+// labelProblem says why labels: from_dir cannot label what a pattern
+// matched (err), or warns of it.
+type labelProblem struct {
+	err bool
+	msg string
+}
+
+// folderLabels is the ImageFolder labelling of the files matched.
+type folderLabels struct {
+	files   []string // the files labelled, sorted
+	labels  []int32  // each file's label, an index into classes
+	classes []string // every class, sorted by name
+}
+
+// patternRoot splits a slash-separated pattern into the folder it starts
+// from, its segments before the first with a wildcard ("." or "/" when
+// none, its folder when it has no wildcard), and the rest.
+func patternRoot(p string) (root, rest string) {
+	segs := strings.Split(p, "/")
 	n := 0
-	for _, f := range m {
-		if filepath.Dir(f) == root {
-			n++
-		}
+	for n < len(segs)-1 && !strings.ContainsAny(segs[n], "*?[") {
+		n++
 	}
-	return n, root
+	root = strings.Join(segs[:n], "/")
+	switch {
+	case root == "" && strings.HasPrefix(p, "/"):
+		root = "/"
+	case root == "":
+		root = "."
+	}
+	return root, strings.Join(segs[n:], "/")
 }
 
-// sharedClass returns two folders of files that share a name, and the
-// name, or "" when every class name comes from one folder.
-func sharedClass(files []string) (a, b, class string) {
-	dirs := map[string]string{}
-	for _, f := range files {
-		d := filepath.Dir(f)
-		cls := filepath.Base(d)
-		if prev, ok := dirs[cls]; ok && prev != d {
-			return prev, d, cls
-		}
-		dirs[cls] = d
+// joinPattern appends a slash-separated tail to a pattern's root.
+func joinPattern(root, tail string) string {
+	switch root {
+	case ".":
+		return tail
+	case "/":
+		return "/" + tail
 	}
-	return "", "", ""
+	return strings.TrimSuffix(root, "/") + "/" + tail
 }
 
-// sharedClassWords says that two folders make one class.
-func sharedClassWords(a, b, class string) string {
-	return fmt.Sprintf("folders %s and %s both give class %q: labels: from_dir names a file's class by its parent folder, so they are one class; match the class folders themselves (root/*/*.jpg)", a, b, class)
+// imageFolder labels the files that pats matched as torchvision's
+// ImageFolder does: a pattern's root is the folder it starts from (its
+// path before the first wildcard); every folder directly in a root is a
+// class, and a file's class is the one of them it sits in, at any depth
+// below. With several patterns the classes are those of all their roots
+// together, sorted; a file matched by several takes its class from the
+// first that gives it one. A file that sits directly in the root of every
+// pattern that matched it has no class: it is left out with a warning, or
+// an error when it is all a pattern matched. A class folder that holds no
+// file matched is an error, as in ImageFolder: it would take a label.
+func imageFolder(pats []labelPattern) (*folderLabels, []labelProblem) {
+	type rootInfo struct {
+		first  int             // the first pattern starting from it
+		pats   []int           // every pattern starting from it
+		has    map[string]bool // class folders holding a file a pattern of this root matched
+		active bool            // it gave a file its class
+	}
+	fl := &folderLabels{}
+	class := map[string]string{} // file to class name
+	roots := map[string]*rootInfo{}
+	var order []string // roots in the order of their first pattern
+	absRoot := make([]string, len(pats))
+	for i, lp := range pats {
+		r, _ := patternRoot(filepath.ToSlash(lp.abs))
+		r = filepath.Clean(filepath.FromSlash(r))
+		absRoot[i] = r
+		ri := roots[r]
+		if ri == nil {
+			ri = &rootInfo{first: i, has: map[string]bool{}}
+			roots[r] = ri
+			order = append(order, r)
+		}
+		ri.pats = append(ri.pats, i)
+		prefix := r + string(filepath.Separator)
+		if strings.HasSuffix(r, string(filepath.Separator)) {
+			prefix = r
+		}
+		for _, f := range lp.files {
+			rel, ok := strings.CutPrefix(f, prefix)
+			if !ok {
+				var err error
+				if rel, err = filepath.Rel(r, f); err != nil {
+					continue
+				}
+			}
+			cls, _, nested := strings.Cut(filepath.ToSlash(rel), "/")
+			if !nested || cls == ".." || cls == "." {
+				continue
+			}
+			ri.has[cls] = true
+			if _, ok := class[f]; !ok {
+				class[f] = cls
+				fl.files = append(fl.files, f)
+				ri.active = true
+			}
+		}
+	}
+	sort.Strings(fl.files)
+	var problems []labelProblem
+	told := map[string]bool{} // files left out, said once
+	for i, lp := range pats {
+		wroot, rest := patternRoot(filepath.ToSlash(lp.pattern))
+		var out []string
+		labelled := false
+		for _, f := range lp.files {
+			if _, ok := class[f]; ok {
+				labelled = true
+			} else if !told[f] {
+				told[f] = true
+				out = append(out, f)
+			}
+		}
+		if len(out) == 0 {
+			continue
+		}
+		suggest := joinPattern(wroot, "*/"+rest)
+		if !labelled {
+			also := ""
+			if up := path.Dir(wroot); wroot != "." && wroot != "/" && up != wroot && !strings.HasSuffix(wroot, "..") {
+				also = fmt.Sprintf(", or %s if %s is itself one class's folder", joinPattern(up, "*/"+rest), path.Base(wroot))
+			}
+			problems = append(problems, labelProblem{err: true, msg: fmt.Sprintf("every file pattern %q matches sits directly in %s, the folder it starts from, so none has a class: a file's class is the folder directly in %s that holds it (%s, torchvision's ImageFolder layout); match files in class folders (%s%s), or drop labels: from_dir",
+				lp.pattern, absRoot[i], absRoot[i], filepath.Join(absRoot[i], "<class>", "…"), suggest, also)})
+			continue
+		}
+		which, verb, it := fmt.Sprintf("1 file (%s)", out[0]), "sits", "it"
+		if len(out) > 1 {
+			which, verb, it = fmt.Sprintf("%d files (such as %s)", len(out), out[0]), "sit", "them"
+		}
+		problems = append(problems, labelProblem{msg: fmt.Sprintf("%s that pattern %q matches %s directly in %s, the folder it starts from, outside the class folders: labels: from_dir leaves %s out, as torchvision's ImageFolder does (a file's class is the folder directly in %s that holds it); match the class folders' files only (%s) not to list %s",
+			which, lp.pattern, verb, absRoot[i], it, absRoot[i], suggest, it)})
+	}
+	classes := map[string]bool{}
+	for _, f := range fl.files {
+		classes[class[f]] = true
+	}
+	for _, r := range order {
+		ri := roots[r]
+		if !ri.active {
+			continue
+		}
+		entries, err := os.ReadDir(r)
+		if err != nil {
+			problems = append(problems, labelProblem{err: true, msg: fmt.Sprintf("listing the class folders: %v", err)})
+			continue
+		}
+		var empty, links []string
+		for _, e := range entries {
+			dir := e.IsDir()
+			if e.Type()&fs.ModeSymlink != 0 {
+				// A symlink to a folder is a class, as in ImageFolder
+				// (os.scandir's is_dir follows it).
+				if st, err := os.Stat(filepath.Join(r, e.Name())); err == nil && st.IsDir() {
+					dir = true
+					links = append(links, e.Name())
+				}
+			}
+			if !dir {
+				continue
+			}
+			classes[e.Name()] = true
+			if !ri.has[e.Name()] {
+				empty = append(empty, e.Name())
+			}
+		}
+		if len(empty) == 0 {
+			continue
+		}
+		names, verb, them := "class folder "+empty[0], "holds", "it"
+		if len(empty) > 1 {
+			names, verb, them = "class folders "+listNames(empty, 10), "hold", "them"
+		}
+		matched := fmt.Sprintf("that pattern %q matches", pats[ri.first].pattern)
+		if len(ri.pats) > 1 {
+			matched = "that the patterns starting there match"
+		}
+		msg := fmt.Sprintf("%s in %s %s no file %s: every folder directly in %s is a class, numbered in sorted order as torchvision's ImageFolder does, so an empty one would take a label (ImageFolder refuses such a tree too); put files in %s, or move %s out of %s",
+			names, r, verb, matched, r, them, them, r)
+		for _, name := range empty {
+			if strings.HasPrefix(name, ".") {
+				msg += "; a hidden folder is a class too, as in ImageFolder"
+				break
+			}
+		}
+		for _, name := range empty {
+			if !slices.Contains(links, name) {
+				continue
+			}
+			for _, i := range ri.pats {
+				p := filepath.ToSlash(pats[i].pattern)
+				if strings.Contains(p, "**") {
+					wroot, _ := patternRoot(p)
+					msg += fmt.Sprintf("; %s is a symlinked folder, which ** does not follow: match it with a pattern without ** (%s)", name, joinPattern(wroot, "*/"+path.Base(p)))
+					break
+				}
+			}
+			break
+		}
+		problems = append(problems, labelProblem{err: true, msg: msg})
+	}
+	fl.classes = make([]string, 0, len(classes))
+	for c := range classes {
+		fl.classes = append(fl.classes, c)
+	}
+	// Byte order is code point order, Python's sorted() on the names.
+	sort.Strings(fl.classes)
+	index := make(map[string]int32, len(fl.classes))
+	for i, c := range fl.classes {
+		index[c] = int32(i)
+	}
+	fl.labels = make([]int32, len(fl.files))
+	for i, f := range fl.files {
+		fl.labels[i] = index[class[f]]
+	}
+	return fl, problems
+}
+
+// listNames writes names as "a, b and c", the first most of them and how
+// many more.
+func listNames(names []string, most int) string {
+	if len(names) > most {
+		return strings.Join(names[:most], ", ") + fmt.Sprintf(" and %d more", len(names)-most)
+	}
+	if len(names) == 1 {
+		return names[0]
+	}
+	return strings.Join(names[:len(names)-1], ", ") + " and " + names[len(names)-1]
 }
 
 func boolInt(b bool) int {
@@ -350,9 +557,9 @@ type filesSource struct {
 	env     *Env
 	cfg     *FilesConfig
 	files   []string
-	labels  map[string]int
-	classes []string
-	order   []string
+	labels  []int32  // files[i]'s label, nil without labels
+	classes []string // label to class name
+	order   []int32  // this epoch's order, indices into files
 	i       int
 	epoch   int
 }
@@ -361,6 +568,7 @@ func buildFiles(env *Env, cfg any) (any, error) {
 	c := cfg.(*FilesConfig)
 	seen := map[string]bool{}
 	var all []string
+	var byPattern []labelPattern
 	for _, p := range c.patterns() {
 		m, err := Glob(env.Resolve(p))
 		if err != nil {
@@ -369,6 +577,7 @@ func buildFiles(env *Env, cfg any) (any, error) {
 		if len(m) == 0 {
 			return nil, errors.New(noMatch(p, env.Resolve(p)))
 		}
+		byPattern = append(byPattern, labelPattern{pattern: p, abs: env.Resolve(p), files: m})
 		for _, f := range m {
 			if !seen[f] {
 				seen[f] = true
@@ -381,20 +590,19 @@ func buildFiles(env *Env, cfg any) (any, error) {
 	if c.Labels == "from_dir" {
 		// Classes come from every matched file, before sharding, so that all
 		// shards agree on the label of a folder.
-		fs.labels = map[string]int{}
-		for _, f := range all {
-			fs.labels[filepath.Base(filepath.Dir(f))] = 0
+		fl, problems := imageFolder(byPattern)
+		var errs []error
+		for _, pr := range problems {
+			if pr.err {
+				errs = append(errs, errors.New("labels: from_dir: "+pr.msg))
+			} else if env.Log != nil {
+				env.Log.Warn("labels: from_dir: " + pr.msg)
+			}
 		}
-		for k := range fs.labels {
-			fs.classes = append(fs.classes, k)
+		if len(errs) > 0 {
+			return nil, errors.Join(errs...)
 		}
-		if a, b, cls := sharedClass(all); cls != "" {
-			env.Log.Warn(sharedClassWords(a, b, cls))
-		}
-		sort.Strings(fs.classes)
-		for i, k := range fs.classes {
-			fs.labels[k] = i
-		}
+		all, fs.labels, fs.classes = fl.files, fl.labels, fl.classes
 	}
 	index, count := c.Shard.Index, c.Shard.Count
 	from := ""
@@ -407,9 +615,19 @@ func buildFiles(env *Env, cfg any) (any, error) {
 	if count <= 1 {
 		fs.files = all
 	} else {
+		var labels []int32
 		for i, f := range all {
 			if i%count == index {
 				fs.files = append(fs.files, f)
+				if fs.labels != nil {
+					labels = append(labels, fs.labels[i])
+				}
+			}
+		}
+		if fs.labels != nil {
+			fs.labels = labels
+			if labels == nil {
+				fs.labels = []int32{} // still labelled
 			}
 		}
 		if len(fs.files) == 0 && env.Log != nil {
@@ -432,7 +650,10 @@ func buildFiles(env *Env, cfg any) (any, error) {
 }
 
 func (f *filesSource) Open(_ context.Context, epoch int) error {
-	f.order = append(f.order[:0], f.files...)
+	f.order = f.order[:0]
+	for i := range f.files {
+		f.order = append(f.order, int32(i))
+	}
 	if f.cfg.Shuffle {
 		r := stageRand(f.env.Seed, f.env.Stage.Name, epoch)
 		r.Shuffle(len(f.order), func(i, j int) { f.order[i], f.order[j] = f.order[j], f.order[i] })
@@ -445,12 +666,13 @@ func (f *filesSource) Next(context.Context) (*sample.Sample, error) {
 	if f.i >= len(f.order) {
 		return nil, io.EOF
 	}
-	p := f.order[f.i]
+	idx := f.order[f.i]
+	p := f.files[idx]
 	s := &sample.Sample{ID: int64(f.i), Epoch: f.epoch, Origin: p, Fields: map[string]any{"path": p}}
 	if f.labels != nil {
-		cls := filepath.Base(filepath.Dir(p))
-		s.Fields["label"] = int64(f.labels[cls])
-		s.Fields["class_name"] = cls
+		l := f.labels[idx]
+		s.Fields["label"] = int64(l)
+		s.Fields["class_name"] = f.classes[l]
 	}
 	f.i++
 	return s, nil

@@ -388,8 +388,8 @@ func toF(v any) float64 {
 
 // TestFilesSaysWhyNothingMatched: a pattern that matches nothing says
 // whether its folder is missing or files match but for case (*.jpeg
-// against *.JPEG); labels: from_dir over files of one folder warns that
-// they all get class 0; class folders do not (a new-user test).
+// against *.JPEG); labels: from_dir over files of one folder is an error,
+// as they have no class folder; class folders are not (a new-user test).
 func TestFilesSaysWhyNothingMatched(t *testing.T) {
 	dir := t.TempDir()
 	for _, f := range []string{"flat/a.JPEG", "flat/b.JPEG", "root/cat/c.jpg", "root/dog/d.jpg", "root/MANIFEST.tsv"} {
@@ -403,10 +403,13 @@ func TestFilesSaysWhyNothingMatched(t *testing.T) {
 	for _, tc := range []struct{ pattern, labels, want string }{
 		{"flat/*.jpeg", "", `stages[0].pattern: pattern "flat/*.jpeg" matches no file (resolved to ` + filepath.Join(dir, "flat/*.jpeg") + `); 2 match it but for case, such as ` + filepath.Join(dir, "flat/a.JPEG")},
 		{"nope/*.jpeg", "", `stages[0].pattern: pattern "nope/*.jpeg" matches no file (resolved to ` + filepath.Join(dir, "nope/*.jpeg") + `); folder ` + filepath.Join(dir, "nope") + ` does not exist`},
-		{"flat/*.JPEG", "from_dir", `warning: stages[0].labels: every file matched is in one folder, ` + filepath.Join(dir, "flat") + `, so labels: from_dir gives all of them class 0 ("flat"): it names a file's class by its parent folder; match class folders (root/*/*.jpg)`},
+		// ImageFolder's convention: files in the folder a pattern starts
+		// from have no class (TestFromDirIsImageFolder has the rest).
+		{"flat/*.JPEG", "from_dir", `stages[0].labels: every file pattern "flat/*.JPEG" matches sits directly in ` + filepath.Join(dir, "flat") + `, the folder it starts from, so none has a class: a file's class is the folder directly in ` + filepath.Join(dir, "flat") + ` that holds it (` + filepath.Join(dir, "flat", "<class>", "…") + `, torchvision's ImageFolder layout); match files in class folders (flat/*/*.JPEG, or */*.JPEG if flat is itself one class's folder), or drop labels: from_dir`},
 		{"root/*/*.jpg", "from_dir", ``},
-		// Files beside the class folders make a class of their own.
-		{"root/**", "from_dir", `warning: stages[0].labels: 1 of the files matched sits directly in ` + filepath.Join(dir, "root") + `, beside its class folders, so labels: from_dir makes "root" a class of its own; match the class folders' files only (root/*/*.jpg)`},
+		// Files beside the class folders are left out, as ImageFolder
+		// leaves them out.
+		{"root/**", "from_dir", `warning: stages[0].labels: 1 file (` + filepath.Join(dir, "root/MANIFEST.tsv") + `) that pattern "root/**" matches sits directly in ` + filepath.Join(dir, "root") + `, the folder it starts from, outside the class folders: labels: from_dir leaves it out, as torchvision's ImageFolder does (a file's class is the folder directly in ` + filepath.Join(dir, "root") + ` that holds it); match the class folders' files only (root/*/**) not to list it`},
 		{"flat/*.JPEG", "", ``},
 		// No wildcard: the folder is the file's; a folder of other case
 		// matches but for case (a review).
