@@ -36,20 +36,7 @@ func bigSample(id int64) *sample.Sample {
 // value in the value log files, as a failing disk or a stray write would.
 func fillAndCorrupt(t *testing.T, dir string, complete bool) {
 	t.Helper()
-	c := openT(t, dir, "fp", Options{})
-	for id := int64(0); id < corruptN; id++ {
-		if err := c.Put(id, bigSample(id)); err != nil {
-			t.Fatal(err)
-		}
-	}
-	if complete {
-		if err := c.MarkComplete(); err != nil {
-			t.Fatal(err)
-		}
-	}
-	if err := c.Close(); err != nil {
-		t.Fatal(err)
-	}
+	fillBig(t, dir, complete)
 	logs, err := filepath.Glob(filepath.Join(dir, "fp", badgerName, "*.vlog"))
 	if err != nil || len(logs) == 0 {
 		t.Fatalf("no value log in %s (%v): the samples are not where this test damages them", dir, err)

@@ -3,9 +3,7 @@ package cli_test
 import (
 	"encoding/json"
 	"fmt"
-	"image"
-	"image/color"
-	"image/jpeg"
+	"github.com/piperun/piperun/internal/testutil"
 	"os"
 	"path/filepath"
 	"strings"
@@ -26,38 +24,6 @@ stages:
   - {name: out, type: discard}
 `
 
-// writePhotos writes ten small JPEGs and two corrupt ones (01.jpg and
-// 10.jpg) into dir/img.
-func writePhotos(t *testing.T, dir string) {
-	t.Helper()
-	if err := os.MkdirAll(filepath.Join(dir, "img"), 0o755); err != nil {
-		t.Fatal(err)
-	}
-	for i := range 12 {
-		path := filepath.Join(dir, "img", fmt.Sprintf("%02d.jpg", i))
-		var b strings.Builder
-		switch i {
-		case 1:
-			b.WriteString("not a JPEG at all")
-		case 10:
-			b.WriteString("\xFF\xD8\xFF\xE0\x00\x10JF") // cut short in its header
-		default:
-			img := image.NewRGBA(image.Rect(0, 0, 16, 12))
-			for y := range 12 {
-				for x := range 16 {
-					img.Set(x, y, color.RGBA{uint8(x * 16), uint8(y * 20), uint8(i * 20), 255})
-				}
-			}
-			if err := jpeg.Encode(&b, img, nil); err != nil {
-				t.Fatal(err)
-			}
-		}
-		if err := os.WriteFile(path, []byte(b.String()), 0o644); err != nil {
-			t.Fatal(err)
-		}
-	}
-}
-
 type skipsReport struct {
 	Skipped map[string]int64 `json:"skipped"`
 	Caches  map[string]struct {
@@ -77,7 +43,7 @@ type skipsReport struct {
 // summary line says so, and so do cache ls and cache info.
 func TestReplayReportsWhatTheFillSkipped(t *testing.T) {
 	dir := t.TempDir()
-	writePhotos(t, dir)
+	testutil.WritePhotos(t, dir)
 	p := writeSpec(t, dir, "photos.yaml", photoCacheSpec)
 	reportPath := filepath.Join(dir, "report.json")
 	const fromCache = "; from cache c: 2 skipped in decode when it was filled; "

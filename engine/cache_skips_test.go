@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"github.com/piperun/piperun/internal/testutil"
 	"os"
 	"path/filepath"
 	"strings"
@@ -37,25 +38,6 @@ stages:
   - {name: batch, type: batch, size: 4}
   - {name: out, type: discard}
 `
-
-// writePhotos writes the twelve files of photoCacheSpec into dir/img.
-func writePhotos(t *testing.T, dir string) {
-	t.Helper()
-	if err := os.MkdirAll(filepath.Join(dir, "img"), 0o755); err != nil {
-		t.Fatal(err)
-	}
-	for i := range 12 {
-		path := filepath.Join(dir, "img", fmt.Sprintf("%02d.jpg", i))
-		switch i {
-		case 1:
-			mustWrite(t, path, []byte("not a JPEG at all"))
-		case 10:
-			mustWrite(t, path, []byte{0xFF, 0xD8, 0xFF, 0xE0, 0x00, 0x10, 'J', 'F'}) // cut short in its header
-		default:
-			writeJPEG(t, path, 16, 12, int64(i))
-		}
-	}
-}
 
 func mustWrite(t *testing.T, path string, b []byte) {
 	t.Helper()
@@ -144,7 +126,7 @@ func checkFillSkips(t *testing.T, run string, c stages.CacheStats) {
 // piperun recorded it says nothing, not 0.
 func TestCacheRecordsWhatItsFillSkipped(t *testing.T) {
 	dir := t.TempDir()
-	writePhotos(t, dir)
+	testutil.WritePhotos(t, dir)
 	g := &gate{}
 	rep, err := runGated(context.Background(), t, g, dir, photoCacheSpec)
 	if err != nil {
@@ -206,7 +188,7 @@ func TestCacheRecordsWhatItsFillSkipped(t *testing.T) {
 // Adding the stopped run's 1 would count 01.jpg twice.
 func TestResumedFillCountsEachSkipOnce(t *testing.T) {
 	dir := t.TempDir()
-	writePhotos(t, dir)
+	testutil.WritePhotos(t, dir)
 	g := &gate{stopAt: "06.jpg", held: make(chan struct{})}
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
