@@ -829,3 +829,34 @@ stages:
 	t.Cleanup(func() { c2.Close() })
 	return c1, c2, done
 }
+
+// TestPythonClientSaysItWaits: a client waiting for a socket nobody serves
+// says so once on stderr after a while, then fails naming the address (a
+// new-user test's client, started after the run ended, looked hung for its
+// whole 60 s wait).
+func TestPythonClientSaysItWaits(t *testing.T) {
+	py := pythonWith(t, "numpy")
+	sock := filepath.Join(t.TempDir(), "none.sock")
+	code := `import sys; sys.path.insert(0, "../clients/python")
+from piperun_client import connect
+try:
+    connect(sys.argv[1], wait=2.5)
+except ConnectionError as e:
+    print("error:", e)
+`
+	var stderr strings.Builder
+	cmd := exec.Command(py, "-c", code, "unix://"+sock)
+	cmd.Stderr = &stderr
+	out, err := cmd.Output()
+	if err != nil {
+		t.Fatalf("%v\n%s", err, stderr.String())
+	}
+	wantErr := "error: nothing serves at unix://" + sock + " (start piperun apply with a serve sink there)\n"
+	if string(out) != wantErr {
+		t.Errorf("stdout %q, want %q", out, wantErr)
+	}
+	if got := stderr.String(); strings.Count(got, "piperun_client: nothing serves at unix://"+sock+" yet; waiting up to") != 1 ||
+		!strings.HasSuffix(got, "s more for piperun apply (a run that has already ended serves nothing)\n") {
+		t.Errorf("stderr %q, want one notice that it waits", got)
+	}
+}

@@ -20,6 +20,7 @@ import base64
 import json
 import socket
 import struct
+import sys
 import time
 
 import numpy as np
@@ -60,17 +61,31 @@ def _open_once(address):
     raise ValueError("%r: scheme %r is not unix or tcp" % (address, scheme))
 
 
+# WAIT_NOTICE is how long a connect waits in silence before it says, once,
+# on stderr, that it is waiting: a client started after the run ended
+# otherwise looks hung for its whole wait (found by a new-user test).
+WAIT_NOTICE = 2.0
+
+
 def _open(address, wait):
     """Connects, retrying for up to wait seconds while nothing listens yet
     (a trainer started before piperun apply)."""
-    deadline = time.monotonic() + wait
+    start = time.monotonic()
+    deadline = start + wait
+    told = False
     while True:
         try:
             return _open_once(address)
         except (FileNotFoundError, ConnectionRefusedError) as e:
-            if time.monotonic() >= deadline:
+            now = time.monotonic()
+            if now >= deadline:
                 raise ConnectionError("nothing serves at %s (start piperun apply with a serve sink there%s)"
                                       % (address, ", or give connect a wait" if wait == 0 else "")) from e
+            if not told and now - start >= WAIT_NOTICE:
+                told = True
+                sys.stderr.write("piperun_client: nothing serves at %s yet; waiting up to %.0f s more for piperun apply "
+                                 "(a run that has already ended serves nothing)\n" % (address, deadline - now))
+                sys.stderr.flush()
             time.sleep(0.1)
 
 
