@@ -378,18 +378,22 @@ stages:
 	}
 }
 
-func TestTFRecordCorruptSharedData(t *testing.T) {
-	data := tfrSharedData(t)
-	file := filepath.Join(data, "tfrecord", "corrupted", "snapshot_serengeti_sequence_examples.record")
-	body := func(onError string) string {
-		return fmt.Sprintf(`version: 1
-name: corrupt
+// recordsSpec reads the TFRecord file at path into a discard sink, with
+// the tfrecord stage's on_error set to onError.
+func recordsSpec(path, onError string) string {
+	return fmt.Sprintf(`version: 1
+name: records
 stages:
   - {name: files, type: files, pattern: %q}
   - {name: records, type: tfrecord, on_error: %s}
   - {name: out, type: discard}
-`, file, onError)
-	}
+`, path, onError)
+}
+
+func TestTFRecordCorruptSharedData(t *testing.T) {
+	data := tfrSharedData(t)
+	file := filepath.Join(data, "tfrecord", "corrupted", "snapshot_serengeti_sequence_examples.record")
+	body := func(onError string) string { return recordsSpec(file, onError) }
 	t.Run("fail", func(t *testing.T) {
 		rep, err := tfrRun(t, t.TempDir(), body("fail"))
 		if err == nil {
@@ -1040,15 +1044,7 @@ func TestTFRecordBadHeaderSkipped(t *testing.T) {
 	if err := os.WriteFile(in, bad, 0o644); err != nil {
 		t.Fatal(err)
 	}
-	body := func(onError string) string {
-		return fmt.Sprintf(`version: 1
-name: badheader
-stages:
-  - {name: files, type: files, pattern: %q}
-  - {name: records, type: tfrecord, on_error: %s}
-  - {name: out, type: discard}
-`, in, onError)
-	}
+	body := func(onError string) string { return recordsSpec(in, onError) }
 	for _, par := range []string{"1", "2"} { // 2 reads ahead
 		t.Run("skip parallelism "+par, func(t *testing.T) {
 			rep, err := tfrRun(t, dir, body("skip"), "stages.records.parallelism="+par)
