@@ -63,8 +63,9 @@ type coeffs struct {
 	wi           []int32   // fixed-point weights for uint8
 	wf           []float32 // weights for float32
 	end          int       // max(start[i] + count[i]): the inputs read
-	// w13 are 13-bit weights for the packed three-channel pass, set only
-	// when no weight is negative (bilinear, area), which that pass needs.
+	// w13 are 13-bit weights for the packed three-channel pass and for
+	// vpass13, set only when no weight is negative (bilinear, area),
+	// which both need.
 	w13 []uint64
 	// w16 holds w13 again as the C pass's AVX2 loop reads them: per
 	// output, groups16 groups of 16 int16s, each four taps as
@@ -290,9 +291,12 @@ func resize(img *tensor.Tensor, oh, ow int, method string, alloc func(int) []byt
 	}
 	if ih != oh {
 		cy := cachedCoeffs(ih, oh, method, f, fixed)
-		if fixed {
+		switch {
+		case fixed && cy.w13 != nil:
+			vpass13Fast(src, ow*c, out.Data, oh, cy)
+		case fixed:
 			vpass8Fast(src, ow*c, out.Data, oh, cy)
-		} else {
+		default:
 			vpassF(bytesAsF32(src), ow*c, bytesAsF32(out.Data), oh, cy)
 		}
 	}
@@ -434,6 +438,40 @@ func vpass8(src []byte, row int, dst []byte, oh int, cf *coeffs) {
 			for i, v := range acc {
 				d[i] = clamp8(v)
 			}
+		}
+	}
+	defaultPool.Put(accBuf)
+}
+
+// vpass13 resamples along y with the 13-bit weights w13 (cf.w13 must be
+// set): the horizontal pass's precision, and few enough bits that the C
+// pass can multiply two input rows by their weights in one 16-bit
+// multiply-add. Weights are non-negative and sum to 2^13, so an output
+// never exceeds 255 and needs no clamp.
+func vpass13(src []byte, row int, dst []byte, oh int, cf *coeffs) {
+	acc, accBuf := defaultPool.getI32(row)
+	acc = acc[:row]
+	for y := 0; y < oh; y++ {
+		s, n := int(cf.start[y]), int(cf.count[y])
+		ws := cf.w13[y*cf.stride : y*cf.stride+n]
+		r0 := src[s*row : (s+1)*row]
+		r0 = r0[:len(acc)]
+		w0 := int32(ws[0])
+		for i, v := range r0 {
+			acc[i] = 1<<(swarBits-1) + int32(v)*w0
+		}
+		for k := 1; k < n; k++ {
+			rk := src[(s+k)*row : (s+k+1)*row]
+			rk = rk[:len(acc)]
+			w := int32(ws[k])
+			for i, v := range rk {
+				acc[i] += int32(v) * w
+			}
+		}
+		d := dst[y*row : (y+1)*row]
+		d = d[:len(acc)]
+		for i, v := range acc {
+			d[i] = uint8(v >> swarBits)
 		}
 	}
 	defaultPool.Put(accBuf)

@@ -26,6 +26,23 @@ func vpass8Fast(src []byte, row int, dst []byte, oh int, cf *coeffs) {
 	defaultPool.Put(accBuf)
 }
 
+// vpass13Fast is the C vertical pass with 13-bit weights (resize_cgo.c),
+// two input rows per 16-bit multiply-add where the CPU has AVX2; it gives
+// exactly vpass13's bytes.
+func vpass13Fast(src []byte, row int, dst []byte, oh int, cf *coeffs) {
+	if oh == 0 || row == 0 {
+		return
+	}
+	if len(dst) < oh*row || len(cf.start) < oh || len(cf.count) < oh || len(cf.w13) < (oh-1)*cf.stride+1 || len(src) < cf.end*row {
+		panic("imageops: vpass13Fast buffers too short")
+	}
+	acc, accBuf := defaultPool.getI32(row)
+	C.pr_vpass13((*C.uint8_t)(unsafe.Pointer(&src[0])), C.int(row), (*C.uint8_t)(unsafe.Pointer(&dst[0])), C.int(oh),
+		(*C.int32_t)(unsafe.Pointer(&cf.start[0])), (*C.int32_t)(unsafe.Pointer(&cf.count[0])),
+		(*C.uint64_t)(unsafe.Pointer(&cf.w13[0])), C.int(cf.stride), (*C.int32_t)(unsafe.Pointer(&acc[0])))
+	defaultPool.Put(accBuf)
+}
+
 // hpass3PackedFast is the C packed RGB horizontal pass (resize_cgo.c); it
 // gives exactly hrow3packed's bytes, row after row.
 func hpass3PackedFast(src []byte, h, iw int, dst []byte, ow int, cf *coeffs) {

@@ -31,8 +31,48 @@ func TestVpass8FastMatches(t *testing.T) {
 	}
 }
 
-// BenchmarkVpass8 compares the Go vertical pass with the one the resize
-// uses (C in cgo builds, the same Go loop otherwise), for a 375-row image
+// TestVpass13FastMatches checks that the 13-bit vertical pass the resize
+// uses for non-negative weights (C, two rows per 16-bit multiply-add, in
+// cgo builds) gives exactly vpass13's bytes, across shrinking and
+// enlarging, row widths below, at and past the 32-byte step, and extreme
+// inputs (all 255, where a sum peaks).
+func TestVpass13FastMatches(t *testing.T) {
+	rng := rand.New(rand.NewPCG(5, 6))
+	for _, tc := range []struct{ ih, oh, row int }{
+		{375, 224, 224 * 3}, {224, 224, 5}, {1, 7, 3}, {7, 1, 33}, {100, 301, 17}, {64, 13, 8}, {2, 2, 1},
+		{500, 224, 32}, {333, 224, 95}, {3, 2, 64}, {1000, 7, 40},
+	} {
+		for _, name := range []string{Bilinear, Area} {
+			cf := makeCoeffs(tc.ih, tc.oh, filters[name], true)
+			if cf.w13 == nil {
+				t.Fatalf("%s %d→%d: no 13-bit weights", name, tc.ih, tc.oh)
+			}
+			for _, fill := range []string{"random", "max"} {
+				src := make([]byte, tc.ih*tc.row)
+				for i := range src {
+					src[i] = 255
+					if fill == "random" {
+						src[i] = byte(rng.IntN(256))
+					}
+				}
+				want := make([]byte, tc.oh*tc.row)
+				got := make([]byte, tc.oh*tc.row)
+				vpass13(src, tc.row, want, tc.oh, cf)
+				vpass13Fast(src, tc.row, got, tc.oh, cf)
+				if !bytes.Equal(got, want) {
+					t.Errorf("%s %d→%d rows of %d (%s): the fast vertical pass differs", name, tc.ih, tc.oh, tc.row, fill)
+				}
+				if fill == "max" && bytes.Count(want, []byte{255}) != len(want) {
+					t.Errorf("%s %d→%d rows of %d: a flat 255 image does not stay 255", name, tc.ih, tc.oh, tc.row)
+				}
+			}
+		}
+	}
+}
+
+// BenchmarkVpass8 compares the vertical passes: vpass8 (22-bit weights)
+// in Go and in C, vpass13 in Go, and the one the resize uses for
+// bilinear (vpass13Fast: AVX2 in cgo builds, the Go loop otherwise), for a 375-row image
 // of 224×3 bytes per row shrunk to 224 rows: the second half of a
 // bilinear 500×375 → 224×224 resize.
 func BenchmarkVpass8(b *testing.B) {
@@ -47,7 +87,7 @@ func BenchmarkVpass8(b *testing.B) {
 	for _, bc := range []struct {
 		name string
 		fn   func([]byte, int, []byte, int, *coeffs)
-	}{{"go", vpass8}, {"used", vpass8Fast}} {
+	}{{"go", vpass8}, {"c22", vpass8Fast}, {"go13", vpass13}, {"used", vpass13Fast}} {
 		b.Run(bc.name, func(b *testing.B) {
 			b.SetBytes(int64(len(src)))
 			for b.Loop() {
