@@ -7,7 +7,11 @@
 // lookup goes one element at a time (bench: BenchmarkFloatLUT). The steps
 // are IEEE single-precision operations in the order Go's table builder
 // does them, each correctly rounded, so every float is bit for bit the
-// table's.
+// table's. The division is not a divide instruction, which held the loop
+// at a third of its speed: level × (1/255) corrected by two fused
+// multiply-adds (q + (level - q·255)·(1/255)) is the correctly rounded
+// quotient for every level from 0 to 255, as
+// TestAffineLUTComputesTheTablesBits checks.
 
 #include <stdint.h>
 #include <stddef.h>
@@ -16,7 +20,7 @@
 #if defined(__x86_64__) && defined(__GNUC__)
 #include <immintrin.h>
 
-__attribute__((target("avx2")))
+__attribute__((target("avx2,fma")))
 static void affine_avx2(const uint8_t *src, float *dst, size_t n, int c, const float *sub, const float *mul) {
 	// Lane j of vector k of a 24-element step holds channel (8k + j) mod c.
 	__m256 s[3], m[3];
@@ -30,12 +34,14 @@ static void affine_avx2(const uint8_t *src, float *dst, size_t n, int c, const f
 		s[k] = _mm256_loadu_ps(sv);
 		m[k] = _mm256_loadu_ps(mv);
 	}
-	const __m256 d = _mm256_set1_ps(255.0f);
+	const __m256 d = _mm256_set1_ps(255.0f), r = _mm256_set1_ps(1.0f / 255.0f);
 	size_t i = 0;
 	for (; i + 24 <= n; i += 24) {
 		for (int k = 0; k < 3; k++) {
 			__m256i v = _mm256_cvtepu8_epi32(_mm_loadl_epi64((const __m128i *)(src + i + 8 * k)));
-			__m256 f = _mm256_div_ps(_mm256_cvtepi32_ps(v), d);
+			const __m256 x = _mm256_cvtepi32_ps(v);
+			const __m256 q = _mm256_mul_ps(x, r);
+			const __m256 f = _mm256_fmadd_ps(_mm256_fnmadd_ps(q, d, x), r, q);
 			_mm256_storeu_ps(dst + i + 8 * k, _mm256_mul_ps(_mm256_sub_ps(f, s[k]), m[k]));
 		}
 	}
@@ -49,7 +55,7 @@ static void affine_avx2(const uint8_t *src, float *dst, size_t n, int c, const f
 
 int pr_affine_fast(void) {
 #if defined(__x86_64__) && defined(__GNUC__)
-	return __builtin_cpu_supports("avx2") ? 1 : 0;
+	return __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") ? 1 : 0;
 #else
 	return 0;
 #endif

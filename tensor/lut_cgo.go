@@ -10,7 +10,7 @@ import "C"
 
 import "unsafe"
 
-// affineFast is whether affineInto runs: this CPU has AVX2.
+// affineFast is whether affineInto runs: this CPU has AVX2 and FMA.
 var affineFast = C.pr_affine_fast() == 1
 
 // affineInto writes (float32(src[i])/255 - sub[i%c]) * mul[i%c] to dst[i]
