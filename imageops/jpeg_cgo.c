@@ -205,11 +205,21 @@ int pr_decode_window(pr_dec *d, const unsigned char *buf, unsigned long size, in
 	int skipx = x - (int)xoff;
 	if (y > 0 && jpeg_skip_scanlines(c, y) != (JDIMENSION)y)
 		pr_fail(d, "cannot skip to the crop window");
+	// Each row goes straight into out at the start of its own slot when
+	// the cropped scanline fits there (always but for the last rows, as
+	// the scanline is at most one iMCU and two columns wider than the
+	// window), and is then moved left by skipx: moving bytes just written
+	// costs less than copying them from a row buffer into memory not yet
+	// in cache.
+	const size_t wb = (size_t)w * comps, cb = (size_t)cw * comps, sb = (size_t)skipx * comps;
+	const size_t total = (size_t)h * wb;
 	for (int row = 0; row < h; row++) {
-		JSAMPROW rp = rowbuf;
+		unsigned char *dst = out + (size_t)row * wb;
+		JSAMPROW rp = (size_t)row * wb + cb <= total ? dst : rowbuf;
 		if (jpeg_read_scanlines(c, &rp, 1) != 1)
 			pr_fail(d, "image data ends before the crop window");
-		memcpy(out + (size_t)row * w * comps, rowbuf + (size_t)skipx * comps, (size_t)w * comps);
+		if (rp != dst || sb != 0)
+			memmove(dst, rp + sb, wb);
 	}
 	pr_end(d);
 	return 0;
