@@ -4,12 +4,14 @@ import (
 	"math"
 	"math/rand/v2"
 	"testing"
+	"unsafe"
 )
 
 // TestAffineLUTComputesTheTablesBits checks that Apply's computed path
 // gives the very floats its tables hold, for to_float and for normalize
 // with one and three channels, over every level and lengths whose tails
-// do not fill a SIMD step.
+// do not fill a SIMD step, into buffers aligned for the streaming stores
+// and not.
 func TestAffineLUTComputesTheTablesBits(t *testing.T) {
 	if !affineFast {
 		t.Log("no AVX2 (or no cgo) here: Apply looks up too, so this compares the tables with themselves")
@@ -33,13 +35,23 @@ func TestAffineLUTComputesTheTablesBits(t *testing.T) {
 			for i := 0; i < min(n, 256*3); i++ {
 				src[i] = byte(i / 3) // every level in every channel
 			}
-			got, want := make([]float32, n), make([]float32, n)
-			l.Apply(got, src)
+			want := make([]float32, n)
 			l.lookUp(want, src)
-			for i := range want {
-				if math.Float32bits(got[i]) != math.Float32bits(want[i]) {
-					t.Fatalf("%s, n=%d: element %d (level %d, channel %d) = %v (%08x), table says %v (%08x)",
-						tc.name, n, i, src[i], i%len(tc.sub), got[i], math.Float32bits(got[i]), want[i], math.Float32bits(want[i]))
+			// From a 32-byte boundary (the streaming stores) and from one
+			// float past it (the plain ones).
+			for _, off := range []int{0, 1} {
+				buf := make([]float32, n+16)
+				at := off
+				for uintptr(unsafe.Pointer(&buf[at]))%32 != uintptr(4*off) {
+					at++
+				}
+				got := buf[at : at+n]
+				l.Apply(got, src)
+				for i := range want {
+					if math.Float32bits(got[i]) != math.Float32bits(want[i]) {
+						t.Fatalf("%s, n=%d, offset %d: element %d (level %d, channel %d) = %v (%08x), table says %v (%08x)",
+							tc.name, n, off, i, src[i], i%len(tc.sub), got[i], math.Float32bits(got[i]), want[i], math.Float32bits(want[i]))
+					}
 				}
 			}
 		}
