@@ -206,9 +206,10 @@ int pr_decode_window(pr_dec *d, const unsigned char *buf, unsigned long size, in
 	if (y > 0 && jpeg_skip_scanlines(c, y) != (JDIMENSION)y)
 		pr_fail(d, "cannot skip to the crop window");
 	// Each row goes straight into out at the start of its own slot when
-	// the cropped scanline fits there (always but for the last rows, as
-	// the scanline is at most one iMCU and two columns wider than the
-	// window), and is then moved left by skipx: moving bytes just written
+	// the cropped scanline, at most one iMCU and two columns wider than
+	// the window, fits between there and the end of out (all but the last
+	// few rows of a window wider than an iMCU or two; every row of a
+	// narrow, short one), and is then moved left by skipx: moving bytes just written
 	// costs less than copying them from a row buffer into memory not yet
 	// in cache.
 	const size_t wb = (size_t)w * comps, cb = (size_t)cw * comps, sb = (size_t)skipx * comps;

@@ -33,14 +33,24 @@ func vpass13Fast(src []byte, row int, dst []byte, oh int, cf *coeffs) {
 	if oh == 0 || row == 0 {
 		return
 	}
-	if len(dst) < oh*row || len(cf.start) < oh || len(cf.count) < oh || len(cf.w13) < (oh-1)*cf.stride+1 || len(src) < cf.end*row {
+	if len(dst) < oh*row || len(cf.start) < oh || len(cf.count) < oh || len(cf.w13) < oh*cf.stride || len(src) < cf.end*row {
 		panic("imageops: vpass13Fast buffers too short")
 	}
-	acc, accBuf := defaultPool.getI32(row)
+	// Only the loop for CPUs without AVX2 (hpassAVX2 asks the same
+	// question) needs a row of accumulators.
+	var accp *C.int32_t
+	var accBuf []byte
+	if !hpassAVX2 {
+		var acc []int32
+		acc, accBuf = defaultPool.getI32(row)
+		accp = (*C.int32_t)(unsafe.Pointer(&acc[0]))
+	}
 	C.pr_vpass13((*C.uint8_t)(unsafe.Pointer(&src[0])), C.int(row), (*C.uint8_t)(unsafe.Pointer(&dst[0])), C.int(oh),
 		(*C.int32_t)(unsafe.Pointer(&cf.start[0])), (*C.int32_t)(unsafe.Pointer(&cf.count[0])),
-		(*C.uint64_t)(unsafe.Pointer(&cf.w13[0])), C.int(cf.stride), (*C.int32_t)(unsafe.Pointer(&acc[0])))
-	defaultPool.Put(accBuf)
+		(*C.uint64_t)(unsafe.Pointer(&cf.w13[0])), C.int(cf.stride), accp)
+	if accBuf != nil {
+		defaultPool.Put(accBuf)
+	}
 }
 
 // hpass3PackedFast is the C packed RGB horizontal pass (resize_cgo.c); it

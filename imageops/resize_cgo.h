@@ -12,7 +12,8 @@ void pr_vpass8(const uint8_t *src, int row, uint8_t *dst, int oh,
 
 // pr_vpass13 is vpass13 of resize.go: pr_vpass8 with the 13-bit weights
 // w13 (non-negative, summing to 2^13 per output row); acc holds row
-// int32s for the loop that runs where the CPU lacks AVX2.
+// int32s for the loop that runs where the CPU lacks AVX2 (pr_hpass3_avx2
+// is 0), and may be NULL otherwise.
 void pr_vpass13(const uint8_t *src, int row, uint8_t *dst, int oh,
 	const int32_t *start, const int32_t *count, const uint64_t *w13, int stride,
 	int32_t *acc);

@@ -4,14 +4,15 @@
 // affine map of the level, (level / 255 - sub) * mul per channel: to_float
 // and a normalize after it. Computing beats looking up here because eight
 // lanes convert, divide, subtract and multiply at once, where a table
-// lookup goes one element at a time (bench: BenchmarkFloatLUT). The steps
-// are IEEE single-precision operations in the order Go's table builder
-// does them, each correctly rounded, so every float is bit for bit the
-// table's. The division is not a divide instruction, which held the loop
-// at a third of its speed: level × (1/255) corrected by two fused
-// multiply-adds (q + (level - q·255)·(1/255)) is the correctly rounded
-// quotient for every level from 0 to 255, as
-// TestAffineLUTComputesTheTablesBits checks.
+// lookup goes one element at a time (bench: BenchmarkFloatLUT). Every
+// float is bit for bit the table's: the quotient level / 255 is the
+// correctly rounded one Go's table builder gets, though not from a divide
+// instruction, which held the loop at a third of its speed: level ×
+// (1/255) corrected by two fused multiply-adds (q + (level - q·255) ·
+// (1/255)) is the correctly rounded quotient for every level from 0 to
+// 255; the subtraction and multiplication after it are single IEEE
+// operations in the builder's order. TestAffineLUTComputesTheTablesBits
+// checks every level.
 
 #include <stdint.h>
 #include <stddef.h>
@@ -19,6 +20,11 @@
 
 #if defined(__x86_64__) && defined(__GNUC__)
 #include <immintrin.h>
+
+// streamFloats is the shortest row written with streaming stores: 64K
+// floats, 256 KiB, so a batch of small images, which may stay in cache
+// for the sink, is written the plain way.
+#define streamFloats ((size_t)1 << 16)
 
 // affine8 converts the eight levels at p: level / 255 as the reciprocal
 // corrected by two fused multiply-adds, then (f - s) * m.
@@ -32,9 +38,10 @@ __m256 affine8(const uint8_t *p, __m256 s, __m256 m) {
 }
 
 // affine_avx2 writes with streaming stores where dst is 32-byte aligned
-// (always, for the batch stage's rows of 224×224×3 floats): the output
-// is a batch for a sink, not for this core's cache, and skipping the read
-// of each line before writing it made W1 2 % faster end to end (CPU
+// and the row is at least streamFloats long (the batch stage's rows of
+// 224×224×3 floats, 588 KiB, in page-aligned batches): such a batch is
+// bound for a sink and outgrows this core's cache anyway, and skipping
+// the read of each line before writing it made W1 2 % faster (CPU
 // 3.65 against 3.73 s over 10 epochs; 2 epochs +1.2 %), and no slower
 // through a serve sink
 // to the Python client.
@@ -53,7 +60,7 @@ static void affine_avx2(const uint8_t *src, float *dst, size_t n, int c, const f
 		m[k] = _mm256_loadu_ps(mv);
 	}
 	size_t i = 0;
-	if (((uintptr_t)dst & 31) == 0) {
+	if (((uintptr_t)dst & 31) == 0 && n >= streamFloats) {
 		for (; i + 24 <= n; i += 24)
 			for (int k = 0; k < 3; k++)
 				_mm256_stream_ps(dst + i + 8 * k, affine8(src + i + 8 * k, s[k], m[k]));

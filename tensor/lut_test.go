@@ -14,7 +14,7 @@ import (
 // and not.
 func TestAffineLUTComputesTheTablesBits(t *testing.T) {
 	if !affineFast {
-		t.Log("no AVX2 (or no cgo) here: Apply looks up too, so this compares the tables with themselves")
+		t.Log("no AVX2 and FMA (or no cgo) here: Apply looks up too, so this compares the tables with themselves")
 	}
 	r := rand.New(rand.NewPCG(1, 2))
 	for _, tc := range []struct {
@@ -37,8 +37,8 @@ func TestAffineLUTComputesTheTablesBits(t *testing.T) {
 			}
 			want := make([]float32, n)
 			l.lookUp(want, src)
-			// From a 32-byte boundary (the streaming stores) and from one
-			// float past it (the plain ones).
+			// From a 32-byte boundary (the streaming stores, for the longest
+			// rows) and from one float past it (the plain ones).
 			for _, off := range []int{0, 1} {
 				buf := make([]float32, n+16)
 				at := off
