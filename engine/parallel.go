@@ -182,12 +182,18 @@ func (r *Run) runParallel(ctx context.Context, g *errgroup.Group, n *node, p sta
 	lctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	det := r.plan.Spec.Deterministic
+	// The window bounds what is in flight; results holds as many jobs as
+	// it may, so that while the stage below is busy (a batch writing its
+	// first floats into fresh memory: 15 ms) the workers go on with the
+	// jobs behind, rather than stopping after a few (both of W1's decoders
+	// sat idle 6 ms at its first batch; bench/RESULTS.md, run AE).
+	most := 4 * workers * r.plan.ChunkSize
 	jobs := make(chan *job, workers)
-	results := make(chan *job, 2*workers)
+	results := make(chan *job, most)
 	partials := make(chan partial)
 	var inflight sync.WaitGroup
 	var cost jobCost
-	win := newWindow(workers, 4*workers*r.plan.ChunkSize, r.budget.Limit())
+	win := newWindow(workers, most, r.budget.Limit())
 	defer win.close()
 	go func() { <-lctx.Done(); win.close() }()
 	// However the collector ends, the jobs it did not emit give back their
