@@ -27,15 +27,24 @@ const GCPercent = 25
 // more than at 25 %, so the smaller.
 const GCSlackFloor = 16 << 20
 
+// FirstCycleHeap is the heap at which a run's first collection comes. A
+// run allocates its working set (pooled tensor buffers, a batch, decoder
+// scratch) in its first tenth of a second, and a collection on the way
+// finds all of it live: W1's two, at 16 and 35 MiB, freed 2 and 1 MiB of
+// its 47, and it ran 1 % faster without them (bench/RESULTS.md, run AF).
+// Its garbage, about 4 KB an image, would take over 4000 images to fill
+// the rest.
+const FirstCycleHeap = 64 << 20
+
 // gcPercentFor is the GOGC that lets a heap of live bytes grow by the
 // larger of GCPercent and GCSlackFloor. The runtime scales its minimum
 // heap (4 MiB) by GOGC too, so the percent is capped where that minimum
-// reaches the floor: a tiny heap, or one not yet marked (live 0), grows
-// to GCSlackFloor before its first cycle, not to a multiple of it.
+// reaches the floor: a tiny heap grows to GCSlackFloor, not to a multiple
+// of it. One not yet marked (live 0) grows to FirstCycleHeap.
 func gcPercentFor(live uint64) int {
 	const most = GCSlackFloor * 100 / (4 << 20)
 	if live == 0 {
-		return most
+		return FirstCycleHeap * 100 / (4 << 20)
 	}
 	floor := (GCSlackFloor*100 + live - 1) / live
 	return int(min(most, max(GCPercent, floor)))

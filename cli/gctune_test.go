@@ -14,7 +14,7 @@ func TestGCPercentFor(t *testing.T) {
 		live uint64
 		want int
 	}{
-		{0, 400},
+		{0, 1600},
 		{1 << 20, 400},
 		{4 << 20, 400},
 		{8 << 20, 200},
