@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # W1 throughput: piperun vs PyTorch DataLoader(num_workers=2), and piperun vs
-# the single-core libjpeg-turbo decode+resize rate × cores.
+# the single-core libjpeg-turbo decode+resize rate × cores (and vs a bare loop
+# of W1's own per-image work on 1 and 2 goroutines, with no pipeline).
 #
 #   bash bench/run_w1.sh [PHOTO_DIR] [REPS]
 #
@@ -77,6 +78,12 @@ micro_rows() { # round: single-core decode+resize reference rates
   cat "$OUT/w1/micro_bench.$r.txt" "$OUT/w1/micro_imageops.$r.txt" | awk -v r="$r" '
     /^BenchmarkDecodeResize224/ { name=$1; sub(/^Benchmark/, "", name); sub(/-[0-9]+$/, "", name)
       for (i = 2; i < NF; i++) if ($(i+1) == "images/s") printf "%s\tmicro:%s\t%s\t\t\t\t\n", r, name, $i }' >>"$log"
+  # W1's own per-image work (read from memory, decode, resize, to_float) as a
+  # bare loop on 1 and 2 goroutines of one process: what the cores give for
+  # that work with no pipeline around it
+  (cd bench && timeout $TO "$OUT/bench.test" -test.run '^$' -test.bench 'DecodeResizeFloatInProcess' -test.benchtime 3x) >"$OUT/w1/micro_inproc.$r.txt"
+  awk -v r="$r" '/^BenchmarkDecodeResizeFloatInProcess/ { name=$1; sub(/^Benchmark/, "", name); sub(/-[0-9]+$/, "", name)
+      for (i = 2; i < NF; i++) if ($(i+1) == "images/s") printf "%s\tmicro:%s\t%s\t\t\t\t\n", r, name, $i }' "$OUT/w1/micro_inproc.$r.txt" >>"$log"
   # the same with PIL (libjpeg-turbo decode, PIL's resize) on one core: the
   # reference the W1 target quotes (about 340 images/s per core)
   local d
@@ -155,6 +162,8 @@ checks = [
   (f"W1 piperun / ({ncpu} x 1-core turbo decode+resize, dct2x as W1 decodes)", ratio("piperun_w1", ref2, ncpu), None),
   (f"W1-unfused piperun / ({ncpu} x 1-core turbo decode+resize, full decode)", ratio("piperun_w1_unfused", reff, ncpu), 0.85),
   (f"W1 piperun / ({ncpu} x 1-core PIL decode+resize, libjpeg-turbo)", ratio("piperun_w1", "micro:pil", ncpu), 0.85),
+  (f"W1 piperun / ({ncpu} x 1 goroutine of W1's per-image work: decode, resize, to_float)", ratio("piperun_w1", "micro:DecodeResizeFloatInProcess/goroutines=1", ncpu), None),
+  ("W1 piperun / (the same work, bare loop on 2 goroutines of one process)", ratio("piperun_w1", "micro:DecodeResizeFloatInProcess/goroutines=2"), None),
   (f"W1 piperun / ({ncpu} x 1-core PIL decode+resize, draft to 2x)", ratio("piperun_w1", "micro:pil--draft", ncpu), None),
   (f"W1 epochs 3-10 (steady) / ({ncpu} x 1-core turbo decode+resize, dctscale)", lambda r: steady(r) / (ncpu * rows[ref][r]["ips"]), None),
   (f"W1 epochs 3-10 (steady) / ({ncpu} x 1-core turbo decode+resize, dct2x as W1 decodes)", lambda r: steady(r) / (ncpu * rows[ref2][r]["ips"]), None),
