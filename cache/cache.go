@@ -445,6 +445,15 @@ func (c *Cache) openDB(readOnly bool) error {
 		// repair): writing needs the exclusive lock.
 		return errNeedsWriter
 	}
+	if err := checkTables(path); err != nil {
+		if c.shared {
+			return errNeedsWriter // the writer marks the damage
+		}
+		if errors.Is(err, errNotATable) {
+			return &DamagedError{Dir: c.dir, Reason: fmt.Sprintf("its Badger store %s does not open (%v)", path, err), Err: err}
+		}
+		return fmt.Errorf("cache: open %s: %w", c.dir, err)
+	}
 	if readOnly && readOnlyWorks {
 		db, err := badger.Open(c.opts.badgerOptions(path).WithReadOnly(true))
 		if err == nil {

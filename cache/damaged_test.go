@@ -335,6 +335,19 @@ func TestDamagedStoreFiles(t *testing.T) {
 		{"garbage in KEYREGISTRY", func(t *testing.T, store string) {
 			mustNil(t, os.WriteFile(filepath.Join(store, "KEYREGISTRY"), bytes.Repeat([]byte("not Badger's "), 4), 0o644))
 		}, "Encryption key mismatch"},
+		{"table footer", func(t *testing.T, store string) {
+			// The checksum's length, the last 4 bytes, now far beyond the file.
+			flipByte(t, storeFile(t, store, "*.sst"), func(b []byte) int { return len(b) - 4 })
+		}, "table 000001.sst: not a Badger table: its footer gives a checksum of "},
+		{"table cut short", func(t *testing.T, store string) {
+			sst := storeFile(t, store, "*.sst")
+			fi, err := os.Stat(sst)
+			mustNil(t, err)
+			mustNil(t, os.Truncate(sst, fi.Size()/2))
+		}, "table 000001.sst:"},
+		{"table empty", func(t *testing.T, store string) {
+			mustNil(t, os.Truncate(storeFile(t, store, "*.sst"), 0))
+		}, "table 000001.sst: not a Badger table: 0 bytes, shorter than a table's footer"},
 		{"table index", func(t *testing.T, store string) {
 			flipByte(t, storeFile(t, store, "*.sst"), indexMiddle)
 		}, "checksum mismatch"},
