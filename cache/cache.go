@@ -445,6 +445,9 @@ func (c *Cache) openDB(readOnly bool) error {
 		// repair): writing needs the exclusive lock.
 		return errNeedsWriter
 	}
+	if err := checkDescriptors(path); err != nil {
+		return fmt.Errorf("cache: open %s: %w", c.dir, err)
+	}
 	if err := checkTables(path); err != nil {
 		if c.shared {
 			return errNeedsWriter // the writer marks the damage
