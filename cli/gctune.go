@@ -31,9 +31,11 @@ const GCSlackFloor = 16 << 20
 // run allocates its working set (pooled tensor buffers, a batch, decoder
 // scratch) in its first tenth of a second, and a collection on the way
 // finds all of it live: W1's two, at 16 and 35 MiB, freed 2 and 1 MiB of
-// its 47, and it ran 1 % faster without them (bench/RESULTS.md, run AF).
+// its 47, and it ran 1.4 % faster without them (bench/RESULTS.md, run AF).
 // Its garbage, about 4 KB an image, would take over 4000 images to fill
-// the rest.
+// the rest. Until followCycles sees the first cycle (within 20 ms) the
+// next one is set at 17 times the live heap, bounded by the memory limit:
+// little garbage is made in that time, since tensors are recycled.
 const FirstCycleHeap = 64 << 20
 
 // gcPercentFor is the GOGC that lets a heap of live bytes grow by the

@@ -31,6 +31,9 @@ type job struct {
 	// early is the bytes this job reserved before it was the head, counted
 	// in its window's held bytes until the collector emits it.
 	early int64
+	// queued is the bytes its finished output holds, counted in its
+	// window's queued bytes until the collector takes it.
+	queued int64
 }
 
 // partial is the finished part of a job's output, handed to the collector
@@ -64,6 +67,10 @@ type window struct {
 	// average that lags when outputs grow (small images, then large); this
 	// bound does not.
 	held atomic.Int64
+	// queued is the bytes held by finished jobs the collector has not
+	// taken yet: outputs of any size, reserved by this stage or above it.
+	// While the stage below is slow, they are what piles up.
+	queued atomic.Int64
 }
 
 func newWindow(workers, max int, budget int64) *window {
@@ -74,11 +81,12 @@ func newWindow(workers, max int, budget int64) *window {
 	return w
 }
 
-// take waits until k more samples fit in the window.
+// take waits until k more samples fit in the window, and finished jobs
+// waiting for the collector hold no more than a quarter of the budget.
 func (w *window) take(k int) bool {
 	w.mu.Lock()
 	defer w.mu.Unlock()
-	for !w.closed && w.inflight > 0 && w.inflight+k > w.limit {
+	for !w.closed && w.inflight > 0 && (w.inflight+k > w.limit || w.budget > 0 && w.queued.Load() > w.budget/4) {
 		w.cond.Wait()
 	}
 	w.inflight += k
@@ -137,6 +145,15 @@ func jobSize(chunkSize, workers int) int {
 // while the others have nothing left to take.
 const jobWork = 250 * time.Microsecond
 
+// aheadPerWorker is how many jobs a worker may finish ahead of the
+// collector. While the stage below is busy for a moment (W1's batch
+// writing its first 19 MB of floats into fresh memory: 15 ms, 16 photos'
+// decoding on two cores), two a worker ran both of W1's decoders dry for
+// 6 ms (bench/RESULTS.md, run AE). More would only let a stage that is
+// faster than the one below hold more memory for nothing: a slow trainer
+// would find a quarter of the budget queued here.
+const aheadPerWorker = 8
+
 // jobCost follows a parallel stage's time per sample, so the dispatcher
 // can size jobs to about jobWork.
 type jobCost struct {
@@ -182,14 +199,13 @@ func (r *Run) runParallel(ctx context.Context, g *errgroup.Group, n *node, p sta
 	lctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	det := r.plan.Spec.Deterministic
-	// The window bounds what is in flight; results holds as many jobs as
-	// it may, so that while the stage below is busy (a batch writing its
-	// first floats into fresh memory: 15 ms) the workers go on with the
-	// jobs behind, rather than stopping after a few (both of W1's decoders
-	// sat idle 6 ms at its first batch; bench/RESULTS.md, run AE).
+	// results holds aheadPerWorker jobs a worker, so that while the stage
+	// below is busy for a moment the workers go on with the jobs behind
+	// (see aheadPerWorker); the window and its queued bytes bound what
+	// those jobs hold.
 	most := 4 * workers * r.plan.ChunkSize
 	jobs := make(chan *job, workers)
-	results := make(chan *job, most)
+	results := make(chan *job, min(most, aheadPerWorker*workers))
 	partials := make(chan partial)
 	var inflight sync.WaitGroup
 	var cost jobCost
@@ -219,6 +235,10 @@ func (r *Run) runParallel(ctx context.Context, g *errgroup.Group, n *node, p sta
 				t0 := time.Now()
 				r.workSafe(lctx, n, p, j, win, partials)
 				cost.observe(time.Since(t0), len(j.in))
+				for _, s := range j.out {
+					j.queued += s.Retained()
+				}
+				win.queued.Add(j.queued)
 				if !det {
 					select {
 					case results <- j:
@@ -407,6 +427,7 @@ func (r *Run) runParallel(ctx context.Context, g *errgroup.Group, n *node, p sta
 			}
 		}
 		held = nil // emitOut owns the output, and a failed job released its own
+		win.queued.Add(-j.queued)
 		if j.err != nil {
 			return j.err
 		}
