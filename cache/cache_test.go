@@ -38,7 +38,7 @@ func testSample(id int64) *sample.Sample {
 
 var testMeta = Manifest{Pipeline: "p", Stage: "cache", Describe: "range 0..n | map"}
 
-func openT(t *testing.T, dir, fp string, opts Options) *Cache {
+func openT(t testing.TB, dir, fp string, opts Options) *Cache {
 	t.Helper()
 	c, err := Open(dir, fp, testMeta, opts)
 	if err != nil {

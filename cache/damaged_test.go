@@ -250,7 +250,7 @@ func TestMissingValueLog(t *testing.T) {
 
 // fillBig fills the cache dir/fp with corruptN big samples, so that
 // Badger keeps them in its value log, and closes it, complete or not.
-func fillBig(t *testing.T, dir string, complete bool) {
+func fillBig(t testing.TB, dir string, complete bool) {
 	t.Helper()
 	c := openT(t, dir, "fp", Options{})
 	for id := int64(0); id < corruptN; id++ {
@@ -276,6 +276,14 @@ func storeFile(t *testing.T, store, pattern string) string {
 		t.Fatalf("%s in %s: %v (%v), want one", pattern, store, names, err)
 	}
 	return names[0]
+}
+
+// cutHalf truncates file to half its size.
+func cutHalf(t *testing.T, file string) {
+	t.Helper()
+	fi, err := os.Stat(file)
+	mustNil(t, err)
+	mustNil(t, os.Truncate(file, fi.Size()/2))
 }
 
 // flipByte inverts the byte of file at the offset that at gives for its
@@ -340,10 +348,7 @@ func TestDamagedStoreFiles(t *testing.T) {
 			flipByte(t, storeFile(t, store, "*.sst"), func(b []byte) int { return len(b) - 4 })
 		}, "table 000001.sst: not a Badger table: its footer gives a checksum of "},
 		{"table cut short", func(t *testing.T, store string) {
-			sst := storeFile(t, store, "*.sst")
-			fi, err := os.Stat(sst)
-			mustNil(t, err)
-			mustNil(t, os.Truncate(sst, fi.Size()/2))
+			cutHalf(t, storeFile(t, store, "*.sst"))
 		}, "table 000001.sst:"},
 		{"table empty", func(t *testing.T, store string) {
 			mustNil(t, os.Truncate(storeFile(t, store, "*.sst"), 0))
@@ -361,10 +366,7 @@ func TestDamagedStoreFiles(t *testing.T) {
 			mustNil(t, os.Remove(storeFile(t, store, "*.vlog")))
 		}, ""},
 		{"value log cut short", func(t *testing.T, store string) {
-			log := storeFile(t, store, "*.vlog")
-			fi, err := os.Stat(log)
-			mustNil(t, err)
-			mustNil(t, os.Truncate(log, fi.Size()/2))
+			cutHalf(t, storeFile(t, store, "*.vlog"))
 		}, ""},
 		{"MANIFEST a directory", func(t *testing.T, store string) {
 			mustNil(t, os.Remove(filepath.Join(store, "MANIFEST")))

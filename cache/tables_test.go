@@ -14,21 +14,7 @@ import (
 func realTable(tb testing.TB) []byte {
 	tb.Helper()
 	dir := tb.TempDir()
-	c, err := Open(dir, "fp", testMeta, Options{})
-	if err != nil {
-		tb.Fatal(err)
-	}
-	for id := range int64(20) {
-		if err := c.Put(id, testSample(id)); err != nil {
-			tb.Fatal(err)
-		}
-	}
-	if err := c.MarkComplete(); err != nil {
-		tb.Fatal(err)
-	}
-	if err := c.Close(); err != nil {
-		tb.Fatal(err)
-	}
+	fillBig(tb, dir, true)
 	names, err := filepath.Glob(filepath.Join(dir, "fp", badgerName, "*.sst"))
 	if err != nil || len(names) != 1 {
 		tb.Fatalf("table files %v (%v), want one", names, err)
