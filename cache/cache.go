@@ -448,14 +448,14 @@ func (c *Cache) openDB(readOnly bool) error {
 	if err := checkDescriptors(path); err != nil {
 		return fmt.Errorf("cache: open %s: %w", c.dir, err)
 	}
-	if err := checkTables(path); err != nil {
+	if err := checkTables(path, c.opts.badgerOptions(path)); err != nil {
+		if !errors.Is(err, errNotATable) {
+			return fmt.Errorf("cache: open %s: %w", c.dir, err)
+		}
 		if c.shared {
 			return errNeedsWriter // the writer marks the damage
 		}
-		if errors.Is(err, errNotATable) {
-			return &DamagedError{Dir: c.dir, Reason: fmt.Sprintf("its Badger store %s does not open (%v)", path, err), Err: err}
-		}
-		return fmt.Errorf("cache: open %s: %w", c.dir, err)
+		return &DamagedError{Dir: c.dir, Reason: fmt.Sprintf("its Badger store %s does not open (%v)", path, err), Err: err}
 	}
 	if readOnly && readOnlyWorks {
 		db, err := badger.Open(c.opts.badgerOptions(path).WithReadOnly(true))

@@ -1,4 +1,4 @@
-//go:build unix
+//go:build linux || darwin
 
 package cache
 
@@ -16,11 +16,12 @@ const fdSpare = 8
 // checkDescriptors refuses, with the system's "too many open files", to
 // open the Badger store at path when fewer descriptors are free under the
 // process's limit than the store has files, plus fdSpare. Badger holds a
-// descriptor for every table and value log, and where an open of one
-// fails inside it (the store's directory, a table opened on a goroutine of
-// its own) it ends the process with log.Fatal, which nothing can catch.
-// The count is of this moment: another goroutine opening files meanwhile
-// can still run the process out.
+// descriptor for every table and value log, and at two points of its open
+// (reading the store's directory, creating its DISCARD file) running out
+// ends the process with log.Fatal, which nothing can catch. The count is
+// of this moment: another goroutine opening files meanwhile can still run
+// the process out. (Where /dev/fd lists every open descriptor: Linux's
+// does, and macOS's; FreeBSD's without fdescfs lists only 0 to 2.)
 func checkDescriptors(path string) error {
 	var lim syscall.Rlimit
 	if err := syscall.Getrlimit(syscall.RLIMIT_NOFILE, &lim); err != nil || lim.Cur == ^uint64(0) {
@@ -39,6 +40,7 @@ func checkDescriptors(path string) error {
 	if inUse+need <= lim.Cur {
 		return nil
 	}
-	return fmt.Errorf("opening its Badger store takes about %d file descriptors (%d files and %d more), and %d of this process's %d are in use; raise the limit (ulimit -n): %w",
+	return fmt.Errorf("opening its Badger store takes about %d file descriptors (%d files and %d more), and %d of this process's %d are in use; "+
+		"raise the limit (Go already raised the soft limit to the hard one, so the hard one: ulimit -Hn, limits.conf, docker run --ulimit nofile=N): %w",
 		need, len(files), fdSpare, inUse, lim.Cur, syscall.EMFILE)
 }
