@@ -123,6 +123,11 @@ type Cache struct {
 	// readOnly is set when the database was opened read-only (a complete
 	// cache); shared when the directory lock is shared with other readers.
 	readOnly, shared bool
+	// tablesChecked is set once checkTables has passed: a second openDB
+	// of the same Open (read-only after writable, or the reverse) finds
+	// only what this process's Badger wrote since, and need not read every
+	// table again.
+	tablesChecked bool
 }
 
 type pending struct {
@@ -448,14 +453,17 @@ func (c *Cache) openDB(readOnly bool) error {
 	if err := checkDescriptors(path); err != nil {
 		return fmt.Errorf("cache: open %s: %w", c.dir, err)
 	}
-	if err := checkTables(path, c.opts.badgerOptions(path)); err != nil {
-		if !errors.Is(err, errNotATable) {
-			return fmt.Errorf("cache: open %s: %w", c.dir, err)
+	if !c.tablesChecked {
+		if err := checkTables(path, c.opts.badgerOptions(path)); err != nil {
+			if !errors.Is(err, errNotATable) {
+				return fmt.Errorf("cache: open %s: %w", c.dir, err)
+			}
+			if c.shared {
+				return errNeedsWriter // the writer marks the damage
+			}
+			return &DamagedError{Dir: c.dir, Reason: fmt.Sprintf("its Badger store %s does not open (%v)", path, err), Err: err}
 		}
-		if c.shared {
-			return errNeedsWriter // the writer marks the damage
-		}
-		return &DamagedError{Dir: c.dir, Reason: fmt.Sprintf("its Badger store %s does not open (%v)", path, err), Err: err}
+		c.tablesChecked = true
 	}
 	if readOnly && readOnlyWorks {
 		db, err := badger.Open(c.opts.badgerOptions(path).WithReadOnly(true))
