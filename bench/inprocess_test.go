@@ -2,6 +2,7 @@ package bench
 
 import (
 	"fmt"
+	"runtime"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -12,9 +13,10 @@ import (
 // BenchmarkDecodeResizeFloatInProcess runs W1's per-image work (decode,
 // resize to 224×224, to_float) as a bare loop in 1 and 2 goroutines of one
 // process, taking photos from a shared counter: what W1 could reach with
-// no pipeline at all, on as many decoders as W1 has. Set against two
-// processes of 1 goroutine each, it shows what two cgo decoders in one Go
-// process cost (bench/RESULTS.md, run P).
+// no pipeline at all, on as many decoders as W1 has. Each goroutine
+// yields after each photo, as W1's workers do after each job; without it
+// two goroutines reached about 0.82 of twice one, with it 1.00
+// (bench/RESULTS.md, runs P and AH).
 func BenchmarkDecodeResizeFloatInProcess(b *testing.B) {
 	data, _ := photos(b)
 	for _, g := range []int{1, 2} {
@@ -31,6 +33,7 @@ func BenchmarkDecodeResizeFloatInProcess(b *testing.B) {
 							return
 						}
 						img.Recycle()
+						runtime.Gosched() // as in BenchmarkDecodeResize224NoFloat
 					}
 				})
 			}

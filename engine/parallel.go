@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"runtime"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -235,6 +236,21 @@ func (r *Run) runParallel(ctx context.Context, g *errgroup.Group, n *node, p sta
 				t0 := time.Now()
 				r.workSafe(lctx, n, p, j, win, partials)
 				cost.observe(time.Since(t0), len(j.in))
+				// Yield once a job. Go's monitor takes the P of a goroutine
+				// that has run 10 ms without being rescheduled; a worker
+				// that always finds a job waiting is one, mostly inside C
+				// (libjpeg-turbo), and it comes back from C onto an idle P
+				// still counted on its old slice, so the monitor took its
+				// P again at nearly every 20 µs tick: W1 made 22,000
+				// context switches in 2,000 photos, the monitor and the
+				// threads it woke preempting the decoders on two cores.
+				// Yield before the hand-off below, which wakes the
+				// collector onto this thread's queue: yielding after it,
+				// the thread ran the collector first and a spare thread
+				// took the worker to another core (8 % slower). A job is
+				// about jobWork, so a yield costs well under 1 % of one
+				// (bench/RESULTS.md, run AH: W1 8 % faster).
+				runtime.Gosched()
 				for _, s := range j.out {
 					j.queued += s.Retained()
 				}
