@@ -81,11 +81,11 @@ func BenchmarkDecodeResize224NoFloat(b *testing.B) {
 						f.Recycle()
 					}
 					img.Recycle()
-					// Yield as piperun's workers do after each job (see
-					// engine/parallel.go): without it Go's monitor keeps
-					// taking this loop's P while it is in C, and the loop
-					// ran about 5 % slower, which would flatter every
-					// ratio against it.
+					// Yield as piperun's workers do (engine.yieldEvery):
+					// without it Go's monitor keeps taking this loop's P
+					// while it is in C, and the loop ran 1–2 % slower in
+					// the median of 10 interleaved pairs, up to 10 % in
+					// some, which would flatter every ratio against it.
 					runtime.Gosched()
 				}
 			}

@@ -807,13 +807,21 @@ func (e *emitter) emit(s *sample.Sample) error {
 	return err
 }
 
-// yieldEvery is how long a stage that runs on one goroutine goes between
-// yields. For why it yields, see the yield in runParallel's workers: a
-// stage that always finds its input waiting is never rescheduled either,
-// and on one core W1 decodes on one such stage (5 % faster with the
-// yield; bench/RESULTS.md, run AH). Checking the time costs some 20 ns a
-// sample; a yield each millisecond, nothing measurable.
-const yieldEvery = time.Millisecond
+// yieldEvery is how much work a stage's goroutine does between yields to
+// Go's scheduler: a parallel worker counts the time its jobs took, a stage
+// on one goroutine the time since it last yielded (one clock read a
+// sample). Go's monitor (sysmon, as of Go 1.26) preempts a goroutine that
+// has run 10 ms without being rescheduled, and takes the P of one that is
+// in C meanwhile. A decode worker that always finds a job waiting is never
+// rescheduled and spends most of its time in libjpeg-turbo; once its P had
+// been taken, it came back from C onto an idle P still counted on its old
+// slice, and the monitor took that P again at nearly every tick: 22,000
+// context switches in a 10-epoch W1 run, 4,200 with the yields. W1 ran
+// 7.6 % faster, 9.3 % over 10 epochs, 6 % on one core (where it decodes on
+// one goroutine); bench/RESULTS.md, run AH. It is jobWork, so that a
+// worker on slow samples yields after every job; a yield every 250 µs
+// costs cheap stages nothing measurable (BenchmarkEngineOverhead).
+const yieldEvery = jobWork
 
 // clock returns the time when the run is profiled, for busyFrom.
 func (r *Run) clock() time.Time {
@@ -875,13 +883,13 @@ func (r *Run) runProcess(ctx context.Context, n *node, p stages.Processor) (err 
 			t0 := r.clock()
 			err := p.Process(ctx, it.s, em.emit)
 			n.busyFrom(t0, em.waited)
-			if time.Since(yielded) >= yieldEvery {
-				runtime.Gosched()
-				yielded = time.Now()
-			}
 			em.waited = 0
 			if !em.passed && !retains {
 				release(r.budget, it.s)
+			}
+			if time.Since(yielded) >= yieldEvery { // see yieldEvery
+				runtime.Gosched()
+				yielded = time.Now()
 			}
 			if err != nil {
 				if errors.Is(err, io.EOF) {

@@ -232,29 +232,25 @@ func (r *Run) runParallel(ctx context.Context, g *errgroup.Group, n *node, p sta
 
 	for w := 0; w < workers; w++ {
 		g.Go(func() error {
+			var worked time.Duration // since this worker last yielded
 			for j := range jobs {
 				t0 := time.Now()
 				r.workSafe(lctx, n, p, j, win, partials)
-				cost.observe(time.Since(t0), len(j.in))
-				// Yield once a job. Go's monitor takes the P of a goroutine
-				// that has run 10 ms without being rescheduled; a worker
-				// that always finds a job waiting is one, mostly inside C
-				// (libjpeg-turbo), and it comes back from C onto an idle P
-				// still counted on its old slice, so the monitor took its
-				// P again at nearly every 20 µs tick: W1 made 22,000
-				// context switches in 2,000 photos, the monitor and the
-				// threads it woke preempting the decoders on two cores.
-				// Yield before the hand-off below, which wakes the
-				// collector onto this thread's queue: yielding after it,
-				// the thread ran the collector first and a spare thread
-				// took the worker to another core (8 % slower). A job is
-				// about jobWork, so a yield costs well under 1 % of one
-				// (bench/RESULTS.md, run AH: W1 8 % faster).
-				runtime.Gosched()
+				d := time.Since(t0)
+				cost.observe(d, len(j.in))
 				for _, s := range j.out {
 					j.queued += s.Retained()
 				}
 				win.queued.Add(j.queued)
+				// See yieldEvery. The yield comes before the hand-off
+				// below, which wakes the collector onto this thread's run
+				// queue: yielding after it, the collector ran first and a
+				// spare thread took the worker to the other core, 8 %
+				// slower on W1.
+				if worked += d; worked >= yieldEvery {
+					runtime.Gosched()
+					worked = 0
+				}
 				if !det {
 					select {
 					case results <- j:
