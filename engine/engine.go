@@ -12,7 +12,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"runtime"
 	"runtime/debug"
 	"slices"
 	"sort"
@@ -807,22 +806,6 @@ func (e *emitter) emit(s *sample.Sample) error {
 	return err
 }
 
-// yieldEvery is how much work a stage's goroutine does between yields to
-// Go's scheduler: a parallel worker counts the time its jobs took, a stage
-// on one goroutine the time since it last yielded (one clock read a
-// sample). Go's monitor (sysmon, as of Go 1.26) preempts a goroutine that
-// has run 10 ms without being rescheduled, and takes the P of one that is
-// in C meanwhile. A decode worker that always finds a job waiting is never
-// rescheduled and spends most of its time in libjpeg-turbo; once its P had
-// been taken, it came back from C onto an idle P still counted on its old
-// slice, and the monitor took that P again at nearly every tick: 22,000
-// context switches in a 10-epoch W1 run, 4,200 with the yields. W1 ran
-// 7.6 % faster, 9.3 % over 10 epochs, 6 % on one core (where it decodes on
-// one goroutine); bench/RESULTS.md, run AH. It is jobWork, so that a
-// worker on slow samples yields after every job; a yield every 250 µs
-// costs cheap stages nothing measurable (BenchmarkEngineOverhead).
-const yieldEvery = jobWork
-
 // clock returns the time when the run is profiled, for busyFrom.
 func (r *Run) clock() time.Time {
 	if !r.opts.Profile {
@@ -845,7 +828,7 @@ func (r *Run) runProcess(ctx context.Context, n *node, p stages.Processor) (err 
 	_, retains := p.(stages.Retainer)
 	em := &emitter{o: o, profile: r.opts.Profile}
 	open, last := false, 0 // samples came since the last end of epoch; the last one's epoch
-	yielded := time.Now()
+	yield := newYielder()
 	for {
 		it, err := in.next()
 		if err != nil {
@@ -887,10 +870,7 @@ func (r *Run) runProcess(ctx context.Context, n *node, p stages.Processor) (err 
 			if !em.passed && !retains {
 				release(r.budget, it.s)
 			}
-			if time.Since(yielded) >= yieldEvery { // see yieldEvery
-				runtime.Gosched()
-				yielded = time.Now()
-			}
+			yield.tick()
 			if err != nil {
 				if errors.Is(err, io.EOF) {
 					// The stage needs no more input (take). With a set

@@ -1,0 +1,71 @@
+package engine
+
+import (
+	"testing"
+	"time"
+)
+
+// phase is n samples of cost each.
+type phase struct {
+	n    int
+	cost time.Duration
+}
+
+// TestYielder: a stage yields every yieldEvery of its time whether its
+// samples are slow or cheap, and reads the clock rarely on cheap ones.
+func TestYielder(t *testing.T) {
+	for _, tc := range []struct {
+		name                  string
+		phases                []phase
+		yields, reads, stride int
+	}{
+		{
+			// A photo's decode: every sample is past yieldEvery, so
+			// every sample after the first yields, one read each (plus
+			// the read after each yield).
+			name:   "slow",
+			phases: []phase{{10, 2 * time.Millisecond}},
+			yields: 9, reads: 10 + 9, stride: 1,
+		},
+		{
+			// 100 ns samples: reads at samples 1, 2, 4, ... 64 (the
+			// stride doubles while reads are under yieldEvery/8 apart),
+			// then every 64th. 10,000 samples are 1 ms: yields at the
+			// first reads 250 µs after the last yield, samples 2560,
+			// 5120 and 7680, each followed by a read.
+			name:   "cheap",
+			phases: []phase{{10000, 100 * time.Nanosecond}},
+			yields: 3, reads: 7 + 155 + 3, stride: maxYieldStride,
+		},
+		{
+			// Cheap, then slow: 1,000 cheap samples (21 reads, no
+			// yield: 100 µs); the next read, 24 slow samples later, finds
+			// the gap past yieldEvery, yields and drops the stride to
+			// one, and each of the last 76 samples yields.
+			name: "cheap then slow",
+			phases: []phase{
+				{1000, 100 * time.Nanosecond},
+				{100, time.Millisecond},
+			},
+			yields: 1 + 76, reads: 21 + 2 + 76*2, stride: 1,
+		},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			clock := time.Unix(1000, 0)
+			reads, yields := 0, 0
+			y := &yielder{stride: 1,
+				now:   func() time.Time { reads++; return clock },
+				yield: func() { yields++ },
+			}
+			for _, ph := range tc.phases {
+				for range ph.n {
+					clock = clock.Add(ph.cost)
+					y.tick()
+				}
+			}
+			if yields != tc.yields || reads != tc.reads || y.stride != tc.stride {
+				t.Errorf("yields %d, clock reads %d, stride %d; want %d, %d, %d", yields, reads, y.stride, tc.yields, tc.reads, tc.stride)
+			}
+		})
+	}
+}
