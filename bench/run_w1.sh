@@ -43,8 +43,16 @@ others() { # busy0 t0 our_cpu_s -> cores used by other processes meanwhile
   awk -v b0="$1" -v t0="$2" -v c="$3" -v b1="$(busy)" -v t1="$(now)" 'BEGIN{printf "%.2f", (b1-b0-c)/(t1-t0)}'
 }
 
+# Every row starts with the photos in the page cache. This VM's kernel
+# pages out file cache it sees idle (DAMON), and a row that started with
+# 1-4 MB of the 22 MB read back from disk ran up to 12 % slower, its
+# decoders idle while they waited (bench/RESULTS.md, run AJ); the reference
+# loops read the photos into memory before they time anything.
+warm() { cat "$PHOTOS"/*.JPEG >/dev/null; }
+
 piperun_row() { # round row spec [apply flags]
   local r=$1 row=$2 spec=$3 rep=$OUT/w1/$2.$1.json tf=$OUT/w1/$2.$1.time b0 t0; shift 3
+  warm
   b0=$(busy); t0=$(now)
   timeout $TO /usr/bin/time -f '%U %S' -o "$tf" "$OUT/piperun" apply "bench/$spec" --progress never --log-level warn --report "$rep" "$@" >/dev/null
   local o; o=$(others "$b0" "$t0" "$(awk '{print $(NF-1)+$NF}' "$tf")")
@@ -60,6 +68,7 @@ PYEOF
 
 torch_row() { # round row [--augment]
   local r=$1 row=$2 tf=$OUT/w1/$2.$1.time b0 t0; shift 2
+  warm
   b0=$(busy); t0=$(now)
   timeout $TO /usr/bin/time -f '%U %S' -o "$tf" "$PY" bench/torch_w1.py "$PHOTOS" --workers 2 --epochs 2 "$@" >"$OUT/w1/$row.$r.json"
   local o; o=$(others "$b0" "$t0" "$(awk '{print $(NF-1)+$NF}' "$tf")")
