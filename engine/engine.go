@@ -824,6 +824,9 @@ func (n *node) busyFrom(t0 time.Time, waited time.Duration) {
 func (r *Run) runProcess(ctx context.Context, n *node, p stages.Processor) (err error) {
 	o := r.newOutlet(ctx, n)
 	in := r.newInlet(ctx, n.ins[0], o)
+	if pf, ok := p.(stages.Prefetcher); ok {
+		in.prefetch = pf.Prefetch
+	}
 	defer r.end(n, o, &err, in)
 	_, retains := p.(stages.Retainer)
 	em := &emitter{o: o, profile: r.opts.Profile}

@@ -357,6 +357,8 @@ type inlet struct {
 	l    *link
 	cur  []*sample.Sample
 	idle func() error
+	// prefetch, if set, sees each chunk as it arrives (stages.Prefetcher).
+	prefetch func([]*sample.Sample)
 	// closed is set once the producer has closed the channel.
 	closed bool
 	// stopped is set once this inlet told its producer to stop.
@@ -414,6 +416,9 @@ func (in *inlet) next() (item, error) {
 			return item{eoe: true, epoch: c.epoch}, nil
 		}
 		in.cur = c.samples
+		if in.prefetch != nil {
+			in.prefetch(c.samples)
+		}
 	}
 	s := in.cur[0]
 	in.cur[0] = nil

@@ -269,6 +269,9 @@ func (r *Run) runParallel(ctx context.Context, g *errgroup.Group, n *node, p sta
 	// The dispatcher owns the inlet; it stops when the collector cancels.
 	g.Go(func() error {
 		in := r.newInlet(lctx, n.ins[0], nil)
+		if pf, ok := p.(stages.Prefetcher); ok {
+			in.prefetch = pf.Prefetch
+		}
 		defer func() {
 			close(jobs)
 			if det {

@@ -215,7 +215,14 @@ type Program struct {
 	program *vm.Program
 	// fields are the names of the fields the expression reads.
 	fields []string
+	// files are the fields it reads as paths of files: read_file(path).
+	files []string
 }
+
+// FilesRead lists the fields whose values the expression reads as the
+// paths of files (read_file(path), with path a field), so that a stage can
+// have those files read ahead (PrefetchFile).
+func (p *Program) FilesRead() []string { return p.files }
 
 // Disassemble lists the compiled program's instructions, showing which
 // calls were fused (e.g. __decode_resize_float for a decode, resize and
@@ -489,11 +496,33 @@ func (r *Registry) compile(src string, in sample.Schema, want sample.Kind, strip
 		fr.skip[n] = true
 	}
 	ast.Walk(&tree.Node, fr)
+	files := &filesRead{}
+	ast.Walk(&tree.Node, files)
+	// A name bound by let is no field.
+	files.names = slices.DeleteFunc(files.names, func(n string) bool { return !slices.Contains(fr.names, n) })
 	prog, err := compiler.Compile(tree, cfg)
 	if err != nil {
 		return nil, toError(err)
 	}
-	return &Program{Source: src, Type: t, program: prog, fields: fr.names}, nil
+	return &Program{Source: src, Type: t, program: prog, fields: fr.names, files: files.names}, nil
+}
+
+// filesRead collects the names passed straight to read_file (or the pooled
+// read that a decoder's argument becomes).
+type filesRead struct{ names []string }
+
+func (f *filesRead) Visit(node *ast.Node) {
+	c, ok := (*node).(*ast.CallNode)
+	if !ok || len(c.Arguments) == 0 {
+		return
+	}
+	id, ok := c.Callee.(*ast.IdentifierNode)
+	if !ok || id.Value != "read_file" && id.Value != "__read_file_pooled" {
+		return
+	}
+	if a, ok := c.Arguments[0].(*ast.IdentifierNode); ok && !slices.Contains(f.names, a.Value) {
+		f.names = append(f.names, a.Value)
+	}
 }
 
 // fieldsRead collects the names of the sample's fields an expression

@@ -3,6 +3,7 @@ package stages
 import (
 	"context"
 	"fmt"
+	"slices"
 	"strings"
 	"sync"
 
@@ -131,8 +132,11 @@ func contains(list []string, s string) bool {
 }
 
 type mapStage struct {
-	cfg   *MapConfig
-	keys  []string
+	cfg  *MapConfig
+	keys []string
+	// files are the input fields the expressions read as file paths
+	// (read_file(path)), which Prefetch has read ahead.
+	files []string
 	ctx   expression.RunCtx
 	keep  map[string]bool
 	vms   sync.Pool
@@ -147,7 +151,14 @@ func buildMap(env *Env, cfg any) (any, error) {
 		return nil, fmt.Errorf("internal: map config was not checked")
 	}
 	m := &mapStage{cfg: c, seed: env.Seed, stage: expression.StageHash(env.Stage.Name), skip: env.Skip}
-	for _, e := range c.Set.Entries {
+	for i, e := range c.Set.Entries {
+		for _, f := range c.programs[i].FilesRead() {
+			// A path set by an earlier expression of this map is not
+			// known before the map runs.
+			if !slices.Contains(m.keys, f) && !slices.Contains(m.files, f) {
+				m.files = append(m.files, f)
+			}
+		}
 		m.keys = append(m.keys, e.Key)
 	}
 	if len(c.Keep) > 0 {
@@ -158,6 +169,20 @@ func buildMap(env *Env, cfg any) (any, error) {
 	}
 	m.vms.New = func() any { return new(expression.VM) }
 	return m, nil
+}
+
+// Prefetch asks the kernel to start reading the files the map will read
+// for ss (expression.PrefetchFile), so that the decoders do not wait for
+// the disk: a W1 run from a cold page cache spent 11 % of its context
+// switches waiting in read.
+func (m *mapStage) Prefetch(ss []*sample.Sample) {
+	for _, f := range m.files {
+		for _, s := range ss {
+			if p, ok := s.Fields[f].(string); ok {
+				expression.PrefetchFile(p)
+			}
+		}
+	}
 }
 
 func (m *mapStage) Process(_ context.Context, s *sample.Sample, emit Emit) error {

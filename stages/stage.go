@@ -39,6 +39,15 @@ type Processor interface {
 	Process(ctx context.Context, in *sample.Sample, emit Emit) error
 }
 
+// Prefetcher is implemented by processors that can start, ahead of time,
+// the slow reads their samples will need (a map's read_file): the engine
+// calls Prefetch with each chunk of samples as it arrives at the stage,
+// before it processes them. Prefetch must return quickly and must not
+// change the samples.
+type Prefetcher interface {
+	Prefetch(ss []*sample.Sample)
+}
+
 // EpochEnder is implemented by processors and sinks that hold samples across
 // calls (shuffle, batch): EndEpoch flushes them when an epoch's input ends.
 type EpochEnder interface {

@@ -1,0 +1,65 @@
+package engine_test
+
+import (
+	"context"
+	"fmt"
+	"sync"
+	"testing"
+
+	"github.com/piperun/piperun/sample"
+	"github.com/piperun/piperun/spec"
+	"github.com/piperun/piperun/stages"
+)
+
+// prefetching records the samples it was asked to prefetch, and fails a
+// sample processed before that.
+type prefetching struct {
+	mu   sync.Mutex
+	seen map[[2]int64]bool
+}
+
+func (p *prefetching) Prefetch(ss []*sample.Sample) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	for _, s := range ss {
+		p.seen[[2]int64{int64(s.Epoch), s.ID}] = true
+	}
+}
+
+func (p *prefetching) Process(_ context.Context, s *sample.Sample, emit stages.Emit) error {
+	p.mu.Lock()
+	ok := p.seen[[2]int64{int64(s.Epoch), s.ID}]
+	p.mu.Unlock()
+	if !ok {
+		return fmt.Errorf("sample %d processed before it was prefetched", s.ID)
+	}
+	return emit(s)
+}
+
+// TestPrefetcherSeesSamplesFirst: a stage that prefetches (a map that
+// reads files) is handed every sample's chunk before it processes the
+// sample, on one goroutine and on parallel workers.
+func TestPrefetcherSeesSamplesFirst(t *testing.T) {
+	for _, par := range []int{1, 2} {
+		t.Run(fmt.Sprintf("parallelism=%d", par), func(t *testing.T) {
+			reg := benchRegistry()
+			pf := &prefetching{seen: map[[2]int64]bool{}}
+			reg.Register(&stages.Type{
+				StageType: spec.StageType{Name: "pf", Role: spec.RoleTransform, Parallel: true, NewConfig: func() any { return &passConfig{} }},
+				Build:     func(*stages.Env, any) (any, error) { return pf, nil },
+			})
+			src := fmt.Sprintf("version: 1\nname: pf\nepochs: 2\nstages:\n"+
+				"  - {name: src, type: range, count: 300}\n  - {name: p, type: pf, parallelism: %d}\n  - {name: out, type: discard}\n", par)
+			rep, err := runSpecWith(context.Background(), t, reg, t.TempDir(), src)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if got := rep.Sinks["out"].Samples; got != 600 {
+				t.Errorf("sink got %d samples, want 600", got)
+			}
+			if len(pf.seen) != 600 {
+				t.Errorf("%d distinct samples prefetched, want 600", len(pf.seen))
+			}
+		})
+	}
+}
