@@ -342,6 +342,13 @@ func Start(ctx context.Context, p *plan.Plan, opts Options) (*Run, error) {
 				caches[c] = new(stages.Cacher)
 			}
 			ref := caches[c]
+			n.env.Cached = func(s *sample.Sample) bool {
+				if *ref == nil {
+					return false
+				}
+				_, ok := (*ref).Stored(s.ID)
+				return ok
+			}
 			n.env.Skip = func(s *sample.Sample) bool {
 				if *ref == nil {
 					return false
@@ -651,7 +658,7 @@ func (r *Run) runNode(ctx context.Context, g *errgroup.Group, n *node) error {
 		if n.pn.Parallelism > 1 {
 			return r.runParallel(ctx, g, n, impl)
 		}
-		return r.runProcess(ctx, n, impl)
+		return r.runProcess(ctx, g, n, impl)
 	}
 	return fmt.Errorf("stage %q: type %s built %T, which is no stage kind", n.st.Name, n.st.Type, n.impl)
 }
@@ -821,11 +828,13 @@ func (n *node) busyFrom(t0 time.Time, waited time.Duration) {
 	}
 }
 
-func (r *Run) runProcess(ctx context.Context, n *node, p stages.Processor) (err error) {
+func (r *Run) runProcess(ctx context.Context, g *errgroup.Group, n *node, p stages.Processor) (err error) {
 	o := r.newOutlet(ctx, n)
 	in := r.newInlet(ctx, n.ins[0], o)
 	if pf, ok := p.(stages.Prefetcher); ok {
-		in.prefetch = pf.Prefetch
+		var stop func()
+		in.prefetch, stop = startPrefetch(ctx, g, pf)
+		defer stop()
 	}
 	defer r.end(n, o, &err, in)
 	_, retains := p.(stages.Retainer)

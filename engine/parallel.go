@@ -270,7 +270,9 @@ func (r *Run) runParallel(ctx context.Context, g *errgroup.Group, n *node, p sta
 	g.Go(func() error {
 		in := r.newInlet(lctx, n.ins[0], nil)
 		if pf, ok := p.(stages.Prefetcher); ok {
-			in.prefetch = pf.Prefetch
+			var stop func()
+			in.prefetch, stop = startPrefetch(lctx, g, pf)
+			defer stop()
 		}
 		defer func() {
 			close(jobs)

@@ -498,7 +498,7 @@ func (r *Registry) compile(src string, in sample.Schema, want sample.Kind, strip
 	ast.Walk(&tree.Node, fr)
 	files := &filesRead{}
 	ast.Walk(&tree.Node, files)
-	// A name bound by let is no field.
+	// A name bound by let is no field (fieldsRead drops those).
 	files.names = slices.DeleteFunc(files.names, func(n string) bool { return !slices.Contains(fr.names, n) })
 	prog, err := compiler.Compile(tree, cfg)
 	if err != nil {

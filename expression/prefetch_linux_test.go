@@ -18,7 +18,10 @@ func resident(t *testing.T, path string) (in, all int) {
 		t.Fatal(err)
 	}
 	defer f.Close()
-	st, _ := f.Stat()
+	st, err := f.Stat()
+	if err != nil {
+		t.Fatal(err)
+	}
 	m, err := unix.Mmap(int(f.Fd()), 0, int(st.Size()), unix.PROT_READ, unix.MAP_SHARED)
 	if err != nil {
 		t.Fatal(err)
@@ -34,11 +37,13 @@ func resident(t *testing.T, path string) (in, all int) {
 	return in, len(vec)
 }
 
-// TestPrefetchFile: a file dropped from the page cache is back in it after
-// PrefetchFile, without anything reading it; a missing file is no error.
+// TestPrefetchFile: a photo-sized file dropped from the page cache is back
+// in it after PrefetchFile, without anything reading it (the kernel reads
+// at least 128 KiB ahead); a missing file and a FIFO are left alone.
 func TestPrefetchFile(t *testing.T) {
-	path := filepath.Join(t.TempDir(), "photo.jpg")
-	if err := os.WriteFile(path, make([]byte, 4<<20), 0o644); err != nil {
+	dir := t.TempDir()
+	path := filepath.Join(dir, "photo.jpg")
+	if err := os.WriteFile(path, make([]byte, 110<<10), 0o644); err != nil {
 		t.Fatal(err)
 	}
 	f, err := os.Open(path)
@@ -65,7 +70,20 @@ func TestPrefetchFile(t *testing.T) {
 		}
 		time.Sleep(time.Millisecond)
 	}
-	PrefetchFile(filepath.Join(t.TempDir(), "missing.jpg"))
+	PrefetchFile(filepath.Join(dir, "missing.jpg"))
+	// A FIFO with no writer: opening it for reading would block without
+	// O_NONBLOCK, and is not tried at all.
+	fifo := filepath.Join(dir, "fifo")
+	if err := unix.Mkfifo(fifo, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan struct{})
+	go func() { PrefetchFile(fifo); close(done) }()
+	select {
+	case <-done:
+	case <-time.After(5 * time.Second):
+		t.Fatal("PrefetchFile of a FIFO with no writer did not return in 5 s")
+	}
 }
 
 // BenchmarkPrefetchFile is what PrefetchFile costs a file already in the

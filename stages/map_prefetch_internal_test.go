@@ -4,6 +4,7 @@ import (
 	"slices"
 	"testing"
 
+	"github.com/piperun/piperun/sample"
 	"github.com/piperun/piperun/spec"
 )
 
@@ -33,5 +34,35 @@ func TestMapPrefetchesTheFilesItReads(t *testing.T) {
 		if got := impl.(*mapStage).files; !slices.Equal(got, tc.want) {
 			t.Errorf("%s: the map prefetches %q, want %q", tc.set, got, tc.want)
 		}
+	}
+}
+
+// TestMapPrefetchSkipsCachedSamples: the files of samples a cache below
+// already holds are not read ahead (the map will not read them), nor
+// paths that are not strings.
+func TestMapPrefetchSkipsCachedSamples(t *testing.T) {
+	src := "version: 1\nname: t\nstages:\n  - {name: f, type: files, pattern: '*.png'}\n  - {name: m, type: map, set: {b: 'read_file(path)'}}\n  - {name: out, type: discard}\n"
+	sp, diags := spec.Parse("t.yaml", []byte(src), spec.Options{Catalog: Default()})
+	if diags.HasErrors() {
+		t.Fatal(diags)
+	}
+	st := sp.Stages[1]
+	cached := func(s *sample.Sample) bool { return s.ID == 1 }
+	impl, err := buildMap(&Env{Spec: sp, Stage: st, Cached: cached}, st.Config)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var ss []*sample.Sample
+	for i, p := range []any{"a.png", "b.png", "c.png", 7} {
+		s := sample.New(int64(i), 0, "")
+		s.Fields["path"] = p
+		ss = append(ss, s)
+	}
+	m := impl.(*mapStage)
+	if got, want := m.paths(ss), []string{"a.png", "c.png"}; !slices.Equal(got, want) {
+		t.Errorf("paths = %q, want %q", got, want)
+	}
+	if m.Prefetch(ss[1:2]) != nil {
+		t.Error("Prefetch of a cached sample returned work")
 	}
 }

@@ -40,12 +40,15 @@ type Processor interface {
 }
 
 // Prefetcher is implemented by processors that can start, ahead of time,
-// the slow reads their samples will need (a map's read_file): the engine
+// the slow reads their samples will need (a map's read_file). The engine
 // calls Prefetch with each chunk of samples as it arrives at the stage,
-// before it processes them. Prefetch must return quickly and must not
-// change the samples.
+// before any of them is processed, while Process may be running on
+// samples of earlier chunks. Prefetch reads what it needs of ss there and
+// then, without changing them, and returns the work that reads ahead (nil
+// for none): the engine runs that on a goroutine of its own, later or not
+// at all, when the samples may already be gone.
 type Prefetcher interface {
-	Prefetch(ss []*sample.Sample)
+	Prefetch(ss []*sample.Sample) func()
 }
 
 // EpochEnder is implemented by processors and sinks that hold samples across
@@ -180,6 +183,10 @@ type Env struct {
 	// result for this sample: the stage passes it on untouched instead of
 	// redoing its work, and the cache substitutes what it stored.
 	Skip func(*sample.Sample) bool
+	// Cached, when set, reports whether a downstream cache already holds
+	// the result for this sample, as Skip does but with no side effect:
+	// for read-ahead, which must not fetch what will not be read.
+	Cached func(*sample.Sample) bool
 }
 
 // StateError is an error of a stage's own state, not of the sample it was

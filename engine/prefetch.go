@@ -1,0 +1,47 @@
+package engine
+
+import (
+	"context"
+
+	"golang.org/x/sync/errgroup"
+
+	"github.com/piperun/piperun/sample"
+	"github.com/piperun/piperun/stages"
+)
+
+// prefetchQueue is how many chunks' read-ahead may wait for the prefetch
+// goroutine; more is dropped.
+const prefetchQueue = 4
+
+// startPrefetch runs a stage's read-ahead (stages.Prefetcher) on a
+// goroutine of its own, so that a slow open (a directory not yet cached,
+// a network file system) holds up neither the dispatcher nor the stage.
+// It returns the hook an inlet calls with each chunk, and stop, which
+// ends the goroutine once the stage needs no more. Read-ahead that finds
+// the queue full is dropped: the stage then reads those files itself, as
+// without it.
+func startPrefetch(ctx context.Context, g *errgroup.Group, pf stages.Prefetcher) (hook func([]*sample.Sample), stop func()) {
+	work := make(chan func(), prefetchQueue)
+	g.Go(func() error {
+		for {
+			select {
+			case f, ok := <-work:
+				if !ok {
+					return nil
+				}
+				f()
+			case <-ctx.Done():
+				return nil
+			}
+		}
+	})
+	hook = func(ss []*sample.Sample) {
+		if f := pf.Prefetch(ss); f != nil {
+			select {
+			case work <- f:
+			default:
+			}
+		}
+	}
+	return hook, func() { close(work) }
+}
