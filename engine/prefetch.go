@@ -17,19 +17,24 @@ const prefetchQueue = 4
 // goroutine of its own, so that a slow open (a directory not yet cached,
 // a network file system) holds up neither the dispatcher nor the stage.
 // It returns the hook an inlet calls with each chunk, and stop, which
-// ends the goroutine once the stage needs no more. Read-ahead that finds
-// the queue full is dropped: the stage then reads those files itself, as
-// without it.
+// ends the goroutine when the stage needs no more, dropping the work still
+// queued. Read-ahead that finds the queue full is dropped too: the stage
+// then reads those files itself, as without it.
 func startPrefetch(ctx context.Context, g *errgroup.Group, pf stages.Prefetcher) (hook func([]*sample.Sample), stop func()) {
 	work := make(chan func(), prefetchQueue)
+	quit := make(chan struct{})
 	g.Go(func() error {
 		for {
 			select {
-			case f, ok := <-work:
-				if !ok {
+			case f := <-work:
+				select {
+				case <-quit:
 					return nil
+				default:
+					f()
 				}
-				f()
+			case <-quit:
+				return nil
 			case <-ctx.Done():
 				return nil
 			}
@@ -43,5 +48,5 @@ func startPrefetch(ctx context.Context, g *errgroup.Group, pf stages.Prefetcher)
 			}
 		}
 	}
-	return hook, func() { close(work) }
+	return hook, func() { close(quit) }
 }

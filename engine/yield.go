@@ -21,15 +21,18 @@ import (
 const yieldEvery = jobWork
 
 // maxYieldStride bounds how many calls a yielder lets pass between two
-// clock reads.
-const maxYieldStride = 64
+// clock reads: when cheap samples turn slow (a resumed cache fill passes
+// the samples it holds, then decodes the rest), at most this many slow
+// ones go by unread, 7 ms for photos, under sysmon's 10 ms.
+const maxYieldStride = 4
 
-// yielder yields a stage's goroutine to the scheduler every yieldEvery.
-// A clock read on every sample cost a five-stage chain of cheap stages 7 %
-// of its time (BenchmarkEngineOverhead), so it reads the clock every
-// stride calls: one while the samples are slow, doubling while the reads
-// come less than an eighth of yieldEvery apart, up to maxYieldStride, and
-// back to one when a read comes yieldEvery or more after the last.
+// yielder yields a stage's goroutine to the scheduler about every
+// yieldEvery. A clock read on every sample cost a five-stage chain of
+// cheap stages 7 % of its time (BenchmarkEngineOverhead), so it reads the
+// clock every stride calls: one while the samples are slow, doubling while
+// the reads come less than an eighth of yieldEvery apart, up to
+// maxYieldStride, and back to one when a read comes yieldEvery or more
+// after the last.
 type yielder struct {
 	yielded, read time.Time
 	stride, n     int

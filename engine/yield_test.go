@@ -28,26 +28,26 @@ func TestYielder(t *testing.T) {
 			yields: 9, reads: 10 + 9, stride: 1,
 		},
 		{
-			// 100 ns samples: reads at samples 1, 2, 4, ... 64 (the
-			// stride doubles while reads are under yieldEvery/8 apart),
-			// then every 64th. 10,000 samples are 1 ms: yields at the
-			// first reads 250 µs after the last yield, samples 2560,
-			// 5120 and 7680, each followed by a read.
+			// 100 ns samples: reads at samples 1, 2 and 4 (the stride
+			// doubles while reads are under yieldEvery/8 apart), then
+			// every 4th. 10,000 samples are 1 ms: yields at the first
+			// reads 250 µs after the last yield, samples 2504, 5004 and
+			// 7504, each followed by a read.
 			name:   "cheap",
 			phases: []phase{{10000, 100 * time.Nanosecond}},
-			yields: 3, reads: 7 + 155 + 3, stride: maxYieldStride,
+			yields: 3, reads: 3 + 2499 + 3, stride: maxYieldStride,
 		},
 		{
-			// Cheap, then slow: 1,000 cheap samples (21 reads, no
-			// yield: 100 µs); the next read, 24 slow samples later, finds
+			// Cheap, then slow: 1,000 cheap samples (252 reads, no
+			// yield: 100 µs); the next read, 4 slow samples later, finds
 			// the gap past yieldEvery, yields and drops the stride to
-			// one, and each of the last 76 samples yields.
+			// one, and each of the last 96 samples yields.
 			name: "cheap then slow",
 			phases: []phase{
 				{1000, 100 * time.Nanosecond},
 				{100, time.Millisecond},
 			},
-			yields: 1 + 76, reads: 21 + 2 + 76*2, stride: 1,
+			yields: 1 + 96, reads: 252 + 2 + 96*2, stride: 1,
 		},
 	} {
 		t.Run(tc.name, func(t *testing.T) {

@@ -184,8 +184,9 @@ type Env struct {
 	// redoing its work, and the cache substitutes what it stored.
 	Skip func(*sample.Sample) bool
 	// Cached, when set, reports whether a downstream cache already holds
-	// the result for this sample, as Skip does but with no side effect:
-	// for read-ahead, which must not fetch what will not be read.
+	// the result for this sample, as Skip does but without Skip's
+	// accounting: for read-ahead, which must not fetch what will not be
+	// read.
 	Cached func(*sample.Sample) bool
 }
 
