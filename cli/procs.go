@@ -29,10 +29,16 @@ func procsFor(env string, def int) int {
 	return def + spareProcs
 }
 
+// defaultProcs is Go's own GOMAXPROCS for this process, read before
+// setProcs changes it: the command runs many times in one test process,
+// and adding the spare P to the value a previous run left would add one
+// more P each time.
+var defaultProcs = runtime.GOMAXPROCS(0)
+
 // setProcs applies procsFor to this process. Setting GOMAXPROCS turns
 // off the runtime's own updates of it (to a container's CPU limit or the
 // process's CPU affinity changing during the run), which a run of an
 // input pipeline, sized to its cores at the start, does without.
 func setProcs() {
-	runtime.GOMAXPROCS(procsFor(os.Getenv("GOMAXPROCS"), runtime.GOMAXPROCS(0)))
+	runtime.GOMAXPROCS(procsFor(os.Getenv("GOMAXPROCS"), defaultProcs))
 }
