@@ -473,7 +473,7 @@ func (r *Run) run(parent context.Context) {
 	// for here; the first large buffers come a few milliseconds later.
 	g.Go(func() error {
 		if h, s, ok := tensor.ProbeHugePages(); ok {
-			perMiB := func(d time.Duration) string { return fmt.Sprintf("%.2f ms/MiB", d.Seconds()*1e3/2) }
+			perMiB := func(d time.Duration) string { return fmt.Sprintf("%.2f ms/MiB", d.Seconds()*1e3) }
 			huge := "not tried: 4 KiB pages are cheap enough, or the kernel refused MADV_HUGEPAGE"
 			if h > 0 {
 				huge = perMiB(h)

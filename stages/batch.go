@@ -207,9 +207,9 @@ func (b *batchStage) flush(emit Emit) error {
 		var v any
 		var err error
 		if lut := b.deferred[k]; lut != nil {
-			v, err = stackConverted(b.buf, k, lut)
+			v, err = stackConverted(b.buf, k, lut, b.cfg.Size)
 		} else {
-			v, err = Stack(b.buf, k, b.pad)
+			v, err = stack(b.buf, k, b.pad, b.cfg.Size)
 			if t, ok := v.(*tensor.Tensor); ok && b.cfg.float32s[k] && t.DType == tensor.Float64 {
 				v = t.Cast(tensor.Float32) // exact: the values came from float32s
 			}
@@ -268,6 +268,13 @@ func (b *batchStage) checkDType(k string, dt tensor.DType, origin string) {
 // Stack combines field k of every sample into one value with a leading
 // batch dimension. Fields named in pad are padded to the largest shape.
 func Stack(ss []*sample.Sample, k string, pad map[string]float64) (any, error) {
+	return stack(ss, k, pad, len(ss))
+}
+
+// stack is Stack for a stage whose full batches have rows samples: a
+// shorter batch of tensors may take an idle full batch's buffer
+// (tensor.AllocShort).
+func stack(ss []*sample.Sample, k string, pad map[string]float64, rows int) (any, error) {
 	n := len(ss)
 	get := func(i int) (any, error) {
 		v, ok := ss[i].Fields[k]
@@ -365,7 +372,7 @@ func Stack(ss []*sample.Sample, k string, pad map[string]float64) (any, error) {
 			ts[i] = t
 		}
 		pv, padded := pad[k]
-		return stackTensors(k, ts, padded, pv, ss)
+		return stackTensors(k, ts, padded, pv, ss, rows)
 	}
 	out := make([]any, n)
 	for i := range ss {
@@ -417,7 +424,7 @@ func channelsDiffer(a, b []int) bool {
 		a[2] >= 1 && a[2] <= 4 && b[2] >= 1 && b[2] <= 4
 }
 
-func stackTensors(k string, ts []*tensor.Tensor, padded bool, padValue float64, ss []*sample.Sample) (*tensor.Tensor, error) {
+func stackTensors(k string, ts []*tensor.Tensor, padded bool, padValue float64, ss []*sample.Sample, rows int) (*tensor.Tensor, error) {
 	t0 := ts[0]
 	shape := append([]int(nil), t0.Shape...)
 	same := true
@@ -449,7 +456,7 @@ func stackTensors(k string, ts []*tensor.Tensor, padded bool, padValue float64, 
 	}
 	var out *tensor.Tensor
 	if same {
-		out = tensor.Alloc(t0.DType, append([]int{len(ts)}, shape...)...) // every row is copied over
+		out = tensor.AllocShort(t0.DType, rows, append([]int{len(ts)}, shape...)...) // every row is copied over
 	} else {
 		out = tensor.New(t0.DType, append([]int{len(ts)}, shape...)...) // padding relies on zeros
 	}
@@ -478,8 +485,9 @@ func stackTensors(k string, ts []*tensor.Tensor, padded bool, padValue float64, 
 
 // stackConverted stacks field k, a tensor of the same shape in every
 // sample, into a float32 batch, converting each row through lut as it is
-// copied: the to_float a map upstream left to this stage.
-func stackConverted(ss []*sample.Sample, k string, lut *tensor.FloatLUT) (*tensor.Tensor, error) {
+// copied: the to_float a map upstream left to this stage. A batch shorter
+// than rows may take an idle full batch's buffer (tensor.AllocShort).
+func stackConverted(ss []*sample.Sample, k string, lut *tensor.FloatLUT, rows int) (*tensor.Tensor, error) {
 	var t0 *tensor.Tensor
 	for i, s := range ss {
 		v, ok := s.Fields[k]
@@ -504,7 +512,7 @@ func stackConverted(ss []*sample.Sample, k string, lut *tensor.FloatLUT) (*tenso
 				k, ss[0].Describe(), t0, s.Describe(), t)
 		}
 	}
-	out := tensor.Alloc(tensor.Float32, append([]int{len(ss)}, t0.Shape...)...) // every row is written
+	out := tensor.AllocShort(tensor.Float32, rows, append([]int{len(ss)}, t0.Shape...)...) // every row is written
 	dst := out.Float32()
 	row := t0.Len()
 	for i, s := range ss {

@@ -45,21 +45,21 @@ var probe struct {
 }
 
 // ProbeHugePages measures, once per process, what a first write costs on
-// a fresh 2 MiB block of 4 KiB pages, and, if that is dear, on one backed
-// by a transparent huge page; it makes AdviseHuge ask for huge pages only
-// if they were measured and found the cheaper. The answer depends on the
-// machine and on the moment, not on the code. On one host of this
-// project's 2-vCPU kind 4 KiB faults cost 2.5 ms per MiB and huge pages
-// 1.1–1.7. On another, a Firecracker guest with free page reporting, the
-// kernel hands free 2 MiB blocks back to the host, so a huge page is most
-// often one the host must fault in again, 2.4–2.7 ms/MiB, against 0.4 for
-// 4 KiB pages taken from memory the guest still holds. Only just after
-// another process freed its huge pages are they cheap there (0.15 ms/MiB
-// for the first, and then again 5 ms/MiB for W1's 19 MiB batch buffer,
-// faulted in while both decoders waited): so one cheap huge page says
-// little, and where 4 KiB pages cost under cheapSmall huge pages cannot
-// save much and are not tried. The probe costs 1–10 ms, on a goroutine of
-// its own while the run starts.
+// fresh 4 KiB pages, and, if that is dear, on a transparent huge page; it
+// makes AdviseHuge ask for huge pages only if they were measured and found
+// the cheaper. Both costs are per MiB. The answer depends on the machine
+// and on the moment, not on the code. On one host of this project's
+// 2-vCPU kind 4 KiB faults cost 2.5 ms per MiB and huge pages 1.1–1.7. On
+// another, a Firecracker guest with free page reporting, the kernel hands
+// free 2 MiB blocks back to the host, so a huge page is most often one the
+// host must fault in again, 2.4–2.7 ms/MiB, against 0.4 for 4 KiB pages
+// taken from memory the guest still holds. Only just after another
+// process freed its huge pages are they cheap there (0.15 ms/MiB for the
+// first, and then again 5 ms/MiB for W1's 19 MiB batch buffer, faulted in
+// while both decoders waited): so one cheap huge page says little, and
+// where 4 KiB pages cost under cheapSmall huge pages cannot save much and
+// are not tried. The probe costs 1–5 ms, on a goroutine of its own while
+// the run starts, and 2.5 MiB of fresh memory.
 func ProbeHugePages() (huge, small time.Duration, ok bool) {
 	probe.Do(func() {
 		probe.huge, probe.small, probe.ok = probePages()
@@ -74,27 +74,32 @@ func ProbeHugePages() (huge, small time.Duration, ok bool) {
 	return probe.huge, probe.small, probe.ok
 }
 
-// cheapSmall is the first-write cost of a 2 MiB block of 4 KiB pages under
-// which huge pages are not tried: 1.5 ms/MiB. They could save at most that
+// cheapSmall is the first-write cost per MiB of 4 KiB pages under which
+// huge pages are not tried. They could save at most that
 // (36 ms of CPU over W1's 24 MiB of fresh buffers), and in the Firecracker
 // guest, where 4 KiB pages cost 0.4–1.1 ms/MiB by this probe, one that
 // looked cheap cost 5 ms/MiB a moment later.
-const cheapSmall = 3 * time.Millisecond
+const cheapSmall = 1500 * time.Microsecond
 
-// probePages times the first write to every 4 KiB page of a fresh,
-// aligned 2 MiB block advised MADV_NOHUGEPAGE, and, if that took
-// cheapSmall or more, of one advised MADV_HUGEPAGE (huge is 0 if not).
+// probePages times the first write to every 4 KiB page of a fresh 512 KiB
+// advised MADV_NOHUGEPAGE, and, if that cost cheapSmall a MiB or more, to
+// an aligned 2 MiB block advised MADV_HUGEPAGE (huge is 0 if not); both
+// are returned per MiB. Every page the probe writes is memory the run
+// does not use, and at W1's start fresh memory was 13 % of the CPU: it
+// once wrote a 2 MiB block of 4 KiB pages, 4 MiB in all, where 512 KiB
+// (128 faults, about a millisecond) measures as well.
 func probePages() (huge, small time.Duration, ok bool) {
 	if syscall.Getpagesize() != 4096 {
 		return 0, 0, false // 16 or 64 KiB pages: other sizes, another trade
 	}
-	m, err := syscall.Mmap(-1, 0, 3*hugePage, syscall.PROT_READ|syscall.PROT_WRITE, syscall.MAP_ANON|syscall.MAP_PRIVATE)
+	const smallBytes = 512 << 10
+	m, err := syscall.Mmap(-1, 0, 2*hugePage+smallBytes, syscall.PROT_READ|syscall.PROT_WRITE, syscall.MAP_ANON|syscall.MAP_PRIVATE)
 	if err != nil {
 		return 0, 0, false
 	}
 	defer func() { _ = syscall.Munmap(m) }()
 	off := int((hugePage - uintptr(unsafe.Pointer(&m[0]))%hugePage) % hugePage)
-	s, h := m[off:off+hugePage], m[off+hugePage:off+2*hugePage]
+	h, s := m[off:off+hugePage], m[off+hugePage:off+hugePage+smallBytes]
 	if syscall.Madvise(s, syscall.MADV_NOHUGEPAGE) != nil {
 		return 0, 0, false
 	}
@@ -104,13 +109,13 @@ func probePages() (huge, small time.Duration, ok bool) {
 	// fault handling (and the host's, in a guest) is included.
 	runtime.LockOSThread()
 	defer runtime.UnlockOSThread()
-	touch := func(b []byte) (time.Duration, bool) {
+	touch := func(b []byte) (time.Duration, bool) { // per MiB
 		t0, ok0 := threadCPU()
 		for i := 0; i < len(b); i += 4096 {
 			b[i] = 1
 		}
 		t1, ok1 := threadCPU()
-		return t1 - t0, ok0 && ok1 && t1 > t0
+		return (t1 - t0) * (1 << 20) / time.Duration(len(b)), ok0 && ok1 && t1 > t0
 	}
 	if small, ok = touch(s); !ok {
 		return 0, 0, false

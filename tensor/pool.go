@@ -219,9 +219,31 @@ func (p *pool) get(n int) []byte {
 	return make([]byte, n)
 }
 
+// idleBuffer returns an idle buffer of exactly n bytes, or nil: it never
+// allocates.
+func (p *pool) idleBuffer(n int) []byte {
+	if n < poolMinBytes {
+		return nil
+	}
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.tick++
+	p.asked[n] = p.tick
+	b := p.take(p.free, n)
+	if b == nil {
+		b = p.take(p.old, n)
+	}
+	p.idleNow.Store(p.idle)
+	return b
+}
+
+// put keeps b, all of its capacity, for the next get of that many bytes:
+// a short batch's tensor (AllocShort) holds only the first bytes of a
+// full batch's buffer.
 func (p *pool) put(b []byte) {
+	b = b[:cap(b)]
 	n := len(b)
-	if n < poolMinBytes || cap(b) != n {
+	if n < poolMinBytes {
 		return
 	}
 	p.mu.Lock()
@@ -314,6 +336,27 @@ func Alloc(dt DType, shape ...int) *Tensor {
 	t := &Tensor{DType: dt, Shape: append([]int(nil), shape...), Data: buffers.get(n)}
 	t.recyclable.Store(true)
 	return t
+}
+
+// AllocShort is Alloc for a batch of the given shape that is shorter than
+// the full batches of its stage, which have rows rows (shape[0] < rows):
+// if the pool holds an idle buffer of a full batch, the tensor's Data is
+// its first bytes, and Recycle gives the whole buffer back. An epoch's
+// last batch is most often short, and with a buffer of its own it is fresh
+// memory written once an epoch: in W1's 2-epoch run, 4.6 of the 51 MiB
+// whose first write the process pays for (a page fault each 4 KiB, and
+// the host's in a virtual machine). The tensor's budget charge counts the
+// whole buffer (sample.ValueSize).
+func AllocShort(dt DType, rows int, shape ...int) *Tensor {
+	if len(shape) > 0 && shape[0] > 0 && shape[0] < rows {
+		row := NumElements(shape[1:]) * dt.Size()
+		if b := buffers.idleBuffer(row * rows); b != nil {
+			t := &Tensor{DType: dt, Shape: append([]int(nil), shape...), Data: b[:row*shape[0]]}
+			t.recyclable.Store(true)
+			return t
+		}
+	}
+	return Alloc(dt, shape...)
 }
 
 // AllocBytes returns a buffer of n bytes for a tensor that WrapRecyclable

@@ -61,6 +61,47 @@ func TestRecycleReusesTheBuffer(t *testing.T) {
 	})
 }
 
+// TestAllocShortBorrowsAFullBuffer: a short batch takes an idle full
+// batch's buffer and gives all of it back; with none idle, or for a full
+// batch, it allocates its own, exactly as Alloc does.
+func TestAllocShortBorrowsAFullBuffer(t *testing.T) {
+	const row = 224 * 224 * 3 * 4
+	withPool(t, 1<<30, func() {
+		own := AllocShort(Float32, 32, 8, 224, 224, 3) // nothing idle
+		if len(own.Data) != 8*row || cap(own.Data) != 8*row || !own.Recyclable() {
+			t.Fatalf("short batch with no idle buffer: len %d cap %d recyclable %v, want len = cap = %d", len(own.Data), cap(own.Data), own.Recyclable(), 8*row)
+		}
+		full := Alloc(Float32, 32, 224, 224, 3)
+		p := addr(full.Data)
+		full.Recycle()
+		short := AllocShort(Float32, 32, 8, 224, 224, 3)
+		if addr(short.Data) != p || len(short.Data) != 8*row || cap(short.Data) != 32*row {
+			t.Fatalf("short batch: len %d cap %d, reused the full buffer %v; want len %d cap %d from the full buffer",
+				len(short.Data), cap(short.Data), addr(short.Data) == p, 8*row, 32*row)
+		}
+		if got := short.Shape; len(got) != 4 || got[0] != 8 || got[1] != 224 || got[3] != 3 || short.Len() != 8*224*224*3 {
+			t.Fatalf("short batch shape %v len %d", got, short.Len())
+		}
+		if PoolIdle() != 0 {
+			t.Fatalf("PoolIdle = %d with the full buffer lent, want 0", PoolIdle())
+		}
+		short.Recycle()
+		if got := PoolIdle(); got != 32*row {
+			t.Fatalf("PoolIdle = %d after the short batch's Recycle, want the full buffer's %d", got, 32*row)
+		}
+		if again := Alloc(Float32, 32, 224, 224, 3); addr(again.Data) != p || len(again.Data) != 32*row {
+			t.Fatal("the next full batch did not get the whole buffer back")
+		}
+		if f := AllocShort(Float32, 32, 32, 224, 224, 3); cap(f.Data) != 32*row || addr(f.Data) == p {
+			t.Fatalf("a full batch from AllocShort: cap %d, want a buffer of its own of %d", cap(f.Data), 32*row)
+		}
+		own.Recycle()
+		if got := PoolIdle(); got != 8*row {
+			t.Fatalf("PoolIdle = %d after the own short buffer's Recycle, want %d", got, 8*row)
+		}
+	})
+}
+
 func TestSharedAndForeignTensorsAreNotRecycled(t *testing.T) {
 	withPool(t, 1<<30, func() {
 		for _, tc := range []struct {
