@@ -833,7 +833,7 @@ func (r *Run) runProcess(ctx context.Context, g *errgroup.Group, n *node, p stag
 	in := r.newInlet(ctx, n.ins[0], o)
 	if pf, ok := p.(stages.Prefetcher); ok {
 		var stop func()
-		in.prefetch, stop = startPrefetch(ctx, g, pf)
+		in.prefetch, stop = r.startPrefetch(ctx, g, n, pf)
 		defer stop()
 	}
 	defer r.end(n, o, &err, in)

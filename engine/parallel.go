@@ -271,7 +271,7 @@ func (r *Run) runParallel(ctx context.Context, g *errgroup.Group, n *node, p sta
 		in := r.newInlet(lctx, n.ins[0], nil)
 		if pf, ok := p.(stages.Prefetcher); ok {
 			var stop func()
-			in.prefetch, stop = startPrefetch(lctx, g, pf)
+			in.prefetch, stop = r.startPrefetch(lctx, g, n, pf)
 			defer stop()
 		}
 		defer func() {

@@ -19,10 +19,25 @@ const prefetchQueue = 4
 // It returns the hook an inlet calls with each chunk, and stop, which
 // ends the goroutine when the stage needs no more, dropping the work still
 // queued. Read-ahead that finds the queue full is dropped too: the stage
-// then reads those files itself, as without it.
-func startPrefetch(ctx context.Context, g *errgroup.Group, pf stages.Prefetcher) (hook func([]*sample.Sample), stop func()) {
+// then reads those files itself, as without it. A panic in the stage's
+// Prefetch or in the work it returned fails the run naming the stage, as
+// one in Process does; the hook runs on the dispatcher of a parallel
+// stage, which has no recover of its own.
+func (r *Run) startPrefetch(ctx context.Context, g *errgroup.Group, n *node, pf stages.Prefetcher) (hook func([]*sample.Sample), stop func()) {
 	work := make(chan func(), prefetchQueue)
 	quit := make(chan struct{})
+	failed := func(rec any) {
+		r.fail(panicError(n, rec))
+		r.cancel()
+	}
+	run := func(f func()) {
+		defer func() {
+			if rec := recover(); rec != nil {
+				failed(rec)
+			}
+		}()
+		f()
+	}
 	g.Go(func() error {
 		for {
 			select {
@@ -31,7 +46,7 @@ func startPrefetch(ctx context.Context, g *errgroup.Group, pf stages.Prefetcher)
 				case <-quit:
 					return nil
 				default:
-					f()
+					run(f)
 				}
 			case <-quit:
 				return nil
@@ -41,7 +56,9 @@ func startPrefetch(ctx context.Context, g *errgroup.Group, pf stages.Prefetcher)
 		}
 	})
 	hook = func(ss []*sample.Sample) {
-		if f := pf.Prefetch(ss); f != nil {
+		var f func()
+		run(func() { f = pf.Prefetch(ss) })
+		if f != nil {
 			select {
 			case work <- f:
 			default:

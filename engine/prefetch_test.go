@@ -2,10 +2,14 @@ package engine_test
 
 import (
 	"context"
+	"errors"
 	"fmt"
+	"strings"
 	"sync"
 	"testing"
+	"time"
 
+	"github.com/piperun/piperun/engine"
 	"github.com/piperun/piperun/sample"
 	"github.com/piperun/piperun/spec"
 	"github.com/piperun/piperun/stages"
@@ -74,5 +78,69 @@ func TestPrefetcherSeesSamplesFirst(t *testing.T) {
 				t.Errorf("read-ahead work: %d handed, %d ran; want some run, and no more than handed", pf.handed, pf.ran)
 			}
 		})
+	}
+}
+
+// panicking is a prefetching stage whose Prefetch, or the read-ahead work
+// it returns, panics.
+type panicking struct {
+	inWork bool
+	// started is closed when the work first runs, so that Process waits
+	// for it: otherwise the run could end before the read-ahead goroutine
+	// ran anything.
+	started chan struct{}
+	once    sync.Once
+}
+
+func (p *panicking) Prefetch([]*sample.Sample) func() {
+	if !p.inWork {
+		var m map[string]int
+		m["x"] = 1 // a nil-map write: a real runtime panic
+	}
+	return func() {
+		p.once.Do(func() { close(p.started) })
+		var m map[string]int
+		m["x"] = 1
+	}
+}
+
+func (p *panicking) Process(ctx context.Context, s *sample.Sample, emit stages.Emit) error {
+	if p.inWork {
+		select {
+		case <-p.started:
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+	}
+	return emit(s)
+}
+
+// TestPrefetchPanicEndsTheRun: a panic in a stage's Prefetch (on the
+// stage's goroutine, or a parallel stage's dispatcher) or in the work it
+// returned (on the read-ahead goroutine) fails the run naming the stage,
+// as one in Process does, instead of ending the process. Found in review:
+// neither the dispatcher nor the read-ahead goroutine recovered.
+func TestPrefetchPanicEndsTheRun(t *testing.T) {
+	for _, inWork := range []bool{false, true} {
+		for _, par := range []int{1, 2} {
+			t.Run(fmt.Sprintf("in work %v, parallelism=%d", inWork, par), func(t *testing.T) {
+				reg := benchRegistry()
+				reg.Register(&stages.Type{
+					StageType: spec.StageType{Name: "pf", Role: spec.RoleTransform, Parallel: true, NewConfig: func() any { return &passConfig{} }},
+					Build: func(*stages.Env, any) (any, error) {
+						return &panicking{inWork: inWork, started: make(chan struct{})}, nil
+					},
+				})
+				ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+				defer cancel()
+				src := fmt.Sprintf("version: 1\nname: pf\nstages:\n"+
+					"  - {name: src, type: range, count: 300}\n  - {name: p, type: pf, parallelism: %d}\n  - {name: out, type: discard}\n", par)
+				_, err := runSpecWith(ctx, t, reg, t.TempDir(), src)
+				var se *engine.StageError
+				if !errors.As(err, &se) || se.Stage != "p" || !strings.Contains(err.Error(), "panic: assignment to entry in nil map") {
+					t.Fatalf("err = %v, want stage p's panic (a deadline means the run hung)", err)
+				}
+			})
+		}
 	}
 }
