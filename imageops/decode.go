@@ -70,6 +70,13 @@ type DecodeOptions struct {
 	// corrupt-data warnings of libjpeg. The default refuses them, because a
 	// silently grey half-image is a wrong training sample.
 	Lenient bool
+	// hpassTo, set by the fused DecodeResize, is the width its resize
+	// will take the image to with the filter hpassMethod: an RGB JPEG
+	// whose rows the packed pass can resample is then decoded with that
+	// pass applied as libjpeg delivers the rows (hpassDecoder), and comes
+	// back hpassTo wide.
+	hpassTo     int
+	hpassMethod string
 }
 
 func (o *DecodeOptions) maxPixels() int64 {
@@ -137,7 +144,7 @@ func formatErr(data []byte) error {
 // Errors wrap ErrFormat, ErrTooLarge, ErrUnsupported (12-bit, arithmetic,
 // lossless JPEG), ErrCorrupt or ErrTruncated, and name the reason.
 func Decode(data []byte, channels int, opts DecodeOptions) (*tensor.Tensor, error) {
-	return decode(data, channels, &opts, backend{defaultJPEG, windowJPEG}, makeBytes)
+	return decode(data, channels, &opts, backend{defaultJPEG, windowJPEG, nil}, makeBytes)
 }
 
 // DecodePureGo is Decode with Go's image/jpeg instead of libjpeg-turbo. It
@@ -159,10 +166,18 @@ type jpegDecoder func(data []byte, info *jpegInfo, ch, num int, alloc func(int) 
 // JPEG scaled by num/8; nil where the backend cannot.
 type windowDecoder func(data []byte, info *jpegInfo, ch, num int, r Rect, alloc func(int) []byte, lenient bool) ([]byte, error)
 
-// backend is a pair of JPEG decoders.
+// hpassDecoder decodes the stored image scaled by num/8 as RGB, resampling
+// each row to ow pixels with cf's packed 13-bit weights as it comes, into a
+// buffer from alloc (h rows of ow*3 bytes): byte for byte what the resize's
+// horizontal pass makes of the decoded frame, without holding the frame.
+// nil where the backend cannot.
+type hpassDecoder func(data []byte, info *jpegInfo, num, ow int, cf *coeffs, alloc func(int) []byte, lenient bool) (pix []byte, h int, err error)
+
+// backend is the JPEG decoders of a build.
 type backend struct {
 	full   jpegDecoder
 	window windowDecoder
+	hpass  hpassDecoder
 }
 
 func decode(data []byte, channels int, opts *DecodeOptions, be backend, alloc func(int) []byte) (*tensor.Tensor, error) {
@@ -201,7 +216,7 @@ func decodeInner(data []byte, channels int, opts *DecodeOptions, be backend, all
 	}
 	switch {
 	case bytes.HasPrefix(data, jpegMagic):
-		return decodeJPEG(data, channels, opts, be.full, be.window, alloc)
+		return decodeJPEG(data, channels, opts, be, alloc)
 	case bytes.HasPrefix(data, pngMagic):
 		return decodePNG(data, channels, opts, alloc)
 	}
@@ -226,7 +241,8 @@ func pickScale(rh, rw int, hint Size) int {
 // scaled is libjpeg's size of a dimension scaled by num/8 (rounded up).
 func scaled(dim, num int) int { return (dim*num + 7) / 8 }
 
-func decodeJPEG(data []byte, channels int, opts *DecodeOptions, jd jpegDecoder, wd windowDecoder, alloc func(int) []byte) (*tensor.Tensor, error) {
+func decodeJPEG(data []byte, channels int, opts *DecodeOptions, be backend, alloc func(int) []byte) (*tensor.Tensor, error) {
+	jd, wd := be.full, be.window
 	info, err := scanJPEG(data)
 	if err != nil {
 		return nil, err
@@ -274,6 +290,23 @@ func decodeJPEG(data []byte, channels int, opts *DecodeOptions, jd jpegDecoder, 
 		return &tensor.Tensor{DType: tensor.Uint8, Shape: []int{r.H, r.W, ch}, Data: pix}, nil
 	}
 	final := info.orientation == 1 && opts.Crop == nil
+	if final && opts.hpassTo > 0 && be.hpass != nil && ch == 3 && info.components != 4 {
+		// A fused resize's horizontal pass runs as the rows are decoded: a
+		// decoder then holds 16 rows of the frame instead of all of it
+		// (W1: 6.5 MiB of frames for two decoders, a 3 MB one the first
+		// time both hold a photo over 2 MB, late in a run). Weights with
+		// negative taps (bicubic) have no packed pass and keep the frame.
+		sw := scaled(info.width, num)
+		if f, ok := filters[opts.hpassMethod]; ok && sw != opts.hpassTo {
+			if cf := cachedCoeffs(sw, opts.hpassTo, opts.hpassMethod, f, true); cf.w13 != nil {
+				pix, sh, err := be.hpass(data, &info, num, opts.hpassTo, cf, alloc, opts.Lenient)
+				if err != nil {
+					return nil, err
+				}
+				return &tensor.Tensor{DType: tensor.Uint8, Shape: []int{sh, opts.hpassTo, 3}, Data: pix}, nil
+			}
+		}
+	}
 	a := alloc
 	if !final {
 		a = defaultPool.Get

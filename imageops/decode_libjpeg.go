@@ -18,6 +18,9 @@ import (
 // defaultJPEG is libjpeg-turbo in cgo builds.
 var defaultJPEG jpegDecoder = libjpegDecode
 
+// hpassJPEG is libjpeg-turbo with the packed horizontal pass in cgo builds.
+var hpassJPEG hpassDecoder = libjpegDecodeHpass3
+
 // Backend names the JPEG decoder Decode uses: "libjpeg-turbo" or "image/jpeg".
 const Backend = "libjpeg-turbo"
 
@@ -124,4 +127,41 @@ func libjpegError(msg string) error {
 		return fmt.Errorf("%w: libjpeg-turbo: %s", ErrUnsupported, msg)
 	}
 	return fmt.Errorf("%w: libjpeg-turbo: %s", ErrCorrupt, msg)
+}
+
+// libjpegDecodeHpass3 is the libjpeg-turbo hpassDecoder: libjpegDecode of an
+// RGB image with the resize's packed horizontal pass (hpass3PackedFast)
+// run on each group of 16 rows as libjpeg delivers it.
+func libjpegDecodeHpass3(data []byte, info *jpegInfo, num, ow int, cf *coeffs, alloc func(int) []byte, lenient bool) ([]byte, int, error) {
+	sw, sh := scaled(info.width, num), scaled(info.height, num)
+	if ow <= 0 || len(cf.start) < ow || len(cf.count) < ow || len(cf.w13) < ow*cf.stride || cf.end > sw ||
+		len(cf.w16) > 0 && len(cf.w16) < ow*cf.groups16*16 {
+		panic("imageops: libjpegDecodeHpass3 weights do not fit the image")
+	}
+	d, err := getDecompressor()
+	if err != nil {
+		return nil, 0, err
+	}
+	defer putDecompressor(d)
+	strip := defaultPool.Get(16 * sw * 3)
+	defer defaultPool.Put(strip)
+	var w16 *C.int16_t
+	if len(cf.w16) > 0 {
+		w16 = (*C.int16_t)(unsafe.Pointer(&cf.w16[0]))
+	}
+	var exp *C.uint64_t
+	if w16 == nil || !hpassAVX2 {
+		e, buf := defaultPool.getU64(sw)
+		defer defaultPool.Put(buf)
+		exp = (*C.uint64_t)(unsafe.Pointer(&e[0]))
+	}
+	dst := alloc(sh * ow * 3)
+	rc := C.pr_decode_hpass3(d, (*C.uchar)(unsafe.Pointer(&data[0])), C.ulong(len(data)), C.int(num),
+		C.int(sw), C.int(sh), (*C.uchar)(unsafe.Pointer(&strip[0])), (*C.uchar)(unsafe.Pointer(&dst[0])), C.int(ow),
+		(*C.int32_t)(unsafe.Pointer(&cf.start[0])), (*C.int32_t)(unsafe.Pointer(&cf.count[0])),
+		(*C.uint64_t)(unsafe.Pointer(&cf.w13[0])), C.int(cf.stride), w16, C.int(cf.groups16), exp, strictFlag(lenient))
+	if rc != 0 {
+		return nil, 0, libjpegError(C.GoString(C.pr_dec_msg(d)))
+	}
+	return dst, sh, nil
 }

@@ -9,6 +9,7 @@
 #include <string.h>
 #include <setjmp.h>
 #include "jpeg_cgo.h"
+#include "resize_cgo.h"
 
 // pr_max_scans bounds the scans of a multi-scan (progressive) file, as
 // TurboJPEG's TJFLAG_LIMITSCANS did: each scan re-reads the whole
@@ -172,6 +173,48 @@ int pr_decode(pr_dec *d, const unsigned char *buf, unsigned long size, int num,
 	}
 	// Read to the end-of-image marker, as TurboJPEG did: damage after
 	// the last row (or a missing EOI) is still reported.
+	jpeg_finish_decompress(c);
+	pr_end(d);
+	return 0;
+}
+
+// pr_decode_hpass3 is pr_decode of an RGB image followed by the packed
+// horizontal pass of the resize (pr_hpass3packed) to ow pixels a row:
+// libjpeg's rows go into strip (16 rows of width*3 bytes), and each group
+// is resampled into out (height rows of ow*3 bytes) as it comes. The pass
+// works row by row, so out is exactly what the pass gives on the whole
+// frame, but the frame itself (up to 3 MB for a 1120x896 photo, per
+// decoder) is never held. Returns 0, or -1 with pr_dec_msg set.
+int pr_decode_hpass3(pr_dec *d, const unsigned char *buf, unsigned long size, int num,
+		int width, int height, unsigned char *strip, unsigned char *out, int ow,
+		const int32_t *start, const int32_t *count, const uint64_t *w13, int stride,
+		const int16_t *w16, int groups, uint64_t *exp, int strict) {
+	j_decompress_ptr c = &d->cinfo;
+	pr_begin(d, strict);
+	if (setjmp(d->err.jb)) {
+		pr_end(d);
+		return -1;
+	}
+	pr_setup(d, buf, size, num, JCS_EXT_RGB, 3, width, height);
+	jpeg_start_decompress(c);
+	size_t in = (size_t)width * 3;
+	JSAMPROW rows[16];
+	while (c->output_scanline < c->output_height) {
+		JDIMENSION y = c->output_scanline, n = 0;
+		while (n < 16 && c->output_scanline < c->output_height) {
+			JDIMENSION want = 16 - n;
+			for (JDIMENSION i = 0; i < want; i++) rows[i] = strip + (size_t)(n + i) * in;
+			JDIMENSION got = jpeg_read_scanlines(c, rows, want);
+			if (got == 0) {
+				snprintf(d->err.msg, sizeof d->err.msg, "libjpeg returned no rows at row %u of %u",
+					(unsigned)c->output_scanline, (unsigned)c->output_height);
+				longjmp(d->err.jb, 1);
+			}
+			n += got;
+		}
+		pr_hpass3packed(strip, (int)n, width, out + (size_t)y * ow * 3, ow,
+			start, count, w13, stride, w16, groups, exp);
+	}
 	jpeg_finish_decompress(c);
 	pr_end(d);
 	return 0;

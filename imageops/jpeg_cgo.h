@@ -7,6 +7,7 @@
 #define PIPERUN_JPEG_CGO_H
 
 #include <stddef.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <jpeglib.h>
 
@@ -24,6 +25,11 @@ const char *pr_dec_msg(pr_dec *d);
 
 int pr_decode(pr_dec *d, const unsigned char *buf, unsigned long size, int num,
 	int color, int comps, int width, int height, unsigned char *out, int strict);
+
+int pr_decode_hpass3(pr_dec *d, const unsigned char *buf, unsigned long size, int num,
+	int width, int height, unsigned char *strip, unsigned char *out, int ow,
+	const int32_t *start, const int32_t *count, const uint64_t *w13, int stride,
+	const int16_t *w16, int groups, uint64_t *exp, int strict);
 
 int pr_decode_window(pr_dec *d, const unsigned char *buf, unsigned long size, int num,
 	int color, int comps, int width, int height, int y, int x, int h, int w,
