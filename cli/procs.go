@@ -19,26 +19,27 @@ import (
 // image and up to a third more images a second in that benchmark.
 const spareProcs = 1
 
-// procsFor is the GOMAXPROCS the command sets: the default plus
-// spareProcs, unless the GOMAXPROCS variable chose (env, its value: the
-// runtime, and so this, ignores one that is not a positive number).
-func procsFor(env string, def int) int {
-	if n, err := strconv.Atoi(env); err == nil && n > 0 {
-		return def
-	}
-	return def + spareProcs
+// userProcs reports whether the GOMAXPROCS variable's value env is one
+// the runtime applies: a positive number.
+func userProcs(env string) bool {
+	n, err := strconv.Atoi(env)
+	return err == nil && n > 0
 }
 
-// defaultProcs is Go's own GOMAXPROCS for this process, read before
-// setProcs changes it: the command runs many times in one test process,
-// and adding the spare P to the value a previous run left would add one
-// more P each time.
-var defaultProcs = runtime.GOMAXPROCS(0)
-
-// setProcs applies procsFor to this process. Setting GOMAXPROCS turns
+// setProcs sets GOMAXPROCS to Go's default plus spareProcs, unless the
+// GOMAXPROCS variable chose (the runtime, and so this, ignores one that is
+// not a positive number). Setting GOMAXPROCS turns
 // off the runtime's own updates of it (to a container's CPU limit or the
 // process's CPU affinity changing during the run), which a run of an
-// input pipeline, sized to its cores at the start, does without.
+// input pipeline, sized to its cores at the start, does without. The
+// spare P is added to Go's default as it is now (SetDefaultGOMAXPROCS),
+// not to the current setting: a process that runs the command more than
+// once (tests, BenchmarkApply) would otherwise add one more each time, and
+// the command also ignores a `go test -cpu` setting.
 func setProcs() {
-	runtime.GOMAXPROCS(procsFor(os.Getenv("GOMAXPROCS"), defaultProcs))
+	if userProcs(os.Getenv("GOMAXPROCS")) {
+		return
+	}
+	runtime.SetDefaultGOMAXPROCS()
+	runtime.GOMAXPROCS(runtime.GOMAXPROCS(0) + spareProcs)
 }

@@ -284,6 +284,16 @@ func panicError(n *node, rec any) error {
 	return &StageError{Stage: n.st.Name, Type: n.st.Type, Err: fmt.Errorf("panic: %v\n%s", rec, debug.Stack())}
 }
 
+// failPanic fails the run with stage n's panic rec, for a goroutine that
+// recovered it and has no stage's end (Run.end) to report it: the run is
+// cancelled at once, since the stage may hold memory the others wait for.
+func (r *Run) failPanic(n *node, rec any) error {
+	err := panicError(n, rec)
+	r.fail(err)
+	r.cancel()
+	return err
+}
+
 // handle applies on_error to a per-sample error: nil when it was skipped.
 func (n *node) handle(s *sample.Sample, err error) error {
 	if err == nil {
@@ -505,9 +515,7 @@ func (r *Run) run(parent context.Context) {
 		g.Go(func() (err error) {
 			defer func() {
 				if p := recover(); p != nil {
-					err = panicError(n, p)
-					r.fail(err)
-					r.cancel()
+					err = r.failPanic(n, p)
 				}
 			}()
 			err = r.runNode(ctx, g, n)

@@ -747,9 +747,7 @@ func (r *Run) startReadAhead(ctx context.Context, g *errgroup.Group, sl *slot, c
 		// any stage's own goroutine does, instead of ending the process.
 		defer func() {
 			if p := recover(); p != nil {
-				err = panicError(n, p)
-				r.fail(err)
-				r.cancel()
+				err = r.failPanic(n, p)
 			}
 		}()
 		// wanted is set once the consumer has asked for an item this

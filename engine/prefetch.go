@@ -26,14 +26,10 @@ const prefetchQueue = 4
 func (r *Run) startPrefetch(ctx context.Context, g *errgroup.Group, n *node, pf stages.Prefetcher) (hook func([]*sample.Sample), stop func()) {
 	work := make(chan func(), prefetchQueue)
 	quit := make(chan struct{})
-	failed := func(rec any) {
-		r.fail(panicError(n, rec))
-		r.cancel()
-	}
 	run := func(f func()) {
 		defer func() {
 			if rec := recover(); rec != nil {
-				failed(rec)
+				_ = r.failPanic(n, rec)
 			}
 		}()
 		f()

@@ -162,13 +162,7 @@ func ValueSize(v any) int64 {
 	case []byte:
 		return int64(len(x))
 	case *tensor.Tensor:
-		if x.Recyclable() {
-			// The tensor owns its whole buffer, which for a short batch
-			// (tensor.AllocShort) is longer than its data. A shared
-			// tensor may be a view into a larger value: its length only.
-			return int64(cap(x.Data)) + 64
-		}
-		return int64(len(x.Data)) + 64
+		return int64(x.HeldBytes()) + 64
 	case [][]byte:
 		n := int64(24 * len(x))
 		for _, b := range x {

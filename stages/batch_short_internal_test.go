@@ -1,6 +1,8 @@
 package stages
 
 import (
+	"context"
+	"slices"
 	"testing"
 	"unsafe"
 
@@ -56,11 +58,11 @@ func TestShortBatchBorrowsAFullBuffer(t *testing.T) {
 			if addr(out.Data) != fullAddr || cap(out.Data) != fullBytes {
 				t.Errorf("short batch: cap %d, in the idle full buffer: %v; want it there, cap %d", cap(out.Data), addr(out.Data) == fullAddr, fullBytes)
 			}
-			if got, want := out.Shape, []int{3, h, w, c}; len(got) != 4 || got[0] != want[0] || got[1] != h || got[2] != w || got[3] != c {
+			if got, want := out.Shape, []int{3, h, w, c}; !slices.Equal(got, want) {
 				t.Fatalf("shape %v, want %v", got, want)
 			}
-			if n := out.Len(); n != 3*h*w*c || len(out.Data) != 3*h*w*c*tc.dt.Size() {
-				t.Fatalf("%d elements in %d bytes, want %d", n, len(out.Data), 3*h*w*c)
+			if n, want := out.Len(), 3*h*w*c; n != want || len(out.Data) != want*tc.dt.Size() {
+				t.Fatalf("%d elements in %d bytes, want %d in %d", n, len(out.Data), want, want*tc.dt.Size())
 			}
 			for i := 0; i < 3; i++ {
 				for j := 0; j < h*w*c; j++ {
@@ -72,6 +74,42 @@ func TestShortBatchBorrowsAFullBuffer(t *testing.T) {
 			if got, want := sample.ValueSize(out), int64(fullBytes)+64; got != want {
 				t.Errorf("budget charge %d, want the whole buffer's %d", got, want)
 			}
+			// Shared (a fan-out, a cache), it is never recycled, and the
+			// whole buffer stays alive with it (found in review).
+			out.Share()
+			if got, want := sample.ValueSize(out), int64(fullBytes)+64; got != want {
+				t.Errorf("budget charge once shared %d, want the whole buffer's %d", got, want)
+			}
 		})
+	}
+}
+
+// TestBatchStageShortBatchBorrows: the batch stage itself passes its size
+// to the stacking, so an epoch's last batch, shorter than the rest, goes
+// into the buffer of a full one that the stage below gave back.
+func TestBatchStageShortBatchBorrows(t *testing.T) {
+	const h, w, c, size = 64, 64, 3, 4
+	env := &Env{Release: func(*sample.Sample) {}, Hand: func(to, from *sample.Sample) {}}
+	b := &batchStage{env: env, cfg: &BatchConfig{Size: size}, pad: map[string]float64{}, deferred: map[string]*tensor.FloatLUT{}}
+	var caps, rows []int
+	emit := func(s *sample.Sample) error {
+		out := s.Fields["image"].(*tensor.Tensor)
+		caps, rows = append(caps, cap(out.Data)), append(rows, out.Shape[0])
+		out.Recycle() // the stage below is done with it
+		return nil
+	}
+	for i := range 7 {
+		s := sample.New(int64(i), 0, "test")
+		s.Fields["image"] = tensor.Alloc(tensor.Uint8, h, w, c)
+		if err := b.Process(context.Background(), s, emit); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := b.EndEpoch(context.Background(), 0, emit); err != nil {
+		t.Fatal(err)
+	}
+	full := size * h * w * c
+	if len(rows) != 2 || rows[0] != size || rows[1] != 3 || caps[0] != full || caps[1] != full {
+		t.Fatalf("batches of %v rows in buffers of %v bytes, want [4 3] rows both in a full batch's %d", rows, caps, full)
 	}
 }

@@ -59,7 +59,8 @@ var probe struct {
 // while both decoders waited): so one cheap huge page says little, and
 // where 4 KiB pages cost under cheapSmall huge pages cannot save much and
 // are not tried. The probe costs 1–5 ms, on a goroutine of its own while
-// the run starts, and 2.5 MiB of fresh memory.
+// the run starts, and writes 512 KiB of fresh memory, 2.5 MiB where it
+// tries a huge page.
 func ProbeHugePages() (huge, small time.Duration, ok bool) {
 	probe.Do(func() {
 		probe.huge, probe.small, probe.ok = probePages()
@@ -84,10 +85,11 @@ const cheapSmall = 1500 * time.Microsecond
 // probePages times the first write to every 4 KiB page of a fresh 512 KiB
 // advised MADV_NOHUGEPAGE, and, if that cost cheapSmall a MiB or more, to
 // an aligned 2 MiB block advised MADV_HUGEPAGE (huge is 0 if not); both
-// are returned per MiB. Every page the probe writes is memory the run
-// does not use, and at W1's start fresh memory was 13 % of the CPU: it
-// once wrote a 2 MiB block of 4 KiB pages, 4 MiB in all, where 512 KiB
-// (128 faults, about a millisecond) measures as well.
+// are returned per MiB. Every page the probe writes is fresh memory the
+// run does not use, which costs what the probe measures (at W1's start,
+// first writes took 13 % of the CPU), so it writes no more 4 KiB pages
+// than it needs: 128 faults are enough to tell the hosts apart (0.4 ms/MiB
+// on some, 2.5 on others).
 func probePages() (huge, small time.Duration, ok bool) {
 	if syscall.Getpagesize() != 4096 {
 		return 0, 0, false // 16 or 64 KiB pages: other sizes, another trade

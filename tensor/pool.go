@@ -198,25 +198,15 @@ func SetPoolLimit(n int64) int64 {
 func PoolIdle() int64 { return buffers.idleNow.Load() }
 
 func (p *pool) get(n int) []byte {
-	if n >= poolMinBytes {
-		p.mu.Lock()
-		p.tick++
-		p.asked[n] = p.tick
-		b := p.take(p.free, n)
-		if b == nil {
-			b = p.take(p.old, n)
-		}
-		if b != nil {
-			p.idleNow.Store(p.idle)
-			p.mu.Unlock()
-			return b
-		}
-		p.mu.Unlock()
-		b = make([]byte, n)
-		AdviseHuge(b)
+	if n < poolMinBytes {
+		return make([]byte, n)
+	}
+	if b := p.idleBuffer(n); b != nil {
 		return b
 	}
-	return make([]byte, n)
+	b := make([]byte, n)
+	AdviseHuge(b)
+	return b
 }
 
 // idleBuffer returns an idle buffer of exactly n bytes, or nil: it never
@@ -239,7 +229,9 @@ func (p *pool) idleBuffer(n int) []byte {
 
 // put keeps b, all of its capacity, for the next get of that many bytes:
 // a short batch's tensor (AllocShort) holds only the first bytes of a
-// full batch's buffer.
+// full batch's buffer. So b must begin the buffer get returned, never
+// start inside it: every recyclable tensor's Data does (see
+// WrapRecyclable).
 func (p *pool) put(b []byte) {
 	b = b[:cap(b)]
 	n := len(b)
@@ -333,7 +325,7 @@ func (p *pool) evict(limit, need int64, keep int) bool {
 // every element. Use New for a zeroed tensor.
 func Alloc(dt DType, shape ...int) *Tensor {
 	n := NumElements(shape) * dt.Size()
-	t := &Tensor{DType: dt, Shape: append([]int(nil), shape...), Data: buffers.get(n)}
+	t := &Tensor{DType: dt, Shape: append([]int(nil), shape...), Data: buffers.get(n), pooled: n}
 	t.recyclable.Store(true)
 	return t
 }
@@ -346,12 +338,12 @@ func Alloc(dt DType, shape ...int) *Tensor {
 // memory written once an epoch: in W1's 2-epoch run, 4.6 of the 51 MiB
 // whose first write the process pays for (a page fault each 4 KiB, and
 // the host's in a virtual machine). The tensor's budget charge counts the
-// whole buffer (sample.ValueSize).
+// whole buffer (HeldBytes).
 func AllocShort(dt DType, rows int, shape ...int) *Tensor {
 	if len(shape) > 0 && shape[0] > 0 && shape[0] < rows {
 		row := NumElements(shape[1:]) * dt.Size()
 		if b := buffers.idleBuffer(row * rows); b != nil {
-			t := &Tensor{DType: dt, Shape: append([]int(nil), shape...), Data: b[:row*shape[0]]}
+			t := &Tensor{DType: dt, Shape: append([]int(nil), shape...), Data: b[:row*shape[0]], pooled: len(b)}
 			t.recyclable.Store(true)
 			return t
 		}
@@ -364,9 +356,10 @@ func AllocShort(dt DType, rows int, shape ...int) *Tensor {
 func AllocBytes(n int) []byte { return buffers.get(n) }
 
 // WrapRecyclable makes a recyclable tensor of a buffer from AllocBytes that
-// nothing else references.
+// nothing else references. data must be the buffer as AllocBytes returned
+// it, or its first bytes: Recycle gives the pool all of its capacity.
 func WrapRecyclable(dt DType, shape []int, data []byte) *Tensor {
-	t := &Tensor{DType: dt, Shape: shape, Data: data}
+	t := &Tensor{DType: dt, Shape: shape, Data: data, pooled: cap(data)}
 	t.recyclable.Store(true)
 	return t
 }
@@ -388,6 +381,6 @@ func (t *Tensor) Recycle() {
 		return
 	}
 	b := t.Data
-	t.Data = nil
+	t.Data, t.pooled = nil, 0
 	buffers.put(b)
 }

@@ -85,19 +85,27 @@ func TestAllocShortBorrowsAFullBuffer(t *testing.T) {
 		if PoolIdle() != 0 {
 			t.Fatalf("PoolIdle = %d with the full buffer lent, want 0", PoolIdle())
 		}
+		if got := short.HeldBytes(); got != 32*row {
+			t.Fatalf("the short batch holds %d bytes, want the whole buffer's %d", got, 32*row)
+		}
 		short.Recycle()
 		if got := PoolIdle(); got != 32*row {
 			t.Fatalf("PoolIdle = %d after the short batch's Recycle, want the full buffer's %d", got, 32*row)
 		}
-		if again := Alloc(Float32, 32, 224, 224, 3); addr(again.Data) != p || len(again.Data) != 32*row {
+		again := Alloc(Float32, 32, 224, 224, 3)
+		if addr(again.Data) != p || len(again.Data) != 32*row {
 			t.Fatal("the next full batch did not get the whole buffer back")
 		}
-		if f := AllocShort(Float32, 32, 32, 224, 224, 3); cap(f.Data) != 32*row || addr(f.Data) == p {
-			t.Fatalf("a full batch from AllocShort: cap %d, want a buffer of its own of %d", cap(f.Data), 32*row)
+		again.Recycle()
+		if f := AllocShort(Float32, 32, 32, 224, 224, 3); addr(f.Data) != p || len(f.Data) != 32*row || cap(f.Data) != 32*row {
+			t.Fatalf("a full batch from AllocShort: len %d cap %d, from the idle buffer %v; want Alloc's: that buffer, %d bytes", len(f.Data), cap(f.Data), addr(f.Data) == p, 32*row)
 		}
 		own.Recycle()
 		if got := PoolIdle(); got != 8*row {
 			t.Fatalf("PoolIdle = %d after the own short buffer's Recycle, want %d", got, 8*row)
+		}
+		if got := short.HeldBytes(); got != 0 {
+			t.Errorf("a recycled tensor holds %d bytes, want 0", got)
 		}
 	})
 }

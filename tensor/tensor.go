@@ -80,6 +80,21 @@ type Tensor struct {
 	// recyclable says Data came from the pool and t is its only reference
 	// (see Alloc, Share and Recycle in pool.go).
 	recyclable atomic.Bool
+	// pooled is the byte size of the pool buffer Data begins, for a tensor
+	// from Alloc, AllocShort or WrapRecyclable, whether or not it has been
+	// shared since; 0 for any other.
+	pooled int
+}
+
+// HeldBytes is the memory t's data keeps alive: the whole pool buffer for
+// a tensor that got one, which for a short batch (AllocShort) is more than
+// its data, even once shared; otherwise its data's length, as a view into
+// a larger value holds no more than that of its own.
+func (t *Tensor) HeldBytes() int {
+	if t.pooled > 0 {
+		return t.pooled
+	}
+	return len(t.Data)
 }
 
 // New allocates a zeroed tensor.
