@@ -134,10 +134,8 @@ func libjpegError(msg string) error {
 // run on each group of 16 rows as libjpeg delivers it.
 func libjpegDecodeHpass3(data []byte, info *jpegInfo, num, ow int, cf *coeffs, alloc func(int) []byte, lenient bool) ([]byte, int, error) {
 	sw, sh := scaled(info.width, num), scaled(info.height, num)
-	if ow <= 0 || len(cf.start) < ow || len(cf.count) < ow || len(cf.w13) < ow*cf.stride || cf.end > sw ||
-		len(cf.w16) > 0 && len(cf.w16) < ow*cf.groups16*16 {
-		panic("imageops: libjpegDecodeHpass3 weights do not fit the image")
-	}
+	w16, exp, release := hpass3Weights(cf, sw, ow)
+	defer release()
 	d, err := getDecompressor()
 	if err != nil {
 		return nil, 0, err
@@ -145,16 +143,6 @@ func libjpegDecodeHpass3(data []byte, info *jpegInfo, num, ow int, cf *coeffs, a
 	defer putDecompressor(d)
 	strip := defaultPool.Get(16 * sw * 3)
 	defer defaultPool.Put(strip)
-	var w16 *C.int16_t
-	if len(cf.w16) > 0 {
-		w16 = (*C.int16_t)(unsafe.Pointer(&cf.w16[0]))
-	}
-	var exp *C.uint64_t
-	if w16 == nil || !hpassAVX2 {
-		e, buf := defaultPool.getU64(sw)
-		defer defaultPool.Put(buf)
-		exp = (*C.uint64_t)(unsafe.Pointer(&e[0]))
-	}
 	dst := alloc(sh * ow * 3)
 	rc := C.pr_decode_hpass3(d, (*C.uchar)(unsafe.Pointer(&data[0])), C.ulong(len(data)), C.int(num),
 		C.int(sw), C.int(sh), (*C.uchar)(unsafe.Pointer(&strip[0])), (*C.uchar)(unsafe.Pointer(&dst[0])), C.int(ow),

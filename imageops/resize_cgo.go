@@ -59,25 +59,34 @@ func hpass3PackedFast(src []byte, h, iw int, dst []byte, ow int, cf *coeffs) {
 	if h == 0 || ow == 0 {
 		return
 	}
-	if len(src) < h*iw*3 || len(dst) < h*ow*3 || len(cf.start) < ow || len(cf.count) < ow || len(cf.w13) < ow*cf.stride || cf.end > iw {
+	if len(src) < h*iw*3 || len(dst) < h*ow*3 {
 		panic("imageops: hpass3PackedFast buffers too short")
 	}
-	var w16 *C.int16_t
-	if len(cf.w16) > 0 {
-		if len(cf.w16) < ow*cf.groups16*16 {
-			panic("imageops: hpass3PackedFast buffers too short")
-		}
-		w16 = (*C.int16_t)(unsafe.Pointer(&cf.w16[0]))
-	}
-	var exp *C.uint64_t
-	if w16 == nil || !hpassAVX2 {
-		e, buf := defaultPool.getU64(iw)
-		defer defaultPool.Put(buf)
-		exp = (*C.uint64_t)(unsafe.Pointer(&e[0]))
-	}
+	w16, exp, release := hpass3Weights(cf, iw, ow)
+	defer release()
 	C.pr_hpass3packed((*C.uint8_t)(unsafe.Pointer(&src[0])), C.int(h), C.int(iw), (*C.uint8_t)(unsafe.Pointer(&dst[0])), C.int(ow),
 		(*C.int32_t)(unsafe.Pointer(&cf.start[0])), (*C.int32_t)(unsafe.Pointer(&cf.count[0])),
 		(*C.uint64_t)(unsafe.Pointer(&cf.w13[0])), C.int(cf.stride), w16, C.int(cf.groups16), exp)
+}
+
+// hpass3Weights checks cf's weights against a pass of rows of iw pixels
+// to ow and returns the C pass's arguments for them: the AVX2 layout w16
+// where cf has one, and the expansion scratch where the AVX2 loop will
+// not run, which release gives back.
+func hpass3Weights(cf *coeffs, iw, ow int) (w16 *C.int16_t, exp *C.uint64_t, release func()) {
+	if ow <= 0 || len(cf.start) < ow || len(cf.count) < ow || len(cf.w13) < ow*cf.stride || cf.end > iw ||
+		len(cf.w16) > 0 && len(cf.w16) < ow*cf.groups16*16 {
+		panic("imageops: packed pass weights do not fit the rows")
+	}
+	if len(cf.w16) > 0 {
+		w16 = (*C.int16_t)(unsafe.Pointer(&cf.w16[0]))
+	}
+	release = func() {}
+	if w16 == nil || !hpassAVX2 {
+		e, buf := defaultPool.getU64(iw)
+		exp, release = (*C.uint64_t)(unsafe.Pointer(&e[0])), func() { defaultPool.Put(buf) }
+	}
+	return w16, exp, release
 }
 
 // hpassAVX2 is pr_hpass3_avx2, asked once: the C pass then needs no
