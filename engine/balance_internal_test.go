@@ -88,3 +88,37 @@ func testBalanced(t *testing.T, dir, src string) {
 		}
 	}
 }
+
+// TestBudgetBalancedWithShortBatches: an epoch's short last batch borrows
+// an idle full batch's buffer (tensor.AllocShort) and is charged for all of
+// it, also once a map below refers to it twice or a fan-out shares it:
+// every byte is released by the end. Found in review: a shared short
+// batch was charged only its data.
+func TestBudgetBalancedWithShortBatches(t *testing.T) {
+	dir := t.TempDir()
+	// 70 samples in batches of 16: four full ones (64,000 bytes, which
+	// the pool keeps) and one of 6 an epoch.
+	head := `version: 1
+name: x
+epochs: 3
+resources: {memory: 64MiB}
+stages:
+  - {name: src, type: range, count: 70}
+  - {name: m, type: map, parallelism: 2, set: {x: 'one_hot(int(index % 5), 1000)'}}
+  - {name: b, type: batch, size: 16}
+`
+	for _, tc := range []struct{ name, stages string }{
+		{"to a sink", `
+  - {name: out, type: discard}`},
+		{"a map below refers to it twice", `
+  - {name: twice, type: map, set: {y: 'x'}}
+  - {name: out, type: discard}`},
+		{"a fan-out", `
+  - {name: a, type: discard}
+  - {name: c, type: discard, input: b}`},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			testBalanced(t, dir, head+tc.stages+"\n")
+		})
+	}
+}
