@@ -345,6 +345,7 @@ func Start(ctx context.Context, p *plan.Plan, opts Options) (*Run, error) {
 			Log:        opts.Log.With(zap.String("stage", pn.Stage.Name)),
 			Release:    func(s *sample.Sample) { release(r.budget, s) },
 			Hand:       func(to, from *sample.Sample) { hand(r.budget, to, from) },
+			Shrink:     func(s *sample.Sample, k int64) { shrink(r.budget, s, k) },
 			TryReserve: func(k int64) bool { return r.budget.TryAcquireAt(k, n.holder.Rank) },
 		}
 		if c, ok := skips[pn.Stage]; ok {

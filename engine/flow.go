@@ -171,6 +171,18 @@ func hand(b *budget.Budget, to, from *sample.Sample) {
 	}
 }
 
+// shrink gives back n of the bytes s holds, no more than it holds. A
+// sample in a fan-out's Shared keeps what it holds: its values are the
+// Shared's, which the other copies still hold.
+func shrink(b *budget.Budget, s *sample.Sample, n int64) {
+	if s.Shared != nil || n <= 0 {
+		return
+	}
+	n = min(n, s.Held)
+	s.Held -= n
+	b.Release(n)
+}
+
 // emit queues s for the consumers. It owns s from the call on: what s
 // held is released if it cannot be queued.
 func (o *outlet) emit(s *sample.Sample) error {

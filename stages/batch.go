@@ -1,8 +1,10 @@
 package stages
 
 import (
+	"cmp"
 	"context"
 	"fmt"
+	"slices"
 	"strings"
 
 	"github.com/piperun/piperun/sample"
@@ -154,16 +156,97 @@ type batchStage struct {
 	// key holding integers in one batch, other numbers in the next).
 	dtypes map[string]tensor.DType
 	warned map[string]bool
+	// rows holds, by deferred field, the batch being converted as its
+	// samples arrive (convertAhead).
+	rows map[string]*rowsSoFar
+	// flushed is set once the stage has made a batch.
+	flushed bool
+}
+
+// rowsSoFar is a float32 batch filled as its samples arrive: its first
+// done rows hold a field of the first done buffered samples, converted,
+// each of shape shape. hold holds its buffer's bytes of the budget.
+type rowsSoFar struct {
+	t     *tensor.Tensor
+	shape []int
+	done  int
+	hold  *sample.Sample
 }
 
 func (b *batchStage) Retains() {}
 
 func (b *batchStage) Process(_ context.Context, in *sample.Sample, emit Emit) error {
 	b.buf = append(b.buf, in)
+	for k, lut := range b.deferred {
+		b.convertAhead(k, lut)
+	}
 	if len(b.buf) < b.cfg.Size {
 		return nil
 	}
 	return b.flush(emit)
+}
+
+// convertAhead converts field k of the buffered samples into the batch as
+// they arrive and recycles each image at once: the stage then holds a
+// batch of floats and not, until the last sample arrives, a batch of
+// images as well (W1's peak RSS 2-3 MiB lower, at batch 256 11 MB;
+// bench/RESULTS.md, run AP). It takes only an idle full batch's buffer,
+// except for the stage's first batch: while the previous batch is still
+// downstream, the samples wait for flush, as before, since a buffer of
+// their own would be fresh memory, which costs more than the images. The
+// buffer's bytes are reserved as it is taken, and each image's given back
+// as it is recycled. A sample it cannot convert (another shape, not a
+// tensor) stops it: flush names the error.
+func (b *batchStage) convertAhead(k string, lut *tensor.FloatLUT) {
+	r := b.rows[k]
+	if r == nil {
+		t0, ok := b.buf[0].Fields[k].(*tensor.Tensor)
+		if !ok || lut.Check(t0) != nil {
+			return
+		}
+		shape := append([]int{b.cfg.Size}, t0.Shape...)
+		t := tensor.AllocIdle(tensor.Float32, shape...)
+		if t == nil && !b.flushed {
+			t = tensor.Alloc(tensor.Float32, shape...)
+		}
+		if t == nil {
+			return
+		}
+		hold := &sample.Sample{Held: int64(t.HeldBytes())}
+		if !b.env.TryReserve(hold.Held) {
+			t.Recycle()
+			return
+		}
+		r = &rowsSoFar{t: t, shape: t0.Shape, hold: hold}
+		if b.rows == nil {
+			b.rows = map[string]*rowsSoFar{}
+		}
+		b.rows[k] = r
+	}
+	dst := r.t.Float32()
+	n := len(dst) / b.cfg.Size
+	for ; r.done < len(b.buf); r.done++ {
+		s := b.buf[r.done]
+		t, ok := s.Fields[k].(*tensor.Tensor)
+		if !ok || lut.Check(t) != nil || !slices.Equal(t.Shape, r.shape) {
+			return
+		}
+		lut.Into(dst[r.done*n:(r.done+1)*n:(r.done+1)*n], t)
+		if t.Recyclable() {
+			held := int64(t.HeldBytes())
+			t.Recycle()
+			b.env.Shrink(s, held)
+		}
+	}
+}
+
+// dropRows gives back the batches convertAhead was filling.
+func (b *batchStage) dropRows() {
+	for k, r := range b.rows {
+		r.t.Recycle()
+		b.env.Release(r.hold)
+		delete(b.rows, k)
+	}
 }
 
 func (b *batchStage) EndEpoch(_ context.Context, _ int, emit Emit) error {
@@ -172,6 +255,7 @@ func (b *batchStage) EndEpoch(_ context.Context, _ int, emit Emit) error {
 			b.env.Release(s)
 		}
 		b.buf = b.buf[:0]
+		b.dropRows()
 	}
 	var err error
 	if len(b.buf) > 0 {
@@ -182,6 +266,7 @@ func (b *batchStage) EndEpoch(_ context.Context, _ int, emit Emit) error {
 }
 
 func (b *batchStage) flush(emit Emit) error {
+	b.flushed = true
 	first := b.buf[0]
 	out := &sample.Sample{ID: b.index, Epoch: first.Epoch, BatchSize: len(b.buf), Fields: make(map[string]any, len(first.Fields))}
 	if len(b.buf) == 1 {
@@ -199,15 +284,25 @@ func (b *batchStage) flush(emit Emit) error {
 					b.env.Release(s)
 				}
 				b.buf = b.buf[:0]
+				b.dropRows()
 				return fmt.Errorf("%s: field %q is missing from %s", out.Origin, k, first.Describe())
 			}
 		}
 	}
+	var holds []*sample.Sample // of the batches convertAhead began
 	for k := range first.Fields {
 		var v any
 		var err error
 		if lut := b.deferred[k]; lut != nil {
-			v, err = stackConverted(b.buf, k, lut, b.cfg.Size)
+			r := b.rows[k]
+			delete(b.rows, k)
+			v, err = stackConverted(b.buf, k, lut, b.cfg.Size, r)
+			if r != nil {
+				holds = append(holds, r.hold)
+				if err != nil {
+					r.t.Recycle()
+				}
+			}
 		} else {
 			v, err = stack(b.buf, k, b.pad, b.cfg.Size)
 			if t, ok := v.(*tensor.Tensor); ok && b.cfg.float32s[k] && t.DType == tensor.Float64 {
@@ -219,6 +314,15 @@ func (b *batchStage) flush(emit Emit) error {
 				b.env.Release(s)
 			}
 			b.buf = b.buf[:0]
+			b.dropRows()
+			for _, h := range holds {
+				b.env.Release(h)
+			}
+			for _, v := range out.Fields {
+				if t, ok := v.(*tensor.Tensor); ok {
+					t.Recycle()
+				}
+			}
 			return fmt.Errorf("%s: %w", out.Origin, err)
 		}
 		out.Fields[k] = v
@@ -233,6 +337,9 @@ func (b *batchStage) flush(emit Emit) error {
 	// such runs stuck, cache → shuffle → batch at a tight budget). Their
 	// tensors were copied into the batch, and this stage is their last
 	// holder, so the buffers go back to the pool for the next samples.
+	for _, h := range holds {
+		b.env.Hand(out, h)
+	}
 	for i, s := range b.buf {
 		b.env.Hand(out, s)
 		s.Recycle()
@@ -485,9 +592,15 @@ func stackTensors(k string, ts []*tensor.Tensor, padded bool, padValue float64, 
 
 // stackConverted stacks field k, a tensor of the same shape in every
 // sample, into a float32 batch, converting each row through lut as it is
-// copied: the to_float a map upstream left to this stage. A batch shorter
+// copied: the to_float a map upstream left to this stage. r, if not nil,
+// is the batch convertAhead began, its first r.done rows converted (their
+// images recycled: only their shapes remain); otherwise a batch shorter
 // than rows may take an idle full batch's buffer (tensor.AllocShort).
-func stackConverted(ss []*sample.Sample, k string, lut *tensor.FloatLUT, rows int) (*tensor.Tensor, error) {
+func stackConverted(ss []*sample.Sample, k string, lut *tensor.FloatLUT, rows int, r *rowsSoFar) (*tensor.Tensor, error) {
+	from := 0
+	if r != nil {
+		from = r.done
+	}
 	var t0 *tensor.Tensor
 	for i, s := range ss {
 		v, ok := s.Fields[k]
@@ -498,12 +611,16 @@ func stackConverted(ss []*sample.Sample, k string, lut *tensor.FloatLUT, rows in
 		if !ok {
 			return nil, fmt.Errorf("field %q of %s is %T, want a tensor", k, s.Describe(), v)
 		}
+		if i < from {
+			t0 = cmp.Or(t0, t) // checked as it was converted
+			continue
+		}
 		if err := lut.Check(t); err != nil {
 			return nil, fmt.Errorf("field %q of %s: %w", k, s.Describe(), err)
 		}
 		if i == 0 {
 			t0 = t
-		} else if !tensor.Equal(&tensor.Tensor{DType: t.DType, Shape: t.Shape}, &tensor.Tensor{DType: t.DType, Shape: t0.Shape}) {
+		} else if !slices.Equal(t.Shape, t0.Shape) {
 			if channelsDiffer(t0.Shape, t.Shape) {
 				return nil, fmt.Errorf("field %q: channel counts differ within a batch (%s is %s, %s is %s); %s",
 					k, ss[0].Describe(), t0, s.Describe(), t, fixChannels)
@@ -512,11 +629,18 @@ func stackConverted(ss []*sample.Sample, k string, lut *tensor.FloatLUT, rows in
 				k, ss[0].Describe(), t0, s.Describe(), t)
 		}
 	}
-	out := tensor.AllocShort(tensor.Float32, rows, append([]int{len(ss)}, t0.Shape...)...) // every row is written
+	var out *tensor.Tensor
+	if r != nil {
+		out = r.t
+		out.Shape[0] = len(ss)
+		out.Data = out.Data[:len(out.Data)/rows*len(ss)]
+	} else {
+		out = tensor.AllocShort(tensor.Float32, rows, append([]int{len(ss)}, t0.Shape...)...) // every row is written
+	}
 	dst := out.Float32()
 	row := t0.Len()
-	for i, s := range ss {
-		lut.Into(dst[i*row:(i+1)*row:(i+1)*row], s.Fields[k].(*tensor.Tensor))
+	for i := from; i < len(ss); i++ {
+		lut.Into(dst[i*row:(i+1)*row:(i+1)*row], ss[i].Fields[k].(*tensor.Tensor))
 	}
 	return out, nil
 }

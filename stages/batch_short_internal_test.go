@@ -36,7 +36,7 @@ func TestShortBatchBorrowsAFullBuffer(t *testing.T) {
 		want  func(i, j int) float64 // element j of row i
 	}{
 		{"to_float at the batch", tensor.Float32, func(ss []*sample.Sample) (*tensor.Tensor, error) {
-			return stackConverted(ss, "image", lut, rows)
+			return stackConverted(ss, "image", lut, rows, nil)
 		}, func(i, j int) float64 { return float64(float32(byte(i*7+j)) / 255) }},
 		{"uint8", tensor.Uint8, func(ss []*sample.Sample) (*tensor.Tensor, error) {
 			v, err := stack(ss, "image", nil, rows)
@@ -89,7 +89,7 @@ func TestShortBatchBorrowsAFullBuffer(t *testing.T) {
 // into the buffer of a full one that the stage below gave back.
 func TestBatchStageShortBatchBorrows(t *testing.T) {
 	const h, w, c, size = 64, 64, 3, 4
-	env := &Env{Release: func(*sample.Sample) {}, Hand: func(to, from *sample.Sample) {}}
+	env := &Env{Release: func(*sample.Sample) {}, Hand: func(to, from *sample.Sample) {}, Shrink: func(*sample.Sample, int64) {}, TryReserve: func(int64) bool { return true }}
 	b := &batchStage{env: env, cfg: &BatchConfig{Size: size}, pad: map[string]float64{}, deferred: map[string]*tensor.FloatLUT{}}
 	var caps, rows []int
 	emit := func(s *sample.Sample) error {

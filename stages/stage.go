@@ -176,6 +176,10 @@ type Env struct {
 	// whose output replaces its inputs (batch): released instead, the
 	// inputs' memory could go upstream before the output reserves its own.
 	Hand func(to, from *sample.Sample)
+	// Shrink gives back n of the bytes a retained sample holds of the
+	// memory budget, for a stage that freed part of it (batch recycles
+	// each image it has converted into its batch).
+	Shrink func(s *sample.Sample, n int64)
 	// TryReserve takes n bytes from the memory budget if they are free, for
 	// stages that keep copies of samples (the in-memory cache).
 	TryReserve func(n int64) bool

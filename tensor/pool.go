@@ -351,6 +351,19 @@ func AllocShort(dt DType, rows int, shape ...int) *Tensor {
 	return Alloc(dt, shape...)
 }
 
+// AllocIdle is Alloc from an idle buffer of the pool, or nil if it has
+// none of that size: it never takes fresh memory.
+func AllocIdle(dt DType, shape ...int) *Tensor {
+	n := NumElements(shape) * dt.Size()
+	b := buffers.idleBuffer(n)
+	if b == nil {
+		return nil
+	}
+	t := &Tensor{DType: dt, Shape: append([]int(nil), shape...), Data: b, pooled: n}
+	t.recyclable.Store(true)
+	return t
+}
+
 // AllocBytes returns a buffer of n bytes for a tensor that WrapRecyclable
 // will own; its contents are unspecified.
 func AllocBytes(n int) []byte { return buffers.get(n) }
