@@ -9,7 +9,6 @@ import (
 	"sort"
 	"strings"
 	"sync"
-	"syscall"
 	"time"
 
 	"github.com/spf13/cobra"
@@ -257,14 +256,6 @@ var (
 // (the epoch, a batch's number), so equal keys mean the same samples.
 func orderKey(origin string) string {
 	return epochNote.ReplaceAllString(batchPrefix.ReplaceAllString(origin, ""), "")
-}
-
-func cpuTime() time.Duration {
-	var ru syscall.Rusage
-	if syscall.Getrusage(syscall.RUSAGE_SELF, &ru) != nil {
-		return 0
-	}
-	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
 }
 
 func runBench(parent context.Context, g *globals, sp *spec.Spec, file string, step time.Duration, limit int, sinkName string) (*BenchReport, error) {
