@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 
 	"github.com/piperun/piperun/plan"
@@ -52,6 +53,23 @@ func TestBudgetBalancedAtEnd(t *testing.T) {
   - {name: t, type: take, count: 3}
   - {name: a, type: discard}
   - {name: b, type: discard, input: m}`},
+		// The batch converts its uint8 rows to float as they arrive
+		// (convertAhead), into a buffer it reserves; 40,000-byte rows are
+		// over the pool's smallest class, so the rows are recycled one by
+		// one. Found in review: a take below stopping mid-batch left the
+		// float batch and the samples it held reserved.
+		{"take below a batch converting ahead", `
+  - {name: src, type: range, count: 200000}
+  - {name: m, type: map, parallelism: 2, set: {x: 'cast(one_hot(int(index % 5), 40000), "uint8") | to_float()'}}
+  - {name: b, type: batch, size: 4}
+  - {name: t, type: take, count: 3}
+  - {name: out, type: discard}`},
+		{"take below a shuffle", `
+  - {name: src, type: range, count: 200000}
+  - {name: m, type: map, parallelism: 2, set: {x: 'one_hot(int(index % 5), 5000)'}}
+  - {name: s, type: shuffle, buffer: 50}
+  - {name: t, type: take, count: 3}
+  - {name: out, type: discard}`},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			testBalanced(t, dir, head+tc.stages+"\n")
@@ -119,6 +137,11 @@ stages:
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			testBalanced(t, dir, head+tc.stages+"\n")
+			// Rows of 40,000 bytes of uint8 that the batch converts to
+			// float as they arrive, into an idle batch's buffer
+			// (tensor.AllocIdle) from the second batch on.
+			deferred := strings.Replace(head, `'one_hot(int(index % 5), 1000)'`, `'cast(one_hot(int(index % 5), 40000), "uint8") | to_float()'`, 1)
+			testBalanced(t, dir, deferred+tc.stages+"\n")
 		})
 	}
 }

@@ -846,6 +846,9 @@ func (r *Run) runProcess(ctx context.Context, g *errgroup.Group, n *node, p stag
 		defer stop()
 	}
 	defer r.end(n, o, &err, in)
+	if d, ok := p.(stages.Dropper); ok {
+		defer d.Drop() // before finish drains the input: a producer may wait on this memory
+	}
 	_, retains := p.(stages.Retainer)
 	em := &emitter{o: o, profile: r.opts.Profile}
 	open, last := false, 0 // samples came since the last end of epoch; the last one's epoch

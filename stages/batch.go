@@ -232,12 +232,25 @@ func (b *batchStage) convertAhead(k string, lut *tensor.FloatLUT) {
 			return
 		}
 		lut.Into(dst[r.done*n:(r.done+1)*n:(r.done+1)*n], t)
-		if t.Recyclable() {
+		// A fan-out's copies share their tensors (and Shrink leaves a
+		// shared reservation alone): only a sample of its own gives its
+		// image back here.
+		if s.Shared == nil && t.Recyclable() {
 			held := int64(t.HeldBytes())
 			t.Recycle()
 			b.env.Shrink(s, held)
 		}
 	}
+}
+
+// Drop implements Dropper.
+func (b *batchStage) Drop() {
+	for _, s := range b.buf {
+		b.env.Release(s)
+	}
+	clear(b.buf)
+	b.buf = b.buf[:0]
+	b.dropRows()
 }
 
 // dropRows gives back the batches convertAhead was filling.
@@ -251,11 +264,7 @@ func (b *batchStage) dropRows() {
 
 func (b *batchStage) EndEpoch(_ context.Context, _ int, emit Emit) error {
 	if len(b.buf) > 0 && b.cfg.DropRemainder {
-		for _, s := range b.buf {
-			b.env.Release(s)
-		}
-		b.buf = b.buf[:0]
-		b.dropRows()
+		b.Drop()
 	}
 	var err error
 	if len(b.buf) > 0 {
@@ -280,11 +289,7 @@ func (b *batchStage) flush(emit Emit) error {
 	for _, s := range b.buf[1:] {
 		for k := range s.Fields {
 			if _, ok := first.Fields[k]; !ok {
-				for _, s := range b.buf {
-					b.env.Release(s)
-				}
-				b.buf = b.buf[:0]
-				b.dropRows()
+				b.Drop()
 				return fmt.Errorf("%s: field %q is missing from %s", out.Origin, k, first.Describe())
 			}
 		}
@@ -310,11 +315,7 @@ func (b *batchStage) flush(emit Emit) error {
 			}
 		}
 		if err != nil {
-			for _, s := range b.buf {
-				b.env.Release(s)
-			}
-			b.buf = b.buf[:0]
-			b.dropRows()
+			b.Drop()
 			for _, h := range holds {
 				b.env.Release(h)
 			}

@@ -128,6 +128,17 @@ func (s *shuffleStage) takeRandom() *sample.Sample {
 	return out
 }
 
+// Drop implements Dropper.
+func (s *shuffleStage) Drop() {
+	for _, in := range s.buf {
+		s.env.Release(in)
+	}
+	clear(s.buf)
+	s.buf = s.buf[:0]
+	s.bytes = 0
+	s.holding.Store(0)
+}
+
 func (s *shuffleStage) EndEpoch(_ context.Context, epoch int, emit Emit) error {
 	for len(s.buf) > 0 {
 		if err := emit(s.takeRandom()); err != nil {

@@ -209,6 +209,15 @@ type Retainer interface {
 	Retains()
 }
 
+// Dropper is implemented by retainers (shuffle, batch): Drop gives back
+// whatever samples and buffers the stage still holds. The engine calls it
+// as the stage's goroutine ends, so what the stage held when the stages
+// below stopped early (a take that has its count) or the run failed is
+// not left reserved. After a clean end of input it finds nothing to drop.
+type Dropper interface {
+	Drop()
+}
+
 // Resolve makes a spec-relative path absolute.
 func (e *Env) Resolve(p string) string { return e.Spec.Resolve(p) }
 
