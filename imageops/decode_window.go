@@ -11,9 +11,10 @@ import (
 
 // windowJPEG decodes only window r of the stored image scaled by num/8,
 // through libjpeg's partial-decode API (jpeg_crop_scanline and
-// jpeg_skip_scanlines). Rows below the window are never entropy-decoded, so
-// damage there goes unnoticed; damage inside or above is reported as by
-// libjpegDecode.
+// jpeg_skip_scanlines). Unless lenient, the rows below the window are
+// entropy-decoded as well (without their IDCT), so damage anywhere in the
+// file is reported as by libjpegDecode, whatever window a seed draws;
+// lenient, they are never read.
 var windowJPEG windowDecoder = func(data []byte, info *jpegInfo, ch, num int, r Rect, alloc func(int) []byte, lenient bool) ([]byte, error) {
 	d, err := getDecompressor()
 	if err != nil {

@@ -3,6 +3,7 @@ package imageops
 import (
 	"bytes"
 	"math/rand/v2"
+	"path/filepath"
 	"testing"
 )
 
@@ -69,4 +70,60 @@ func TestWindowDecodeIntoGuardedOutput(t *testing.T) {
 		}
 	}
 	t.Logf("%d windows of %d photos", windows, (len(photos)+4)/5)
+}
+
+// TestWindowDecodeRefusesDamageAnywhere decodes every file of the JPEG edge
+// corpus whole and through crop windows (the top-left corner, one row at
+// the top, and random ones, at full size and with a scale hint): a file
+// the whole decode refuses is refused through every window, and one it
+// accepts is accepted through every window. The window decoder skips the
+// rows below the window; before it entropy-decoded them, a
+// random_resized_crop kept a damaged file (corrupted-crlf/ducky_out5.jpg,
+// damaged low in the frame) that resize skipped, depending on the crop a
+// seed drew (found by a tester).
+func TestWindowDecodeRefusesDamageAnywhere(t *testing.T) {
+	dir := sharedData(t, "jpeg-edge")
+	rng := rand.New(rand.NewPCG(5, 6))
+	refused := 0
+	for _, row := range readManifest(t, dir) {
+		name := row["file"]
+		if row["format"] != "jpeg" {
+			continue
+		}
+		data := readFile(t, filepath.Join(dir, name))
+		_, wholeErr := Decode(data, 3, DecodeOptions{})
+		cfg, err := DecodeConfig(data)
+		if err != nil {
+			if wholeErr == nil {
+				t.Errorf("%s: header refused (%v) but the whole decode succeeded", name, err)
+			}
+			continue
+		}
+		h, w := cfg.Height, cfg.Width
+		wins := []Rect{{0, 0, min(h, 8), min(w, 8)}, {0, 0, 1, w}}
+		for range 6 {
+			r := Rect{H: 1 + rng.IntN(h), W: 1 + rng.IntN(w)}
+			r.Y, r.X = rng.IntN(h-r.H+1), rng.IntN(w-r.W+1)
+			wins = append(wins, r)
+		}
+		for _, r := range wins {
+			for _, hint := range []Size{{}, {H: 16, W: 16}} {
+				_, err := Decode(data, 3, DecodeOptions{Crop: &r, ScaleHint: hint})
+				switch {
+				case wholeErr != nil && err == nil:
+					t.Errorf("%s: whole decode refused (%v), window %+v (hint %v) accepted", name, wholeErr, r, hint)
+				case wholeErr == nil && err != nil:
+					t.Errorf("%s: whole decode accepted, window %+v (hint %v) refused: %v", name, r, hint, err)
+				}
+			}
+		}
+		if wholeErr != nil {
+			refused++
+		}
+	}
+	// corrupted-crlf's two files have sound headers and damaged data.
+	if refused < 2 {
+		t.Fatalf("only %d files with a sound header refused in the edge corpus; the test needs the corrupted ones", refused)
+	}
+	t.Logf("%d refused files, each refused through every window", refused)
 }

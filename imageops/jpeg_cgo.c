@@ -223,8 +223,8 @@ int pr_decode_hpass3(pr_dec *d, const unsigned char *buf, unsigned long size, in
 // pr_decode_window decodes rows y..y+h-1, columns x..x+w-1 of the image
 // scaled by num/8 into out (w*comps bytes per row). jpeg_crop_scanline
 // skips the IDCT and colour conversion of iMCU columns left and right of
-// the window, jpeg_skip_scanlines those of the rows above it, and rows below
-// are never read. width and height are the scaled image's size; rowbuf
+// the window, jpeg_skip_scanlines those of the rows above it and, when
+// strict, below it; lenient, rows below are never read. width and height are the scaled image's size; rowbuf
 // must hold one of its rows. Returns 0, or -1 with pr_dec_msg set.
 int pr_decode_window(pr_dec *d, const unsigned char *buf, unsigned long size, int num,
 		int color, int comps, int width, int height, int y, int x, int h, int w,
@@ -264,6 +264,23 @@ int pr_decode_window(pr_dec *d, const unsigned char *buf, unsigned long size, in
 			pr_fail(d, "image data ends before the crop window");
 		if (rp != dst || sb != 0)
 			memmove(dst, rp + sb, wb);
+	}
+	if (strict) {
+		// Entropy-decode the rows below the window too and read to the
+		// end-of-image marker, so damage there is refused as a full decode
+		// refuses it: whether a file counts as damaged must not depend on
+		// the crop a seed draws (found by a tester: a random_resized_crop
+		// kept a file that resize skipped). jpeg_skip_scanlines decodes
+		// the Huffman data of the rows it skips but none of their IDCT or
+		// colour conversion, except that a skip to the very end decodes
+		// nothing, so it stops one row short and reads that row.
+		// Progressive files were read whole by jpeg_start_decompress.
+		JDIMENSION left = c->output_height - c->output_scanline;
+		if (left > 1 && jpeg_skip_scanlines(c, left - 1) != left - 1)
+			pr_fail(d, "cannot skip past the crop window");
+		if (left > 0 && jpeg_read_scanlines(c, &rowbuf, 1) != 1)
+			pr_fail(d, "image data ends before its last row");
+		jpeg_finish_decompress(c);
 	}
 	pr_end(d);
 	return 0;
