@@ -373,7 +373,7 @@ func (rep *inspectReport) text(w io.Writer) {
 	fmt.Fprintf(w, "file: %s\ncompression: %s\n", rep.File, rep.Compression)
 	switch {
 	case rep.DamagedCount > 0:
-		fmt.Fprintf(w, "records: %d readable, %d damaged (each one skip under on_error: skip)", rep.Records, rep.DamagedCount)
+		fmt.Fprintf(w, "records: %d readable, %d damaged (under on_error: skip, each is skipped and counted)", rep.Records, rep.DamagedCount)
 		switch {
 		case rep.lastToEnd:
 			fmt.Fprint(w, ", the last to the end of the file")

@@ -269,7 +269,7 @@ func TestInspectCorrupt(t *testing.T) {
 	// the error (found by a new-user test: a file damaged at record 16
 	// showed nothing, and --format json printed nothing to parse).
 	r = run(t, "inspect", "--records", "3", bad)
-	if r.code != 1 || !strings.Contains(r.stdout, "records: 2 readable, 1 damaged (each one skip under on_error: skip); the errors follow\n") ||
+	if r.code != 1 || !strings.Contains(r.stdout, "records: 2 readable, 1 damaged (under on_error: skip, each is skipped and counted); the errors follow\n") ||
 		!strings.Contains(r.stdout, "record 1: not a tf.train.Example") || strings.Contains(r.stdout, "record 2") {
 		t.Errorf("got %s\nwant exit 1, records 0 and 1 shown, and the count before the damage", r)
 	}
@@ -325,7 +325,7 @@ func TestInspectCorrupt(t *testing.T) {
 		t.Errorf("json: got %+v\nwant records 0, 2 and 4 read, 1 and 3 damaged", rep)
 	}
 	r = run(t, "inspect", "--records", "0", bad)
-	if r.code != 1 || !strings.Contains(r.stdout, "records: 3 readable, 2 damaged (each one skip under on_error: skip); the errors follow\n") ||
+	if r.code != 1 || !strings.Contains(r.stdout, "records: 3 readable, 2 damaged (under on_error: skip, each is skipped and counted); the errors follow\n") ||
 		strings.Count(r.stderr, bad+": record ") != 2 {
 		t.Errorf("got %s\nwant 3 readable, 2 damaged, both errors on stderr", r)
 	}
@@ -335,7 +335,7 @@ func TestInspectCorrupt(t *testing.T) {
 		t.Fatal(err)
 	}
 	r = run(t, "inspect", "--records", "0", bad)
-	if r.code != 1 || !strings.Contains(r.stdout, "records: 2 readable, 2 damaged (each one skip under on_error: skip), the last to the end of the file; the errors follow\n") ||
+	if r.code != 1 || !strings.Contains(r.stdout, "records: 2 readable, 2 damaged (under on_error: skip, each is skipped and counted), the last to the end of the file; the errors follow\n") ||
 		!strings.Contains(r.stderr, "record 3 at byte offset 54: length crc mismatch") || !strings.Contains(r.stderr, "no valid record follows") {
 		t.Errorf("got %s\nwant 2 readable, 2 damaged, the last to the end", r)
 	}
@@ -345,7 +345,7 @@ func TestInspectCorrupt(t *testing.T) {
 		t.Fatal(err)
 	}
 	r = run(t, "inspect", "--records", "0", bad)
-	if r.code != 1 || !strings.Contains(r.stdout, "records: 3 readable, 1 damaged (each one skip under on_error: skip), then the file is damaged to its end; the errors follow\n") ||
+	if r.code != 1 || !strings.Contains(r.stdout, "records: 3 readable, 1 damaged (under on_error: skip, each is skipped and counted), then the file is damaged to its end; the errors follow\n") ||
 		!strings.Contains(r.stderr, "record 4 at byte offset 72: truncated") {
 		t.Errorf("got %s\nwant 3 readable, 1 damaged, then the cut", r)
 	}
@@ -410,7 +410,7 @@ func TestInspectEndError(t *testing.T) {
 		t.Errorf("got %+v\nwant 5 records, the skip of record 2 damaged and the error, the cut of record 6 the end error", rep)
 	}
 	r = run(t, "inspect", "--records", "0", bad)
-	if want := "records: 5 readable, 1 damaged (each one skip under on_error: skip), then the file is damaged to its end; the errors follow\n"; r.code != 1 ||
+	if want := "records: 5 readable, 1 damaged (under on_error: skip, each is skipped and counted), then the file is damaged to its end; the errors follow\n"; r.code != 1 ||
 		!strings.Contains(r.stdout, want) || !strings.Contains(r.stderr, skip) || !strings.Contains(r.stderr, cut) {
 		t.Errorf("got %s\nwant %q and both errors on stderr", r, want)
 	}
@@ -462,9 +462,9 @@ func TestInspectManyDamaged(t *testing.T) {
 		endWith string // the end error's end, when one
 	}{
 		{"every record", every, n, 20,
-			"records: 0 readable, 20000 damaged (each one skip under on_error: skip); the first 20 errors follow\n", ""},
+			"records: 0 readable, 20000 damaged (under on_error: skip, each is skipped and counted); the first 20 errors follow\n", ""},
 		{"every record, then a cut", func(b []byte) []byte { return every(b)[:len(b)-1] }, n - 1, 21,
-			"records: 0 readable, 19999 damaged (each one skip under on_error: skip), then the file is damaged to its end; the first 20 errors follow, then the last\n",
+			"records: 0 readable, 19999 damaged (under on_error: skip, each is skipped and counted), then the file is damaged to its end; the first 20 errors follow, then the last\n",
 			"record 19999 at byte offset 359982: truncated: record of length 2 needs 6 bytes (payload and data crc) after the header, got 5"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {

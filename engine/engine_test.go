@@ -314,12 +314,13 @@ stages:
     set: {v: 'one_hot(index % 100, 50)'}
   - {name: out, type: discard}
 `
-	var want []string
-	for i := 50; i < 60; i++ {
-		want = append(want, fmt.Sprintf("sample %d (epoch 0): set v: one_hot: index %d out of range [0, 50) (1:1)", i, i))
-	}
 	for range 5 {
-		rep, err := runSpec(t, t.TempDir(), src)
+		dir := t.TempDir()
+		var want []string
+		for i := 50; i < 60; i++ {
+			want = append(want, fmt.Sprintf("sample %d (epoch 0): set v (%s:11:14): one_hot: index %d out of range [0, 50) (1:1)", i, filepath.Join(dir, "spec.yaml"), i))
+		}
+		rep, err := runSpec(t, dir, src)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -888,7 +889,7 @@ stages:
 	warn, debug := 0, 0
 	for _, e := range skips {
 		var id int
-		if _, err := fmt.Sscanf(e.Message, "skipped: sample %d (epoch 0): set v: one_hot: index", &id); err != nil {
+		if _, err := fmt.Sscanf(e.Message, "skipped: sample %d (epoch 0): set v (spec.yaml:10:14): one_hot: index", &id); err != nil {
 			t.Fatalf("line %q does not name the sample and reason: %v", e.Message, err)
 		}
 		if !strings.Contains(e.Message, fmt.Sprintf("index %d out of range [0, 40)", id)) {
@@ -900,7 +901,7 @@ stages:
 		}
 		// A JSON log carries the sample and reason as fields too.
 		cm := e.ContextMap()
-		if cm["sample"] != fmt.Sprintf("sample %d (epoch 0)", id) || cm["id"] != int64(id) || cm["epoch"] != int64(0) || !strings.HasPrefix(fmt.Sprint(cm["reason"]), fmt.Sprintf("set v: one_hot: index %d out of range [0, 40) (1:1)", id)) {
+		if cm["sample"] != fmt.Sprintf("sample %d (epoch 0)", id) || cm["id"] != int64(id) || cm["epoch"] != int64(0) || !strings.HasPrefix(fmt.Sprint(cm["reason"]), fmt.Sprintf("set v (spec.yaml:10:14): one_hot: index %d out of range [0, 40) (1:1)", id)) {
 			t.Errorf("line %q has fields %v", e.Message, cm)
 		}
 		switch e.Level {

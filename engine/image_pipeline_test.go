@@ -56,8 +56,9 @@ stages:
 		t.Fatalf("skipped %d: %q\nwant %v", rep.Skipped["decode"], rep.SkipCauses["decode"], wantBad)
 	}
 	for _, c := range rep.SkipCauses["decode"] {
-		// The function the spec called, then why, in no package's name.
-		if !strings.Contains(c, ": set img: decode_image: ") || strings.Contains(c, "imageops") {
+		// Where the spec sets the field, the function it called, then
+		// why, in no package's name.
+		if !strings.Contains(c, ": set img ("+filepath.Join(dir, "spec.yaml")+":10:12): decode_image: ") || strings.Contains(c, "imageops") {
 			t.Errorf("cause without a reason: %s", c)
 		}
 	}

@@ -209,7 +209,7 @@ func (m *mapStage) Process(_ context.Context, s *sample.Sample, emit Emit) error
 	if m.skip != nil && m.skip(s) {
 		return emit(s)
 	}
-	if err := applyExprs(m.cfg.programs, m.keys, s, m.seed, m.stage, &m.vms); err != nil {
+	if err := m.apply(s); err != nil {
 		return err
 	}
 	if m.keep != nil {
@@ -225,27 +225,37 @@ func (m *mapStage) Process(_ context.Context, s *sample.Sample, emit Emit) error
 	return emit(s)
 }
 
-// applyExprs evaluates programs in order, storing each result in s under
-// the matching key.
-func applyExprs(progs []*expression.Program, keys []string, s *sample.Sample, seed, stage uint64, vms *sync.Pool) error {
-	vm := vms.Get().(*expression.VM)
-	defer vms.Put(vm)
-	rc := &expression.RunCtx{Seed: seed, Epoch: s.Epoch, ID: s.ID, Stage: stage}
+// apply evaluates the set expressions in order, storing each result in s
+// under its key.
+func (m *mapStage) apply(s *sample.Sample) error {
+	vm := m.vms.Get().(*expression.VM)
+	defer m.vms.Put(vm)
+	rc := &expression.RunCtx{Seed: m.seed, Epoch: s.Epoch, ID: s.ID, Stage: m.stage}
 	s.Fields[expression.CtxVar] = rc
 	defer delete(s.Fields, expression.CtxVar)
-	for i, p := range progs {
+	for i, p := range m.cfg.programs {
+		k := m.keys[i]
 		v, err := p.Run(vm, s.Fields)
-		if err != nil {
-			return fmt.Errorf("set %s: %w", keys[i], err)
+		if err == nil {
+			v, err = sample.Normalize(v)
 		}
-		v, err = sample.Normalize(v)
 		if err != nil {
-			return fmt.Errorf("set %s: %w", keys[i], err)
+			return m.setError(i, err)
 		}
-		shareIfAliased(s.Fields, keys[i], v)
-		s.Fields[keys[i]] = v
+		shareIfAliased(s.Fields, k, v)
+		s.Fields[k] = v
 	}
 	return nil
+}
+
+// setError names the key whose expression failed and, since a position
+// inside the expression alone does not say which file and line to fix,
+// where the spec sets it.
+func (m *mapStage) setError(i int, err error) error {
+	if pos := m.cfg.Set.Entries[i].Pos; pos.Line > 0 {
+		return fmt.Errorf("set %s (%s): %w", m.keys[i], pos, err)
+	}
+	return fmt.Errorf("set %s: %w", m.keys[i], err)
 }
 
 // shareIfAliased marks v shared when another field of fields already
