@@ -17,8 +17,10 @@ type aheadHarness struct {
 	t        *testing.T
 	b        *batchStage
 	reserved int64
-	out      []*sample.Sample
-	addrs    []uintptr // of each batch's buffer, as it was made
+	// full makes TryReserve fail, as a budget with no room left.
+	full  bool
+	out   []*sample.Sample
+	addrs []uintptr // of each batch's buffer, as it was made
 }
 
 // The images are 104×106×3, over the pool's smallest size, and a size no
@@ -29,7 +31,13 @@ const aheadH, aheadW, aheadC = 104, 106, 3
 func newAheadHarness(t *testing.T, size int, drop bool) *aheadHarness {
 	h := &aheadHarness{t: t}
 	env := &Env{
-		TryReserve: func(n int64) bool { h.reserved += n; return true },
+		TryReserve: func(n int64) bool {
+			if h.full {
+				return false
+			}
+			h.reserved += n
+			return true
+		},
 		Shrink: func(s *sample.Sample, n int64) {
 			n = min(n, s.Held)
 			s.Held -= n
@@ -265,5 +273,66 @@ func TestBatchAheadSharedImage(t *testing.T) {
 	h.consume(0)
 	if h.reserved != 0 {
 		t.Errorf("%d bytes still reserved, want 0", h.reserved)
+	}
+}
+
+// TestBatchAheadWithNoRoomToReserve: when the budget has no room for the
+// float batch's buffer, the images wait as they are and are stacked at
+// the end, as before conversion ahead; the buffer goes back to the pool
+// untouched and nothing stays reserved.
+func TestBatchAheadWithNoRoomToReserve(t *testing.T) {
+	h := newAheadHarness(t, 3, false)
+	h.full = true
+	var imgs []*tensor.Tensor
+	for i := range 3 {
+		s := h.sample(i)
+		imgs = append(imgs, s.Fields["image"].(*tensor.Tensor))
+		if err := h.process(s); err != nil {
+			t.Fatal(err)
+		}
+		if i < 2 && imgs[i].Data == nil {
+			t.Fatalf("image %d converted with no room to reserve its batch's buffer", i)
+		}
+	}
+	h.check(0, 0)
+	h.consume(0)
+	if h.reserved != 0 {
+		t.Errorf("%d bytes still reserved, want 0", h.reserved)
+	}
+}
+
+// TestBatchDropGivesEverythingBack: when the stages below stop part-way
+// through a batch (a take that has its count), Drop gives back the
+// samples the stage holds and the float batch it was filling: nothing
+// stays reserved and the buffer is idle in the pool. Found in review.
+func TestBatchDropGivesEverythingBack(t *testing.T) {
+	// Idle buffers other tests left would pass for the one Drop gives
+	// back: hold them until the end.
+	var idle []*tensor.Tensor
+	for b := tensor.AllocIdle(tensor.Float32, 4, aheadH, aheadW, aheadC); b != nil; b = tensor.AllocIdle(tensor.Float32, 4, aheadH, aheadW, aheadC) {
+		idle = append(idle, b)
+	}
+	defer func() {
+		for _, b := range idle {
+			b.Recycle()
+		}
+	}()
+	h := newAheadHarness(t, 4, false)
+	for i := range 3 {
+		if err := h.process(h.sample(i)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if h.reserved == 0 || len(h.b.rows) != 1 {
+		t.Fatalf("reserved %d, %d batches being filled; want some, and one", h.reserved, len(h.b.rows))
+	}
+	h.b.Drop()
+	if h.reserved != 0 || len(h.b.buf) != 0 || len(h.b.rows) != 0 {
+		t.Errorf("after Drop: %d bytes reserved, %d samples and %d batches held; want none", h.reserved, len(h.b.buf), len(h.b.rows))
+	}
+	if got := tensor.AllocIdle(tensor.Float32, 4, aheadH, aheadW, aheadC); got == nil {
+		t.Error("the batch's buffer did not go back to the pool")
+	} else {
+		got.Recycle()
 	}
 }
