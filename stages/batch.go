@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"slices"
 	"strings"
+	"sync/atomic"
 
 	"github.com/piperun/piperun/sample"
 	"github.com/piperun/piperun/spec"
@@ -161,7 +162,15 @@ type batchStage struct {
 	rows map[string]*rowsSoFar
 	// flushed is set once the stage has made a batch.
 	flushed bool
+	// bytes is what the buffered samples and the batches being filled
+	// hold of the budget; holding mirrors it for the engine's watchdog,
+	// which reads it from another goroutine.
+	bytes   int64
+	holding atomic.Int64
 }
+
+// Holding implements Holder: a stuck run names what a batch holds.
+func (b *batchStage) Holding() int64 { return b.holding.Load() }
 
 // rowsSoFar is a float32 batch filled as its samples arrive: its first
 // done rows hold a field of the first done buffered samples, converted,
@@ -177,10 +186,12 @@ func (b *batchStage) Retains() {}
 
 func (b *batchStage) Process(_ context.Context, in *sample.Sample, emit Emit) error {
 	b.buf = append(b.buf, in)
+	b.bytes += in.Retained()
 	for k, lut := range b.deferred {
 		b.convertAhead(k, lut)
 	}
 	if len(b.buf) < b.cfg.Size {
+		b.holding.Store(b.bytes)
 		return nil
 	}
 	return b.flush(emit)
@@ -217,6 +228,7 @@ func (b *batchStage) convertAhead(k string, lut *tensor.FloatLUT) {
 			t.Recycle()
 			return
 		}
+		b.bytes += hold.Held
 		r = &rowsSoFar{t: t, shape: t0.Shape, hold: hold}
 		if b.rows == nil {
 			b.rows = map[string]*rowsSoFar{}
@@ -236,9 +248,10 @@ func (b *batchStage) convertAhead(k string, lut *tensor.FloatLUT) {
 		// shared reservation alone): only a sample of its own gives its
 		// image back here.
 		if s.Shared == nil && t.Recyclable() {
-			held := int64(t.HeldBytes())
+			held, was := int64(t.HeldBytes()), s.Retained()
 			t.Recycle()
 			b.env.Shrink(s, held)
+			b.bytes -= was - s.Retained()
 		}
 	}
 }
@@ -251,6 +264,8 @@ func (b *batchStage) Drop() {
 	clear(b.buf)
 	b.buf = b.buf[:0]
 	b.dropRows()
+	b.bytes = 0
+	b.holding.Store(0)
 }
 
 // dropRows gives back the batches convertAhead was filling.
@@ -347,6 +362,8 @@ func (b *batchStage) flush(emit Emit) error {
 		b.buf[i] = nil
 	}
 	b.buf = b.buf[:0]
+	b.bytes = 0
+	b.holding.Store(0)
 	return emit(out)
 }
 

@@ -139,6 +139,11 @@ func TestBatchConvertsImagesAsTheyArrive(t *testing.T) {
 		} else if s.Held != 64+8 {
 			t.Fatalf("sample %d holds %d bytes of the budget once its image is converted, want 72 (its map and label)", i, s.Held)
 		}
+		// Every batch made so far was consumed: what is reserved is
+		// what the stage holds.
+		if got := h.b.Holding(); got != h.reserved {
+			t.Fatalf("after sample %d: Holding() = %d, want the %d bytes reserved", i, got, h.reserved)
+		}
 	}
 	if err := h.endEpoch(); err != nil {
 		t.Fatal(err)
@@ -326,7 +331,14 @@ func TestBatchDropGivesEverythingBack(t *testing.T) {
 	if h.reserved == 0 || len(h.b.rows) != 1 {
 		t.Fatalf("reserved %d, %d batches being filled; want some, and one", h.reserved, len(h.b.rows))
 	}
+	// What a stuck run's message says the batch holds: all of it.
+	if got := h.b.Holding(); got != h.reserved {
+		t.Errorf("Holding() = %d, want the %d bytes reserved", got, h.reserved)
+	}
 	h.b.Drop()
+	if h.b.Holding() != 0 {
+		t.Errorf("Holding() = %d after Drop, want 0", h.b.Holding())
+	}
 	if h.reserved != 0 || len(h.b.buf) != 0 || len(h.b.rows) != 0 {
 		t.Errorf("after Drop: %d bytes reserved, %d samples and %d batches held; want none", h.reserved, len(h.b.buf), len(h.b.rows))
 	}
