@@ -338,6 +338,41 @@ stages:
 	}
 }
 
+// TestSetErrorNamesWhereTheExpressionIs: a failing set expression's error
+// names the spec's file, line and column of the expression, or the --set
+// that replaced it (a new-user test: only the place inside the
+// expression was named).
+func TestSetErrorNamesWhereTheExpressionIs(t *testing.T) {
+	src := `
+version: 1
+name: where
+stages:
+  - {name: src, type: range, count: 3}
+  - name: m
+    type: map
+    on_error: skip
+    set: {v: 'one_hot(index + 5, 5)', w: 'index'}
+  - {name: out, type: discard}
+`
+	for _, tc := range []struct {
+		set  []string
+		want string
+	}{
+		{nil, "sample 0 (epoch 0): set v (%s:9:14): one_hot: index 5 out of range [0, 5) (1:1)"},
+		{[]string{"stages.m.set.v=one_hot(index + 7, 5)"}, "sample 0 (epoch 0): set v (%s (--set stages.m.set.v=one_hot(index + 7, 5))): one_hot: index 7 out of range [0, 5) (1:1)"},
+	} {
+		dir := t.TempDir()
+		rep, err := runSpec(t, dir, src, tc.set...)
+		if err != nil {
+			t.Fatal(err)
+		}
+		want := fmt.Sprintf(tc.want, filepath.Join(dir, "spec.yaml"))
+		if got := rep.SkipCauses["m"]; len(got) != 3 || !strings.HasPrefix(got[0], want) {
+			t.Errorf("--set %v: causes %q, want 3, the first starting %q", tc.set, got, want)
+		}
+	}
+}
+
 func TestOnErrorSkipCounts(t *testing.T) {
 	src := `
 version: 1

@@ -21,7 +21,7 @@ import (
 func init() {
 	r := defaultRegistry
 	r.Register(&Func{
-		Name: "shape", Signature: "shape(x)", Doc: "Dimensions of a tensor as a list of ints; [n] for a string, bytes or list of length n; [] for a number or bool.",
+		Name: "shape", Signature: "shape(x)", Doc: "Dimensions of a tensor as a list of ints; [n] for a list of n elements, or a string or bytes of n bytes; [] for anything else (a number, a bool, null).",
 		MinArgs: 1, MaxArgs: 1,
 		Check: func(a []Arg) (sample.Type, error) { return sample.ListOf(sample.Int), nil },
 		// The list is []any, the one list type a field holds (package

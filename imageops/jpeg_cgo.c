@@ -224,8 +224,9 @@ int pr_decode_hpass3(pr_dec *d, const unsigned char *buf, unsigned long size, in
 // scaled by num/8 into out (w*comps bytes per row). jpeg_crop_scanline
 // skips the IDCT and colour conversion of iMCU columns left and right of
 // the window, jpeg_skip_scanlines those of the rows above it and, when
-// strict, below it; lenient, rows below are never read. width and height are the scaled image's size; rowbuf
-// must hold one of its rows. Returns 0, or -1 with pr_dec_msg set.
+// strict, below it; lenient, rows below are never read. width and height
+// are the scaled image's size; rowbuf must hold one of its rows. Returns
+// 0, or -1 with pr_dec_msg set.
 int pr_decode_window(pr_dec *d, const unsigned char *buf, unsigned long size, int num,
 		int color, int comps, int width, int height, int y, int x, int h, int w,
 		unsigned char *out, unsigned char *rowbuf, int strict) {
@@ -242,6 +243,15 @@ int pr_decode_window(pr_dec *d, const unsigned char *buf, unsigned long size, in
 	// decode would not do, so the window's own edge columns need context.
 	int x0 = x > 0 ? x - 1 : 0;
 	int x1 = (JDIMENSION)(x + w + 1) < c->output_width ? x + w + 1 : (int)c->output_width;
+	// And at least 3 columns of every colour plane: libjpeg-turbo
+	// upsamples a plane 2 columns wide or less with its plain upsampler,
+	// not the fancy one a full decode uses (a 1-column window at x 0 of a
+	// 4:2:0 file differed by up to 2 levels; found in review).
+	const int minw = 3 * c->max_h_samp_factor;
+	if (x1 - x0 < minw) {
+		x1 = x0 + minw < (int)c->output_width ? x0 + minw : (int)c->output_width;
+		x0 = x1 - minw > 0 ? x1 - minw : 0;
+	}
 	JDIMENSION xoff = x0, cw = x1 - x0;
 	if (x0 > 0 || (JDIMENSION)x1 < c->output_width)
 		jpeg_crop_scanline(c, &xoff, &cw);
@@ -249,12 +259,13 @@ int pr_decode_window(pr_dec *d, const unsigned char *buf, unsigned long size, in
 	if (y > 0 && jpeg_skip_scanlines(c, y) != (JDIMENSION)y)
 		pr_fail(d, "cannot skip to the crop window");
 	// Each row goes straight into out at the start of its own slot when
-	// the cropped scanline, at most one iMCU and two columns wider than
-	// the window, fits between there and the end of out (all but the last
-	// few rows of a window wider than an iMCU or two; every row of a
-	// narrow, short one), and is then moved left by skipx: moving bytes just written
-	// costs less than copying them from a row buffer into memory not yet
-	// in cache.
+	// the cropped scanline (wider than the window by up to an iMCU, the
+	// context columns and, for a narrow window, the colour planes' least
+	// width) fits between there and the end of out (all but the last few
+	// rows of a window wider than an iMCU or two; every row of a narrow,
+	// short one), and is then moved left by skipx: moving bytes just
+	// written costs less than copying them from a row buffer into memory
+	// not yet in cache.
 	const size_t wb = (size_t)w * comps, cb = (size_t)cw * comps, sb = (size_t)skipx * comps;
 	const size_t total = (size_t)h * wb;
 	for (int row = 0; row < h; row++) {

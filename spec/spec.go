@@ -219,8 +219,12 @@ func (s *Stage) Skip() bool { return s.OnError == "skip" }
 
 // PosOf returns the position recorded for a path such as
 // "stages[3].set.label", falling back to its nearest recorded parent.
-func (sp *Spec) PosOf(path string) Pos {
-	pos := sp.rawPosOf(path)
+func (sp *Spec) PosOf(path string) Pos { return sp.Where(sp.rawPosOf(path)) }
+
+// Where resolves a position recorded while decoding (a Map entry's Pos):
+// a value from the k-th command-line override is recorded at line -k, and
+// becomes that override's position.
+func (sp *Spec) Where(pos Pos) Pos {
 	if pos.Line < 0 && -pos.Line <= len(sp.sets) {
 		return Pos{File: pos.File, Set: sp.sets[-pos.Line-1]}
 	}

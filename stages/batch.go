@@ -259,7 +259,11 @@ func (b *batchStage) convertAhead(k string, lut *tensor.FloatLUT) {
 // Drop implements Dropper.
 func (b *batchStage) Drop() {
 	for _, s := range b.buf {
-		b.env.Release(s)
+		// nil where a flush's hand-off stopped part-way (a panic): the
+		// engine then reports that panic, not one here.
+		if s != nil {
+			b.env.Release(s)
+		}
 	}
 	clear(b.buf)
 	b.buf = b.buf[:0]

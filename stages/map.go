@@ -134,6 +134,8 @@ func contains(list []string, s string) bool {
 type mapStage struct {
 	cfg  *MapConfig
 	keys []string
+	// labels name each set expression in its errors (setLabel).
+	labels []string
 	// files are the input fields the expressions read as file paths
 	// (read_file(path)), which Prefetch has read ahead.
 	files []string
@@ -162,6 +164,7 @@ func buildMap(env *Env, cfg any) (any, error) {
 			}
 		}
 		m.keys = append(m.keys, e.Key)
+		m.labels = append(m.labels, setLabel(env, e))
 	}
 	if len(c.Keep) > 0 {
 		m.keep = map[string]bool{}
@@ -250,12 +253,21 @@ func (m *mapStage) apply(s *sample.Sample) error {
 
 // setError names the key whose expression failed and, since a position
 // inside the expression alone does not say which file and line to fix,
-// where the spec sets it.
+// where the spec (or a --set) sets it.
 func (m *mapStage) setError(i int, err error) error {
-	if pos := m.cfg.Set.Entries[i].Pos; pos.Line > 0 {
-		return fmt.Errorf("set %s (%s): %w", m.keys[i], pos, err)
+	return fmt.Errorf("%s: %w", m.labels[i], err)
+}
+
+// setLabel is what setError calls the i-th set expression.
+func setLabel(env *Env, e spec.Entry[string]) string {
+	pos := e.Pos
+	if env.Spec != nil {
+		pos = env.Spec.Where(pos)
 	}
-	return fmt.Errorf("set %s: %w", m.keys[i], err)
+	if pos.Line > 0 || pos.Set != "" {
+		return fmt.Sprintf("set %s (%s)", e.Key, pos)
+	}
+	return "set " + e.Key
 }
 
 // shareIfAliased marks v shared when another field of fields already
