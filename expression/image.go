@@ -215,13 +215,18 @@ func init() {
 			return img, nil
 		},
 		Impl: func(c *Call, a []any) (any, error) {
-			img, ok := a[0].(*tensor.Tensor)
-			if !ok {
-				return nil, fmt.Errorf("argument 1 must be an image tensor, got %s", typeName(a[0]))
+			img, err := imageIn(a, 0)
+			if err != nil {
+				return nil, err
 			}
 			p, ok := toFloat(a[1])
 			if !ok {
 				return nil, fmt.Errorf("argument 2 must be a probability, got %s", typeName(a[1]))
+			}
+			// As validate checks a constant p (found by a new-user test: a
+			// p computed from a field ran from -20 to 20 without a word).
+			if !(p >= 0 && p <= 1) {
+				return nil, fmt.Errorf("probability %v is outside [0, 1]", p)
 			}
 			if c.Rand.Float64() < p {
 				return imageops.FlipLeftRight(img)
@@ -404,13 +409,41 @@ func imageArg(a []Arg, i int) (sample.Type, error) {
 	if t.Shape != nil && len(t.Shape) != 3 {
 		return sample.TAny, fmt.Errorf("argument %d must be an HWC image (rank 3), got %s", i+1, t)
 	}
-	// A channels-first tensor would be resized, cropped and flipped along
-	// the wrong axes without a word (found by a new-user test:
-	// flip_left_right after transpose(…, [2, 0, 1]) flipped vertically).
-	if s := t.Shape; len(s) == 3 && (s[0] == 1 || s[0] == 3 || s[0] == 4) && s[2] > 4 {
-		return sample.TAny, fmt.Errorf("argument %d looks channels-first (%s): image functions take HWC [H, W, C]; apply them before transpose", i+1, t)
+	if looksChannelsFirst(t.Shape) {
+		return sample.TAny, channelsFirstError(i, t.String())
 	}
 	return t, nil
+}
+
+// looksChannelsFirst reports whether shape is a CHW image rather than the
+// HWC one image functions take: a first dimension of 1, 3 or 4 and a last
+// one over 4 or, before the run, a first dimension of 1, 3 or 4 and the
+// other two unknown, which only a transpose of a decoded image gives (a
+// decode gives [?, ?, C], a resize or crop a known height and width). A
+// channels-first tensor would be resized, cropped and flipped along the
+// wrong axes without a word (found by new-user tests: flip_left_right
+// after transpose(…, [2, 0, 1]) flipped vertically, and resize made an
+// [8, 8, 600] "image").
+func looksChannelsFirst(s []int) bool {
+	return len(s) == 3 && (s[0] == 1 || s[0] == 3 || s[0] == 4) && (s[2] > 4 || s[1] < 0 && s[2] < 0)
+}
+
+func channelsFirstError(i int, shape string) error {
+	return fmt.Errorf("argument %d looks channels-first (%s): image functions take HWC [H, W, C]; apply them before transpose", i+1, shape)
+}
+
+// imageIn is argument i of an image function as run: a tensor that does
+// not look channels-first (looksChannelsFirst), for the layouts validate
+// could not see.
+func imageIn(a []any, i int) (*tensor.Tensor, error) {
+	img, ok := a[i].(*tensor.Tensor)
+	if !ok {
+		return nil, fmt.Errorf("argument %d must be an image tensor, got %s", i+1, typeName(a[i]))
+	}
+	if looksChannelsFirst(img.Shape) {
+		return nil, channelsFirstError(i, img.String())
+	}
+	return img, nil
 }
 
 func methodArg(a []Arg, i int) error {
@@ -509,9 +542,9 @@ func hw(a []any, i int) (int, int, error) {
 }
 
 func imgHW(a []any) (*tensor.Tensor, int, int, error) {
-	img, ok := a[0].(*tensor.Tensor)
-	if !ok {
-		return nil, 0, 0, fmt.Errorf("argument 1 must be an image tensor, got %s", typeName(a[0]))
+	img, err := imageIn(a, 0)
+	if err != nil {
+		return nil, 0, 0, err
 	}
 	h, w, err := hw(a, 1)
 	return img, h, w, err

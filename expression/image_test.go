@@ -6,6 +6,7 @@ import (
 	"image"
 	"image/color"
 	"image/jpeg"
+	"math"
 	"os"
 	"path/filepath"
 	"strings"
@@ -281,6 +282,14 @@ func TestImageDTypeChecks(t *testing.T) {
 		// A channels-first tensor is refused by the HWC functions.
 		{`flip_left_right(transpose(resize(u8, 4, 5), [2, 0, 1]), 1.0)`, `flip_left_right: argument 1 looks channels-first (tensor<uint8>[3 4 5]): image functions take HWC [H, W, C]; apply them before transpose (line 1, column 1 of the expression)`, ""},
 		{`resize(transpose(u8, [2, 0, 1]), 32, 32)`, "", "tensor<uint8>[32 32 2]"},
+		// Also when the height and width are known only at run time: a
+		// decode gives [?, ?, 3], so [3, ?, ?] is its transpose (a
+		// new-user test: resize made an [8, 8, 600] "image").
+		{`flip_left_right(transpose(decode_image(read_file(path), 3), [2, 0, 1]), 0.5)`, `flip_left_right: argument 1 looks channels-first (tensor<uint8>[3 ? ?]): image functions take HWC [H, W, C]; apply them before transpose (line 1, column 1 of the expression)`, ""},
+		{`resize(transpose(decode_image(read_file(path), 1), [2, 0, 1]), 8, 8)`, `resize: argument 1 looks channels-first (tensor<uint8>[1 ? ?]): image functions take HWC [H, W, C]; apply them before transpose (line 1, column 1 of the expression)`, ""},
+		{`center_crop(transpose(to_float(decode_image(read_file(path), 3)), [2, 0, 1]), 16, 16)`, `center_crop: argument 1 looks channels-first (tensor<float32>[3 ? ?]): image functions take HWC [H, W, C]; apply them before transpose (line 1, column 1 of the expression)`, ""},
+		{`flip_left_right(decode_image(read_file(path), 3), 0.5)`, "", "tensor<uint8>[? ? 3]"},
+		{`flip_left_right(transpose(decode_image(read_file(path), 0), [2, 0, 1]), 0.5)`, "", "tensor<uint8>[? ? ?]"},
 	} {
 		p, err := expression.Default().Compile(tc.src, in, sample.Any)
 		got := ""
@@ -411,6 +420,47 @@ func TestScaleRangeFromFieldsIsChecked(t *testing.T) {
 		_, err = p.Run(nil, map[string]any{"b": img, "lo": c.lo, "hi": c.hi})
 		if got := fmt.Sprint(err); c.want == "" && err != nil || c.want != "" && got != c.want {
 			t.Errorf("%s with [%v, %v]:\n got %v\nwant %s", c.src, c.lo, c.hi, err, c.want)
+		}
+	}
+}
+
+// TestImageFunctionsCheckAtRunTime: what validate cannot see in a field of
+// unknown shape or a computed argument is refused as the sample runs: a
+// channels-first image (resize, crops, flips) and a flip probability
+// outside [0, 1] (a new-user test: p from -20 to 20 ran without a word).
+func TestImageFunctionsCheckAtRunTime(t *testing.T) {
+	in := sample.Schema{Fields: []sample.Field{{Name: "x", Type: sample.Type{Kind: sample.Tensor}}, {Name: "p", Type: sample.TFloat}}}
+	chw := tensor.New(tensor.Uint8, 3, 8, 10)
+	hwc := tensor.New(tensor.Uint8, 8, 10, 3)
+	const cf = "argument 1 looks channels-first (uint8[3 8 10]): image functions take HWC [H, W, C]; apply them before transpose"
+	for _, tc := range []struct {
+		src  string
+		x    *tensor.Tensor
+		p    float64
+		want string // the error; "" for none
+	}{
+		{`resize(x, 4, 4)`, chw, 0, cf},
+		{`center_crop(x, 2, 2)`, chw, 0, cf},
+		{`random_crop(x, 2, 2)`, chw, 0, cf},
+		{`random_resized_crop(x, 4, 4)`, chw, 0, cf},
+		{`flip_left_right(x, p)`, chw, 0.5, cf},
+		{`flip_left_right(x, p)`, hwc, -20, "probability -20 is outside [0, 1]"},
+		{`flip_left_right(x, p)`, hwc, 1.5, "probability 1.5 is outside [0, 1]"},
+		{`flip_left_right(x, p)`, hwc, math.NaN(), "probability NaN is outside [0, 1]"},
+		{`flip_left_right(x, p)`, hwc, 1, ""},
+		{`resize(x, 4, 4)`, hwc, 0, ""},
+	} {
+		p, err := expression.Default().Compile(tc.src, in, sample.Any)
+		if err != nil {
+			t.Fatalf("%s: %v", tc.src, err)
+		}
+		_, err = p.Run(nil, map[string]any{"x": tc.x, "p": tc.p, expression.CtxVar: &expression.RunCtx{Seed: 1}})
+		got := ""
+		if err != nil {
+			got = err.Error()
+		}
+		if tc.want == "" && got != "" || tc.want != "" && !strings.Contains(got, tc.want) {
+			t.Errorf("%s with x %s, p %v: error %q, want %q", tc.src, tc.x, tc.p, got, tc.want)
 		}
 	}
 }
