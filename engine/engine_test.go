@@ -508,7 +508,7 @@ stages:
   - {name: m, type: map, set: {v: 'one_hot(0, 100000)'}}
   - {name: out, type: discard}
 `)
-	if err == nil || !strings.Contains(err.Error(), `stage "m" (map)`) || !strings.Contains(err.Error(), "a sample of 390.75KiB exceeds the whole memory budget of 100KiB") {
+	if err == nil || !strings.Contains(err.Error(), `stage "m" (map)`) || !strings.Contains(err.Error(), "(map): sample 0 (epoch 0): a sample of 390.75KiB exceeds the whole memory budget of 100KiB") {
 		t.Errorf("err = %v", err)
 	}
 }

@@ -3,6 +3,7 @@ package engine
 import (
 	"context"
 	"errors"
+	"fmt"
 	"math"
 	"runtime"
 	"sync/atomic"
@@ -117,6 +118,13 @@ func reserve(ctx context.Context, b *budget.Budget, s *sample.Sample, copies int
 				}
 			}
 			if err := b.AcquireFor(ctx, d, who); err != nil {
+				// The stage's error names no sample for a run-wide
+				// problem, but which file made a sample too large is
+				// what a user looks for (a new-user test).
+				var tl *budget.TooLargeError
+				if errors.As(err, &tl) {
+					return fmt.Errorf("%s: %w", s.Describe(), err)
+				}
 				return err
 			}
 		}
