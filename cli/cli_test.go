@@ -271,6 +271,9 @@ func TestValidateBudgets(t *testing.T) {
 		// Without drop_remainder a batch is "up to" 256 images: a full one
 		// bounds the estimate.
 		{"testdata/budget_nodrop.yaml", `stage "batch" emits samples of about 147MiB each, more than resources.memory (64MiB)`},
+		// The stage that makes samples too large is named, once, not the
+		// take below it that passes them on (a new-user test).
+		{"testdata/budget_map_large.yaml", `stage "m" emits samples of about 381.47MiB each, more than resources.memory (64MiB)`},
 		// A field set from shape(image)[0] is an int64, 8 bytes, so the
 		// batch of 256 uint8 images (36.75MiB out, as much buffered) is
 		// sized rather than left unknown.

@@ -363,6 +363,17 @@ func (p *Plan) Fit() []FitProblem {
 				errs++
 			}
 		}
+		// The stage that makes samples too large is named, not the first
+		// below it with a share of its own (a new-user test: a map's
+		// resize(100000, 100000) was blamed on the take after it); the
+		// stages that pass them on are not named again. The copies a
+		// fan-out sends share their values, which are reserved once
+		// (engine: need).
+		if n.SampleBytes > p.Memory && n.InSampleBytes <= p.Memory {
+			add(budgetPath(n, ""), false, "stage %q emits samples of about %s each, more than %s",
+				n.Stage.Name, spec.ByteSize(n.SampleBytes), p.budget())
+			errs++
+		}
 		if n.Share <= 0 {
 			// Sizes unknown before the run (strings, bytes): what is known
 			// of them still counts, as a lower bound.
@@ -372,13 +383,6 @@ func (p *Plan) Fit() []FitProblem {
 				parts = append(parts, fmt.Sprintf("%s ≥ %s", n.Stage.Name, spec.ByteSize(n.MinShare)))
 			}
 			continue
-		}
-		// The copies a fan-out sends share their values, which are
-		// reserved once (engine: need).
-		if n.SampleBytes > p.Memory {
-			add(budgetPath(n, ""), false, "stage %q emits samples of about %s each, more than %s",
-				n.Stage.Name, spec.ByteSize(n.SampleBytes), p.budget())
-			errs++
 		}
 		held, fits := p.held(n)
 		if n.Buffer > 0 && n.InSampleBytes > 0 {
