@@ -476,7 +476,7 @@ func cropFits(img sample.Type, a []Arg) error {
 	w, okw := constInt(a[2])
 	H, W := img.Shape[0], img.Shape[1]
 	if okh && okw && H > 0 && W > 0 && (h > H || w > W) {
-		return fmt.Errorf("a %d×%d crop does not fit the %d×%d image (%s)", h, w, H, W, img)
+		return fmt.Errorf("a %d×%d (height×width) crop does not fit the %d×%d image (%s)", h, w, H, W, img)
 	}
 	return nil
 }

@@ -275,8 +275,8 @@ func TestImageDTypeChecks(t *testing.T) {
 		{`decode_image(read_file(path), 3) | resize(32, 32) | to_float(1)`, `to_float(img): wrong number of arguments: got 2, want 1 (line 1, column 53 of the expression)`, ""},
 		// A crop larger than a known image fails in validate, not in
 		// every sample (a new-user test).
-		{`center_crop(resize(u8, 32, 32), 64, 64)`, `center_crop: a 64×64 crop does not fit the 32×32 image (tensor<uint8>[32 32 3]) (line 1, column 1 of the expression)`, ""},
-		{`random_crop(resize(u8, 32, 32), 16, 33)`, `random_crop: a 16×33 crop does not fit the 32×32 image (tensor<uint8>[32 32 3]) (line 1, column 1 of the expression)`, ""},
+		{`center_crop(resize(u8, 32, 32), 64, 64)`, `center_crop: a 64×64 (height×width) crop does not fit the 32×32 image (tensor<uint8>[32 32 3]) (line 1, column 1 of the expression)`, ""},
+		{`random_crop(resize(u8, 32, 32), 16, 33)`, `random_crop: a 16×33 (height×width) crop does not fit the 32×32 image (tensor<uint8>[32 32 3]) (line 1, column 1 of the expression)`, ""},
 		{`center_crop(resize(u8, 32, 32), 32, 32)`, "", "tensor<uint8>[32 32 3]"},
 		{`random_crop(f64, 64, 64)`, "", "tensor<float64>[64 64 3]"},
 		// A channels-first tensor is refused by the HWC functions.

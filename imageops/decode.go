@@ -198,14 +198,14 @@ func checkChannels(channels int) error {
 
 func checkPixels(h, w int, limit int64) error {
 	if int64(h)*int64(w) > limit {
-		return fmt.Errorf("%w: %dx%d is %d pixels, over the limit of %d", ErrTooLarge, w, h, int64(h)*int64(w), limit)
+		return fmt.Errorf("%w: %dx%d (width×height) is %d pixels, over the limit of %d", ErrTooLarge, w, h, int64(h)*int64(w), limit)
 	}
 	return nil
 }
 
 func checkWindow(r *Rect, h, w int) error {
 	if r.H <= 0 || r.W <= 0 || r.Y < 0 || r.X < 0 || r.Y+r.H > h || r.X+r.W > w {
-		return fmt.Errorf("%w: crop window y=%d x=%d h=%d w=%d outside the %dx%d image", ErrArgument, r.Y, r.X, r.H, r.W, h, w)
+		return fmt.Errorf("%w: crop window y=%d x=%d h=%d w=%d outside the %d×%d (height×width) image", ErrArgument, r.Y, r.X, r.H, r.W, h, w)
 	}
 	return nil
 }

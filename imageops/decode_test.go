@@ -418,7 +418,7 @@ func TestDecompressionBomb(t *testing.T) {
 	for name, data := range map[string][]byte{"jpeg": bombJPEG(t), "png": bombPNG()} {
 		for _, d := range decoders {
 			_, err := d.fn(data, 3, DecodeOptions{})
-			if !errors.Is(err, ErrTooLarge) || !strings.Contains(err.Error(), "60000x60000 is 3600000000 pixels, over the limit of 178956970") {
+			if !errors.Is(err, ErrTooLarge) || !strings.Contains(err.Error(), "60000x60000 (width×height) is 3600000000 pixels, over the limit of 178956970") {
 				t.Fatalf("%s %s: err %v, want ErrTooLarge with the sizes", d.name, name, err)
 			}
 			// Refused from the header: a few small allocations (the error),

@@ -65,7 +65,7 @@ func acquireDecode(h, w int, bytesPerPixel int64) (release func(), err error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if n > s.limit {
-		return nil, fmt.Errorf("%w: decoding this %dx%d image takes about %s, more than the %s that decodes may hold beyond the memory budget "+
+		return nil, fmt.Errorf("%w: decoding this %dx%d (width×height) image takes about %s, more than the %s that decodes may hold beyond the memory budget "+
 			"(a quarter of resources.memory, at least 128MiB): raise resources.memory, or shrink such images before the pipeline",
 			ErrTooLarge, w, h, mib(n), mib(s.limit))
 	}

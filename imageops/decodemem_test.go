@@ -23,7 +23,7 @@ func TestDecodeMemoryBound(t *testing.T) {
 	// 700 000 pixels, 4 bytes each in image/png's RGBA image and 3 in
 	// the tensor: 4.9 MB, over 4 MiB.
 	_, err := Decode(big, 3, DecodeOptions{})
-	want := "imageops: decode: image too large: decoding this 1000x700 image takes about 4.7MiB, more than the 4.0MiB that decodes may hold beyond the memory budget " +
+	want := "imageops: decode: image too large: decoding this 1000x700 (width×height) image takes about 4.7MiB, more than the 4.0MiB that decodes may hold beyond the memory budget " +
 		"(a quarter of resources.memory, at least 128MiB): raise resources.memory, or shrink such images before the pipeline"
 	if err == nil || err.Error() != want || !errors.Is(err, ErrTooLarge) {
 		t.Errorf("err = %v\nwant %s", err, want)

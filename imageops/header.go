@@ -120,7 +120,7 @@ func (info *jpegInfo) check() error {
 		return fmt.Errorf("%w: jpeg with %d components", ErrUnsupported, info.components)
 	}
 	if info.width == 0 || info.height == 0 {
-		return fmt.Errorf("%w: jpeg declares %dx%d pixels (a zero height needs a dnl marker, which is not supported)", ErrUnsupported, info.width, info.height)
+		return fmt.Errorf("%w: jpeg declares %dx%d (width×height) pixels (a zero height needs a dnl marker, which is not supported)", ErrUnsupported, info.width, info.height)
 	}
 	return nil
 }
@@ -195,7 +195,7 @@ func scanPNG(data []byte) (pngInfo, error) {
 	ihdr := data[i+8:]
 	w, h := binary.BigEndian.Uint32(ihdr), binary.BigEndian.Uint32(ihdr[4:])
 	if w == 0 || h == 0 || w > 1<<31-1 || h > 1<<31-1 {
-		return info, fmt.Errorf("%w: png declares %dx%d pixels", ErrCorrupt, w, h)
+		return info, fmt.Errorf("%w: png declares %dx%d (width×height) pixels", ErrCorrupt, w, h)
 	}
 	info.width, info.height = int(w), int(h)
 	info.bitDepth, info.colorType = int(ihdr[8]), int(ihdr[9])

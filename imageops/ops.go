@@ -71,7 +71,7 @@ func RandomCrop(img *tensor.Tensor, h, w int, rng RNG) (*tensor.Tensor, error) {
 		return nil, fmt.Errorf("imageops: random_crop: %w", err)
 	}
 	if h <= 0 || w <= 0 || h > ih || w > iw {
-		return nil, fmt.Errorf("imageops: random_crop: %w: crop %dx%d does not fit the %dx%d image", ErrArgument, h, w, ih, iw)
+		return nil, fmt.Errorf("imageops: random_crop: %w: crop %d×%d (height×width) does not fit the %d×%d image", ErrArgument, h, w, ih, iw)
 	}
 	out, err := crop(img, Rect{Y: randInt(rng, ih-h+1), X: randInt(rng, iw-w+1), H: h, W: w})
 	if err != nil {
