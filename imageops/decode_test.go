@@ -7,6 +7,8 @@ import (
 	"errors"
 	"fmt"
 	"hash/crc32"
+	"image"
+	"image/png"
 	"io"
 	"math/rand"
 	"path/filepath"
@@ -381,6 +383,36 @@ func TestDecodeUnsupported(t *testing.T) {
 			_, err := d.fn(c.data, 0, DecodeOptions{})
 			if !errors.Is(err, c.err) || !strings.Contains(err.Error(), c.want) {
 				t.Errorf("%s %s: err %v, want %v mentioning %q", d.name, c.name, err, c.err, c.want)
+			}
+		}
+	}
+}
+
+// TestCutPNGIsTruncated: a PNG cut anywhere after its header is
+// ErrTruncated, not ErrCorrupt, wherever the cut falls (a new-user test: a
+// file cut inside its pixel data was "corrupt image: not enough pixel
+// data", and the suite's invalid-trunc.png "truncated").
+func TestCutPNGIsTruncated(t *testing.T) {
+	var buf bytes.Buffer
+	img := image.NewRGBA(image.Rect(0, 0, 64, 48))
+	for i := range img.Pix {
+		img.Pix[i] = byte(i * 7)
+	}
+	if err := png.Encode(&buf, img); err != nil {
+		t.Fatal(err)
+	}
+	whole := buf.Bytes()
+	if !bytes.HasSuffix(whole, pngEnd) {
+		t.Fatal("the encoded PNG does not end with IEND")
+	}
+	for _, d := range decoders {
+		if _, err := d.fn(whole, 3, DecodeOptions{}); err != nil {
+			t.Fatalf("%s: the whole file: %v", d.name, err)
+		}
+		for cut := 40; cut < len(whole); cut += 37 {
+			_, err := d.fn(whole[:cut], 3, DecodeOptions{})
+			if !errors.Is(err, ErrTruncated) {
+				t.Errorf("%s: cut at %d of %d bytes: err %v, want ErrTruncated", d.name, cut, len(whole), err)
 			}
 		}
 	}
