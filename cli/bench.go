@@ -223,6 +223,14 @@ func (t *trainer) Write(ctx context.Context, s *sample.Sample) error {
 		select {
 		case <-time.After(t.step):
 		case <-ctx.Done():
+			// A step cut short is not a step taken: counted, it made the
+			// rate after the first exceed what a step allows (105 %
+			// after Ctrl-C in a new-user test).
+			t.mu.Lock()
+			t.steps--
+			e := t.epochs[len(t.epochs)-1]
+			t.epochs[len(t.epochs)-1] = e[:len(e)-1]
+			t.mu.Unlock()
 			return ctx.Err()
 		}
 	}
@@ -412,7 +420,13 @@ func bottleneck(p *plan.Plan, rep *engine.Report, elapsed time.Duration, trainer
 	if top.Workers > 1 {
 		workers = fmt.Sprintf("its %d workers", top.Workers)
 	}
-	return out, top.Name, fmt.Sprintf("%s %q was busy %.0f%% of the time of %s; give it more parallelism, cores, or less to do (a cache stage right after the expensive work replays its results in later epochs)", top.Type, top.Name, 100*top.Busy, workers)
+	more := "more parallelism, cores,"
+	if p.Workers > 0 && top.Workers >= p.Workers {
+		// More workers than cores only share the cores (a new-user test:
+		// the advice was "more parallelism" for 8 workers on 2 cores).
+		more = fmt.Sprintf("more cores (its workers already match the run's %d),", p.Workers)
+	}
+	return out, top.Name, fmt.Sprintf("%s %q was busy %.0f%% of the time of %s; give it %s or less to do (a cache stage right after the expensive work replays its results in later epochs)", top.Type, top.Name, 100*top.Busy, workers, more)
 }
 
 // fixedShuffle returns the name of a shuffle above st that draws one order

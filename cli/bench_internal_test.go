@@ -1,6 +1,16 @@
 package cli
 
-import "testing"
+import (
+	"context"
+	"errors"
+	"testing"
+	"time"
+
+	"github.com/piperun/piperun/engine"
+	"github.com/piperun/piperun/plan"
+	"github.com/piperun/piperun/sample"
+	"github.com/piperun/piperun/spec"
+)
 
 // TestOrderKey: what bench compares across epochs is where a sample came
 // from, without what changes every epoch.
@@ -59,5 +69,51 @@ func TestGitHubProperty(t *testing.T) {
 		if got := ghProperty(in); got != want {
 			t.Errorf("ghProperty(%q) = %q, want %q", in, got, want)
 		}
+	}
+}
+
+// TestBottleneckAdvice: the busiest stage is named, and "more parallelism"
+// is advised only while its workers are fewer than the run's (a new-user
+// test: it was advised for 8 workers on 2 cores).
+func TestBottleneckAdvice(t *testing.T) {
+	const tail = " or less to do (a cache stage right after the expensive work replays its results in later epochs)"
+	for _, tc := range []struct {
+		workers, runWorkers int
+		want                string
+	}{
+		{1, 2, `map "m" was busy 90% of the time of its worker; give it more parallelism, cores,` + tail},
+		{2, 2, `map "m" was busy 90% of the time of its 2 workers; give it more cores (its workers already match the run's 2),` + tail},
+		{8, 2, `map "m" was busy 90% of the time of its 8 workers; give it more cores (its workers already match the run's 2),` + tail},
+	} {
+		p := &plan.Plan{Workers: tc.runWorkers, Nodes: []*plan.Node{{Stage: &spec.Stage{Name: "m", Type: "map", Role: spec.RoleTransform}}}}
+		rep := &engine.Report{Stages: map[string]engine.StageReport{"m": {BusyS: 0.9 * float64(tc.workers), Workers: tc.workers}}}
+		_, name, why := bottleneck(p, rep, time.Second, "out", 100*time.Millisecond)
+		if name != "m" || why != tc.want {
+			t.Errorf("%d workers of %d: %q, %q\nwant m, %q", tc.workers, tc.runWorkers, name, why, tc.want)
+		}
+	}
+}
+
+// TestTrainerStepCutShortIsNotCounted: a step interrupted (Ctrl-C) is not
+// counted, so the rate after the first step cannot exceed what a step
+// allows (a new-user test saw 105 %).
+func TestTrainerStepCutShortIsNotCounted(t *testing.T) {
+	tr := &trainer{step: 20 * time.Millisecond, last: time.Now()}
+	ctx, cancel := context.WithCancel(context.Background())
+	for i := range 2 {
+		if err := tr.Write(ctx, sample.New(int64(i), 0, "")); err != nil {
+			t.Fatal(err)
+		}
+	}
+	tr.step = time.Hour
+	cancel()
+	if err := tr.Write(ctx, sample.New(2, 0, "")); !errors.Is(err, context.Canceled) {
+		t.Fatalf("err %v, want context.Canceled", err)
+	}
+	if tr.steps != 2 || len(tr.epochs[0]) != 2 {
+		t.Errorf("%d steps and %d samples in the epoch's order after a cut step, want 2 and 2", tr.steps, len(tr.epochs[0]))
+	}
+	if rate := float64(tr.steps) / tr.last.Sub(tr.since).Seconds(); rate > 50 {
+		t.Errorf("rate after the first %.1f steps/s, over the 50 a 20ms step allows", rate)
 	}
 }
