@@ -450,7 +450,7 @@ func wantKind(a []Arg, i int, k sample.Kind) error {
 	if k == sample.Float && got == sample.Int {
 		return nil
 	}
-	return fmt.Errorf("argument %d must be %s, got %s", i+1, k, a[i].Type)
+	return argErrorf(i, "must be %s, got %s", k, a[i].Type)
 }
 
 func constInt(a Arg) (int, bool) {

@@ -184,6 +184,23 @@ type partError struct {
 func (e *partError) Error() string { return e.fn + ": " + e.err.Error() }
 func (e *partError) Unwrap() error { return e.err }
 
+// argError is a Check error about one argument (Index, from 0): the
+// compile error then points at that argument, not at the call (a new-user
+// test: every argument error pointed at the start of the expression).
+type argError struct {
+	Index int
+	err   error
+}
+
+func (e *argError) Error() string { return e.err.Error() }
+func (e *argError) Unwrap() error { return e.err }
+
+// argErrorf is an argError for argument i, its message starting
+// "argument i+1".
+func argErrorf(i int, format string, args ...any) error {
+	return &argError{Index: i, err: fmt.Errorf("argument %d "+format, append([]any{i + 1}, args...)...)}
+}
+
 // Lookup returns a function by name.
 func (r *Registry) Lookup(name string) (*Func, bool) {
 	f, ok := r.funcs[name]
@@ -1210,6 +1227,10 @@ func (in *inferrer) infer(n ast.Node) sample.Type {
 		}
 		if err != nil && (operators[f.Name] || f.fused) {
 			return in.fail(n, "%v", err) // the error names the operator, or the call in a chain
+		}
+		var ae *argError
+		if errors.As(err, &ae) && ae.Index < len(argNodes) {
+			return in.failAt(argNodes[ae.Index].Location(), "%s: %v", name, err)
 		}
 		if err != nil {
 			return in.fail(n, "%s: %v", name, err)

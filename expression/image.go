@@ -285,7 +285,7 @@ func init() {
 			for i := 1; i < 3; i++ {
 				v, ok := floatList(a[i].Const)
 				if a[i].IsConst && !ok {
-					return sample.TAny, fmt.Errorf("argument %d must be a number or a list of numbers", i+1)
+					return sample.TAny, argErrorf(i, "must be a number or a list of numbers")
 				}
 				if !ok {
 					continue
@@ -404,10 +404,10 @@ func imageArg(a []Arg, i int) (sample.Type, error) {
 		return sample.Type{Kind: sample.Tensor}, nil
 	}
 	if t.Kind != sample.Tensor {
-		return sample.TAny, fmt.Errorf("argument %d must be an image tensor, got %s", i+1, t)
+		return sample.TAny, argErrorf(i, "must be an image tensor, got %s", t)
 	}
 	if t.Shape != nil && len(t.Shape) != 3 {
-		return sample.TAny, fmt.Errorf("argument %d must be an HWC image (rank 3), got %s", i+1, t)
+		return sample.TAny, argErrorf(i, "must be an HWC image (rank 3), got %s", t)
 	}
 	if looksChannelsFirst(t.Shape) {
 		return sample.TAny, channelsFirstError(i, t.String())
@@ -429,7 +429,7 @@ func looksChannelsFirst(s []int) bool {
 }
 
 func channelsFirstError(i int, shape string) error {
-	return fmt.Errorf("argument %d looks channels-first (%s): image functions take HWC [H, W, C]; apply them before transpose", i+1, shape)
+	return argErrorf(i, "looks channels-first (%s): image functions take HWC [H, W, C]; apply them before transpose", shape)
 }
 
 // imageIn is argument i of an image function as run: a tensor that does

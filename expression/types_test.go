@@ -512,8 +512,8 @@ func TestDecodeRaw(t *testing.T) {
 func TestErrorPositionsCountLinesAndCharacters(t *testing.T) {
 	in := sample.Schema{Fields: []sample.Field{{Name: "index", Type: sample.TInt}, {Name: "s", Type: sample.TString}}}
 	for _, tc := range []struct{ src, want string }{
-		{"let x = 1;\n  resize(index, 2, 2)", "resize: argument 1 must be an image tensor, got int64 (line 2, column 3 of the expression)"},
-		{"s == \"é\" ? resize(index, 2, 2) : 0", "resize: argument 1 must be an image tensor, got int64 (line 1, column 12 of the expression)"},
+		{"let x = 1;\n  resize(index, 2, 2)", "resize: argument 1 must be an image tensor, got int64 (line 2, column 10 of the expression)"},
+		{"s == \"é\" ? resize(index, 2, 2) : 0", "resize: argument 1 must be an image tensor, got int64 (line 1, column 19 of the expression)"},
 		{"s == \"é\" ? resiz(index) : 0", "unknown function resiz (functions: "},
 		{"let y = \"ü\";\nlen(y) + resiz(index)", "(line 2, column 10 of the expression)"},
 	} {
@@ -538,8 +538,8 @@ func TestLetIsTypeChecked(t *testing.T) {
 		t.Errorf("type %s, want %s", got, want)
 	}
 	for _, tc := range []struct{ src, want string }{
-		{"let img = decode_image(index, 3); img", "decode_image: argument 1 must be bytes, got int64 (line 1, column 11 of the expression)"},
-		{"let n = index; resize(n, 8, 8)", "resize: argument 1 must be an image tensor, got int64 (line 1, column 16 of the expression)"},
+		{"let img = decode_image(index, 3); img", "decode_image: argument 1 must be bytes, got int64 (line 1, column 24 of the expression)"},
+		{"let n = index; resize(n, 8, 8)", "resize: argument 1 must be an image tensor, got int64 (line 1, column 23 of the expression)"},
 		{"let img = decode_image(b, 3); normalize(img, 0.5, 0.2)", "normalize: argument 1 must be a float32 image, got tensor<uint8>[? ? 3]: apply to_float first (line 1, column 31 of the expression)"},
 	} {
 		_, err := expression.Default().Compile(tc.src, in, sample.Any)
