@@ -55,7 +55,7 @@ func init() {
 				return sample.Type{Kind: sample.Tensor, DType: dt, Shape: a[0].Type.Shape}, nil
 			case sample.List:
 				if e := a[0].Type.Elem; e == sample.String || e == sample.Bytes {
-					return sample.TAny, fmt.Errorf("argument 1 must be a tensor, a number or a list of numbers, got %s", a[0].Type)
+					return sample.TAny, argErrorf(0, "must be a tensor, a number or a list of numbers, got %s", a[0].Type)
 				}
 				return sample.Type{Kind: sample.Tensor, DType: dt}, nil
 			case sample.Int, sample.Float, sample.Bool, sample.Any:
@@ -64,7 +64,7 @@ func init() {
 				}
 				return sample.TInt, nil
 			}
-			return sample.TAny, fmt.Errorf("argument 1 must be a tensor or a number, got %s", a[0].Type)
+			return sample.TAny, argErrorf(0, "must be a tensor or a number, got %s", a[0].Type)
 		},
 		Impl: func(_ *Call, a []any) (any, error) {
 			name, _ := a[1].(string)
@@ -105,7 +105,7 @@ func init() {
 			switch k := a[0].Type.Kind; k {
 			case sample.Bytes, sample.String, sample.Any:
 			default:
-				return sample.TAny, fmt.Errorf("argument 1 must be bytes, got %s", a[0].Type)
+				return sample.TAny, argErrorf(0, "must be bytes, got %s", a[0].Type)
 			}
 			dt, err := constDType(a[1])
 			if err != nil {

@@ -1228,8 +1228,10 @@ func (in *inferrer) infer(n ast.Node) sample.Type {
 		if err != nil && (operators[f.Name] || f.fused) {
 			return in.fail(n, "%v", err) // the error names the operator, or the call in a chain
 		}
+		// An argument piped in (x | f(…)) is written before the call: the
+		// call is then the place to point at.
 		var ae *argError
-		if errors.As(err, &ae) && ae.Index < len(argNodes) {
+		if errors.As(err, &ae) && ae.Index < len(argNodes) && argNodes[ae.Index].Location().From > n.Location().From {
 			return in.failAt(argNodes[ae.Index].Location(), "%s: %v", name, err)
 		}
 		if err != nil {

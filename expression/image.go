@@ -57,7 +57,7 @@ func init() {
 				return sample.TAny, err
 			}
 			if img.DType != tensor.Uint8 && img.DType != tensor.Float32 && img.DType != tensor.Invalid {
-				return sample.TAny, fmt.Errorf("argument 1 must be a uint8 or float32 image, got %s", img)
+				return sample.TAny, argErrorf(0, "must be a uint8 or float32 image, got %s", img)
 			}
 			return sizedLike(img, a, 1, methodArg(a, 3))
 		},
@@ -240,7 +240,7 @@ func init() {
 		Returns: tensorPtr,
 		Check: func(a []Arg) (sample.Type, error) {
 			if a[0].Type.Kind != sample.Tensor && a[0].Type.Kind != sample.Any {
-				return sample.TAny, fmt.Errorf("argument 1 must be a tensor, got %s", a[0].Type)
+				return sample.TAny, argErrorf(0, "must be a tensor, got %s", a[0].Type)
 			}
 			// imageops.ToFloat scales uint8 levels and passes float32
 			// through; any other dtype fails on the first sample, so say
@@ -248,7 +248,7 @@ func init() {
 			switch specDType(a[0].Type) {
 			case tensor.Invalid, tensor.Uint8, tensor.Float32:
 			default:
-				return sample.TAny, fmt.Errorf("argument 1 must be a uint8 image (to_float scales its levels 0..255 to [0, 1]), got %s: use cast(x, \"uint8\") first if it holds such levels, or cast(x, \"float32\") instead to convert without scaling", a[0].Type)
+				return sample.TAny, argErrorf(0, "must be a uint8 image (to_float scales its levels 0..255 to [0, 1]), got %s: use cast(x, \"uint8\") first if it holds such levels, or cast(x, \"float32\") instead to convert without scaling", a[0].Type)
 			}
 			return sample.Type{Kind: sample.Tensor, DType: tensor.Float32, Shape: a[0].Type.Shape}, nil
 		},
@@ -274,9 +274,9 @@ func init() {
 			switch specDType(img) {
 			case tensor.Invalid, tensor.Float32:
 			case tensor.Uint8:
-				return sample.TAny, fmt.Errorf("argument 1 must be a float32 image, got %s: apply to_float first", img)
+				return sample.TAny, argErrorf(0, "must be a float32 image, got %s: apply to_float first", img)
 			default:
-				return sample.TAny, fmt.Errorf("argument 1 must be a float32 image, got %s: convert it with cast(x, \"float32\") first", img)
+				return sample.TAny, argErrorf(0, "must be a float32 image, got %s: convert it with cast(x, \"float32\") first", img)
 			}
 			channels := -1
 			if n := len(img.Shape); n > 0 {
@@ -326,7 +326,7 @@ func init() {
 		Check: func(a []Arg) (sample.Type, error) {
 			t := a[0].Type
 			if t.Kind != sample.Tensor && t.Kind != sample.Any {
-				return sample.TAny, fmt.Errorf("argument 1 must be a tensor, got %s", t)
+				return sample.TAny, argErrorf(0, "must be a tensor, got %s", t)
 			}
 			perm, ok := intList(a[1].Const)
 			if !a[1].IsConst || !ok {

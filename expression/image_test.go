@@ -241,10 +241,10 @@ func TestImageDTypeChecks(t *testing.T) {
 	for _, tc := range []struct{ src, want, typ string }{
 		// normalize takes float32 alone.
 		{`decode_image(read_file(path), 3) | resize(2, 2) | normalize(100, 2)`, toFloatFirst + ` (line 1, column 51 of the expression)`, ""},
-		{`normalize(u8, 100, 2)`, toFloatFirst + ` (line 1, column 1 of the expression)`, ""},
-		{`normalize(i64, 0.5, 0.2)`, `normalize: argument 1 must be a float32 image, got tensor<int64>[2 2 3]: convert it with cast(x, "float32") first (line 1, column 1 of the expression)`, ""},
-		{`normalize(f64, 0.5, 0.2)`, `normalize: argument 1 must be a float32 image, got tensor<float64>[? ? 3]: convert it with cast(x, "float32") first (line 1, column 1 of the expression)`, ""},
-		{`normalize(cast(u8, "int32"), 0.5, 0.2)`, `normalize: argument 1 must be a float32 image, got tensor<int32>[2 2 3]: convert it with cast(x, "float32") first (line 1, column 1 of the expression)`, ""},
+		{`normalize(u8, 100, 2)`, toFloatFirst + ` (line 1, column 11 of the expression)`, ""},
+		{`normalize(i64, 0.5, 0.2)`, `normalize: argument 1 must be a float32 image, got tensor<int64>[2 2 3]: convert it with cast(x, "float32") first (line 1, column 11 of the expression)`, ""},
+		{`normalize(f64, 0.5, 0.2)`, `normalize: argument 1 must be a float32 image, got tensor<float64>[? ? 3]: convert it with cast(x, "float32") first (line 1, column 11 of the expression)`, ""},
+		{`normalize(cast(u8, "int32"), 0.5, 0.2)`, `normalize: argument 1 must be a float32 image, got tensor<int32>[2 2 3]: convert it with cast(x, "float32") first (line 1, column 11 of the expression)`, ""},
 		{`normalize(f32, 0.5, 0.2)`, "", "tensor<float32>[2 2 3]"},
 		{`normalize(to_float(u8), 0.5, 0.2)`, "", "tensor<float32>[2 2 3]"},
 		{`normalize(cast(i64, "float32"), 0.5, 0.2)`, "", "tensor<float32>[2 2 3]"},
@@ -253,9 +253,9 @@ func TestImageDTypeChecks(t *testing.T) {
 		{`normalize(shaped, 0.5, 0.2)`, "", "tensor<float32>[2 2 3]"},
 		{`normalize(any, 0.5, 0.2)`, "", "tensor<float32>[?]"},
 		// to_float scales uint8 and passes float32 through.
-		{`to_float(cast(u8, "int64"))`, castInt + ` (line 1, column 1 of the expression)`, ""},
-		{`to_float(i64)`, castInt + ` (line 1, column 1 of the expression)`, ""},
-		{`to_float(f64)`, `to_float: argument 1 must be a uint8 image (to_float scales its levels 0..255 to [0, 1]), got tensor<float64>[? ? 3]: use cast(x, "uint8") first if it holds such levels, or cast(x, "float32") instead to convert without scaling (line 1, column 1 of the expression)`, ""},
+		{`to_float(cast(u8, "int64"))`, castInt + ` (line 1, column 10 of the expression)`, ""},
+		{`to_float(i64)`, castInt + ` (line 1, column 10 of the expression)`, ""},
+		{`to_float(f64)`, `to_float: argument 1 must be a uint8 image (to_float scales its levels 0..255 to [0, 1]), got tensor<float64>[? ? 3]: use cast(x, "uint8") first if it holds such levels, or cast(x, "float32") instead to convert without scaling (line 1, column 10 of the expression)`, ""},
 		{`to_float(u8)`, "", "tensor<float32>[2 2 3]"},
 		{`to_float(f32)`, "", "tensor<float32>[2 2 3]"},
 		{`to_float(cast(i64, "uint8"))`, "", "tensor<float32>[2 2 3]"},

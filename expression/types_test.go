@@ -461,7 +461,7 @@ func TestDecodeRaw(t *testing.T) {
 		{src: `decode_raw(b, "uint8", [2.5, 3])`, typ: "decode_raw: shape [2.5 3]: dimensions must be integers (line 1, column 1 of the expression)"},
 		{src: `decode_raw(any, "uint8")`, b: int64(3), typ: "tensor<uint8>[?]", want: "decode_raw: argument 1 must be bytes, got int64"},
 		// Compile errors.
-		{src: `decode_raw(n, "uint8")`, typ: "decode_raw: argument 1 must be bytes, got int64 (line 1, column 1 of the expression)"},
+		{src: `decode_raw(n, "uint8")`, typ: "decode_raw: argument 1 must be bytes, got int64 (line 1, column 12 of the expression)"},
 		{src: `decode_raw(b, "uint9")`, typ: `decode_raw: unknown dtype "uint9" (want uint8, int32, int64, float32 or float64) (line 1, column 1 of the expression)`},
 		{src: `decode_raw(b, s)`, typ: `decode_raw: dtype must be a string literal such as "float32" (line 1, column 1 of the expression)`},
 		{src: `decode_raw(b, "uint8", [-1, -1])`, typ: "decode_raw: shape [-1 -1] has more than one -1; at most one dimension is inferred (line 1, column 1 of the expression)"},
@@ -540,7 +540,7 @@ func TestLetIsTypeChecked(t *testing.T) {
 	for _, tc := range []struct{ src, want string }{
 		{"let img = decode_image(index, 3); img", "decode_image: argument 1 must be bytes, got int64 (line 1, column 24 of the expression)"},
 		{"let n = index; resize(n, 8, 8)", "resize: argument 1 must be an image tensor, got int64 (line 1, column 23 of the expression)"},
-		{"let img = decode_image(b, 3); normalize(img, 0.5, 0.2)", "normalize: argument 1 must be a float32 image, got tensor<uint8>[? ? 3]: apply to_float first (line 1, column 31 of the expression)"},
+		{"let img = decode_image(b, 3); normalize(img, 0.5, 0.2)", "normalize: argument 1 must be a float32 image, got tensor<uint8>[? ? 3]: apply to_float first (line 1, column 41 of the expression)"},
 	} {
 		_, err := expression.Default().Compile(tc.src, in, sample.Any)
 		if err == nil || err.Error() != tc.want {
