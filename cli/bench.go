@@ -177,19 +177,24 @@ type trainer struct {
 	limit int
 	stop  func()
 
-	mu     sync.Mutex
-	last   time.Time
+	mu sync.Mutex
+	stepCounts
+	last time.Time
+	// stepped is the steps' real time (a timer on busy cores wakes late).
+	stepped time.Duration
+	epochs  [][]string
+}
+
+// stepCounts is what each step adds to a trainer's figures.
+type stepCounts struct {
 	steps  int
 	first  time.Duration
 	waited time.Duration
 	most   time.Duration
 	// waitedSteps counts the steps after the first that waited more than
-	// waitedOver; stepped is the steps' real time (a timer on busy cores
-	// wakes late).
+	// waitedOver.
 	waitedSteps int
-	stepped     time.Duration
 	since       time.Time
-	epochs      [][]string
 }
 
 func (t *trainer) Write(ctx context.Context, s *sample.Sample) error {
@@ -202,6 +207,8 @@ func (t *trainer) Write(ctx context.Context, s *sample.Sample) error {
 		return context.Canceled
 	}
 	wait := now.Sub(t.last)
+	// What the step adds, for a step cut short to take back.
+	undo := t.stepCounts
 	if t.steps == 0 {
 		t.first, t.since = wait, now
 	} else {
@@ -227,7 +234,7 @@ func (t *trainer) Write(ctx context.Context, s *sample.Sample) error {
 			// rate after the first exceed what a step allows (105 %
 			// after Ctrl-C in a new-user test).
 			t.mu.Lock()
-			t.steps--
+			t.stepCounts = undo
 			e := t.epochs[len(t.epochs)-1]
 			t.epochs[len(t.epochs)-1] = e[:len(e)-1]
 			t.mu.Unlock()

@@ -395,15 +395,16 @@ func decodePNG(data []byte, channels int, opts *DecodeOptions, alloc func(int) [
 		switch {
 		case errors.Is(err, io.ErrUnexpectedEOF) || errors.Is(err, io.EOF):
 			return nil, fmt.Errorf("%w: png: %v", ErrTruncated, err)
-		case !bytes.Contains(data[max(0, len(data)-len(pngEnd)):], pngEnd[4:8]):
-			// A file cut inside its pixel data fails as "not enough
-			// pixel data", as if corrupt; with no IEND chunk at its end
-			// it was cut (a new-user test: a cut PNG was "truncated" or
-			// "corrupt" depending on where it was cut). An IEND whose
-			// CRC is wrong is damage, not a cut.
-			return nil, fmt.Errorf("%w: png has no IEND chunk at its end (%v)", ErrTruncated, err)
 		case isUnsupported(err):
 			return nil, fmt.Errorf("%w: %v", ErrUnsupported, err)
+		case !bytes.Contains(data[len(pngMagic):], pngIEND):
+			// A file cut inside its pixel data fails as "not enough
+			// pixel data", as if corrupt; with no IEND chunk it was cut
+			// (a new-user test: a cut PNG was "truncated" or "corrupt"
+			// depending on where it was cut). An IEND anywhere, even
+			// with a wrong CRC or bytes after it, means damage, not a
+			// cut (found in review).
+			return nil, fmt.Errorf("%w: png has no IEND chunk (%v)", ErrTruncated, err)
 		}
 		// image/png's own errors already start with "png:".
 		return nil, fmt.Errorf("%w: %v", ErrCorrupt, err)

@@ -402,7 +402,7 @@ func TestCutPNGIsTruncated(t *testing.T) {
 		t.Fatal(err)
 	}
 	whole := buf.Bytes()
-	if !bytes.HasSuffix(whole, pngEnd) {
+	if !bytes.HasSuffix(whole, []byte("IEND\xaeB`\x82")) {
 		t.Fatal("the encoded PNG does not end with IEND")
 	}
 	for _, d := range decoders {
@@ -414,6 +414,17 @@ func TestCutPNGIsTruncated(t *testing.T) {
 			if !errors.Is(err, ErrTruncated) {
 				t.Errorf("%s: cut at %d of %d bytes: err %v, want ErrTruncated", d.name, cut, len(whole), err)
 			}
+		}
+		// Damaged pixel data with bytes after IEND, which image/png
+		// ignores, is corrupt, not cut (found in review).
+		damaged := bytes.Clone(whole)
+		idat := bytes.Index(damaged, []byte("IDAT"))
+		for i := idat + 6; i < idat+40; i++ {
+			damaged[i] ^= 0x5a
+		}
+		damaged = append(damaged, make([]byte, 16)...)
+		if _, err := d.fn(damaged, 3, DecodeOptions{}); !errors.Is(err, ErrCorrupt) {
+			t.Errorf("%s: damaged pixel data and 16 bytes after IEND: err %v, want ErrCorrupt", d.name, err)
 		}
 	}
 }

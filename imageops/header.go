@@ -21,8 +21,8 @@ type jpegInfo struct {
 var (
 	jpegMagic = []byte{0xff, 0xd8}
 	pngMagic  = []byte("\x89PNG\r\n\x1a\n")
-	// pngEnd is the IEND chunk every PNG ends with: length 0, type, CRC.
-	pngEnd = []byte("\x00\x00\x00\x00IEND\xaeB`\x82")
+	// pngIEND is the type of the chunk that ends every PNG.
+	pngIEND = []byte("IEND")
 )
 
 // scanJPEG walks the marker segments up to the first SOS. It validates the
