@@ -197,6 +197,8 @@ func (c *FilesConfig) Check(cc *spec.CheckContext) sample.Schema {
 				cc.Errorf(field, "%v", err)
 			} else if len(m) == 0 {
 				cc.Errorf(field, "%s", noMatch(p, cc.Resolve(p)))
+			} else if msg := unreadable(m); msg != "" {
+				cc.Errorf(field, "pattern %q %s", p, msg)
 			}
 			labelsOK = labelsOK && err == nil && len(m) > 0
 			byPattern = append(byPattern, labelPattern{pattern: p, abs: cc.Resolve(p), files: m})
@@ -303,7 +305,35 @@ func noMatch(p, abs string) string {
 	if _, err := os.Stat(dir); err != nil {
 		return msg + fmt.Sprintf("; folder %s does not exist", dir)
 	}
+	// A folder that cannot be listed matches nothing, without an error
+	// from the glob (a new-user test).
+	if _, err := os.ReadDir(dir); err != nil {
+		return msg + fmt.Sprintf("; folder %s cannot be read: %v", dir, errors.Unwrap(err))
+	}
 	return msg
+}
+
+// unreadable says how many of the files matched this process cannot read
+// and why the first cannot, or "" when it can read them all: DESIGN.md's
+// validate checks that inputs are readable, and a file that is not fails
+// the run or is skipped only once the run reaches it (a new-user test).
+func unreadable(files []string) string {
+	n, first := 0, error(nil)
+	for _, f := range files {
+		if err := readable(f); err != nil {
+			if n == 0 {
+				first = &os.PathError{Op: "read", Path: f, Err: err}
+			}
+			n++
+		}
+	}
+	switch {
+	case n == 0:
+		return ""
+	case n == 1:
+		return fmt.Sprintf("matches a file this process cannot read: %v", first)
+	}
+	return fmt.Sprintf("matches %d files this process cannot read; the first: %v", n, first)
 }
 
 // labelPattern is what one pattern matched, for labels: from_dir.
