@@ -3,6 +3,7 @@ package spec
 import (
 	"fmt"
 	"math"
+	"math/big"
 	"reflect"
 	"regexp"
 	"sort"
@@ -150,6 +151,13 @@ func (d *decoder) decode(n *yaml.Node, v reflect.Value, path string) {
 				return
 			}
 			d.errorf(n, path, "expected %s, got %s", kindWord(v.Kind()), describe(n))
+			return
+		}
+		if v.Kind() == reflect.Float64 && n.ShortTag() == "!!int" && !exactFloat(n.Value, p.Elem().Float()) {
+			// A float64 holds integers exactly only up to 2^53; past
+			// that the value would change without a word (a new-user
+			// test: pad 9223372036854775807 became -9223372036854775808).
+			d.errorf(n, path, "integer %s cannot be held exactly here: it is read as a number, exact up to 2^53 (9007199254740992), and would become %.0f", n.Value, p.Elem().Float())
 			return
 		}
 		v.Set(p.Elem())
@@ -381,4 +389,15 @@ func editDistance(a, b string) int {
 		prev, cur = cur, prev
 	}
 	return prev[len(b)]
+}
+
+// exactFloat reports whether the integer literal lit equals f, the
+// float64 it decoded to. A literal big.Int cannot read is left to the
+// decoder, which read it.
+func exactFloat(lit string, f float64) bool {
+	i, ok := new(big.Int).SetString(lit, 0)
+	if !ok {
+		return true
+	}
+	return new(big.Float).SetInt(i).Cmp(big.NewFloat(f)) == 0
 }

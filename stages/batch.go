@@ -4,6 +4,7 @@ import (
 	"cmp"
 	"context"
 	"fmt"
+	"math"
 	"slices"
 	"strings"
 	"sync/atomic"
@@ -86,6 +87,10 @@ func (c *BatchConfig) Check(cc *spec.CheckContext) sample.Schema {
 			cc.Errorf("pad."+e.Key, "unknown field %q (fields here: %s)", e.Key, strings.Join(in.Names(), ", "))
 		case t.Kind != sample.Tensor && t.Kind != sample.Any:
 			cc.Errorf("pad."+e.Key, "pad applies to tensor fields; %q is %s", e.Key, t)
+		case t.Kind == sample.Tensor && t.DType != tensor.Invalid:
+			if err := padFits(e.Value, t.DType); err != nil {
+				cc.Errorf("pad."+e.Key, "%v (field %q is %s)", err, e.Key, t)
+			}
 		}
 	}
 	out := sample.Schema{Open: in.Open}
@@ -553,8 +558,40 @@ func channelsDiffer(a, b []int) bool {
 		a[2] >= 1 && a[2] <= 4 && b[2] >= 1 && b[2] <= 4
 }
 
+// padFits says why pad value v cannot be stored in dtype dt unchanged, or
+// returns nil: a pad the dtype would change (-1 in uint8 saturating to 0,
+// 0.5 in int64 truncating to 0) looks like data, or stops marking the
+// padding (found by a new-user test).
+func padFits(v float64, dt tensor.DType) error {
+	var in bool
+	switch dt {
+	case tensor.Uint8:
+		in = v >= 0 && v <= 255
+	case tensor.Int32:
+		in = v >= math.MinInt32 && v <= math.MaxInt32
+	case tensor.Int64:
+		in = v >= -(1<<63) && v < 1<<63
+	case tensor.Float32:
+		if !math.IsInf(v, 0) && !math.IsNaN(v) && math.Abs(v) > math.MaxFloat32 {
+			return fmt.Errorf("pad %v is beyond float32's range (±%g)", v, math.MaxFloat32)
+		}
+		return nil
+	default:
+		return nil
+	}
+	if !in || v != math.Trunc(v) {
+		return fmt.Errorf("pad %v does not fit %s (an integer in its range)", v, dt)
+	}
+	return nil
+}
+
 func stackTensors(k string, ts []*tensor.Tensor, padded bool, padValue float64, ss []*sample.Sample, rows int) (*tensor.Tensor, error) {
 	t0 := ts[0]
+	if padded {
+		if err := padFits(padValue, t0.DType); err != nil {
+			return nil, fmt.Errorf("field %q of %s: %w", k, ss[0].Describe(), err)
+		}
+	}
 	shape := append([]int(nil), t0.Shape...)
 	same := true
 	for i, t := range ts[1:] {

@@ -2,6 +2,7 @@ package stages
 
 import (
 	"context"
+	"math"
 	"slices"
 	"testing"
 	"unsafe"
@@ -111,5 +112,50 @@ func TestBatchStageShortBatchBorrows(t *testing.T) {
 	full := size * h * w * c
 	if len(rows) != 2 || rows[0] != size || rows[1] != 3 || caps[0] != full || caps[1] != full {
 		t.Fatalf("batches of %v rows in buffers of %v bytes, want [4 3] rows both in a full batch's %d", rows, caps, full)
+	}
+}
+
+// TestPadFits: a pad value the field's dtype would change is refused, in
+// validate where the dtype is known and as the batch is made otherwise (a
+// new-user test: -1 became 0 in uint8, 0.5 became 0 in int64 and 1e40 +Inf
+// in float32, each looking like data).
+func TestPadFits(t *testing.T) {
+	for _, tc := range []struct {
+		v    float64
+		dt   tensor.DType
+		want string
+	}{
+		{0, tensor.Uint8, ""},
+		{255, tensor.Uint8, ""},
+		{-1, tensor.Uint8, "pad -1 does not fit uint8 (an integer in its range)"},
+		{256, tensor.Uint8, "pad 256 does not fit uint8 (an integer in its range)"},
+		{1.5, tensor.Uint8, "pad 1.5 does not fit uint8 (an integer in its range)"},
+		{-1, tensor.Int32, ""},
+		{1 << 31, tensor.Int32, "pad 2.147483648e+09 does not fit int32 (an integer in its range)"},
+		{-1, tensor.Int64, ""},
+		{1 << 53, tensor.Int64, ""},
+		{0.5, tensor.Int64, "pad 0.5 does not fit int64 (an integer in its range)"},
+		{1 << 63, tensor.Int64, "pad 9.223372036854776e+18 does not fit int64 (an integer in its range)"},
+		{-1e39, tensor.Float32, "pad -1e+39 is beyond float32's range (±3.4028234663852886e+38)"},
+		{1e40, tensor.Float32, "pad 1e+40 is beyond float32's range (±3.4028234663852886e+38)"},
+		{math.Inf(-1), tensor.Float32, ""},
+		{math.NaN(), tensor.Float32, ""},
+		{0.1, tensor.Float32, ""},
+		{1e300, tensor.Float64, ""},
+	} {
+		got := ""
+		if err := padFits(tc.v, tc.dt); err != nil {
+			got = err.Error()
+		}
+		if got != tc.want {
+			t.Errorf("padFits(%v, %s) = %q, want %q", tc.v, tc.dt, got, tc.want)
+		}
+	}
+	// Where validate did not know the dtype, the batch refuses the pad.
+	ts := []*tensor.Tensor{tensor.New(tensor.Uint8, 2), tensor.New(tensor.Uint8, 3)}
+	ss := []*sample.Sample{sample.New(0, 0, "a"), sample.New(1, 0, "b")}
+	_, err := stackTensors("v", ts, true, -1, ss, 2)
+	if want := `field "v" of a: pad -1 does not fit uint8 (an integer in its range)`; err == nil || err.Error() != want {
+		t.Errorf("stacking with pad -1 into uint8: %v, want %s", err, want)
 	}
 }

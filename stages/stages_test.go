@@ -461,3 +461,28 @@ func TestValidateWarnsOfAnEmptyShard(t *testing.T) {
 		}
 	}
 }
+
+// TestPadMustFitExactly: validate refuses a pad its field would change
+// (-1 in uint8) and an integer a number cannot hold exactly (above 2^53),
+// at the pad's line and column, and passes one that fits (a new-user
+// test: pad 9223372036854775807 became -9223372036854775808).
+func TestPadMustFitExactly(t *testing.T) {
+	for _, tc := range []struct{ pad, want string }{
+		{"-1", `f.yaml:6:46: stages[2].pad.v: pad -1 does not fit uint8 (an integer in its range) (field "v" is tensor<uint8>[?])`},
+		{"9007199254740993", `f.yaml:6:46: stages[2].pad.v: integer 9007199254740993 cannot be held exactly here: it is read as a number, exact up to 2^53 (9007199254740992), and would become 9007199254740992`},
+		{"0x7fffffffffffffff", `f.yaml:6:46: stages[2].pad.v: integer 0x7fffffffffffffff cannot be held exactly here: it is read as a number, exact up to 2^53 (9007199254740992), and would become 9223372036854775808`},
+		{"255", ``},
+	} {
+		src := "version: 1\nname: f\nstages:\n  - {name: src, type: range, count: 4}\n  - {name: m, type: map, set: {v: 'cast(one_hot(0, int(index) + 1), \"uint8\")'}}\n  - {name: b, type: batch, size: 2, pad: {v: " + tc.pad + "}}\n  - {name: out, type: discard}\n"
+		_, diags := spec.Parse("f.yaml", []byte(src), spec.Options{Catalog: stages.Default()})
+		var got []string
+		for _, d := range diags {
+			if d.Severity == spec.SevError {
+				got = append(got, d.String())
+			}
+		}
+		if strings.Join(got, "\n") != tc.want {
+			t.Errorf("pad %s:\n got %q\nwant %q", tc.pad, got, tc.want)
+		}
+	}
+}
