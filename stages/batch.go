@@ -136,6 +136,8 @@ func (c *BatchConfig) Check(cc *spec.CheckContext) sample.Schema {
 			}
 		case sample.Any:
 			t = sample.TAny
+		case sample.List:
+			t = sample.ListOf(sample.List) // a list of the samples' lists
 		default:
 			t = sample.ListOf(sample.Any)
 		}

@@ -81,6 +81,10 @@ func (c *WriteTFRecordConfig) Check(cc *spec.CheckContext) sample.Schema {
 		}
 		switch f.Type.Elem {
 		case sample.Int, sample.Float, sample.Bool, sample.String, sample.Bytes:
+		case sample.List:
+			// A batch of a list field always fails to write (a new-user
+			// test: validate only warned, and every run failed).
+			cc.Errorf("", "field %q is %s: a batch stacks each sample's list into a list of lists, and a TFRecord feature holds one flat list; drop the field before the batch (a map's drop), or write with write_jsonl, which keeps nested lists", f.Name, f.Type)
 		default:
 			cc.Warnf("", "field %q is %s, whose elements are known only at run time: it can be written only if they are all numbers and booleans (an int64_list, or a float_list if any is a float) or all strings and bytes (a bytes_list)", f.Name, f.Type)
 		}

@@ -3,6 +3,7 @@ package stages_test
 import (
 	"bytes"
 	"reflect"
+	"sort"
 	"strings"
 	"testing"
 
@@ -148,9 +149,6 @@ func TestWriteTFRecordListWarning(t *testing.T) {
 	}{
 		{"a list of numbers and strings", `
   - {name: m, type: map, set: {x: '[1, "a"]'}}`, []string{"x"}},
-		{"a batch of lists", `
-  - {name: m, type: map, set: {sh: 'shape(cast([1.5, 2], "float32"))'}}
-  - {name: b, type: batch, size: 2}`, []string{"sh"}},
 		{"list<int64>", `
   - {name: m, type: map, set: {sh: 'shape(cast([1.5, 2], "float32"))'}}`, nil},
 		{"list<string>", `
@@ -181,5 +179,27 @@ func TestWriteTFRecordListWarning(t *testing.T) {
 				t.Errorf("warned of %v, want %v\n%v", got, tc.want, diags)
 			}
 		})
+	}
+}
+
+// TestWriteTFRecordRefusesABatchOfLists: a batch stacks a list field into a
+// list of lists, which no TFRecord feature holds: validate refuses it,
+// saying what to do, instead of warning of a run that always fails (a
+// new-user test, with parse_example's list of class names).
+func TestWriteTFRecordRefusesABatchOfLists(t *testing.T) {
+	src := "version: 1\nname: w\nstages:\n  - {name: r, type: range, count: 2}\n  - {name: m, type: map, set: {sh: 'shape(cast([1.5, 2], \"float32\"))', s: '[string(index)]'}}\n  - {name: b, type: batch, size: 2}\n  - {name: out, type: write_tfrecord, path: out.tfrecord}\n"
+	_, diags := spec.Parse("w.yaml", []byte(src), spec.Options{Catalog: stages.Default()})
+	var got []string
+	for _, d := range diags {
+		got = append(got, d.String())
+	}
+	const tail = `: a batch stacks each sample's list into a list of lists, and a TFRecord feature holds one flat list; drop the field before the batch (a map's drop), or write with write_jsonl, which keeps nested lists`
+	want := []string{
+		`w.yaml:7:5: stages[3]: field "s" is list<list>` + tail,
+		`w.yaml:7:5: stages[3]: field "sh" is list<list>` + tail,
+	}
+	sort.Strings(got)
+	if !reflect.DeepEqual(got, want) {
+		t.Errorf("got\n%s\nwant\n%s", strings.Join(got, "\n"), strings.Join(want, "\n"))
 	}
 }
