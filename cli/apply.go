@@ -53,7 +53,7 @@ func applyCmd(g *globals) *cobra.Command {
 					rep.Error = pe.Problems()
 				}
 				if p != nil {
-					rep.MemoryBudgetBytes, rep.Seed, rep.Rewrites = p.Memory, &p.Seed, p.Rewrites
+					rep.MemoryBudgetBytes, rep.Seed, rep.SeedRandom, rep.Rewrites = p.Memory, &p.Seed, p.SeedRandom, p.Rewrites
 				}
 				writeFailureReport(g, reportPath, args[0], rep)
 				return err
@@ -338,6 +338,11 @@ func summary(g *globals, rep *engine.Report, feeds []gpu.Feed) {
 		}
 	}
 	line := fmt.Sprintf("done in %.2fs; %s; peak memory %s of %s", rep.ElapsedS, strings.Join(parts, "; "), spec.ByteSize(rep.PeakMemoryBytes), spec.ByteSize(rep.MemoryBudgetBytes))
+	if rep.SeedRandom && rep.Seed != nil {
+		// The starting line says it too, but not under --log-level warn,
+		// and a run worth repeating needs it (a new-user test).
+		line += fmt.Sprintf("; random seed %d (--set seed=%d repeats the run)", *rep.Seed, *rep.Seed)
+	}
 	if g.logFormat == "json" {
 		// A log collector reading JSON lines would choke on a plain one.
 		g.log.Info(line, zap.Float64("elapsed_s", rep.ElapsedS), zap.Int64("peak_memory_bytes", rep.PeakMemoryBytes))

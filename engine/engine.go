@@ -988,11 +988,14 @@ type Report struct {
 	PeakMemoryBytes   int64                 `json:"peak_memory_bytes"`
 	MemoryBudgetBytes int64                 `json:"memory_budget_bytes"`
 	// Seed is the run's seed; absent when the spec did not compile.
-	Seed   *uint64                      `json:"seed,omitempty"`
-	Stages map[string]StageReport       `json:"stages"`
-	Caches map[string]stages.CacheStats `json:"caches,omitempty"`
-	Error  string                       `json:"error,omitempty"`
-	Extra  map[string]any               `json:"extra,omitempty"`
+	// SeedRandom says the spec set none, so the seed was drawn for this
+	// run: setting it (--set seed=N) repeats the run.
+	Seed       *uint64                      `json:"seed,omitempty"`
+	SeedRandom bool                         `json:"seed_random,omitempty"`
+	Stages     map[string]StageReport       `json:"stages"`
+	Caches     map[string]stages.CacheStats `json:"caches,omitempty"`
+	Error      string                       `json:"error,omitempty"`
+	Extra      map[string]any               `json:"extra,omitempty"`
 	// Rewrites lists what the planner changed in the DAG as written.
 	Rewrites []plan.Rewrite `json:"rewrites,omitempty"`
 	// GPU is what the NVML monitor saw during the run (apply --gpu).
@@ -1054,7 +1057,7 @@ func (r *Run) snapshot(err error) *Report {
 	rep := &Report{
 		OK: err == nil, ElapsedS: time.Since(r.start).Seconds(),
 		Sinks: map[string]SinkReport{}, Skipped: map[string]int64{}, Stages: map[string]StageReport{},
-		PeakMemoryBytes: r.budget.Peak(), MemoryBudgetBytes: r.budget.Limit(), Seed: &r.plan.Seed,
+		PeakMemoryBytes: r.budget.Peak(), MemoryBudgetBytes: r.budget.Limit(), Seed: &r.plan.Seed, SeedRandom: r.plan.SeedRandom,
 		Rewrites: r.plan.Rewrites,
 	}
 	if err != nil {
