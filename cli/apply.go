@@ -116,6 +116,10 @@ func applyCmd(g *globals) *cobra.Command {
 			}
 			if runErr != nil {
 				skipHint(g, sp, runErr)
+				if rep.SeedRandom {
+					// A failed run is the one most worth repeating.
+					g.log.Warn(seedWords(*rep.Seed), zap.Uint64("seed", *rep.Seed))
+				}
 				return exit(ExitFailed, runErr)
 			}
 			summary(g, rep, feeds)
@@ -338,17 +342,24 @@ func summary(g *globals, rep *engine.Report, feeds []gpu.Feed) {
 		}
 	}
 	line := fmt.Sprintf("done in %.2fs; %s; peak memory %s of %s", rep.ElapsedS, strings.Join(parts, "; "), spec.ByteSize(rep.PeakMemoryBytes), spec.ByteSize(rep.MemoryBudgetBytes))
+	fields := []zap.Field{zap.Float64("elapsed_s", rep.ElapsedS), zap.Int64("peak_memory_bytes", rep.PeakMemoryBytes)}
 	if rep.SeedRandom && rep.Seed != nil {
 		// The starting line says it too, but not under --log-level warn,
 		// and a run worth repeating needs it (a new-user test).
-		line += fmt.Sprintf("; random seed %d (--set seed=%d repeats the run)", *rep.Seed, *rep.Seed)
+		line += "; " + seedWords(*rep.Seed)
+		fields = append(fields, zap.Uint64("seed", *rep.Seed))
 	}
 	if g.logFormat == "json" {
 		// A log collector reading JSON lines would choke on a plain one.
-		g.log.Info(line, zap.Float64("elapsed_s", rep.ElapsedS), zap.Int64("peak_memory_bytes", rep.PeakMemoryBytes))
+		g.log.Info(line, fields...)
 	} else {
 		fmt.Fprintln(g.stderr, line)
 	}
+}
+
+// seedWords says a random seed and how to run with it again.
+func seedWords(seed uint64) string {
+	return fmt.Sprintf("random seed %d (--set seed=%d repeats the run)", seed, seed)
 }
 
 // filledSkips is the summary's part for a cache that an earlier run

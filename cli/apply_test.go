@@ -666,4 +666,16 @@ stages:
 	if r.code != 0 || strings.Contains(r.stderr, "random seed") || string(again) != string(first) {
 		t.Errorf("rerun with --set seed=%s: %s\nsame output: %v", m[1], r, string(again) == string(first))
 	}
+	// A failed run says it too: it is the one most worth repeating.
+	bad := writeSpec(t, dir, "bad.yaml", `version: 1
+name: bad
+stages:
+  - {name: src, type: range, count: 20}
+  - {name: m, type: map, set: {v: 'one_hot(index, 5)'}}
+  - {name: out, type: discard}
+`)
+	r = run(t, "--log-level", "warn", "apply", bad)
+	if r.code != 1 || !regexp.MustCompile(`random seed (\d+) \(--set seed=(\d+) repeats the run\)`).MatchString(r.stderr) {
+		t.Errorf("a failed run: %s\nwant exit 1 and the random seed", r)
+	}
 }

@@ -198,7 +198,10 @@ func (c *FilesConfig) Check(cc *spec.CheckContext) sample.Schema {
 			} else if len(m) == 0 {
 				cc.Errorf(field, "%s", noMatch(p, cc.Resolve(p)))
 			} else if msg := unreadable(m); msg != "" {
-				cc.Errorf(field, "pattern %q %s", p, msg)
+				// A warning: a run whose stages skip errors reads on past
+				// them, as it did before validate looked (found in
+				// review), and a path manifest never opens them.
+				cc.Warnf(field, "pattern %q %s: reading one fails the run unless the stage that reads it has on_error: skip", p, msg)
 			}
 			labelsOK = labelsOK && err == nil && len(m) > 0
 			byPattern = append(byPattern, labelPattern{pattern: p, abs: cc.Resolve(p), files: m})
@@ -317,6 +320,7 @@ func noMatch(p, abs string) string {
 // and why the first cannot, or "" when it can read them all: DESIGN.md's
 // validate checks that inputs are readable, and a file that is not fails
 // the run or is skipped only once the run reaches it (a new-user test).
+// It costs an access(2) a file, about 3 µs (0.6 s over 200,000 files).
 func unreadable(files []string) string {
 	n, first := 0, error(nil)
 	for _, f := range files {

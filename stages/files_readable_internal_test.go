@@ -12,10 +12,11 @@ import (
 	"github.com/piperun/piperun/spec"
 )
 
-// TestFilesSaysWhatCannotBeRead: validate refuses a pattern that matches
+// TestFilesSaysWhatCannotBeRead: validate warns of a pattern that matches
 // files this process cannot read, as DESIGN.md's validate promises, naming
-// how many and the first; a folder it cannot list says so rather than only
-// "matches no file" (a new-user test: both passed validate). Root reads a
+// how many and the first (a warning: under on_error: skip the run reads on
+// past them); a folder it cannot list says so rather than only "matches
+// no file" (a new-user test: both passed validate without a word). Root reads a
 // file of mode 000, so the files are refused by a stand-in for access(2)
 // first; the real modes are tried too when the test runs as another user.
 func TestFilesSaysWhatCannotBeRead(t *testing.T) {
@@ -40,6 +41,7 @@ func TestFilesSaysWhatCannotBeRead(t *testing.T) {
 			t.Errorf("%s:\n got %q\nwant %q", pattern, got, want)
 		}
 	}
+	const skipTail = ": reading one fails the run unless the stage that reads it has on_error: skip"
 	real := readable
 	t.Cleanup(func() { readable = real })
 	readable = func(path string) error {
@@ -48,8 +50,8 @@ func TestFilesSaysWhatCannotBeRead(t *testing.T) {
 		}
 		return real(path)
 	}
-	check("one/*.jpg", `stages[0].pattern: pattern "one/*.jpg" matches a file this process cannot read: read `+filepath.Join(dir, "one/b.jpg")+`: permission denied`)
-	check("two/*.jpg", `stages[0].pattern: pattern "two/*.jpg" matches 2 files this process cannot read; the first: read `+filepath.Join(dir, "two/b.jpg")+`: permission denied`)
+	check("one/*.jpg", `warning: stages[0].pattern: pattern "one/*.jpg" matches a file this process cannot read: read `+filepath.Join(dir, "one/b.jpg")+`: permission denied`+skipTail)
+	check("two/*.jpg", `warning: stages[0].pattern: pattern "two/*.jpg" matches 2 files this process cannot read; the first: read `+filepath.Join(dir, "two/b.jpg")+`: permission denied`+skipTail)
 	check("one/a.jpg", ``)
 	readable = real
 
@@ -64,6 +66,6 @@ func TestFilesSaysWhatCannotBeRead(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { os.Chmod(filepath.Join(dir, "two"), 0o755) })
-	check("one/*.jpg", `stages[0].pattern: pattern "one/*.jpg" matches a file this process cannot read: read `+filepath.Join(dir, "one/b.jpg")+`: permission denied`)
+	check("one/*.jpg", `warning: stages[0].pattern: pattern "one/*.jpg" matches a file this process cannot read: read `+filepath.Join(dir, "one/b.jpg")+`: permission denied`+skipTail)
 	check("two/*.jpg", `stages[0].pattern: pattern "two/*.jpg" matches no file (resolved to `+filepath.Join(dir, "two/*.jpg")+`); folder `+filepath.Join(dir, "two")+` cannot be read: permission denied`)
 }
