@@ -243,7 +243,7 @@ func (m *mapStage) apply(s *sample.Sample) error {
 			v, err = sample.Normalize(v)
 		}
 		if err != nil {
-			return m.setError(i, err)
+			return fmt.Errorf("%s: %w", m.labels[i], err)
 		}
 		shareIfAliased(s.Fields, k, v)
 		s.Fields[k] = v
@@ -251,14 +251,9 @@ func (m *mapStage) apply(s *sample.Sample) error {
 	return nil
 }
 
-// setError names the key whose expression failed and, since a position
-// inside the expression alone does not say which file and line to fix,
-// where the spec (or a --set) sets it.
-func (m *mapStage) setError(i int, err error) error {
-	return fmt.Errorf("%s: %w", m.labels[i], err)
-}
-
-// setLabel is what setError calls the i-th set expression.
+// setLabel names a set expression in its errors: the key and, since a
+// position inside the expression alone does not say which file and line
+// to fix, where the spec (or a --set) sets it.
 func setLabel(env *Env, e spec.Entry[string]) string {
 	pos := e.Pos
 	if env.Spec != nil {
