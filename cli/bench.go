@@ -510,6 +510,11 @@ func (r *BenchReport) text(w io.Writer) {
 		fmt.Fprintf(w, "bottleneck: %s\n", r.Why)
 	}
 	fmt.Fprintf(w, "shuffle: %s\n", r.Shuffle.Verdict)
+	if r.Run != nil && r.Run.SeedRandom && r.Run.Seed != nil {
+		// The shuffle verdict and the augmentations depend on it, and
+		// bench logs no starting line to say it.
+		fmt.Fprintf(w, "seed: %s\n", seedWords(*r.Run.Seed))
+	}
 	if len(r.Stages) > 0 {
 		fmt.Fprintf(w, "%-16s %-16s %8s %8s %6s\n", "STAGE", "TYPE", "BUSY", "WORKERS", "OWN S")
 		for _, s := range r.Stages {

@@ -2,6 +2,7 @@ package cli_test
 
 import (
 	"encoding/json"
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
@@ -96,6 +97,31 @@ func TestBenchFixedShuffle(t *testing.T) {
 	r, br := benchRun(t, "4", "40", "--step-time", "0", "--set", "stages.mix.reshuffle_each_epoch=false")
 	if want := `every epoch comes in the same order: shuffle "mix" has reshuffle_each_epoch: false`; r.code != 0 || br.Shuffle.Same != br.Shuffle.Positions || br.Shuffle.Verdict != want {
 		t.Errorf("bench: %s\nshuffle %+v; want %q", r, br.Shuffle, want)
+	}
+}
+
+// TestBenchSaysARandomSeed: with no seed in the spec, bench says the seed
+// it drew and how to repeat the run, as apply does.
+func TestBenchSaysARandomSeed(t *testing.T) {
+	dir := t.TempDir()
+	p := writeSpec(t, dir, "b.yaml", strings.NewReplacer("seed: 1\n", "", "WIDTH", "4", "SHUFFLE", "40").Replace(benchSpec))
+	rep := filepath.Join(dir, "bench.json")
+	r := run(t, "bench", "--step-time", "0", "--report", rep, p)
+	var br cli.BenchReport
+	if b, err := os.ReadFile(rep); err != nil {
+		t.Fatal(err)
+	} else if err := json.Unmarshal(b, &br); err != nil {
+		t.Fatal(err)
+	}
+	if r.code != 0 || br.Run == nil || !br.Run.SeedRandom || br.Run.Seed == nil {
+		t.Fatalf("bench: %s\nrun %+v; want a random seed in the report", r, br.Run)
+	}
+	if want := fmt.Sprintf("seed: random seed %d (--set seed=%d repeats the run)\n", *br.Run.Seed, *br.Run.Seed); !strings.Contains(r.stdout, want) {
+		t.Errorf("stdout lacks %q:\n%s", want, r.stdout)
+	}
+	r, _ = benchRun(t, "4", "40", "--step-time", "0")
+	if strings.Contains(r.stdout, "seed") {
+		t.Errorf("a spec's own seed was called random:\n%s", r.stdout)
 	}
 }
 
