@@ -310,8 +310,16 @@ func noMatch(p, abs string) string {
 	}
 	// A folder that cannot be listed matches nothing, without an error
 	// from the glob (a new-user test).
-	if _, err := os.ReadDir(dir); err != nil {
+	ents, err := os.ReadDir(dir)
+	if err != nil {
 		return msg + fmt.Sprintf("; folder %s cannot be read: %v", dir, errors.Unwrap(err))
+	}
+	// One with read but not execute permission lists its names, but the
+	// glob cannot look any of them up, so each vanishes (a new-user test).
+	if len(ents) > 0 {
+		if _, err := os.Lstat(filepath.Join(dir, ents[0].Name())); errors.Is(err, fs.ErrPermission) {
+			return msg + fmt.Sprintf("; folder %s lists %d names but none can be looked up (%v): it needs execute (search) permission", dir, len(ents), errors.Unwrap(err))
+		}
 	}
 	return msg
 }

@@ -66,6 +66,13 @@ func TestFilesSaysWhatCannotBeRead(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { os.Chmod(filepath.Join(dir, "two"), 0o755) })
+	if err := os.Chmod(filepath.Join(dir, "one"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	check("one/*.jpg", `stages[0].pattern: pattern "one/*.jpg" matches no file (resolved to `+filepath.Join(dir, "one/*.jpg")+`); folder `+filepath.Join(dir, "one")+` lists 2 names but none can be looked up (permission denied): it needs execute (search) permission`)
+	if err := os.Chmod(filepath.Join(dir, "one"), 0o755); err != nil {
+		t.Fatal(err)
+	}
 	check("one/*.jpg", `warning: stages[0].pattern: pattern "one/*.jpg" matches a file this process cannot read: read `+filepath.Join(dir, "one/b.jpg")+`: permission denied`+skipTail)
 	check("two/*.jpg", `stages[0].pattern: pattern "two/*.jpg" matches no file (resolved to `+filepath.Join(dir, "two/*.jpg")+`); folder `+filepath.Join(dir, "two")+` cannot be read: permission denied`)
 }
