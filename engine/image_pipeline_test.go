@@ -317,3 +317,69 @@ stages:
 		t.Errorf("rows of 5 and 7 bytes: %v", err)
 	}
 }
+
+// TestSetEntriesDrawApart: two set entries of one map calling the same
+// random function draw independently (two "views" of one image, as
+// SimCLR takes), and an entry's draws depend on its key, not on its place,
+// so adding an entry before it leaves them as they were. Each entry
+// numbers its call sites from 1, and before the entry's key joined the
+// seeding every pair came out identical (found in review).
+func TestSetEntriesDrawApart(t *testing.T) {
+	dir := t.TempDir()
+	const img = `img: 'decode_raw(repeat(string(index % 10) + "abcdefghijklmnopqrstuvwxyz", 27), "uint8", [9, 27, 3])'`
+	run := func(out, extra string) []map[string]any {
+		src := `
+version: 1
+name: views
+seed: 5
+stages:
+  - {name: src, type: range, count: 40}
+  - name: aug
+    type: map
+    set:
+      ` + img + extra + `
+      view1: 'random_resized_crop(img, 4, 4)'
+      view2: 'random_resized_crop(img, 4, 4)'
+      flip1: 'flip_left_right(img, 0.5)[0][0][0]'
+      flip2: 'flip_left_right(img, 0.5)[0][0][0]'
+    drop: [img]
+  - {name: out, type: write_jsonl, path: ` + out + `}
+`
+		if _, err := runSpec(t, dir, src); err != nil {
+			t.Fatal(err)
+		}
+		var rows []map[string]any
+		for _, l := range readLines(t, filepath.Join(dir, out)) {
+			var m map[string]any
+			if err := json.Unmarshal([]byte(l), &m); err != nil {
+				t.Fatal(err)
+			}
+			rows = append(rows, m)
+		}
+		if len(rows) != 40 {
+			t.Fatalf("%d rows, want 40", len(rows))
+		}
+		return rows
+	}
+	rows := run("a.jsonl", "")
+	sameView, sameFlip := 0, 0
+	for _, r := range rows {
+		if fmt.Sprint(r["view1"]) == fmt.Sprint(r["view2"]) {
+			sameView++
+		}
+		if r["flip1"] == r["flip2"] {
+			sameFlip++
+		}
+	}
+	// Crops of a 9×27 image: equal pairs happen by chance, rarely. Two
+	// fair coins agree about half the time: 20 of 40, give or take 10.
+	if sameView > 4 || sameFlip < 10 || sameFlip > 30 {
+		t.Errorf("%d of 40 pairs of crops and %d of 40 pairs of flips equal; want under 5, and 10 to 30", sameView, sameFlip)
+	}
+	before := run("b.jsonl", "\n      first: 'random_resized_crop(img, 4, 4)'")
+	for i := range rows {
+		if fmt.Sprint(rows[i]["view1"]) != fmt.Sprint(before[i]["view1"]) || rows[i]["flip2"] != before[i]["flip2"] {
+			t.Fatalf("sample %d: an entry added before view1 changed its draws", i)
+		}
+	}
+}

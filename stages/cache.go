@@ -250,8 +250,10 @@ func upstream(st *spec.Stage) []*spec.Stage {
 // before are not replayed as if nothing had changed. 2 (2026-12-04):
 // gray+alpha PNGs decode to 2 channels, and batched booleans of a field
 // typed only at run time carry their mark (cache/codec.go's
-// tagBoolTensor). Caches of version 1 stay on disk for `cache prune`.
-const SamplesVersion = 2
+// tagBoolTensor). 3 (2026-12-06): each set entry of a map draws its
+// random numbers by its own key, so a random map above a cache makes
+// other samples. Caches of earlier versions stay on disk for `cache prune`.
+const SamplesVersion = 3
 
 // Fingerprint identifies everything upstream of a stage: each upstream
 // stage's type and config, the identity (path, size, modification time)

@@ -139,11 +139,15 @@ type mapStage struct {
 	// files are the input fields the expressions read as file paths
 	// (read_file(path)), which Prefetch has read ahead.
 	files []string
-	ctx   expression.RunCtx
-	keep  map[string]bool
-	vms   sync.Pool
-	seed  uint64
-	stage uint64
+	keep map[string]bool
+	vms  sync.Pool
+	seed uint64
+	// stages are each set entry's stage component of the random
+	// functions' seeding: the stage's name and the entry's key, so that two
+	// entries calling the same function draw apart (each compiles its own
+	// call-site numbers from 1; found in review: two random_resized_crop
+	// "views" of one image came out identical).
+	stages []uint64
 	skip  func(*sample.Sample) bool
 	// cached is env.Cached: skip without its side effects.
 	cached func(*sample.Sample) bool
@@ -154,7 +158,7 @@ func buildMap(env *Env, cfg any) (any, error) {
 	if len(c.programs) != c.Set.Len() {
 		return nil, fmt.Errorf("internal: map config was not checked")
 	}
-	m := &mapStage{cfg: c, seed: env.Seed, stage: expression.StageHash(env.Stage.Name), skip: env.Skip, cached: env.Cached}
+	m := &mapStage{cfg: c, seed: env.Seed, skip: env.Skip, cached: env.Cached}
 	for i, e := range c.Set.Entries {
 		for _, f := range c.programs[i].FilesRead() {
 			// A path set by an earlier expression of this map is not
@@ -164,6 +168,7 @@ func buildMap(env *Env, cfg any) (any, error) {
 			}
 		}
 		m.keys = append(m.keys, e.Key)
+		m.stages = append(m.stages, expression.StageHash(env.Stage.Name+"\x00set "+e.Key))
 		m.labels = append(m.labels, setLabel(env, e))
 	}
 	if len(c.Keep) > 0 {
@@ -233,11 +238,12 @@ func (m *mapStage) Process(_ context.Context, s *sample.Sample, emit Emit) error
 func (m *mapStage) apply(s *sample.Sample) error {
 	vm := m.vms.Get().(*expression.VM)
 	defer m.vms.Put(vm)
-	rc := &expression.RunCtx{Seed: m.seed, Epoch: s.Epoch, ID: s.ID, Stage: m.stage}
+	rc := &expression.RunCtx{Seed: m.seed, Epoch: s.Epoch, ID: s.ID}
 	s.Fields[expression.CtxVar] = rc
 	defer delete(s.Fields, expression.CtxVar)
 	for i, p := range m.cfg.programs {
 		k := m.keys[i]
+		rc.Stage = m.stages[i]
 		v, err := p.Run(vm, s.Fields)
 		if err == nil {
 			v, err = sample.Normalize(v)
