@@ -25,6 +25,7 @@ import (
 
 	"github.com/piperun/piperun/budget"
 	"github.com/piperun/piperun/gpu"
+	"github.com/piperun/piperun/expression"
 	"github.com/piperun/piperun/imageops"
 	"github.com/piperun/piperun/plan"
 	"github.com/piperun/piperun/sample"
@@ -472,6 +473,9 @@ func (r *Run) run(parent context.Context) {
 	defer close(r.done)
 	if r.budget.Limit() > 0 {
 		defer imageops.SetDecodeMemory(imageops.DecodeMemoryFor(r.budget.Limit()))()
+		// No sample can be larger than the budget: a function sizing a
+		// tensor from a sample's values refuses one before allocating it.
+		defer expression.SetMaxValueBytes(r.budget.Limit())()
 	}
 	if r.unbindPool != nil {
 		defer r.unbindPool()

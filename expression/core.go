@@ -189,6 +189,9 @@ func init() {
 			if n < 1 || i < 0 || i >= n {
 				return nil, fmt.Errorf("one_hot: index %d out of range [0, %d)", i, n)
 			}
+			if err := sizeFits(tensor.Float32, int(n)); err != nil {
+				return nil, fmt.Errorf("one_hot: n %d: %w", n, err)
+			}
 			t := tensor.New(tensor.Float32, int(n))
 			t.Float32()[i] = 1
 			return t, nil

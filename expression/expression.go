@@ -1237,6 +1237,13 @@ func (in *inferrer) infer(n ast.Node) sample.Type {
 		if err != nil {
 			return in.fail(n, "%s: %v", name, err)
 		}
+		if t.Kind == sample.Tensor {
+			// one_hot(0, 4611686018427387904): a size no run can hold,
+			// whose bytes would wrap the memory estimates around.
+			if err := sizeUnder(DefaultMaxValueBytes, t.DType, t.Shape...); err != nil {
+				return in.fail(n, "%s: %v", name, err)
+			}
+		}
 		return t
 	case *ast.BinaryNode:
 		l, r := in.infer(x.Left), in.infer(x.Right)

@@ -79,7 +79,7 @@ func init() {
 				return nil, err
 			}
 			defer done()
-			h, w, err := hw(a, 2)
+			h, w, err := hw(a, 2, tensor.Uint8, c)
 			if err != nil {
 				return nil, fmt.Errorf("resize: %w", err) // the caret points at decode_image
 			}
@@ -97,7 +97,7 @@ func init() {
 				return nil, err
 			}
 			defer done()
-			h, w, err := hw(a, 2)
+			h, w, err := hw(a, 2, tensor.Float32, c)
 			if err != nil {
 				return nil, fmt.Errorf("resize: %w", err) // the caret points at decode_image
 			}
@@ -185,7 +185,7 @@ func init() {
 				return nil, err
 			}
 			defer done()
-			h, w, err := hw(a, 2)
+			h, w, err := hw(a, 2, tensor.Uint8, ch)
 			if err != nil {
 				return nil, fmt.Errorf("random_resized_crop: %w", err) // the caret points at decode_image
 			}
@@ -532,11 +532,19 @@ func decodeArgs(a []any) ([]byte, int, imageops.DecodeOptions, func(), error) {
 	return data, int(c), opts, done, nil
 }
 
-func hw(a []any, i int) (int, int, error) {
+// hw reads the height and width at a[i] and a[i+1] of a result of c
+// channels of dt, which must fit the run (sizeFits): they may come from a
+// sample.
+func hw(a []any, i int, dt tensor.DType, c int) (int, int, error) {
 	h, ok1 := toInt(a[i])
 	w, ok2 := toInt(a[i+1])
 	if !ok1 || !ok2 {
 		return 0, 0, fmt.Errorf("height and width must be integers, got %s and %s", typeName(a[i]), typeName(a[i+1]))
+	}
+	if h > 0 && w > 0 {
+		if err := sizeFits(dt, int(h), int(w), max(c, 1)); err != nil {
+			return 0, 0, fmt.Errorf("height %d and width %d: %w", h, w, err)
+		}
 	}
 	return int(h), int(w), nil
 }
@@ -546,7 +554,11 @@ func imgHW(a []any) (*tensor.Tensor, int, int, error) {
 	if err != nil {
 		return nil, 0, 0, err
 	}
-	h, w, err := hw(a, 1)
+	c := 1
+	if len(img.Shape) == 3 {
+		c = img.Shape[2]
+	}
+	h, w, err := hw(a, 1, img.DType, c)
 	return img, h, w, err
 }
 

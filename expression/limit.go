@@ -1,0 +1,92 @@
+package expression
+
+import (
+	"fmt"
+	"math"
+	"strconv"
+	"sync/atomic"
+
+	"github.com/piperun/piperun/tensor"
+)
+
+// DefaultMaxValueBytes bounds a tensor sized by a function's arguments
+// unless a run sets otherwise (SetMaxValueBytes). It also bounds the
+// sizes validate accepts from constant arguments, so that the memory
+// estimates built on them stay far from int64's limit.
+const DefaultMaxValueBytes int64 = 1 << 40
+
+// maxValue is what a function that sizes its result from its arguments
+// (one_hot's n, resize's h and w) may allocate: a size read from a sample
+// (one_hot(i, n) with n a field) is known only as the sample runs, and one
+// of 40 GB killed the process with the runtime's out-of-memory abort
+// before the budget could see the sample (found in review).
+var maxValue atomic.Int64
+
+func init() { maxValue.Store(DefaultMaxValueBytes) }
+
+// SetMaxValueBytes sets the largest tensor a function may size from its
+// arguments (0 restores DefaultMaxValueBytes) and returns a function that
+// restores the previous bound. The bound is the process's: a run sets it
+// to its memory budget (engine), since a sample larger than that could
+// never be held, and the last run to set it wins.
+func SetMaxValueBytes(n int64) (restore func()) {
+	if n <= 0 {
+		n = DefaultMaxValueBytes
+	}
+	old := maxValue.Swap(n)
+	return func() { maxValue.Store(old) }
+}
+
+// valueFits says whether a tensor of dt and shape fits under limit, and
+// its size in bytes (math.MaxInt64 where it overflows).
+func valueFits(limit int64, dt tensor.DType, shape ...int) (int64, bool) {
+	n := int64(dt.Size())
+	for _, d := range shape {
+		if d < 0 {
+			continue // unknown until the run: checked then
+		}
+		if d > 0 && n > math.MaxInt64/int64(d) {
+			return math.MaxInt64, false
+		}
+		n *= int64(d)
+	}
+	return n, n <= limit
+}
+
+// sizeFits is nil, or an error saying that a dt tensor of shape is larger
+// than the run's memory budget allows any sample to be.
+func sizeFits(dt tensor.DType, shape ...int) error {
+	return sizeUnder(maxValue.Load(), dt, shape...)
+}
+
+func sizeUnder(limit int64, dt tensor.DType, shape ...int) error {
+	n, ok := valueFits(limit, dt, shape...)
+	size, bound := byteWords(n), byteWords(limit)
+	if size == bound {
+		size, bound = fmt.Sprintf("%d bytes", n), fmt.Sprintf("%d bytes", limit)
+	}
+	switch {
+	case ok:
+		return nil
+	case n == math.MaxInt64:
+		return fmt.Errorf("a %s tensor of shape %v is larger than any memory: its size in bytes overflows int64", dt, shape)
+	case limit == DefaultMaxValueBytes:
+		return fmt.Errorf("a %s tensor of shape %v would take %s, more than the %s any sample may take", dt, shape, size, bound)
+	}
+	return fmt.Errorf("a %s tensor of shape %v would take %s, more than the run's memory budget (%s)", dt, shape, size, bound)
+}
+
+// byteWords formats n bytes as spec.ByteSize does (spec imports this
+// package, so it cannot be used here).
+func byteWords(n int64) string {
+	v := float64(n)
+	for _, u := range []struct {
+		s string
+		m float64
+	}{{"TiB", 1 << 40}, {"GiB", 1 << 30}, {"MiB", 1 << 20}, {"KiB", 1 << 10}} {
+		if v >= u.m {
+			return strconv.FormatFloat(math.Round(v/u.m*100)/100, 'f', -1, 64) + u.s
+		}
+	}
+	return fmt.Sprintf("%dB", n)
+}

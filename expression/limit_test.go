@@ -1,0 +1,53 @@
+package expression_test
+
+import (
+	"testing"
+
+	"github.com/piperun/piperun/expression"
+	"github.com/piperun/piperun/sample"
+)
+
+// TestSizesFromSamplesAreBounded: a function that sizes its result from a
+// sample's value refuses a tensor larger than the run's bound before
+// allocating it (one of 40 GB killed the process with the runtime's
+// out-of-memory abort), and a constant size no run could hold is a
+// compile error, whose bytes would otherwise wrap the memory estimates
+// around (one_hot(0, 2^62) was planned at 334 bytes).
+func TestSizesFromSamplesAreBounded(t *testing.T) {
+	defer expression.SetMaxValueBytes(1 << 20)()
+	in := sample.Schema{Fields: []sample.Field{{Name: "n", Type: sample.TInt}}}
+	for _, tc := range []struct {
+		src  string
+		n    int64
+		want string // "" for a result
+	}{
+		{`shape(one_hot(0, n))[0]`, 262144, ""},
+		{`one_hot(0, n)`, 262145, "one_hot: n 262145: a float32 tensor of shape [262145] would take 1048580 bytes, more than the run's memory budget (1048576 bytes) (1:1)\n | one_hot(0, n)\n | ^"},
+		{`one_hot(0, n)`, 10_000_000_000, "one_hot: n 10000000000: a float32 tensor of shape [10000000000] would take 37.25GiB, more than the run's memory budget (1MiB) (1:1)\n | one_hot(0, n)\n | ^"},
+		{`shape(resize(decode_raw("abcdefghijkl", "uint8", [2, 2, 3]), n, 100))`, 3495, ""},
+		{`resize(decode_raw("abcdefghijkl", "uint8", [2, 2, 3]), n, 100000)`, 100000, "resize: height 100000 and width 100000: a uint8 tensor of shape [100000 100000 3] would take 27.94GiB, more than the run's memory budget (1MiB) (1:1)\n | resize(decode_raw(\"abcdefghijkl\", \"uint8\", [2, 2, 3]), n, 100000)\n | ^"},
+		{`random_resized_crop(decode_raw("abcdefghijkl", "uint8", [2, 2, 3]), n, n)`, 1 << 40, "random_resized_crop: height 1099511627776 and width 1099511627776: a uint8 tensor of shape [1099511627776 1099511627776 3] is larger than any memory: its size in bytes overflows int64 (1:1)\n | random_resized_crop(decode_raw(\"abcdefghijkl\", \"uint8\", [2, 2, 3]), n, n)\n | ^"},
+	} {
+		p, err := expression.Default().Compile(tc.src, in, sample.Any)
+		if err != nil {
+			t.Fatalf("%s: %v", tc.src, err)
+		}
+		v, err := p.Run(nil, map[string]any{"n": tc.n, expression.CtxVar: &expression.RunCtx{}})
+		switch {
+		case tc.want == "" && err != nil:
+			t.Errorf("%s with n %d: %v", tc.src, tc.n, err)
+		case tc.want != "" && (err == nil || err.Error() != tc.want):
+			t.Errorf("%s with n %d: got %v, %v\nwant %s", tc.src, tc.n, v, err, tc.want)
+		}
+	}
+	for src, want := range map[string]string{
+		`one_hot(0, 4611686018427387904)`: "one_hot: a float32 tensor of shape [4611686018427387904] is larger than any memory: its size in bytes overflows int64 (line 1, column 1 of the expression)",
+		`one_hot(0, 274877906945)`:        "one_hot: a float32 tensor of shape [274877906945] would take 1099511627780 bytes, more than the 1099511627776 bytes any sample may take (line 1, column 1 of the expression)",
+		`resize(decode_raw("abcdefghijkl", "uint8", [2, 2, 3]), 3037000500, 3037000500)`: "resize: a uint8 tensor of shape [3037000500 3037000500 3] is larger than any memory: its size in bytes overflows int64 (line 1, column 1 of the expression)",
+		`resize(decode_raw("abcdefghijkl", "uint8", [2, 2, 3]), 1000000, 1000000)`:       "resize: a uint8 tensor of shape [1000000 1000000 3] would take 2.73TiB, more than the 1TiB any sample may take (line 1, column 1 of the expression)",
+	} {
+		if _, err := expression.Default().Compile(src, in, sample.Any); err == nil || err.Error() != want {
+			t.Errorf("%s: got %v\nwant %s", src, err, want)
+		}
+	}
+}
