@@ -508,7 +508,21 @@ stages:
   - {name: m, type: map, set: {v: 'one_hot(0, 100000)'}}
   - {name: out, type: discard}
 `)
-	if err == nil || !strings.Contains(err.Error(), `stage "m" (map)`) || !strings.Contains(err.Error(), "(map): sample 0 (epoch 0): a sample of 390.75KiB exceeds the whole memory budget of 100KiB") {
+	// one_hot sizes its tensor from its arguments, and refuses it before
+	// allocating it.
+	if err == nil || !strings.Contains(err.Error(), `stage "m" (map): sample 0 (epoch 0): set v (`) || !strings.Contains(err.Error(), "one_hot: n 100000: a float32 tensor of shape [100000] would take 390.63KiB, more than the run's memory budget (100KiB)") {
+		t.Errorf("err = %v", err)
+	}
+	_, err = runSpec(t, t.TempDir(), `
+version: 1
+name: toolarge
+resources: {memory: 100KiB}
+stages:
+  - {name: src, type: range, count: 1}
+  - {name: m, type: map, set: {v: 'decode_raw(repeat("abcd", 100000), "float32")'}}
+  - {name: out, type: discard}
+`)
+	if err == nil || !strings.Contains(err.Error(), "(map): sample 0 (epoch 0): a sample of 390.75KiB exceeds the whole memory budget of 100KiB") {
 		t.Errorf("err = %v", err)
 	}
 }
