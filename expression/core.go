@@ -58,7 +58,10 @@ func init() {
 					return sample.TAny, argErrorf(0, "must be a tensor, a number or a list of numbers, got %s", a[0].Type)
 				}
 				return sample.Type{Kind: sample.Tensor, DType: dt}, nil
-			case sample.Int, sample.Float, sample.Bool, sample.Any:
+			case sample.Any:
+				// A list from jsonl makes a tensor, a number a number.
+				return sample.TAny, nil
+			case sample.Int, sample.Float, sample.Bool:
 				if dt.IsFloat() {
 					return sample.TFloat, nil
 				}
@@ -87,6 +90,9 @@ func init() {
 			f, ok := toFloat(a[0])
 			if !ok {
 				return nil, fmt.Errorf("cast: argument 1 must be a tensor, a number or a list of numbers, got %s", valueWord(a[0]))
+			}
+			if dt == tensor.Float32 {
+				return float64(float32(f)), nil // rounded, as a float32 tensor's element is
 			}
 			if dt.IsFloat() {
 				return f, nil

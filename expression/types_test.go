@@ -413,6 +413,30 @@ func TestCastList(t *testing.T) {
 			t.Errorf("%s of %v = %s %v, want %s%v %v", tc.src, tc.x, got, vals, tc.dtype, tc.shape, tc.vals)
 		}
 	}
+	// Of a field typed only at run time, cast may make a tensor (of a
+	// jsonl list) or a number, so its result is typed as unknown: before,
+	// it was a number, and the README's own b[2] - b[0] was refused.
+	bbox, err := expression.Default().Compile(`let b = cast(x, "float32"); b[2] - b[0]`, open, sample.Any)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if v, err := bbox.Run(nil, map[string]any{"x": []any{int64(10), 20.5, int64(30), int64(40)}}); err != nil || v != 20.0 {
+		t.Errorf("b[2] - b[0] of a cast jsonl list: %v, %v; want 20", v, err)
+	}
+	if p, err := expression.Default().Compile(`to_float(cast(x, "uint8"))`, open, sample.Any); err != nil || p.Type.String() != "tensor<float32>[?]" {
+		t.Errorf("to_float of a cast field typed at run time: %v, %v; want a float32 tensor", p, err)
+	}
+	// A scalar cast to float32 is rounded to a float32, as a tensor's
+	// element would be.
+	for src, want := range map[string]any{`cast(0.1, "float32")`: float64(float32(0.1)), `cast(0.1, "float64")`: 0.1, `cast(-2.9, "int32")`: int64(-2)} {
+		p, err := expression.Default().Compile(src, open, sample.Any)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if v, err := p.Run(nil, nil); err != nil || v != want {
+			t.Errorf("%s = %v, %v; want %v", src, v, err, want)
+		}
+	}
 	// A list of strings is refused where its type is known.
 	in := sample.Schema{Fields: []sample.Field{{Name: "names", Type: sample.ListOf(sample.String)}}}
 	if _, err := expression.Default().Compile(`cast(names, "int64")`, in, sample.Any); err == nil || !strings.Contains(err.Error(), "argument 1 must be a tensor, a number or a list of numbers, got list<string>") {

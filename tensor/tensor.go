@@ -231,7 +231,7 @@ func (t *Tensor) SetInt(i int, v int64) {
 	case Uint8:
 		t.Data[i] = uint8(min(max(v, 0), 255))
 	case Int32:
-		t.Int32()[i] = int32(v)
+		t.Int32()[i] = int32(v) // the low 32 bits, as numpy's astype: the same on every machine
 	case Int64:
 		t.Int64()[i] = v
 	case Float32:
@@ -242,22 +242,16 @@ func (t *Tensor) SetInt(i int, v int64) {
 }
 
 // Set stores v at flat index i, converting to the tensor's dtype. Integer
-// dtypes truncate toward zero; uint8 saturates to [0, 255].
+// dtypes truncate toward zero and saturate at their range, and NaN
+// becomes 0 (truncSat).
 func (t *Tensor) Set(i int, v float64) {
 	switch t.DType {
 	case Uint8:
-		switch {
-		case v <= 0:
-			t.Data[i] = 0
-		case v >= 255:
-			t.Data[i] = 255
-		default:
-			t.Data[i] = uint8(v)
-		}
+		t.Data[i] = uint8(truncSat(v, 0, math.MaxUint8))
 	case Int32:
-		t.Int32()[i] = int32(v)
+		t.Int32()[i] = int32(truncSat(v, math.MinInt32, math.MaxInt32))
 	case Int64:
-		t.Int64()[i] = int64(v)
+		t.Int64()[i] = truncSat(v, math.MinInt64, math.MaxInt64)
 	case Float32:
 		t.Float32()[i] = float32(v)
 	case Float64:
@@ -265,6 +259,24 @@ func (t *Tensor) Set(i int, v float64) {
 	default:
 		panic("tensor: Set on invalid dtype")
 	}
+}
+
+// truncSat truncates v toward zero into [lo, hi], and NaN to 0, as Rust's
+// `as` does. Go's conversion of a float out of an integer's range is
+// implementation-defined (amd64 gives the lowest value, so 1e30 became
+// -2147483648 in an int32; arm64 saturates): a cast must give the same
+// samples on every machine (found in review).
+func truncSat(v float64, lo, hi int64) int64 {
+	switch {
+	case v != v:
+		return 0
+	case v <= float64(lo):
+		return lo
+	case v >= float64(hi):
+		// float64(math.MaxInt64) is 2^63: past every int64.
+		return hi
+	}
+	return int64(v)
 }
 
 // FromInt64s builds a rank-1 int64 tensor.

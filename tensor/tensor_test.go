@@ -2,6 +2,7 @@ package tensor
 
 import (
 	"errors"
+	"math"
 	"strings"
 	"testing"
 )
@@ -88,6 +89,31 @@ func TestBooleansSurviveCopies(t *testing.T) {
 	} {
 		if tc.t.Booleans != tc.want {
 			t.Errorf("%s: Booleans %v, want %v", tc.name, tc.t.Booleans, tc.want)
+		}
+	}
+}
+
+// TestFloatCastsSaturate: a float out of an integer dtype's range
+// saturates, and NaN becomes 0, on every machine; Go's own conversion is
+// implementation-defined there (amd64 turned 1e30 into -2147483648).
+func TestFloatCastsSaturate(t *testing.T) {
+	src := New(Float64, 9)
+	for i, v := range []float64{math.NaN(), math.Inf(1), math.Inf(-1), 1e30, -1e30, 2147483647.9, -2147483648.9, 255.9, -0.9} {
+		src.Set(i, v)
+	}
+	for _, tc := range []struct {
+		dt   DType
+		want []int64
+	}{
+		{Int64, []int64{0, math.MaxInt64, math.MinInt64, math.MaxInt64, math.MinInt64, 2147483647, -2147483648, 255, 0}},
+		{Int32, []int64{0, math.MaxInt32, math.MinInt32, math.MaxInt32, math.MinInt32, 2147483647, -2147483648, 255, 0}},
+		{Uint8, []int64{0, 255, 0, 255, 0, 255, 0, 255, 0}},
+	} {
+		c := src.Cast(tc.dt)
+		for i, want := range tc.want {
+			if got := c.IntAt(i); got != want {
+				t.Errorf("Cast(%s) of %v = %d, want %d", tc.dt, src.At(i), got, want)
+			}
 		}
 	}
 }
