@@ -236,6 +236,10 @@ func init() {
 		Name: "__at", Signature: "x[i]", MinArgs: 2, MaxArgs: 2,
 		Check: func(a []Arg) (sample.Type, error) {
 			t := a[0].Type
+			switch k := a[1].Type.Kind; {
+			case t.Kind == sample.Tensor && k != sample.Int && k != sample.Any:
+				return sample.Type{}, fmt.Errorf("a tensor's index must be an integer, got %s", a[1].Type)
+			}
 			switch {
 			case t.Kind == sample.Any:
 				return sample.TAny, nil
@@ -267,7 +271,10 @@ func init() {
 			if t == nil {
 				return nil, fmt.Errorf("cannot index a nil tensor")
 			}
-			i, _ := toInt(a[1])
+			i, ok := toInt(a[1])
+			if !ok {
+				return nil, fmt.Errorf("a tensor's index must be an integer, got %s", valueWord(a[1]))
+			}
 			if len(t.Shape) == 0 {
 				return nil, fmt.Errorf("cannot index a scalar tensor")
 			}
@@ -289,6 +296,18 @@ func init() {
 		},
 	})
 	registerEquality(r)
+	registerIn(r)
+	r.Register(&Func{
+		Name: "__string", Signature: "string(x)", MinArgs: 1, MaxArgs: 1,
+		Check:   func(a []Arg) (sample.Type, error) { return sample.TString, nil },
+		Returns: reflect.TypeOf(""),
+		Impl: func(_ *Call, a []any) (any, error) {
+			if b, ok := a[0].([]byte); ok {
+				return string(b), nil
+			}
+			return fmt.Sprintf("%v", a[0]), nil // expr's own string
+		},
+	})
 	r.Register(&Func{
 		Name: "__len", Signature: "len(x)", MinArgs: 1, MaxArgs: 1,
 		Check: func(a []Arg) (sample.Type, error) { return sample.TInt, nil },
@@ -405,10 +424,50 @@ func registerEquality(r *Registry) {
 	}
 }
 
+// registerIn registers __in, which the patcher puts in place of `x in y`
+// where an operand's type is known only at run time: expr's in is false,
+// not an error, for a tensor, so `label in [1, 2]` after a batch filtered
+// out every sample (found in review).
+func registerIn(r *Registry) {
+	r.Register(&Func{
+		Name: "__in", Signature: "x in y",
+		MinArgs: 2, MaxArgs: 2,
+		Check: func(a []Arg) (sample.Type, error) {
+			if a[0].Type.Kind == sample.Tensor || a[1].Type.Kind == sample.Tensor {
+				return sample.Type{}, tensorIn(a[0].Type.String(), a[1].Type.String())
+			}
+			return sample.TBool, nil
+		},
+		Returns: reflect.TypeOf(true),
+		Impl: func(_ *Call, a []any) (v any, err error) {
+			_, lt := a[0].(*tensor.Tensor)
+			_, rt := a[1].(*tensor.Tensor)
+			if lt || rt {
+				return nil, tensorIn(valueWord(a[0]), valueWord(a[1]))
+			}
+			defer func() {
+				if r := recover(); r != nil {
+					v, err = nil, fmt.Errorf("%v", r)
+				}
+			}()
+			return runtime.In(a[0], a[1]), nil
+		},
+	})
+}
+
+// tensorIn is the error for in with a tensor operand.
+func tensorIn(l, r string) error {
+	return fmt.Errorf("operator in is not defined on tensors (got %s and %s); test elements, as in x[0] in [1, 2]", l, r)
+}
+
 // tensorCompared is the error for == or != with a tensor operand.
 func tensorCompared(op, l, r string) error {
 	return fmt.Errorf("operator %s is not defined on tensors (got %s and %s); compare elements, as in x[0] %s 1", op, l, r, op)
 }
+
+// ValueWord names a run-time value's type as plan and validate do:
+// int64, tensor<uint8>[2 2 3], null.
+func ValueWord(v any) string { return valueWord(v) }
 
 // valueWord names a run-time value's type as plan and validate do.
 func valueWord(v any) string {

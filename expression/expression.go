@@ -461,6 +461,10 @@ func (r *Registry) compile(src string, in sample.Schema, want sample.Kind, strip
 			line, col := position(src, u.at)
 			return nil, &Error{Line: line, Column: col, Msg: fmt.Sprintf("unknown function %s (functions: %s)", u.name, strings.Join(r.Names(), ", "))}
 		}
+		if at := reservedAt(tree.Node); at >= 0 {
+			line, col := position(src, at)
+			return nil, &Error{Line: line, Column: col, Msg: fmt.Sprintf("%s is piperun's own name (random functions read the sample's identity through it); no field may be called so", CtxVar)}
+		}
 	}
 	if err == nil && strip != nil && !strip(tree) {
 		return nil, nil
@@ -486,6 +490,11 @@ func (r *Registry) compile(src string, in sample.Schema, want sample.Kind, strip
 	// lists inside (len([date(a)]), x in [1, 2]) are never stored.
 	if why := unstorable(tree.Node.Type()); inf.err == nil && why != "" {
 		inf.fail(tree.Node, "%s", why)
+	}
+	if id, ok := tree.Node.(*ast.IdentifierNode); ok && id.Value == "$env" && inf.err == nil {
+		// Every field at once, a map, which no field can hold: typed any
+		// where the schema is open, it failed the first sample.
+		inf.fail(tree.Node, "$env alone is no value: name a field, as in $env[\"image/encoded\"]")
 	}
 	if arr, ok := tree.Node.(*ast.ArrayNode); ok && inf.err == nil {
 		for _, a := range arr.Nodes {
@@ -589,6 +598,29 @@ func (u *unknownCalls) Visit(node *ast.Node) {
 		return
 	}
 	u.name, u.at = id.Value, c.Location().From
+}
+
+// reservedAt is where the source names CtxVar, or -1: a spec that reads
+// it sees piperun's run context, and a field of that name is dropped.
+func reservedAt(n ast.Node) int {
+	r := &reserved{at: -1}
+	ast.Walk(&n, r)
+	return r.at
+}
+
+type reserved struct{ at int }
+
+func (r *reserved) Visit(node *ast.Node) {
+	if id, ok := (*node).(*ast.IdentifierNode); ok && id.Value == CtxVar && r.at < 0 {
+		r.at = id.Location().From
+	}
+	if m, ok := (*node).(*ast.MemberNode); ok && r.at < 0 {
+		if id, ok := m.Node.(*ast.IdentifierNode); ok && id.Value == "$env" {
+			if s, ok := m.Property.(*ast.StringNode); ok && s.Value == CtxVar {
+				r.at = m.Location().From
+			}
+		}
+	}
 }
 
 // builtinNames are the functions expr itself provides (len, abs, upper, …).
@@ -921,7 +953,10 @@ type patcher struct {
 	parts map[ast.Node]map[string]file.Location
 }
 
-var tensorPtr = reflect.TypeOf((*tensor.Tensor)(nil))
+var (
+	tensorPtr = reflect.TypeOf((*tensor.Tensor)(nil))
+	bytesType = reflect.TypeOf([]byte(nil))
+)
 
 // arityFits reports whether n arguments suit function name (true for a
 // name the registry does not know: the check reports it).
@@ -1004,14 +1039,28 @@ func (p *patcher) Visit(node *ast.Node) {
 		// tensor or a number depending on the rank; __at takes both, and
 		// any other value typed only at run time (cast's result, $env[k]),
 		// which may be a tensor too.
-		if (n.Node.Type() == tensorPtr || isAt(n.Node) || isAny(n.Node.Type())) && isInt(n.Property.Type()) {
+		// An index typed only at run time (a jsonl field) may be an int
+		// too: __at refuses any other (found in review).
+		if id, ok := n.Node.(*ast.IdentifierNode); ok && id.Value == "$env" {
+			return
+		}
+		_, field := n.Property.(*ast.StringNode) // x.name: the inferrer's to refuse
+		tensorLike := n.Node.Type() == tensorPtr || isAt(n.Node)
+		if tensorLike && !field || isAny(n.Node.Type()) && (isInt(n.Property.Type()) || isAny(n.Property.Type())) {
 			ast.Patch(node, &ast.CallNode{Callee: &ast.IdentifierNode{Value: "__at"}, Arguments: []ast.Node{n.Node, n.Property}})
 		}
 	case *ast.BinaryNode:
 		// expr's == is false, not an error, for a tensor against anything;
 		// where an operand's type is known only at run time, __eq and __ne
 		// (registerEquality) compare instead and refuse a tensor.
-		if fn := operatorFuncs[n.Operator]; fn != "" && (isAny(n.Left.Type()) || isAny(n.Right.Type())) {
+		fn := operatorFuncs[n.Operator]
+		if n.Operator == "in" && (n.Left.Type() == tensorPtr || n.Right.Type() == tensorPtr) {
+			// expr's checker refuses these in its own words ("cannot use
+			// tensor as type int in array"): __in's Check says why.
+			ast.Patch(node, &ast.CallNode{Callee: &ast.IdentifierNode{Value: fn}, Arguments: []ast.Node{n.Left, n.Right}})
+			return
+		}
+		if fn != "" && (isAny(n.Left.Type()) || isAny(n.Right.Type())) {
 			if _, ok := p.reg.funcs[fn]; ok {
 				ast.Patch(node, &ast.CallNode{Callee: &ast.IdentifierNode{Value: fn}, Arguments: []ast.Node{n.Left, n.Right}})
 			}
@@ -1020,6 +1069,14 @@ func (p *patcher) Visit(node *ast.Node) {
 		// expr's own len fails on a tensor at run time, so len goes to
 		// __len both where the argument is a tensor and where its type is
 		// known only at run time (say $env[key] with key a field).
+		// expr's string prints bytes as Go does ("[104 105]"): __string
+		// reads them as text, as Python's bytes.decode (found in review).
+		if n.Name == "string" && len(n.Arguments) == 1 {
+			if t := n.Arguments[0].Type(); t == bytesType || isAny(t) {
+				ast.Patch(node, &ast.CallNode{Callee: &ast.IdentifierNode{Value: "__string"}, Arguments: n.Arguments})
+				return
+			}
+		}
 		if n.Name == "len" && len(n.Arguments) == 1 {
 			if t := n.Arguments[0].Type(); t == tensorPtr || t == nil || t.Kind() == reflect.Interface {
 				ast.Patch(node, &ast.CallNode{Callee: &ast.IdentifierNode{Value: "__len"}, Arguments: n.Arguments})
@@ -1031,8 +1088,8 @@ func (p *patcher) Visit(node *ast.Node) {
 // operatorFuncs are the functions the patcher puts in place of operators;
 // operators is the same set by function name.
 var (
-	operatorFuncs = map[string]string{"==": "__eq", "!=": "__ne"}
-	operators     = map[string]bool{"__eq": true, "__ne": true}
+	operatorFuncs = map[string]string{"==": "__eq", "!=": "__ne", "in": "__in"}
+	operators     = map[string]bool{"__eq": true, "__ne": true, "__in": true}
 )
 
 // isAny reports whether t is an interface type: a value whose type is
@@ -1185,11 +1242,27 @@ func (in *inferrer) infer(n ast.Node) sample.Type {
 				}
 				return in.fail(n, "unknown field %q (fields here: %s)", s.Value, strings.Join(in.schema.Names(), ", "))
 			}
+			// $env[k] with k a string field names a field only the run
+			// knows; $env[1] failed every sample with reflect's words.
+			k := in.infer(x.Property)
+			if c, ok := constOf(x.Property); ok {
+				k = sample.TypeOf(c) // the checker leaves a literal here untyped
+			}
+			if k.Kind != sample.String && k.Kind != sample.Any {
+				return in.fail(x.Property, "$env[…] takes a field's name, a string; got %s", k)
+			}
+			return fromReflect(n.Type())
+		}
+		// A tensor is no struct to expr's checker here: .Data handed out
+		// the pooled buffer, .Uint8() failed every sample (found in review).
+		if p, ok := x.Property.(*ast.StringNode); ok && (x.Node.Type() == tensorPtr || in.infer(x.Node).Kind == sample.Tensor) {
+			return in.fail(n, "a tensor has no fields or methods (.%s): use the expression functions (shape, cast, x[i], …)", p.Value)
 		}
 		in.infer(x.Node)
 	case *ast.CallNode:
 		id, ok := x.Callee.(*ast.IdentifierNode)
 		if !ok {
+			in.infer(x.Callee) // x.method(): a tensor's is refused there
 			break
 		}
 		f, ok := in.reg.funcs[id.Value]

@@ -32,7 +32,11 @@ func init() {
 			if c.program == nil {
 				return nil, fmt.Errorf("internal: filter config was not checked")
 			}
-			f := &filterStage{p: c.program, seed: env.Seed, stage: expression.StageHash(env.Stage.Name), skip: env.Skip}
+			f := &filterStage{p: c.program, seed: env.Seed, stage: expression.StageHash(env.Stage.Name), skip: env.Skip, label: "where"}
+			if env.Spec != nil {
+				// As a map's set names where the spec sets it.
+				f.label = fmt.Sprintf("where (%s)", env.Spec.PosOf(env.Stage.Path+".where"))
+			}
 			f.vms.New = func() any { return new(expression.VM) }
 			return f, nil
 		},
@@ -51,6 +55,7 @@ type filterStage struct {
 	seed  uint64
 	stage uint64
 	vms   sync.Pool
+	label string
 }
 
 func (f *filterStage) Process(_ context.Context, s *sample.Sample, emit Emit) error {
@@ -59,15 +64,15 @@ func (f *filterStage) Process(_ context.Context, s *sample.Sample, emit Emit) er
 	}
 	vm := f.vms.Get().(*expression.VM)
 	defer f.vms.Put(vm)
-	s.Fields[expression.CtxVar] = &expression.RunCtx{Seed: f.seed, Epoch: s.Epoch, ID: s.ID, Stage: f.stage}
+	restore := withCtx(s, &expression.RunCtx{Seed: f.seed, Epoch: s.Epoch, ID: s.ID, Stage: f.stage})
 	v, err := f.p.Run(vm, s.Fields)
-	delete(s.Fields, expression.CtxVar)
+	restore()
 	if err != nil {
-		return fmt.Errorf("where: %w", err)
+		return fmt.Errorf("%s: %w", f.label, err)
 	}
 	keep, ok := v.(bool)
 	if !ok {
-		return fmt.Errorf("where: expression gave %T, not a bool", v)
+		return fmt.Errorf("%s: the condition gave %s, not a bool", f.label, expression.ValueWord(v))
 	}
 	if keep {
 		return emit(s)

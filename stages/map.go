@@ -56,6 +56,10 @@ func (c *MapConfig) Check(cc *spec.CheckContext) sample.Schema {
 		if !expression.IdentLike(e.Key) {
 			field = fmt.Sprintf("set[%q]", e.Key)
 		}
+		if e.Key == expression.CtxVar {
+			// The map drops it as it runs: it carries the run context.
+			cc.Errorf(field, "%s is piperun's own name (random functions read the sample's identity through it); call the field something else", e.Key)
+		}
 		var p *expression.Program
 		if c.defers(cc, i) {
 			p = compileDeferred(cc, field, e.Value, s)
@@ -239,8 +243,7 @@ func (m *mapStage) apply(s *sample.Sample) error {
 	vm := m.vms.Get().(*expression.VM)
 	defer m.vms.Put(vm)
 	rc := &expression.RunCtx{Seed: m.seed, Epoch: s.Epoch, ID: s.ID}
-	s.Fields[expression.CtxVar] = rc
-	defer delete(s.Fields, expression.CtxVar)
+	defer withCtx(s, rc)()
 	for i, p := range m.cfg.programs {
 		k := m.keys[i]
 		rc.Stage = m.stages[i]
@@ -255,6 +258,21 @@ func (m *mapStage) apply(s *sample.Sample) error {
 		s.Fields[k] = v
 	}
 	return nil
+}
+
+// withCtx puts rc among s's fields for the expressions to read, and
+// returns what restores them: a field of that name (a jsonl key, which no
+// expression can name) was deleted with it (found in review).
+func withCtx(s *sample.Sample, rc *expression.RunCtx) func() {
+	old, had := s.Fields[expression.CtxVar]
+	s.Fields[expression.CtxVar] = rc
+	return func() {
+		if had {
+			s.Fields[expression.CtxVar] = old
+		} else {
+			delete(s.Fields, expression.CtxVar)
+		}
+	}
 }
 
 // setLabel names a set expression in its errors: the key and, since a

@@ -1,0 +1,94 @@
+package expression_test
+
+import (
+	"strings"
+	"testing"
+
+	"github.com/piperun/piperun/expression"
+	"github.com/piperun/piperun/sample"
+	"github.com/piperun/piperun/tensor"
+)
+
+// TestRunTimeTypedOperands: where an operand's type is known only at run
+// time (a jsonl field, batched), in and indexing behave as where it is
+// known: `label in [1, 2]` of a batched tensor is an error, not false for
+// every sample; an index read from a field indexes a tensor. Each of these
+// passed validate and then filtered out everything or failed every sample
+// (found in review).
+func TestRunTimeTypedOperands(t *testing.T) {
+	open := sample.Schema{Open: true}
+	batch := tensor.FromInt64s([]int64{1, 2})
+	for _, tc := range []struct {
+		src  string
+		env  map[string]any
+		want any    // the value, when err is ""
+		err  string // the start of the error
+	}{
+		{`label in [1, 2]`, map[string]any{"label": int64(2)}, true, ""},
+		{`label in [1, 2]`, map[string]any{"label": int64(3)}, false, ""},
+		{`label not in [1, 2]`, map[string]any{"label": int64(3)}, true, ""},
+		{`"a" in names`, map[string]any{"names": []any{"b", "a"}}, true, ""},
+		{`label in [1, 2]`, map[string]any{"label": batch}, nil, "operator in is not defined on tensors (got tensor<int64>[2] and list<any>); test elements, as in x[0] in [1, 2]"},
+		{`label not in [1, 2]`, map[string]any{"label": batch}, nil, "operator in is not defined on tensors"},
+		{`1 in label`, map[string]any{"label": batch}, nil, "operator in is not defined on tensors (got int64 and tensor<int64>[2])"},
+		{`cast(label, "int64")[i]`, map[string]any{"label": []any{int64(4), int64(5)}, "i": int64(1)}, int64(5), ""},
+		{`label[i]`, map[string]any{"label": batch, "i": int64(-1)}, int64(2), ""},
+		{`label[i]`, map[string]any{"label": batch, "i": "x"}, nil, "a tensor's index must be an integer, got string"},
+		{`label[i]`, map[string]any{"label": []any{"p", "q"}, "i": int64(0)}, "p", ""},
+		{`one_hot(i, 2)[i]`, map[string]any{"i": int64(1)}, 1.0, ""},
+		{`string(b)`, map[string]any{"b": []byte("hi")}, "hi", ""},
+		{`string(n)`, map[string]any{"n": int64(7)}, "7", ""},
+		{`"a" in $env`, map[string]any{"a": int64(7)}, true, ""},
+		{`len($env)`, map[string]any{"a": int64(7)}, 1, ""},
+	} {
+		p, err := expression.Default().Compile(tc.src, open, sample.Any)
+		if err != nil {
+			t.Errorf("%s: %v", tc.src, err)
+			continue
+		}
+		v, err := p.Run(nil, tc.env)
+		switch {
+		case tc.err == "" && (err != nil || v != tc.want):
+			t.Errorf("%s with %v = %v, %v; want %v", tc.src, tc.env, v, err, tc.want)
+		case tc.err != "" && (err == nil || !strings.HasPrefix(err.Error(), tc.err)):
+			t.Errorf("%s with %v = %v, %v; want an error starting %s", tc.src, tc.env, v, err, tc.err)
+		}
+	}
+	// The bytes of a known field read as text too.
+	in := sample.Schema{Fields: []sample.Field{{Name: "b", Type: sample.TBytes}, {Name: "img", Type: sample.TensorOf(tensor.Uint8, 2, 2, 3)}}}
+	p, err := expression.Default().Compile(`string(b) + "!"`, in, sample.Any)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if v, err := p.Run(nil, map[string]any{"b": []byte("hi")}); err != nil || v != "hi!" {
+		t.Errorf(`string(b) + "!" = %v, %v; want hi!`, v, err)
+	}
+}
+
+// TestRefusedAtValidate: what validate passed and every sample then
+// failed on, or what handed out piperun's insides, is refused where it is
+// written.
+func TestRefusedAtValidate(t *testing.T) {
+	in := sample.Schema{Fields: []sample.Field{{Name: "img", Type: sample.TensorOf(tensor.Uint8, 2, 2, 3)}, {Name: "index", Type: sample.TInt}}}
+	open := sample.Schema{Open: true}
+	for _, tc := range []struct {
+		src    string
+		schema sample.Schema
+		want   string
+	}{
+		{`img.Data`, in, "a tensor has no fields or methods (.Data): use the expression functions (shape, cast, x[i], …) (line 1, column 5 of the expression)"},
+		{`img.Uint8()`, in, "a tensor has no fields or methods (.Uint8): use the expression functions (shape, cast, x[i], …)"},
+		{`one_hot(index, 3).Shape`, in, "a tensor has no fields or methods (.Shape)"},
+		{`img[1.5]`, in, "x[i]: a tensor's index must be an integer, got float64"},
+		{`img in [1]`, in, "operator in is not defined on tensors (got tensor<uint8>[2 2 3] and list<int64>)"},
+		{`$env[1]`, open, "$env[…] takes a field's name, a string; got int64 (line 1, column 6 of the expression)"},
+		{`$env`, open, `$env alone is no value: name a field, as in $env["image/encoded"]`},
+		{`__piperun.Seed`, in, "__piperun is piperun's own name (random functions read the sample's identity through it); no field may be called so (line 1, column 1 of the expression)"},
+		{`index + $env["__piperun"].Seed`, open, "__piperun is piperun's own name"},
+	} {
+		_, err := expression.Default().Compile(tc.src, tc.schema, sample.Any)
+		if err == nil || !strings.HasPrefix(err.Error(), tc.want) {
+			t.Errorf("%s: %v\nwant an error starting %s", tc.src, err, tc.want)
+		}
+	}
+}
