@@ -24,8 +24,8 @@ import (
 	"golang.org/x/sync/errgroup"
 
 	"github.com/piperun/piperun/budget"
-	"github.com/piperun/piperun/gpu"
 	"github.com/piperun/piperun/expression"
+	"github.com/piperun/piperun/gpu"
 	"github.com/piperun/piperun/imageops"
 	"github.com/piperun/piperun/plan"
 	"github.com/piperun/piperun/sample"

@@ -143,16 +143,16 @@ type mapStage struct {
 	// files are the input fields the expressions read as file paths
 	// (read_file(path)), which Prefetch has read ahead.
 	files []string
-	keep map[string]bool
-	vms  sync.Pool
-	seed uint64
+	keep  map[string]bool
+	vms   sync.Pool
+	seed  uint64
 	// stages are each set entry's stage component of the random
 	// functions' seeding: the stage's name and the entry's key, so that two
 	// entries calling the same function draw apart (each compiles its own
 	// call-site numbers from 1; found in review: two random_resized_crop
 	// "views" of one image came out identical).
 	stages []uint64
-	skip  func(*sample.Sample) bool
+	skip   func(*sample.Sample) bool
 	// cached is env.Cached: skip without its side effects.
 	cached func(*sample.Sample) bool
 }
