@@ -1392,6 +1392,7 @@ func Prune(dir string, olderThan time.Duration, keepLast int, now time.Time) (re
 		}
 		removed = append(removed, m)
 	}
+	errs = append(errs, removeLeftovers(dir))
 	return removed, inUse, errors.Join(errs...)
 }
 
@@ -1412,13 +1413,56 @@ func Remove(dir, fingerprint string) error {
 }
 
 // remove deletes a cache directory while holding its lock, so that no
-// process can open it halfway through; one that opened the lock file just
-// before sees it replaced and starts over with a fresh directory.
+// process can open it halfway through. Holding the lock is not enough on
+// its own: deleting the directory in place removed the lock file first,
+// and a run starting then created a fresh one, locked it and opened the
+// half-deleted store (its tables missing, so it recorded the cache
+// damaged; found by a new-user test racing apply and prune). So the
+// directory is first renamed aside under its lock, atomically: a run
+// starting after the rename makes a fresh cache, and one that opened the
+// lock file before it fails to lock it (we hold it) or sees it replaced
+// and starts over. Where the rename fails (a system that cannot rename a
+// folder holding an open file), it deletes in place as before.
 func remove(path string) error {
 	lock, err := lockDir(path)
 	if err != nil {
 		return err
 	}
 	defer lock.unlock()
+	aside := filepath.Join(filepath.Dir(path), fmt.Sprintf("%s%s-%d", pruningPrefix, filepath.Base(path), os.Getpid()))
+	if err := os.Rename(path, aside); err == nil {
+		path = aside
+	}
+	if removing != nil {
+		removing(path)
+	}
 	return os.RemoveAll(path)
+}
+
+// removing, when set (by tests), is called with the folder remove is about
+// to delete, holding its lock.
+var removing func(path string)
+
+// pruningPrefix starts the name of a cache directory being removed (remove
+// renames it aside first). The leading dot keeps it out of List; one left
+// by a pruner that died is removed by the next Prune.
+const pruningPrefix = ".pruning-"
+
+// removeLeftovers deletes what pruners that died left renamed aside under
+// dir. Nothing can be using them: a run that opened one's lock file before
+// the rename failed to lock it, or let it go on finding it moved.
+func removeLeftovers(dir string) error {
+	entries, err := os.ReadDir(dir)
+	if err != nil {
+		return nil // List said why already
+	}
+	var errs []error
+	for _, e := range entries {
+		if e.IsDir() && strings.HasPrefix(e.Name(), pruningPrefix) {
+			if err := os.RemoveAll(filepath.Join(dir, e.Name())); err != nil {
+				errs = append(errs, fmt.Errorf("cache: prune %s: %w", filepath.Join(dir, e.Name()), err))
+			}
+		}
+	}
+	return errors.Join(errs...)
 }

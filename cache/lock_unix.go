@@ -57,6 +57,12 @@ func lockDirMode(dir string, shared bool) (*dirLock, error) {
 			return nil, err
 		}
 		if err := syscall.Flock(int(f.Fd()), how|syscall.LOCK_NB); err != nil {
+			if same, serr := sameFile(f, path); serr == nil && !same && attempt < 3 {
+				// A pruner holds the folder it has just renamed aside
+				// (remove): the cache is gone, and a fresh one can start.
+				f.Close()
+				continue
+			}
 			defer f.Close()
 			if !errors.Is(err, syscall.EWOULDBLOCK) {
 				return nil, fmt.Errorf("lock %s: %w", path, err)
