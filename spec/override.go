@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"reflect"
+	"regexp"
 	"slices"
 	"sort"
 	"strconv"
@@ -69,7 +70,11 @@ func wholeVar(s string) bool {
 	return strings.HasPrefix(s, "${") && strings.Index(s, "}") == len(s)-1
 }
 
-// Expand substitutes ${VAR} and ${VAR:-default} in s.
+// varNameRe is what a variable's name may be, as in POSIX shells.
+var varNameRe = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_]*$`)
+
+// Expand substitutes ${VAR} and ${VAR:-default} in s; ${VAR:?message}
+// fails with the message where VAR is unset or empty, as in a shell.
 func Expand(s string, lookup func(string) (string, bool)) (string, error) {
 	var b strings.Builder
 	var unset []string // every one, not only the first
@@ -105,10 +110,27 @@ func Expand(s string, lookup func(string) (string, bool)) (string, error) {
 		}
 		ref := s[i+2 : i+end]
 		name, def, hasDef := strings.Cut(ref, ":-")
+		name, must, hasMust := strings.Cut(name, ":?")
 		if name == "" {
 			return "", fmt.Errorf("empty variable name in ${%s}", ref)
 		}
+		if !varNameRe.MatchString(name) || hasDef && hasMust {
+			// ${X:+a}, ${X-d}, ${1X}: shell forms piperun does not
+			// expand, which read as a variable called "X:+a".
+			return "", fmt.Errorf("${%s} is not a form piperun expands: write ${VAR}, ${VAR:-default} or ${VAR:?message}, VAR being letters, digits and _ (not starting with a digit)", ref)
+		}
+		if strings.Contains(def, "${") {
+			// The default ends at the first }, and the rest came out as
+			// written: a literal ${ in the value (a new-user test).
+			return "", fmt.Errorf("${%s}: a default cannot hold another variable (piperun does not nest them)", ref+"}")
+		}
 		v, ok := lookup(name)
+		if hasMust && (!ok || v == "") {
+			if must == "" {
+				must = "it must be set"
+			}
+			return "", fmt.Errorf("environment variable %s is not set or empty: %s", name, must)
+		}
 		switch {
 		case ok && (v != "" || !hasDef):
 			if v == "" {

@@ -8,7 +8,10 @@
 package spec
 
 import (
+	"bytes"
+	"errors"
 	"fmt"
+	"io"
 	"os"
 	"path/filepath"
 	"regexp"
@@ -282,11 +285,35 @@ type Options struct {
 // when the file cannot be parsed at all; otherwise it is returned with every
 // diagnostic found, and is runnable when diags.HasErrors() is false.
 func Load(path string, opts Options) (*Spec, Diagnostics) {
-	data, err := os.ReadFile(path)
+	data, err := readSpec(path)
 	if err != nil {
 		return nil, Diagnostics{{Pos: Pos{File: path}, Message: fmt.Sprintf("cannot read spec: %v", err), Severity: SevError}}
 	}
 	return Parse(path, data, opts)
+}
+
+// MaxSpecBytes bounds what Load reads: `validate /dev/zero` ran the
+// process out of memory (a new-user test). A pipe (`<(envsubst < x)`) is
+// read as a file is.
+const MaxSpecBytes = 16 << 20
+
+func readSpec(path string) ([]byte, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	if fi, err := f.Stat(); err == nil && fi.IsDir() {
+		return nil, fmt.Errorf("%s is a folder", path)
+	}
+	data, err := io.ReadAll(io.LimitReader(f, MaxSpecBytes+1))
+	if err != nil {
+		return nil, err
+	}
+	if len(data) > MaxSpecBytes {
+		return nil, fmt.Errorf("%s is larger than %s, more than a spec can be", path, ByteSize(MaxSpecBytes))
+	}
+	return data, nil
 }
 
 var (
@@ -336,6 +363,12 @@ func Parse(file string, data []byte, opts Options) (*Spec, Diagnostics) {
 	if len(root.Content) == 0 {
 		r.add(SevError, 1, 1, "", "empty spec")
 		return nil, r.diags
+	}
+	if line := secondDocument(data); line > 0 {
+		// yaml.Unmarshal reads the first and drops the rest unread, so a
+		// second pipeline (or broken YAML) after a --- passed validate
+		// and never ran (a new-user test).
+		r.add(SevError, line, 1, "", "a second YAML document: a spec file holds one pipeline; put each in a file of its own")
 	}
 	doc := root.Content[0]
 	lookup := opts.LookupEnv
@@ -404,6 +437,36 @@ func Parse(file string, data []byte, opts Options) (*Spec, Diagnostics) {
 	check(sp, r, opts)
 	r.diags.Sort()
 	return sp, r.diags
+}
+
+// secondDocument is the line where a second YAML document starts in
+// data, or 0 when it holds one (a "---" before the first is fine).
+func secondDocument(data []byte) int {
+	dec := yaml.NewDecoder(bytes.NewReader(data))
+	var first, next yaml.Node
+	if dec.Decode(&first) != nil {
+		return 0
+	}
+	err := dec.Decode(&next)
+	if errors.Is(err, io.EOF) {
+		return 0
+	}
+	// The separator after the first document's content, whether what
+	// follows it parses or not.
+	content := false
+	for i, l := range strings.Split(string(data), "\n") {
+		t := strings.TrimSpace(l)
+		switch {
+		case strings.HasPrefix(l, "---") && content:
+			return i + 1
+		case t != "" && !strings.HasPrefix(t, "#") && !strings.HasPrefix(t, "%") && !strings.HasPrefix(l, "---"):
+			content = true
+		}
+	}
+	if err == nil && next.Line > 0 {
+		return next.Line
+	}
+	return 1
 }
 
 func decodeStage(d *decoder, sp *Spec, cat Catalog, i int, n *yaml.Node) *Stage {

@@ -189,6 +189,16 @@ func TestExpand(t *testing.T) {
 		{"${B}/${B}-${C}", "", "environment variables B, C are not set (write ${B:-default} to give a default)"},
 		{"${A", "", `unterminated ${ in "${A"`},
 		{"${}", "", "empty variable name in ${}"},
+		// A shell's check: the message where the variable is unset or
+		// empty (found by a new-user test: it read a variable "X:?must set").
+		{"${A:?say}", "x", ""},
+		{"${B:?must set B}", "", "environment variable B is not set or empty: must set B"},
+		{"${EMPTY:?}", "", "environment variable EMPTY is not set or empty: it must be set"},
+		{"${X:+a}", "", "${X:+a} is not a form piperun expands: write ${VAR}, ${VAR:-default} or ${VAR:?message}, VAR being letters, digits and _ (not starting with a digit)"},
+		{"${X-d}", "", "${X-d} is not a form piperun expands: write ${VAR}, ${VAR:-default} or ${VAR:?message}, VAR being letters, digits and _ (not starting with a digit)"},
+		{"${1X}", "", "${1X} is not a form piperun expands: write ${VAR}, ${VAR:-default} or ${VAR:?message}, VAR being letters, digits and _ (not starting with a digit)"},
+		// It gave the literal "${Y:-n}".
+		{"${X:-${Y:-n}}", "", "${X:-${Y:-n}}: a default cannot hold another variable (piperun does not nest them)"},
 	}
 	for _, tc := range tests {
 		got, err := spec.Expand(tc.in, lookup)
@@ -213,6 +223,10 @@ func TestByteSize(t *testing.T) {
 		{"512MiB", 512 << 20, false}, {"2GiB", 2 << 30, false}, {"1.5GB", 1500000000, false},
 		{"1000", 1000, false}, {"64 KiB", 64 << 10, false}, {"1G", 1 << 30, false},
 		{"lots", 0, true}, {"-1MiB", 0, true}, {"", 0, true},
+		// docker's --memory takes lowercase units (a new-user test).
+		{"2g", 2 << 30, false}, {"512m", 512 << 20, false}, {"64k", 64 << 10, false}, {"100b", 100, false}, {"1e9", 1e9, false}, {".5G", 1 << 29, false},
+		// What the schema's pattern refuses, so is refused here.
+		{"1.2.3GiB", 0, true}, {".", 0, true}, {"..MiB", 0, true}, {"0x10", 0, true}, {"Inf", 0, true}, {"2gib", 0, true},
 		{"2.5", 0, true}, {"2.5B", 0, true}, {"1.4GiB", 1503238553, false}, {"1e3", 1000, false},
 	}
 	for _, tc := range tests {
@@ -404,6 +418,26 @@ func TestQuotedVariables(t *testing.T) {
 			if got, _ := mc.Set.Get("n"); got != "'007'" {
 				t.Errorf("set n = %q, want '007'", got)
 			}
+		}
+	}
+}
+
+// TestLoadBoundsWhatItReads: a file larger than any spec is refused
+// without reading it all (`validate /dev/zero` ran out of memory), and a
+// folder is named as one.
+func TestLoadBoundsWhatItReads(t *testing.T) {
+	dir := t.TempDir()
+	big := filepath.Join(dir, "big.yaml")
+	if err := os.WriteFile(big, make([]byte, spec.MaxSpecBytes+1), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	for path, want := range map[string]string{
+		big: big + ": cannot read spec: " + big + " is larger than 16MiB, more than a spec can be",
+		dir: dir + ": cannot read spec: " + dir + " is a folder",
+	} {
+		_, diags := spec.Load(path, spec.Options{})
+		if len(diags) != 1 || diags[0].String() != want {
+			t.Errorf("Load(%s) = %v\nwant %s", path, diags, want)
 		}
 	}
 }

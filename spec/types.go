@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"math"
 	"reflect"
+	"regexp"
 	"strconv"
 	"strings"
 
@@ -73,12 +74,22 @@ var byteUnits = []struct {
 	{"KiB", 1 << 10}, {"MiB", 1 << 20}, {"GiB", 1 << 30}, {"TiB", 1 << 40},
 	{"KB", 1e3}, {"MB", 1e6}, {"GB", 1e9}, {"TB", 1e12},
 	{"K", 1 << 10}, {"M", 1 << 20}, {"G", 1 << 30}, {"T", 1 << 40},
-	{"B", 1},
+	{"k", 1 << 10}, {"m", 1 << 20}, {"g", 1 << 30}, {"t", 1 << 40}, // as docker's --memory
+	{"B", 1}, {"b", 1},
 }
+
+// byteSizeRe is what ParseByteSize reads, and the schema's pattern: a
+// decimal number, then a unit.
+var byteSizeRe = regexp.MustCompile(`^(?:[0-9]+(?:\.[0-9]*)?|\.[0-9]+)(?:[eE][+-]?[0-9]+)?\s*(?:KiB|MiB|GiB|TiB|KB|MB|GB|TB|[KMGTBkmgtb])?$`)
 
 // ParseByteSize parses a byte size such as "2GiB".
 func ParseByteSize(s string) (ByteSize, error) {
 	t := strings.TrimSpace(s)
+	if !byteSizeRe.MatchString(t) {
+		// strconv would take 0x10, Inf and 1_000 too, which the schema
+		// refuses.
+		return 0, fmt.Errorf("invalid byte size %q (want e.g. 512MiB, 2GiB, 1000000)", s)
+	}
 	mult := 1.0
 	for _, u := range byteUnits {
 		if strings.HasSuffix(t, u.suffix) {
@@ -135,7 +146,7 @@ func (b ByteSize) String() string {
 
 // JSONSchema describes a byte size.
 func (ByteSize) JSONSchema() *jsonschema.Schema {
-	return &jsonschema.Schema{Minimum: "1", Pattern: `^[0-9.]+\s*(B|K|M|G|T|KB|MB|GB|TB|KiB|MiB|GiB|TiB)?$`,
+	return &jsonschema.Schema{Minimum: "1", Pattern: byteSizeRe.String(),
 		Extras: map[string]any{"type": []string{"integer", "string"}}}
 }
 
