@@ -1,11 +1,13 @@
 package spec
 
 import (
+	"errors"
 	"fmt"
 	"math"
 	"math/big"
 	"reflect"
 	"regexp"
+	"slices"
 	"sort"
 	"strings"
 
@@ -36,7 +38,8 @@ type decoder struct {
 	scalars map[string]*yaml.Node
 	// extra names are offered as suggestions for unknown keys at the top of
 	// a stage, where common keys the type does not take may be meant.
-	extra []string
+	extra   []string
+	extraAt string
 }
 
 var identRe = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_-]*$`)
@@ -63,6 +66,32 @@ func (d *decoder) errorf(n *yaml.Node, path, format string, args ...any) {
 	d.r.markUndecoded(path)
 }
 
+// NodeError is an error a NodeUnmarshaler returns to be reported at one of
+// the node's parts (an unknown key inside a mapping) rather than at the
+// node.
+type NodeError struct {
+	Node *yaml.Node
+	Err  error
+}
+
+func (e *NodeError) Error() string { return e.Err.Error() }
+func (e *NodeError) Unwrap() error { return e.Err }
+
+// recordParts records the positions of a sequence's items and of a
+// mapping's values below path.
+func (d *decoder) recordParts(n *yaml.Node, path string) {
+	switch n.Kind {
+	case yaml.SequenceNode:
+		for i, c := range n.Content {
+			d.record(c, fmt.Sprintf("%s[%d]", path, i))
+		}
+	case yaml.MappingNode:
+		for i := 0; i+1 < len(n.Content); i += 2 {
+			d.record(n.Content[i+1], joinPath(path, n.Content[i].Value))
+		}
+	}
+}
+
 func (d *decoder) record(n *yaml.Node, path string) {
 	if d.pos != nil {
 		d.pos[path] = Pos{File: d.r.file, Line: n.Line, Col: n.Column}
@@ -84,8 +113,17 @@ func (d *decoder) decode(n *yaml.Node, v reflect.Value, path string) {
 	}
 	d.record(n, path)
 	if v.CanAddr() && v.Addr().Type().Implements(nodeUnmarshalerType) {
+		// The parts' places, for a later check's message on one of them
+		// (inputs[2]: unknown input), which fell back to the whole
+		// value's (a new-user test).
+		d.recordParts(n, path)
 		if err := v.Addr().Interface().(NodeUnmarshaler).UnmarshalNode(n); err != nil {
-			d.errorf(n, path, "%v", err)
+			at := n
+			var ne *NodeError
+			if errors.As(err, &ne) && ne.Node != nil {
+				at = ne.Node
+			}
+			d.errorf(at, path, "%v", err)
 		}
 		return
 	}
@@ -247,7 +285,11 @@ func (d *decoder) decodeStruct(n *yaml.Node, v reflect.Value, path string) {
 		p := joinPath(path, k.Value)
 		idx, ok := fields[k.Value]
 		if !ok {
-			d.r.add(SevError, k.Line, k.Column, p, "unknown field %q%s", k.Value, suggest(k.Value, append(names, d.extra...)))
+			known := names
+			if path == d.extraAt {
+				known = append(slices.Clip(names), d.extra...)
+			}
+			d.r.add(SevError, k.Line, k.Column, p, "unknown field %q%s", k.Value, suggest(k.Value, known))
 			continue
 		}
 		if seen[k.Value] {

@@ -412,7 +412,7 @@ func Parse(file string, data []byte, opts Options) (*Spec, Diagnostics) {
 		sp.Optimize = *top.Optimize
 	}
 	at := func(path string) (int, int) { p := sp.rawPosOf(path); return p.Line, p.Col }
-	if _, ok := sp.pos["version"]; ok && sp.Version != Version {
+	if _, ok := sp.pos["version"]; ok && sp.Version != Version && !r.undecoded["version"] {
 		l, c := at("version")
 		r.add(SevError, l, c, "version", "unsupported spec version %d (this runner reads version %d)", sp.Version, Version)
 	}
@@ -499,7 +499,7 @@ func decodeStage(d *decoder, sp *Spec, cat Catalog, i int, n *yaml.Node) *Stage 
 	}
 	if c.Name != "" && !stageNameRe.MatchString(c.Name) {
 		l, col := posLC(sp, path+".name")
-		d.r.add(SevError, l, col, path+".name", "invalid stage name %q: use letters, digits, '_' and '-'", c.Name)
+		d.r.add(SevError, l, col, path+".name", "invalid stage name %q: use letters, digits, '_' and '-', starting with a letter or digit", c.Name)
 	}
 	if c.Input != "" && len(c.Inputs) > 0 {
 		l, col := posLC(sp, path+".inputs")
@@ -519,6 +519,17 @@ func decodeStage(d *decoder, sp *Spec, cat Catalog, i int, n *yaml.Node) *Stage 
 		d.r.add(SevError, l, col, path+".on_error", "must be fail or skip, got %q", c.OnError)
 	}
 	if c.Type == "" {
+		// `Type: range`: the type's keys are never read, so a key that
+		// is a common one but for case or a letter would go unnamed
+		// behind "missing required field type" (a new-user test).
+		for j := 0; j+1 < len(rest.Content); j += 2 {
+			k := rest.Content[j]
+			for _, want := range []string{"name", "type"} {
+				if strings.EqualFold(k.Value, want) || editDistance(k.Value, want) == 1 {
+					d.r.add(SevError, k.Line, k.Column, path+"."+k.Value, "unknown field %q (did you mean %q?)", k.Value, want)
+				}
+			}
+		}
 		return st
 	}
 	if cat == nil {
@@ -541,9 +552,20 @@ func decodeStage(d *decoder, sp *Spec, cat Catalog, i int, n *yaml.Node) *Stage 
 		}
 	}
 	cfg := t.NewConfig()
-	d.extra = []string{"input", "inputs", "on_error", "parallelism"}
+	// The common keys this type takes, offered for a misspelt key at the
+	// stage's top level only (not inside features: of a parse_example).
+	d.extra, d.extraAt = nil, path
+	if t.Role != RoleSource {
+		d.extra = append(d.extra, "input", "inputs")
+	}
+	if t.OnError {
+		d.extra = append(d.extra, "on_error")
+	}
+	if t.Parallel {
+		d.extra = append(d.extra, "parallelism")
+	}
 	d.decode(rest, reflect_(cfg), path)
-	d.extra = nil
+	d.extra, d.extraAt = nil, ""
 	st.Config = cfg
 	return st
 }
@@ -630,9 +652,12 @@ func link(sp *Spec, r *reporter, cat Catalog) {
 			l, c := posLC(sp, field)
 			switch {
 			case !ok:
+				// Only the stages it could read: not itself, nor a sink.
 				names := make([]string, 0, len(byName))
-				for n := range byName {
-					names = append(names, n)
+				for n, o := range byName {
+					if o != st && o.Role != RoleSink {
+						names = append(names, n)
+					}
 				}
 				r.add(SevError, l, c, field, "unknown input %q%s", name, suggest(name, sortedStrings(names)))
 			case in == st:

@@ -48,23 +48,28 @@ func (s *Shard) UnmarshalNode(n *yaml.Node) error {
 		return fmt.Errorf("expected auto or {index: I, count: N}")
 	}
 	var v struct{ Index, Count *int }
+	// Each problem at its key or value, not at the mapping's start.
+	at := func(n *yaml.Node, format string, args ...any) error {
+		return &spec.NodeError{Node: n, Err: fmt.Errorf(format, args...)}
+	}
 	for i := 0; i+1 < len(n.Content); i += 2 {
 		var x int
+		k := n.Content[i]
+		if k.Value != "index" && k.Value != "count" {
+			return at(k, "unknown field %q in shard (want index and count)", k.Value)
+		}
 		if v := n.Content[i+1]; v.ShortTag() == "!!null" {
-			return fmt.Errorf("shard.%s: expected an integer, got null", n.Content[i].Value)
+			return at(v, "shard.%s: expected an integer, got null", k.Value)
 		} else if v.ShortTag() != "!!int" {
 			// yaml.v3 decodes 1.5 into an int as 1, in silence.
-			return fmt.Errorf("shard.%s: expected an integer, got %s", n.Content[i].Value, v.Value)
+			return at(v, "shard.%s: expected an integer, got %s", k.Value, v.Value)
 		} else if err := v.Decode(&x); err != nil {
-			return fmt.Errorf("shard.%s: expected an integer", n.Content[i].Value)
+			return at(v, "shard.%s: expected an integer", k.Value)
 		}
-		switch n.Content[i].Value {
-		case "index":
+		if k.Value == "index" {
 			v.Index = &x
-		case "count":
+		} else {
 			v.Count = &x
-		default:
-			return fmt.Errorf("unknown field %q in shard (want index and count)", n.Content[i].Value)
 		}
 	}
 	if v.Index == nil || v.Count == nil {
