@@ -113,7 +113,7 @@ func TestNullMappingIsAbsent(t *testing.T) {
 		// 0 (found in review: pad 0, weight 0, shard index 0, shape 0).
 		{"nulls inside lists and maps",
 			head + "stages:\n  - {name: f, type: files, pattern: '*.jsonl', shard: {index: ~, count: 2}}\n  - {name: j, type: jsonl}\n  - {name: r, type: range, count: 3}\n  - {name: m, type: mix, inputs: [j, r], weights: [1, ~]}\n  - {name: b, type: batch, size: 2, pad: {x: ~}}\n  - {name: out, type: discard}\n",
-			"n.yaml:4:55: stages[0].shard: shard.index: expected an integer, got null\n" +
+			"n.yaml:4:63: stages[0].shard: shard.index: expected an integer, got null\n" +
 				"n.yaml:7:55: stages[3].weights[1]: expected a number, got null\n" +
 				"n.yaml:8:46: stages[4].pad.x: expected a number, got null\n", stages.Default(), nil},
 		{"a required count left empty",
