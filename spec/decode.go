@@ -272,6 +272,11 @@ func requiredFields(t reflect.Type) []string {
 	return out
 }
 
+// ExtensionPrefix starts the top-level keys piperun leaves to the user: a
+// place to define YAML anchors that stages merge (`<<: *par`), as docker
+// compose's x- fields are.
+const ExtensionPrefix = "x-"
+
 func (d *decoder) decodeStruct(n *yaml.Node, v reflect.Value, path string) {
 	if n.Kind != yaml.MappingNode {
 		d.errorf(n, path, "expected a mapping, got %s", describe(n))
@@ -284,6 +289,9 @@ func (d *decoder) decodeStruct(n *yaml.Node, v reflect.Value, path string) {
 		k, val := n.Content[i], n.Content[i+1]
 		p := joinPath(path, k.Value)
 		idx, ok := fields[k.Value]
+		if !ok && path == "" && strings.HasPrefix(k.Value, ExtensionPrefix) {
+			continue // a place for anchors (x-defaults: &par {…}), as in docker compose
+		}
 		if !ok {
 			known := names
 			if path == d.extraAt {

@@ -53,6 +53,9 @@ func JSONSchema(cat Catalog) ([]byte, error) {
 	if v, ok := root.Properties.Get("name"); ok {
 		v.Pattern = nameRe.String()
 	}
+	// x- keys hold anchors for stages to merge; the library's
+	// AdditionalProperties false stays for every other key.
+	root.PatternProperties = map[string]*jsonschema.Schema{"^" + ExtensionPrefix: {}}
 	allowVars(root)
 	allowNulls(root)
 	return json.MarshalIndent(root, "", "  ")

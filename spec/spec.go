@@ -371,6 +371,7 @@ func Parse(file string, data []byte, opts Options) (*Spec, Diagnostics) {
 		r.add(SevError, line, 1, "", "a second YAML document: a spec file holds one pipeline; put each in a file of its own")
 	}
 	doc := root.Content[0]
+	resolveMerges(doc, r)
 	lookup := opts.LookupEnv
 	if lookup == nil {
 		lookup = os.LookupEnv

@@ -1,6 +1,7 @@
 package spec_test
 
 import (
+	"fmt"
 	"flag"
 	"os"
 	"path/filepath"
@@ -439,5 +440,29 @@ func TestLoadBoundsWhatItReads(t *testing.T) {
 		if len(diags) != 1 || diags[0].String() != want {
 			t.Errorf("Load(%s) = %v\nwant %s", path, diags, want)
 		}
+	}
+}
+
+// TestMergeKeys: YAML merge keys share settings between stages, from
+// anchors under x- keys; a stage's own key wins over a merged one, an
+// earlier merge over a later, and an override changes only the stage it
+// names (the merged pairs are copies).
+func TestMergeKeys(t *testing.T) {
+	sp, diags := spec.Load("testdata/valid/merge.yaml", spec.Options{Catalog: stages.Default(), LookupEnv: noEnv, Set: []string{"stages.m.parallelism=1"}})
+	if diags.HasErrors() || len(diags) != 0 {
+		t.Fatalf("diagnostics:\n%s", diagText(diags))
+	}
+	for _, tc := range []struct {
+		name    string
+		par     string
+		onError string
+	}{{"m", "1", "skip"}, {"m2", "2", "skip"}, {"m3", "3", "fail"}} {
+		st := sp.Stage(tc.name)
+		if st == nil || st.Type != "map" || fmt.Sprint(st.Parallelism) != tc.par || st.OnError != tc.onError {
+			t.Errorf("stage %s: %+v; want a map, parallelism %s, on_error %s", tc.name, st, tc.par, tc.onError)
+		}
+	}
+	if got := sp.PosOf("stages[2].type"); got.Line != 4 {
+		t.Errorf("m2's merged type is placed at %v; want line 4, where the anchor writes it", got)
 	}
 }
