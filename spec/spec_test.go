@@ -1,8 +1,8 @@
 package spec_test
 
 import (
-	"fmt"
 	"flag"
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
