@@ -123,6 +123,9 @@ type reporter struct {
 	// its own complaint about them would be a second diagnostic for the
 	// one problem.
 	undecoded map[string]bool
+	// expanded holds the paths of values that read an environment
+	// variable (${VAR}): values that may differ between processes.
+	expanded map[string]bool
 }
 
 // markUndecoded records that the value at path was reported by the decoder.

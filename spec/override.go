@@ -49,6 +49,12 @@ func interpolate(n *yaml.Node, path string, lookup func(string) (string, bool), 
 			return
 		}
 		whole := wholeVar(n.Value)
+		if out != strings.ReplaceAll(n.Value, "$${", "${") {
+			if r.expanded == nil {
+				r.expanded = map[string]bool{}
+			}
+			r.expanded[path] = true
+		}
 		n.Value = out
 		// A plain value is resolved again, so ${N:-5} is a number and one
 		// that expands to nothing is null: absent, like an unset key. So

@@ -186,6 +186,8 @@ type Spec struct {
 	pos map[string]Pos
 	// sets are the --set overrides, for the positions of their values.
 	sets []string
+	// expanded are the paths of values that read an environment variable.
+	expanded map[string]bool
 	// scalars are the scalar nodes by path, and lines the file's lines,
 	// to place a diagnostic inside a value (ValuePos).
 	scalars map[string]*yaml.Node
@@ -394,7 +396,7 @@ func Parse(file string, data []byte, opts Options) (*Spec, Diagnostics) {
 	if err != nil {
 		dir = filepath.Dir(file)
 	}
-	sp := &Spec{File: file, Dir: dir, pos: map[string]Pos{}, sets: r.sets, Epochs: 1, Deterministic: true, Optimize: true,
+	sp := &Spec{File: file, Dir: dir, pos: map[string]Pos{}, sets: r.sets, expanded: r.expanded, Epochs: 1, Deterministic: true, Optimize: true,
 		scalars: map[string]*yaml.Node{}, lines: strings.Split(strings.ReplaceAll(string(data), "\r\n", "\n"), "\n")}
 	d := &decoder{r: r, pos: sp.pos, scalars: sp.scalars}
 	var top document
@@ -928,6 +930,14 @@ func (c *CheckContext) Input() sample.Schema {
 		return sample.Schema{}
 	}
 	return c.Inputs[0]
+}
+
+// PerProcess reports whether the value of field was given per process: it
+// reads an environment variable, or a --set gave it. N processes a launcher
+// starts from one spec can differ there (out/part-${RANK}.jsonl).
+func (c *CheckContext) PerProcess(field string) bool {
+	p := c.FieldPath(field)
+	return c.Spec.expanded[p] || c.Spec.rawPosOf(p).Line < 0
 }
 
 // FieldPath returns the diagnostic path of a field of the stage's config.

@@ -112,6 +112,17 @@ func shardFromEnv(lookup func(string) (string, bool)) (index, count int, from st
 		{"SLURM_PROCID", "SLURM_NTASKS"},
 		{"JOB_COMPLETION_INDEX", "PIPERUN_SHARD_COUNT"},
 	}
+	// A world size of more than one without its rank is a launcher
+	// misconfigured, whatever else is set: under Slurm too (srun running
+	// torchrun sets both RANK and WORLD_SIZE), where the Slurm pair read
+	// first hid it (a new-user test). piperun's own pair overrides all.
+	if _, own := lookup("PIPERUN_SHARD_INDEX"); !own {
+		if _, ok := lookup("RANK"); !ok {
+			if err := lonelyCount(lookup, "RANK", "WORLD_SIZE"); err != nil {
+				return 0, 0, "", err
+			}
+		}
+	}
 	for _, p := range pairs {
 		is, ok1 := lookup(p[0])
 		cs, ok2 := lookup(p[1])
@@ -140,20 +151,62 @@ func shardFromEnv(lookup func(string) (string, bool)) (index, count int, from st
 	// file, each sample once per process and epoch. Not Slurm's: an
 	// allocation's shell (salloc -n 4) exports SLURM_NTASKS, and only
 	// srun sets SLURM_PROCID, so one process run there is one shard.
-	for _, p := range [][2]string{{"PIPERUN_SHARD_INDEX or JOB_COMPLETION_INDEX", "PIPERUN_SHARD_COUNT"}, {"RANK", "WORLD_SIZE"}} {
-		cs, ok := lookup(p[1])
+	if err := lonelyCount(lookup, "PIPERUN_SHARD_INDEX or JOB_COMPLETION_INDEX", "PIPERUN_SHARD_COUNT"); err != nil {
+		return 0, 0, "", err
+	}
+	return 0, 1, "", nil
+}
+
+// shardedProcesses says, for a spec whose files stages are sharded, how
+// many processes read it and what says so ("RANK and WORLD_SIZE say");
+// 0 where none is.
+func shardedProcesses(sp *spec.Spec) (int, string) {
+	for _, st := range sp.Stages {
+		fc, ok := st.Config.(*FilesConfig)
 		if !ok {
 			continue
 		}
-		c, err := strconv.Atoi(cs)
-		switch {
-		case err != nil || c < 1:
-			return 0, 0, "", fmt.Errorf("shard: auto: %s=%q is not a whole number from 1", p[1], cs)
-		case c > 1:
-			return 0, 0, "", fmt.Errorf("shard: auto: %s=%d is set but %s is not: without its rank every process would read every file (for one process reading every file, unset %s or write shard: {index: 0, count: 1})", p[1], c, p[0], p[1])
+		if fc.Shard.Count > 1 {
+			return fc.Shard.Count, fmt.Sprintf("stage %q's shard says", st.Name)
+		}
+		if fc.Shard.Auto {
+			if _, n, from, err := shardFromEnv(os.LookupEnv); err == nil && n > 1 {
+				return n, from + " say"
+			}
 		}
 	}
-	return 0, 1, "", nil
+	return 0, ""
+}
+
+// sharedOutput warns, for a sink writing path in a spec that N processes
+// run as shards, that each writes the same file where the path is the
+// same in every process: the last to finish replaced the others' samples,
+// each reporting success (a new-user test lost 60 of 140 samples so).
+func sharedOutput(cc *spec.CheckContext, path string) {
+	if path == "" || cc.PerProcess("path") {
+		return
+	}
+	if n, from := shardedProcesses(cc.Spec); n > 1 {
+		ext := filepath.Ext(path)
+		cc.Warnf("path", "%s this is one of %d processes, and each writes %s: the last to finish replaces the others' output; put the rank in the path (%s-${RANK}%s, with the launcher's variable)", from, n, path, strings.TrimSuffix(path, ext), ext)
+	}
+}
+
+// lonelyCount is the error for the world size count set, above 1, without
+// its rank (the variable or variables named by rank), or nil.
+func lonelyCount(lookup func(string) (string, bool), rank, count string) error {
+	cs, ok := lookup(count)
+	if !ok {
+		return nil
+	}
+	c, err := strconv.Atoi(cs)
+	switch {
+	case err != nil || c < 1:
+		return fmt.Errorf("shard: auto: %s=%q is not a whole number from 1", count, cs)
+	case c > 1:
+		return fmt.Errorf("shard: auto: %s=%d is set but %s is not: without its rank every process would read every file (for one process reading every file, unset %s or write shard: {index: 0, count: 1})", count, c, rank, count)
+	}
+	return nil
 }
 
 func init() {
@@ -267,6 +320,13 @@ func (c *FilesConfig) Check(cc *spec.CheckContext) sample.Schema {
 	if c.Shard.Auto && cc.Environment {
 		if _, _, err := ShardFromEnv(os.LookupEnv); err != nil {
 			cc.Errorf("shard", "%v", err)
+		}
+	}
+	if c.Shard == (Shard{}) && cc.Environment {
+		// As DistributedSampler left out of a DataLoader: every process
+		// a launcher started reads every file (a new-user test).
+		if _, n, from, err := shardFromEnv(os.LookupEnv); err == nil && n > 1 {
+			cc.Warnf("", "%s say this is one of %d processes, but files has no shard: each reads every file, so every sample comes %d times an epoch; write shard: auto", from, n, n)
 		}
 	}
 	fields := []sample.Field{{Name: "path", Type: sample.TString}}

@@ -77,6 +77,13 @@ func TestShardFromEnv(t *testing.T) {
 		{map[string]string{"RANK": "x", "WORLD_SIZE": "4"}, 0, 0, `shard: auto: RANK="x" is not a whole number from 0`},
 		{map[string]string{"RANK": "-1", "WORLD_SIZE": "4"}, 0, 0, `shard: auto: RANK="-1" is not a whole number from 0`},
 		{map[string]string{"SLURM_PROCID": "0", "SLURM_NTASKS": "0"}, 0, 0, `shard: auto: SLURM_NTASKS="0" is not a whole number from 1`},
+		// A world size without its rank is an error under Slurm too,
+		// where the Slurm pair hid it (a new-user test).
+		{map[string]string{"SLURM_PROCID": "0", "SLURM_NTASKS": "1", "WORLD_SIZE": "2"}, 0, 0, "shard: auto: WORLD_SIZE=2 is set but RANK is not: without its rank every process would read every file (for one process reading every file, unset WORLD_SIZE or write shard: {index: 0, count: 1})"},
+		// srun running torchrun: the processes' ranks, not the nodes'.
+		{map[string]string{"SLURM_PROCID": "1", "SLURM_NTASKS": "2", "RANK": "5", "WORLD_SIZE": "8"}, 5, 8, ""},
+		// piperun's own pair overrides every launcher's.
+		{map[string]string{"PIPERUN_SHARD_INDEX": "1", "PIPERUN_SHARD_COUNT": "2", "WORLD_SIZE": "4"}, 1, 2, ""},
 	}
 	for _, tc := range tests {
 		i, c, err := stages.ShardFromEnv(func(k string) (string, bool) { v, ok := tc.env[k]; return v, ok })

@@ -48,6 +48,7 @@ func (c *WriteJSONLConfig) Check(cc *spec.CheckContext) sample.Schema {
 			cc.Errorf("path", "%v", err)
 		}
 	}
+	sharedOutput(cc, c.Path)
 	return sample.Schema{}
 }
 

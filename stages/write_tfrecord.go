@@ -55,6 +55,7 @@ func (c *WriteTFRecordConfig) Check(cc *spec.CheckContext) sample.Schema {
 	if c.Shards > 1 && !strings.Contains(c.Path, "{shard}") {
 		cc.Errorf("path", "with %d shards the path must contain {shard}", c.Shards)
 	}
+	sharedOutput(cc, c.Path)
 	// A mistyped placeholder would be written literally into the name.
 	for _, m := range placeholder.FindAllString(c.Path, -1) {
 		if m != "{shard}" && m != "{shards}" {
