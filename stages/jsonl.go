@@ -29,7 +29,14 @@ func init() {
 			NewConfig: func() any { return &JSONLConfig{Field: "path", BlockLength: 1, MaxLine: 64 << 20} }, OnError: true, Parallel: true},
 		Build: func(env *Env, cfg any) (any, error) {
 			c := cfg.(*JSONLConfig)
-			return &jsonlStage{cfg: c, cycle: c.CycleLength.Resolve(DefaultCycleLength)}, nil
+			j := &jsonlStage{cfg: c, cycle: c.CycleLength.Resolve(DefaultCycleLength), max: c.MaxLine, why: "max_line_bytes"}
+			if env.Memory > 0 && env.Memory < int64(j.max) {
+				// A sample from a longer line could never be held: refuse
+				// the line as it is read, not once it is decoded (a 60 MiB
+				// line took a 16 MiB run to 218 MB; a new-user test).
+				j.max, j.why = int(env.Memory), "the memory budget"
+			}
+			return j, nil
 		},
 	})
 }
@@ -50,6 +57,9 @@ func (c *JSONLConfig) Check(cc *spec.CheckContext) sample.Schema {
 type jsonlStage struct {
 	cfg   *JSONLConfig
 	cycle int
+	// max is the longest line read, and why names what sets it.
+	max int
+	why string
 }
 
 func (j *jsonlStage) Interleave() (int, int) { return j.cycle, j.cfg.BlockLength }
@@ -63,7 +73,7 @@ func (j *jsonlStage) Open(_ context.Context, in *sample.Sample) (Stream, error) 
 	if err != nil {
 		return nil, err
 	}
-	return &jsonlStream{f: f, r: bufio.NewReaderSize(f, 64<<10), max: j.cfg.MaxLine, path: path, epoch: in.Epoch}, nil
+	return &jsonlStream{f: f, r: bufio.NewReaderSize(f, 64<<10), max: j.max, why: j.why, path: path, epoch: in.Epoch}, nil
 }
 
 type jsonlStream struct {
@@ -71,6 +81,7 @@ type jsonlStream struct {
 	r     *bufio.Reader
 	buf   []byte
 	max   int
+	why   string
 	path  string
 	line  int
 	epoch int
@@ -123,7 +134,7 @@ func (s *jsonlStream) Next() (*sample.Sample, error) {
 		s.line++
 		origin := fmt.Sprintf("%s:%d", s.path, s.line)
 		if err == errLineTooLong {
-			return nil, &ItemError{Err: fmt.Errorf("%s: the line is longer than max_line_bytes (%d)", origin, s.max)}
+			return nil, &ItemError{Err: fmt.Errorf("%s: the line is longer than %s (%d bytes)", origin, s.why, s.max)}
 		}
 		if err != nil {
 			return nil, fmt.Errorf("%s: %w", origin, err)
