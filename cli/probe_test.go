@@ -35,7 +35,7 @@ stages:
 	if r.code != 1 {
 		t.Fatalf("validate --probe: exit %d, want 1\n%s%s", r.code, r.stdout, r.stderr)
 	}
-	want := `probe.yaml:4:21: resources.memory: stage "sh" buffers 100000 samples of about `
+	want := `probe.yaml:8:40: stages[2].buffer: stage "sh" buffers 100000 samples of about `
 	if !strings.Contains(r.stdout, want) || !strings.Contains(r.stdout, "more than resources.memory (64MiB)") {
 		t.Errorf("stdout:\n%s\nwant it to contain %q", r.stdout, want)
 	}

@@ -339,6 +339,19 @@ func (p *Plan) Fit() []FitProblem {
 		out = append(out, FitProblem{Path: path, Message: fmt.Sprintf(format, args...), Warning: warn})
 	}
 	errs := 0
+	// What every stage holds, so that advice to lower one buffer sizes it
+	// to what the others leave: sized against the whole budget, following
+	// it only led to the next problem (a new-user test went round twice).
+	var all int64
+	for _, n := range p.Nodes {
+		all += n.Reserved
+		if n.Share <= 0 {
+			all += n.MinShare
+			continue
+		}
+		h, _ := p.held(n)
+		all += h
+	}
 	// Where the spec sets no budget there is no resources.memory line to
 	// point at: a problem points at the stage, or its key, instead, so
 	// that it still has a line (and a CI annotation).
@@ -402,8 +415,20 @@ func (p *Plan) Fit() []FitProblem {
 						n.Buffer, spec.ByteSize(n.InSampleBytes), spec.ByteSize(need), spec.ByteSize(p.Memory/int64(bs.BufferShare())), bs.BufferShare(), p.budget(), n.Stage.Type, fits, noun)
 				}
 			} else if need > p.Memory {
-				add(budgetPath(n, "buffer"), false, "stage %q buffers %d samples of about %s each = %s, more than %s: lower its buffer to %d or raise the budget",
-					n.Stage.Name, n.Buffer, spec.ByteSize(n.InSampleBytes), spec.ByteSize(need), p.budget(), max(1, p.Memory/n.InSampleBytes))
+				key := "buffer"
+				if k, ok := n.Stage.Config.(BufferKeyer); ok {
+					key = k.BufferKey()
+				}
+				// The stage holds its buffer and a little more (what is in
+				// flight); the others hold the rest of all.
+				beside := all - held + max(0, held-need)
+				advice := fmt.Sprintf("lower its %s to %d (what the other stages leave) or raise the budget", key, (p.Memory-beside)/n.InSampleBytes)
+				if p.Memory-beside < n.InSampleBytes {
+					advice = fmt.Sprintf("the other stages leave no room for one sample: raise the budget to at least %s", spec.ByteSize(beside+n.InSampleBytes))
+				}
+				// At the stage's key: the number to change is there.
+				add(p.stagePath(n.Stage, key), false, "stage %q buffers %d samples of about %s each = %s, more than %s: %s",
+					n.Stage.Name, n.Buffer, spec.ByteSize(n.InSampleBytes), spec.ByteSize(need), p.budget(), advice)
 				errs++
 			}
 		}
