@@ -53,6 +53,9 @@ func lockDirMode(dir string, shared bool) (*dirLock, error) {
 			// shared flock needs no write access.
 			f, err = os.Open(path)
 		}
+		if errors.Is(err, os.ErrNotExist) && attempt < 3 {
+			continue // a pruner renamed the folder aside since MkdirAll (found in review)
+		}
 		if err != nil {
 			return nil, err
 		}

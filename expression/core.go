@@ -99,7 +99,7 @@ func init() {
 			}
 			t := tensor.New(dt, 1)
 			t.Set(0, f)
-			return int64(t.At(0)), nil
+			return t.IntAt(0), nil // not through a float64: 2^63-1 would come back as 2^63
 		},
 	})
 	r.Register(&Func{
@@ -298,6 +298,26 @@ func init() {
 	registerEquality(r)
 	registerIn(r)
 	r.Register(&Func{
+		Name: "__field", Signature: "x.name", MinArgs: 2, MaxArgs: 2,
+		Check: func(a []Arg) (sample.Type, error) {
+			if a[0].Type.Kind == sample.Tensor {
+				return sample.Type{}, tensorField(a[1].Const)
+			}
+			return sample.TAny, nil
+		},
+		Impl: func(_ *Call, a []any) (v any, err error) {
+			if _, ok := a[0].(*tensor.Tensor); ok {
+				return nil, tensorField(a[1])
+			}
+			defer func() {
+				if r := recover(); r != nil {
+					v, err = nil, fmt.Errorf("%v", r)
+				}
+			}()
+			return runtime.Fetch(a[0], a[1]), nil
+		},
+	})
+	r.Register(&Func{
 		Name: "__string", Signature: "string(x)", MinArgs: 1, MaxArgs: 1,
 		Check:   func(a []Arg) (sample.Type, error) { return sample.TString, nil },
 		Returns: reflect.TypeOf(""),
@@ -453,6 +473,12 @@ func registerIn(r *Registry) {
 			return runtime.In(a[0], a[1]), nil
 		},
 	})
+}
+
+// tensorField is the error for x.name with x a tensor: its Go fields hand
+// out the buffer a pool may reuse (found in review).
+func tensorField(name any) error {
+	return fmt.Errorf("a tensor has no fields or methods (.%v): use the expression functions (shape, cast, x[i], …)", name)
 }
 
 // tensorIn is the error for in with a tensor operand.

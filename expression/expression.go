@@ -759,6 +759,8 @@ var goTypes = strings.NewReplacer(
 	"*tensor.Tensor", "tensor", "tensor.Tensor", "tensor",
 	"map[string]interface {}", "map", "[]interface {}", "list", "interface {}", "any", "<nil>", "null",
 	"time.Time", "time", "time.Duration", "duration", "[]uint8", "bytes",
+	// Go's panic text for x % 0 and x / 0 on integers (a review).
+	"runtime error: integer divide by zero", "integer division or modulo by zero",
 )
 
 // typeName names a run-time value's type as a spec does: an expr integer
@@ -1044,8 +1046,17 @@ func (p *patcher) Visit(node *ast.Node) {
 		if id, ok := n.Node.(*ast.IdentifierNode); ok && id.Value == "$env" {
 			return
 		}
+		if n.Optional {
+			return // x?.[i]: expr's own, which gives nil for a nil x
+		}
 		_, field := n.Property.(*ast.StringNode) // x.name: the inferrer's to refuse
 		tensorLike := n.Node.Type() == tensorPtr || isAt(n.Node)
+		if field && isAny(n.Node.Type()) {
+			// $env[k].Data: a tensor known only at run time is refused
+			// then, as a known one is at validate time (found in review).
+			ast.Patch(node, &ast.CallNode{Callee: &ast.IdentifierNode{Value: "__field"}, Arguments: []ast.Node{n.Node, n.Property}})
+			return
+		}
 		if tensorLike && !field || isAny(n.Node.Type()) && (isInt(n.Property.Type()) || isAny(n.Property.Type())) {
 			ast.Patch(node, &ast.CallNode{Callee: &ast.IdentifierNode{Value: "__at"}, Arguments: []ast.Node{n.Node, n.Property}})
 		}
@@ -1338,6 +1349,14 @@ func (in *inferrer) infer(n ast.Node) sample.Type {
 		a, b := in.infer(x.Exp1), in.infer(x.Exp2)
 		if a.Kind == b.Kind && a.Kind == sample.Tensor && a.DType == b.DType {
 			return sample.TensorOf(a.DType, mergeShapes(a.Shape, b.Shape)...)
+		}
+		// c ? nil : index is null or an int: expr types it int, so
+		// y + 1 below passed validate and failed on the first null.
+		if _, ok := x.Exp1.(*ast.NilNode); ok {
+			return sample.TAny
+		}
+		if _, ok := x.Exp2.(*ast.NilNode); ok {
+			return sample.TAny
 		}
 	case *ast.BuiltinNode:
 		for _, a := range x.Arguments {

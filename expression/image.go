@@ -287,6 +287,12 @@ func init() {
 				if a[i].IsConst && !ok {
 					return sample.TAny, argErrorf(i, "must be a number or a list of numbers")
 				}
+				switch k := a[i].Type.Kind; {
+				case k == sample.Bool || k == sample.String || k == sample.Bytes || k == sample.Tensor,
+					k == sample.List && a[i].Type.Elem != sample.Int && a[i].Type.Elem != sample.Float && a[i].Type.Elem != sample.Any:
+					// normalize(img, true, 1) passed and failed each image.
+					return sample.TAny, argErrorf(i, "must be a number or a list of numbers, got %s", a[i].Type)
+				}
 				if !ok {
 					continue
 				}
@@ -332,6 +338,15 @@ func init() {
 			if !a[1].IsConst || !ok {
 				return sample.TAny, fmt.Errorf("perm must be a literal list of dimension indexes, e.g. [2, 0, 1]")
 			}
+			seen := map[int]bool{}
+			for _, p := range perm {
+				// Whatever the rank: [1, 1] passed where it was unknown
+				// and failed each sample.
+				if p < 0 || seen[p] || p >= len(perm) {
+					return sample.TAny, fmt.Errorf("perm %v is not a permutation of 0..%d", perm, len(perm)-1)
+				}
+				seen[p] = true
+			}
 			if t.Shape == nil {
 				return sample.Type{Kind: sample.Tensor, DType: t.DType}, nil
 			}
@@ -339,12 +354,7 @@ func init() {
 				return sample.TAny, fmt.Errorf("perm %v has %d entries for a rank-%d tensor", perm, len(perm), len(t.Shape))
 			}
 			out := make([]int, len(perm))
-			seen := map[int]bool{}
 			for i, p := range perm {
-				if p < 0 || p >= len(perm) || seen[p] {
-					return sample.TAny, fmt.Errorf("perm %v is not a permutation of 0..%d", perm, len(perm)-1)
-				}
-				seen[p] = true
 				out[i] = t.Shape[p]
 			}
 			return sample.TensorOf(t.DType, out...), nil
@@ -541,8 +551,11 @@ func hw(a []any, i int, dt tensor.DType, c int) (int, int, error) {
 	if !ok1 || !ok2 {
 		return 0, 0, fmt.Errorf("height and width must be integers, got %s and %s", typeName(a[i]), typeName(a[i+1]))
 	}
+	if c <= 0 {
+		c = 4 // channels as stored: at most 4 (found in review)
+	}
 	if h > 0 && w > 0 {
-		if err := sizeFits(dt, int(h), int(w), max(c, 1)); err != nil {
+		if err := sizeFits(dt, int(h), int(w), c); err != nil {
 			return 0, 0, fmt.Errorf("height %d and width %d: %w", h, w, err)
 		}
 	}

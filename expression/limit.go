@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"math"
 	"strconv"
+	"sync"
 	"sync/atomic"
 
 	"github.com/piperun/piperun/tensor"
@@ -22,19 +23,54 @@ const DefaultMaxValueBytes int64 = 1 << 40
 // before the budget could see the sample (found in review).
 var maxValue atomic.Int64
 
+// bounds are the bounds set and not yet restored, one per run; the
+// largest holds, so that runs overlapping in one process never refuse
+// what the largest budget among them can hold, whatever order they end
+// in (a swap-and-restore left a finished run's bound behind; found in
+// review).
+var bounds struct {
+	sync.Mutex
+	set map[*int64]bool
+}
+
 func init() { maxValue.Store(DefaultMaxValueBytes) }
 
 // SetMaxValueBytes sets the largest tensor a function may size from its
-// arguments (0 restores DefaultMaxValueBytes) and returns a function that
-// restores the previous bound. The bound is the process's: a run sets it
-// to its memory budget (engine), since a sample larger than that could
-// never be held, and the last run to set it wins.
+// arguments (0 or less: DefaultMaxValueBytes) and returns a function that
+// takes the bound away again. A run sets it to its memory budget (engine),
+// since a sample larger than that could never be held; where runs overlap
+// in one process, the largest of their bounds holds.
 func SetMaxValueBytes(n int64) (restore func()) {
 	if n <= 0 {
 		n = DefaultMaxValueBytes
 	}
-	old := maxValue.Swap(n)
-	return func() { maxValue.Store(old) }
+	key := &n
+	bounds.Lock()
+	defer bounds.Unlock()
+	if bounds.set == nil {
+		bounds.set = map[*int64]bool{}
+	}
+	bounds.set[key] = true
+	maxValue.Store(largestBound())
+	return func() {
+		bounds.Lock()
+		defer bounds.Unlock()
+		delete(bounds.set, key)
+		maxValue.Store(largestBound())
+	}
+}
+
+// largestBound is the largest bound set, or the default where none is;
+// bounds is locked.
+func largestBound() int64 {
+	if len(bounds.set) == 0 {
+		return DefaultMaxValueBytes
+	}
+	var m int64
+	for k := range bounds.set {
+		m = max(m, *k)
+	}
+	return m
 }
 
 // valueFits says whether a tensor of dt and shape fits under limit, and

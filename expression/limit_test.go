@@ -51,3 +51,37 @@ func TestSizesFromSamplesAreBounded(t *testing.T) {
 		}
 	}
 }
+
+// TestOverlappingBoundsTakeTheLargest: runs overlapping in one process
+// each set the bound to their budget; the largest of those not yet taken
+// away holds, whatever order they end in, and none is left behind (a
+// swap-and-restore left an ended run's bound in place; found in review).
+func TestOverlappingBoundsTakeTheLargest(t *testing.T) {
+	in := sample.Schema{Fields: []sample.Field{{Name: "n", Type: sample.TInt}}}
+	p, err := expression.Default().Compile(`shape(one_hot(0, n))[0]`, in, sample.Any)
+	if err != nil {
+		t.Fatal(err)
+	}
+	fits := func(n int64) bool {
+		_, err := p.Run(nil, map[string]any{"n": n})
+		return err == nil
+	}
+	endA := expression.SetMaxValueBytes(1 << 20) // 262144 float32s
+	endB := expression.SetMaxValueBytes(2 << 20)
+	if !fits(400_000) || fits(600_000) {
+		t.Errorf("with 1 and 2 MiB set: 1.6 MB fits %v, 2.4 MB fits %v; want the 2 MiB bound", fits(400_000), fits(600_000))
+	}
+	endA()
+	if !fits(400_000) || fits(600_000) {
+		t.Errorf("with 2 MiB left: 1.6 MB fits %v, 2.4 MB fits %v; want the 2 MiB bound", fits(400_000), fits(600_000))
+	}
+	endC := expression.SetMaxValueBytes(1 << 20)
+	endB()
+	if fits(300_000) {
+		t.Errorf("with 1 MiB left, 1.2 MB fits")
+	}
+	endC()
+	if !fits(600_000) {
+		t.Errorf("with every bound taken away, 2.4 MB does not fit")
+	}
+}

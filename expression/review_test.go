@@ -1,6 +1,7 @@
 package expression_test
 
 import (
+	"math"
 	"strings"
 	"testing"
 
@@ -39,6 +40,16 @@ func TestRunTimeTypedOperands(t *testing.T) {
 		{`string(b)`, map[string]any{"b": []byte("hi")}, "hi", ""},
 		{`string(n)`, map[string]any{"n": int64(7)}, "7", ""},
 		{`"a" in $env`, map[string]any{"a": int64(7)}, true, ""},
+		// Optional indexing keeps expr's nil for a nil container.
+		{`x?.[k]`, map[string]any{"x": nil, "k": "img"}, nil, ""},
+		{`x?.[i]`, map[string]any{"x": nil, "i": int64(0)}, nil, ""},
+		{`x?.[i]`, map[string]any{"x": []any{"p"}, "i": int64(0)}, "p", ""},
+		// A tensor's Go fields, reached through a name known only at run
+		// time, are refused then.
+		{`$env[k].Data`, map[string]any{"k": "t", "t": batch}, nil, "a tensor has no fields or methods (.Data)"},
+		{`$env[k]["Data"]`, map[string]any{"k": "t", "t": batch}, nil, "a tensor has no fields or methods (.Data)"},
+		{`cast(x, "int64")`, map[string]any{"x": 1e30}, int64(math.MaxInt64), ""},
+		{`cast(x, "int64")`, map[string]any{"x": -1e30}, int64(math.MinInt64), ""},
 		{`len($env)`, map[string]any{"a": int64(7)}, 1, ""},
 	} {
 		p, err := expression.Default().Compile(tc.src, open, sample.Any)
@@ -65,6 +76,31 @@ func TestRunTimeTypedOperands(t *testing.T) {
 	}
 }
 
+// TestRunTimeTextInPlainWords: what validate cannot know fails in the
+// spec's words, not Go's.
+func TestRunTimeTextInPlainWords(t *testing.T) {
+	in := sample.Schema{Fields: []sample.Field{{Name: "index", Type: sample.TInt}}}
+	if p, err := expression.Default().Compile(`index > 2 ? nil : index`, in, sample.Any); err != nil || p.Type.Kind != sample.Any {
+		t.Errorf("a conditional of null or an int: %v, %v; want it typed unknown, as plan shows it", p, err)
+	}
+	for src, want := range map[string]string{
+		`7 % index`: "integer division or modulo by zero (1:3)",
+		`7 / index`: "", // a float division: +Inf
+		// Typed unknown, not int64: a null is possible.
+		`let y = index > 2 ? index : nil; y + 1`: "invalid operation: null + int64",
+	} {
+		p, err := expression.Default().Compile(src, in, sample.Any)
+		if err != nil {
+			t.Errorf("%s: %v", src, err)
+			continue
+		}
+		_, err = p.Run(nil, map[string]any{"index": int64(0)})
+		if want == "" && err != nil || want != "" && (err == nil || !strings.HasPrefix(err.Error(), want)) {
+			t.Errorf("%s: %v; want %q", src, err, want)
+		}
+	}
+}
+
 // TestRefusedAtValidate: what validate passed and every sample then
 // failed on, or what handed out piperun's insides, is refused where it is
 // written.
@@ -85,6 +121,9 @@ func TestRefusedAtValidate(t *testing.T) {
 		{`$env`, open, `$env alone is no value: name a field, as in $env["image/encoded"]`},
 		{`__piperun.Seed`, in, "__piperun is piperun's own name (random functions read the sample's identity through it); no field may be called so (line 1, column 1 of the expression)"},
 		{`index + $env["__piperun"].Seed`, open, "__piperun is piperun's own name"},
+		{`normalize(to_float(img), true, 1)`, in, "normalize: argument 2 must be a number or a list of numbers, got bool"},
+		{`normalize(to_float(img), 0.5, "x")`, in, "normalize: argument 3 must be a number or a list of numbers"},
+		{`transpose(cast([[1, 2], [3, 4]], "int32"), [1, 1])`, in, "transpose: perm [1 1] is not a permutation of 0..1"},
 	} {
 		_, err := expression.Default().Compile(tc.src, tc.schema, sample.Any)
 		if err == nil || !strings.HasPrefix(err.Error(), tc.want) {

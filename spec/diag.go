@@ -2,6 +2,7 @@ package spec
 
 import (
 	"fmt"
+	"go.yaml.in/yaml/v3"
 	"sort"
 	"strings"
 )
@@ -123,9 +124,10 @@ type reporter struct {
 	// its own complaint about them would be a second diagnostic for the
 	// one problem.
 	undecoded map[string]bool
-	// expanded holds the paths of values that read an environment
-	// variable (${VAR}): values that may differ between processes.
-	expanded map[string]bool
+	// expanded holds the values that read an environment variable
+	// (${VAR}): values that may differ between processes. By node, not
+	// path: an alias (path: *out) reads its anchor's.
+	expanded map[*yaml.Node]bool
 }
 
 // markUndecoded records that the value at path was reported by the decoder.

@@ -13,10 +13,28 @@ import (
 // are copies, so that expanding variables in one place leaves the anchor
 // as written for the next.
 func resolveMerges(n *yaml.Node, r *reporter) {
+	m := &merger{r: r, budget: maxMergedNodes}
+	m.resolve(n)
+}
+
+// maxMergedNodes bounds the nodes merges may copy: each merge copies a
+// mapping whose own merges are copies already, so a 1 KB file of nested
+// merges doubled itself 22 times and ran validate out of memory (found in
+// review). A real spec copies a few hundred.
+const maxMergedNodes = 100_000
+
+type merger struct {
+	r      *reporter
+	budget int
+	failed bool
+}
+
+func (mg *merger) resolve(n *yaml.Node) {
+	r := mg.r
 	switch n.Kind {
 	case yaml.DocumentNode, yaml.SequenceNode:
 		for _, c := range n.Content {
-			resolveMerges(c, r)
+			mg.resolve(c)
 		}
 	case yaml.MappingNode:
 		own := map[string]bool{}
@@ -29,13 +47,20 @@ func resolveMerges(n *yaml.Node, r *reporter) {
 		for i := 0; i+1 < len(n.Content); i += 2 {
 			k, v := n.Content[i], n.Content[i+1]
 			if !isMerge(k) {
-				resolveMerges(v, r)
+				mg.resolve(v)
 				out = append(out, k, v)
 				continue
 			}
 			for _, m := range mergedMaps(v, r) {
+				if mg.budget -= countNodes(m); mg.budget < 0 {
+					if !mg.failed {
+						mg.failed = true
+						r.add(SevError, k.Line, k.Column, "", "merge keys here copy more than %d YAML nodes in all; merge less deeply", maxMergedNodes)
+					}
+					continue
+				}
 				m = copyNode(m)
-				resolveMerges(m, r)
+				mg.resolve(m)
 				for j := 0; j+1 < len(m.Content); j += 2 {
 					if !own[m.Content[j].Value] {
 						own[m.Content[j].Value] = true
@@ -46,6 +71,18 @@ func resolveMerges(n *yaml.Node, r *reporter) {
 		}
 		n.Content = out
 	}
+}
+
+// countNodes counts the nodes copyNode copies of n.
+func countNodes(n *yaml.Node) int {
+	if n.Kind == yaml.AliasNode {
+		return 1
+	}
+	c := 1
+	for _, x := range n.Content {
+		c += countNodes(x)
+	}
+	return c
 }
 
 // isMerge reports whether k is the merge key: `<<` written plain, or

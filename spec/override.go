@@ -51,9 +51,9 @@ func interpolate(n *yaml.Node, path string, lookup func(string) (string, bool), 
 		whole := wholeVar(n.Value)
 		if out != strings.ReplaceAll(n.Value, "$${", "${") {
 			if r.expanded == nil {
-				r.expanded = map[string]bool{}
+				r.expanded = map[*yaml.Node]bool{}
 			}
-			r.expanded[path] = true
+			r.expanded[n] = true
 		}
 		n.Value = out
 		// A plain value is resolved again, so ${N:-5} is a number and one
@@ -115,12 +115,15 @@ func Expand(s string, lookup func(string) (string, bool)) (string, error) {
 			return "", fmt.Errorf("unterminated ${ in %q", s)
 		}
 		ref := s[i+2 : i+end]
-		name, def, hasDef := strings.Cut(ref, ":-")
-		name, must, hasMust := strings.Cut(name, ":?")
+		name, must, hasMust := strings.Cut(ref, ":?")
+		def, hasDef := "", false
+		if !hasMust {
+			name, def, hasDef = strings.Cut(ref, ":-")
+		}
 		if name == "" {
 			return "", fmt.Errorf("empty variable name in ${%s}", ref)
 		}
-		if !varNameRe.MatchString(name) || hasDef && hasMust {
+		if !varNameRe.MatchString(name) {
 			// ${X:+a}, ${X-d}, ${1X}: shell forms piperun does not
 			// expand, which read as a variable called "X:+a".
 			return "", fmt.Errorf("${%s} is not a form piperun expands: write ${VAR}, ${VAR:-default} or ${VAR:?message}, VAR being letters, digits and _ (not starting with a digit)", ref)

@@ -187,7 +187,7 @@ type Spec struct {
 	// sets are the --set overrides, for the positions of their values.
 	sets []string
 	// expanded are the paths of values that read an environment variable.
-	expanded map[string]bool
+	expanded map[*yaml.Node]bool
 	// scalars are the scalar nodes by path, and lines the file's lines,
 	// to place a diagnostic inside a value (ValuePos).
 	scalars map[string]*yaml.Node
@@ -453,6 +453,13 @@ func secondDocument(data []byte) int {
 	err := dec.Decode(&next)
 	if errors.Is(err, io.EOF) {
 		return 0
+	}
+	if err == nil && (len(next.Content) == 0 || next.Content[0].ShortTag() == "!!null") {
+		// A trailing --- (and perhaps a comment) is an empty document,
+		// as PyYAML reads it: nothing is lost (found in review).
+		if more := dec.Decode(&next); errors.Is(more, io.EOF) {
+			return 0
+		}
 	}
 	// The separator after the first document's content, whether what
 	// follows it parses or not.
@@ -937,7 +944,7 @@ func (c *CheckContext) Input() sample.Schema {
 // starts from one spec can differ there (out/part-${RANK}.jsonl).
 func (c *CheckContext) PerProcess(field string) bool {
 	p := c.FieldPath(field)
-	return c.Spec.expanded[p] || c.Spec.rawPosOf(p).Line < 0
+	return c.Spec.expanded[c.Spec.scalars[p]] || c.Spec.rawPosOf(p).Line < 0
 }
 
 // FieldPath returns the diagnostic path of a field of the stage's config.

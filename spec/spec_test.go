@@ -195,6 +195,7 @@ func TestExpand(t *testing.T) {
 		{"${A:?say}", "x", ""},
 		{"${B:?must set B}", "", "environment variable B is not set or empty: must set B"},
 		{"${EMPTY:?}", "", "environment variable EMPTY is not set or empty: it must be set"},
+		{"${B:?set B:-x or go}", "", "environment variable B is not set or empty: set B:-x or go"},
 		{"${X:+a}", "", "${X:+a} is not a form piperun expands: write ${VAR}, ${VAR:-default} or ${VAR:?message}, VAR being letters, digits and _ (not starting with a digit)"},
 		{"${X-d}", "", "${X-d} is not a form piperun expands: write ${VAR}, ${VAR:-default} or ${VAR:?message}, VAR being letters, digits and _ (not starting with a digit)"},
 		{"${1X}", "", "${1X} is not a form piperun expands: write ${VAR}, ${VAR:-default} or ${VAR:?message}, VAR being letters, digits and _ (not starting with a digit)"},

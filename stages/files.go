@@ -112,17 +112,33 @@ func shardFromEnv(lookup func(string) (string, bool)) (index, count int, from st
 		{"SLURM_PROCID", "SLURM_NTASKS"},
 		{"JOB_COMPLETION_INDEX", "PIPERUN_SHARD_COUNT"},
 	}
-	// A world size of more than one without its rank is a launcher
-	// misconfigured, whatever else is set: under Slurm too (srun running
-	// torchrun sets both RANK and WORLD_SIZE), where the Slurm pair read
-	// first hid it (a new-user test). piperun's own pair overrides all.
-	if _, own := lookup("PIPERUN_SHARD_INDEX"); !own {
-		if _, ok := lookup("RANK"); !ok {
-			if err := lonelyCount(lookup, "RANK", "WORLD_SIZE"); err != nil {
-				return 0, 0, "", err
+	index, count, from, err = pairFromEnv(lookup, pairs)
+	if err != nil || from == "PIPERUN_SHARD_INDEX and PIPERUN_SHARD_COUNT" {
+		return index, count, from, err
+	}
+	if from == "" {
+		if err := lonelyCount(lookup, "RANK", "WORLD_SIZE"); err != nil {
+			return 0, 0, "", err
+		}
+		return index, count, from, nil
+	}
+	// A world size without its rank that disagrees with the pair read is a
+	// launcher misconfigured: SLURM_NTASKS=1 with WORLD_SIZE=2 read as one
+	// shard hid it (a new-user test). One that agrees is a common sbatch
+	// line (export WORLD_SIZE=$SLURM_NTASKS; found in review). piperun's
+	// own pair overrides all.
+	if _, ok := lookup("RANK"); !ok {
+		if ws, ok := lookup("WORLD_SIZE"); ok {
+			if c, err := strconv.Atoi(ws); err != nil || c != count {
+				return 0, 0, "", fmt.Errorf("shard: auto: %s make this shard %d of %d, but WORLD_SIZE=%q is set without RANK: set RANK too, unset WORLD_SIZE, or set PIPERUN_SHARD_INDEX and PIPERUN_SHARD_COUNT", from, index, count, ws)
 			}
 		}
 	}
+	return index, count, from, nil
+}
+
+// pairFromEnv reads the first of pairs whose index variable is set.
+func pairFromEnv(lookup func(string) (string, bool), pairs [][2]string) (index, count int, from string, err error) {
 	for _, p := range pairs {
 		is, ok1 := lookup(p[0])
 		cs, ok2 := lookup(p[1])

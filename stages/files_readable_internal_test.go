@@ -140,4 +140,9 @@ func TestShardedRunsWriteApart(t *testing.T) {
 			t.Errorf("shard %s, path %s, set %v:\n got %q\nwant %q", tc.shard, tc.path, tc.set, got, tc.want)
 		}
 	}
+	// A path that is an alias of a value reading the rank varies too.
+	src := "x-out: &out 'out/part-${RANK}.jsonl'\nversion: 1\nname: f\nstages:\n  - {name: f, type: files, pattern: 'a.jsonl', shard: auto}\n  - {name: out, type: write_jsonl, path: *out}\n"
+	if _, diags := spec.Parse(filepath.Join(dir, "f.yaml"), []byte(src), spec.Options{Catalog: Default(), Environment: true}); len(diags) != 0 {
+		t.Errorf("a path aliasing ${RANK}: %v", diags)
+	}
 }

@@ -79,7 +79,11 @@ func TestShardFromEnv(t *testing.T) {
 		{map[string]string{"SLURM_PROCID": "0", "SLURM_NTASKS": "0"}, 0, 0, `shard: auto: SLURM_NTASKS="0" is not a whole number from 1`},
 		// A world size without its rank is an error under Slurm too,
 		// where the Slurm pair hid it (a new-user test).
-		{map[string]string{"SLURM_PROCID": "0", "SLURM_NTASKS": "1", "WORLD_SIZE": "2"}, 0, 0, "shard: auto: WORLD_SIZE=2 is set but RANK is not: without its rank every process would read every file (for one process reading every file, unset WORLD_SIZE or write shard: {index: 0, count: 1})"},
+		{map[string]string{"SLURM_PROCID": "0", "SLURM_NTASKS": "1", "WORLD_SIZE": "2"}, 0, 0, `shard: auto: SLURM_PROCID and SLURM_NTASKS make this shard 0 of 1, but WORLD_SIZE="2" is set without RANK: set RANK too, unset WORLD_SIZE, or set PIPERUN_SHARD_INDEX and PIPERUN_SHARD_COUNT`},
+		// export WORLD_SIZE=$SLURM_NTASKS in an sbatch script: it agrees
+		// (found in review).
+		{map[string]string{"SLURM_PROCID": "2", "SLURM_NTASKS": "4", "WORLD_SIZE": "4"}, 2, 4, ""},
+		{map[string]string{"JOB_COMPLETION_INDEX": "1", "PIPERUN_SHARD_COUNT": "3", "WORLD_SIZE": "3"}, 1, 3, ""},
 		// srun running torchrun: the processes' ranks, not the nodes'.
 		{map[string]string{"SLURM_PROCID": "1", "SLURM_NTASKS": "2", "RANK": "5", "WORLD_SIZE": "8"}, 5, 8, ""},
 		// piperun's own pair overrides every launcher's.
