@@ -53,6 +53,19 @@ type Reserver interface {
 	ReservedBytes() int64
 }
 
+// Counter is implemented by stage configs that know how many samples they
+// emit an epoch, given how many their one input emits (-1 when unknown,
+// and for a source): -1 where they cannot tell.
+type Counter interface {
+	EpochSamples(in int64) int64
+}
+
+// EpochHolder is implemented by stage configs that hold a whole first pass
+// (the in-memory cache) in 1/EpochShare of the budget; 0 for none.
+type EpochHolder interface {
+	EpochShare() int
+}
+
 // Options tune compilation.
 type Options struct {
 	// Workers overrides the core count; 0 means DefaultWorkers.
@@ -435,6 +448,7 @@ func (p *Plan) Fit() []FitProblem {
 		total += held
 		parts = append(parts, fmt.Sprintf("%s %s", n.Stage.Name, spec.ByteSize(held)))
 	}
+	errs += p.fitEpochs(add)
 	switch {
 	case errs > 0 || total <= p.Memory:
 	case lower:
@@ -449,6 +463,39 @@ func (p *Plan) Fit() []FitProblem {
 			spec.ByteSize(total), strings.Join(parts, ", "), p.budget())
 	}
 	return out
+}
+
+// fitEpochs reports each stage holding a whole first pass in memory (an
+// in-memory cache) that the samples reaching it cannot fit, where their
+// count is known (a files stage's matches, a range, through stages that
+// keep the count), and returns how many it reported. The run found out
+// only when the cache had filled its part of the budget (a new-user test).
+func (p *Plan) fitEpochs(add func(path string, warn bool, format string, args ...any)) int {
+	counts := map[*spec.Stage]int64{}
+	errs := 0
+	for _, n := range p.Nodes {
+		in := int64(-1)
+		if len(n.Stage.Inputs) == 1 {
+			if c, ok := counts[n.Stage.Inputs[0]]; ok {
+				in = c
+			}
+		}
+		counts[n.Stage] = -1
+		if c, ok := n.Stage.Config.(Counter); ok && len(n.Stage.Inputs) <= 1 {
+			counts[n.Stage] = c.EpochSamples(in)
+		}
+		h, ok := n.Stage.Config.(EpochHolder)
+		if !ok || h.EpochShare() < 1 || in <= 0 || n.InSampleBytes <= 0 {
+			continue
+		}
+		need, room := in*n.InSampleBytes, p.Memory/int64(h.EpochShare())
+		if need > room {
+			add(p.stagePath(n.Stage, ""), false, "stage %q holds its whole first pass in memory: %d samples of about %s each = %s, more than %s, the 1/%d of %s it may fill; set dir: to cache on disk, or raise the budget to at least %s",
+				n.Stage.Name, in, spec.ByteSize(n.InSampleBytes), spec.ByteSize(need), spec.ByteSize(room), h.EpochShare(), p.budget(), spec.ByteSize(need*int64(h.EpochShare())))
+			errs++
+		}
+	}
+	return errs
 }
 
 // held is the bytes n will hold: its share, less what a buffer that

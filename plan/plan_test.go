@@ -318,3 +318,36 @@ stages:
 		t.Errorf("table\n%s\nwant\n%s", got, strings.Join(want, "\n"))
 	}
 }
+
+// TestFitInMemoryCache: an in-memory cache holds its whole first pass in
+// half the budget; where the count of samples reaching it is known (a
+// range, a files stage's matches, through maps, shuffles and prefetches)
+// and they cannot fit, the fit says so before the run, which found out
+// only once the cache had filled (a new-user test). A filter makes the
+// count unknown, and an on-disk cache holds nothing in memory.
+func TestFitInMemoryCache(t *testing.T) {
+	const src = `version: 1
+name: c
+resources: {memory: 1MiB}
+stages:
+  - {name: r, type: range, count: COUNT}
+  - {name: m, type: map, set: {x: 'one_hot(0, 2500)'}}
+  - MIDDLE
+  - {name: c, type: cache}
+  - {name: out, type: discard}
+`
+	for _, tc := range []struct{ count, middle, want string }{
+		{"100", "{name: s, type: shuffle, buffer: 4}", `stage "c" holds its whole first pass in memory: 100 samples of about 10.09KiB each = 1009.18KiB, more than 512KiB, the 1/2 of resources.memory (1MiB) it may fill; set dir: to cache on disk, or raise the budget to at least 1.97MiB`},
+		{"40", "{name: s, type: shuffle, buffer: 4}", ``},
+		{"100", "{name: f, type: filter, where: 'index % 10 == 0'}", ``},
+	} {
+		s := strings.NewReplacer("COUNT", tc.count, "MIDDLE", tc.middle).Replace(src)
+		var got []string
+		for _, f := range compileWith(t, s, plan.Options{}).Fit() {
+			got = append(got, f.Message)
+		}
+		if strings.Join(got, "\n") != tc.want {
+			t.Errorf("%s samples through %s:\n got %q\nwant %q", tc.count, tc.middle, got, tc.want)
+		}
+	}
+}

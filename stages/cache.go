@@ -35,6 +35,18 @@ func init() {
 	})
 }
 
+// EpochSamples implements plan.Counter.
+func (c *CacheConfig) EpochSamples(in int64) int64 { return in }
+
+// EpochShare implements plan.EpochHolder: an in-memory cache holds its
+// first pass in half the budget (memCache.Put); one on disk holds none.
+func (c *CacheConfig) EpochShare() int {
+	if c.Dir != "" {
+		return 0
+	}
+	return 2
+}
+
 // ReservedBytes implements plan.Reserver: what Badger itself may hold in
 // memory, counted inside the pipeline's budget.
 func (c *CacheConfig) ReservedBytes() int64 {

@@ -29,7 +29,15 @@ type FilesConfig struct {
 	Shuffle  bool            `yaml:"shuffle" jsonschema_description:"Reshuffle the file order every epoch, from the seed."`
 	Shard    Shard           `yaml:"shard" jsonschema_description:"auto (read the launcher's rank and world size) or {index, count}."`
 	Labels   string          `yaml:"labels" jsonschema:"enum=from_dir" jsonschema_description:"from_dir labels as torchvision's ImageFolder: class_name is the folder directly below the pattern's root (its path before the first wildcard) that holds the file, at any depth; label is its index among all the folders there (of every pattern's root, with several), sorted by code point (Zebra before apple). A class folder with no file matched, or a pattern whose files all sit in its root, is an error; files directly in the root beside class folders are left out, with a warning."`
+
+	// files is how many files this process reads an epoch, as Check
+	// found them on the machine; -1 when it did not look.
+	files int64
 }
+
+// EpochSamples implements plan.Counter: one sample a file.
+func (c *FilesConfig) EpochSamples(int64) int64 { return c.files }
+
 
 // Shard selects this process's share of the files: file i (in sorted order)
 // belongs to shard i mod count.
@@ -173,6 +181,22 @@ func pairFromEnv(lookup func(string) (string, bool), pairs [][2]string) (index, 
 	return 0, 1, "", nil
 }
 
+// filesOf counts the distinct files the patterns matched; matched holds
+// them already where the shard checks filled it.
+func filesOf(byPattern []labelPattern, matched map[string]bool) int64 {
+	if len(byPattern) == 1 {
+		return int64(len(byPattern[0].files))
+	}
+	if len(matched) == 0 {
+		for _, b := range byPattern {
+			for _, f := range b.files {
+				matched[f] = true
+			}
+		}
+	}
+	return int64(len(matched))
+}
+
 // shardedProcesses says, for a spec whose files stages are sharded, how
 // many processes read it and what says so ("RANK and WORLD_SIZE say");
 // 0 where none is.
@@ -247,6 +271,7 @@ func (c *FilesConfig) Check(cc *spec.CheckContext) sample.Schema {
 	if len(pats) == 0 {
 		cc.Errorf("", "set pattern or patterns")
 	}
+	c.files = -1
 	matched := map[string]bool{}
 	// Each pattern's matches, for labels: from_dir, which is not checked
 	// once a pattern fails (that is said already).
@@ -320,6 +345,22 @@ func (c *FilesConfig) Check(cc *spec.CheckContext) sample.Schema {
 			for _, f := range fl.files {
 				matched[f] = true
 			}
+		}
+		c.files = int64(len(fl.files))
+	} else if cc.Environment && len(byPattern) == len(pats) && c.Labels == "" {
+		c.files = filesOf(byPattern, matched)
+	}
+	if c.files >= 0 {
+		// This process's share: file i is shard i mod count's.
+		index, count := c.Shard.Index, c.Shard.Count
+		if c.Shard.Auto {
+			var err error
+			if index, count, err = ShardFromEnv(os.LookupEnv); err != nil {
+				c.files = -1
+			}
+		}
+		if count > 1 && c.files >= 0 {
+			c.files = max(0, (c.files-int64(index)+int64(count)-1)/int64(count))
 		}
 	}
 	// Files are dealt to shards one by one: with fewer files than shards

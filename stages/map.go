@@ -43,6 +43,9 @@ func init() {
 	})
 }
 
+// EpochSamples implements plan.Counter: a sample for each it reads.
+func (c *MapConfig) EpochSamples(in int64) int64 { return in }
+
 // Check implements spec.Checker: each expression is compiled against the
 // fields that reach it, including those set before it.
 func (c *MapConfig) Check(cc *spec.CheckContext) sample.Schema {

@@ -31,3 +31,6 @@ func init() {
 type prefetchStage struct{}
 
 func (prefetchStage) Process(_ context.Context, s *sample.Sample, emit Emit) error { return emit(s) }
+
+// EpochSamples implements plan.Counter.
+func (c *PrefetchConfig) EpochSamples(in int64) int64 { return in }

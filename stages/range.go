@@ -21,6 +21,9 @@ func init() {
 	})
 }
 
+// EpochSamples implements plan.Counter.
+func (c *RangeConfig) EpochSamples(int64) int64 { return c.Count }
+
 // Check implements spec.Checker.
 func (c *RangeConfig) Check(cc *spec.CheckContext) sample.Schema {
 	if c.Count < 0 {

@@ -148,3 +148,6 @@ func (s *shuffleStage) EndEpoch(_ context.Context, epoch int, emit Emit) error {
 	s.rng = s.rngFor(epoch + 1)
 	return nil
 }
+
+// EpochSamples implements plan.Counter.
+func (c *ShuffleConfig) EpochSamples(in int64) int64 { return in }
