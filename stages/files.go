@@ -38,7 +38,6 @@ type FilesConfig struct {
 // EpochSamples implements plan.Counter: one sample a file.
 func (c *FilesConfig) EpochSamples(int64) int64 { return c.files }
 
-
 // Shard selects this process's share of the files: file i (in sorted order)
 // belongs to shard i mod count.
 type Shard struct {
