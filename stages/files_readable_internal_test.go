@@ -146,3 +146,40 @@ func TestShardedRunsWriteApart(t *testing.T) {
 		t.Errorf("a path aliasing ${RANK}: %v", diags)
 	}
 }
+
+// TestFilesCountsItsShare: validate counts the files this process reads
+// an epoch (for the fit of an in-memory cache below): file i is shard
+// i mod count's, patterns' matches counted once.
+func TestFilesCountsItsShare(t *testing.T) {
+	dir := t.TempDir()
+	for i := range 7 {
+		if err := os.WriteFile(filepath.Join(dir, fmt.Sprintf("f%d.jsonl", i)), nil, 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for _, tc := range []struct {
+		files string
+		want  int64
+	}{
+		{"pattern: '*.jsonl'", 7},
+		{"patterns: ['*.jsonl', 'f1.jsonl']", 7},
+		{"pattern: '*.jsonl', shard: {index: 0, count: 3}", 3},
+		{"pattern: '*.jsonl', shard: {index: 2, count: 3}", 2},
+		{"pattern: '*.jsonl', shard: {index: 6, count: 8}", 1},
+		{"pattern: '*.jsonl', shard: {index: 7, count: 8}", 0},
+	} {
+		src := "version: 1\nname: f\nstages:\n  - {name: f, type: files, " + tc.files + "}\n  - {name: out, type: discard}\n"
+		sp, diags := spec.Parse(filepath.Join(dir, "f.yaml"), []byte(src), spec.Options{Catalog: Default(), Environment: true})
+		if diags.HasErrors() {
+			t.Fatalf("%s: %v", tc.files, diags)
+		}
+		if got := sp.Stages[0].Config.(*FilesConfig).EpochSamples(-1); got != tc.want {
+			t.Errorf("%s: %d files an epoch, want %d", tc.files, got, tc.want)
+		}
+	}
+	// Without looking at the machine, unknown.
+	sp, _ := spec.Parse(filepath.Join(dir, "f.yaml"), []byte("version: 1\nname: f\nstages:\n  - {name: f, type: files, pattern: '*.jsonl'}\n  - {name: out, type: discard}\n"), spec.Options{Catalog: Default()})
+	if got := sp.Stages[0].Config.(*FilesConfig).EpochSamples(-1); got != -1 {
+		t.Errorf("with no environment: %d files, want -1", got)
+	}
+}
