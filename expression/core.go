@@ -322,8 +322,11 @@ func init() {
 		Check:   func(a []Arg) (sample.Type, error) { return sample.TString, nil },
 		Returns: reflect.TypeOf(""),
 		Impl: func(_ *Call, a []any) (any, error) {
-			if b, ok := a[0].([]byte); ok {
-				return string(b), nil
+			switch x := a[0].(type) {
+			case []byte:
+				return string(x), nil
+			case *tensor.Tensor:
+				return valueWord(x), nil // not the Go struct's fields, as expr's own gave
 			}
 			return fmt.Sprintf("%v", a[0]), nil // expr's own string
 		},

@@ -1083,7 +1083,7 @@ func (p *patcher) Visit(node *ast.Node) {
 		// expr's string prints bytes as Go does ("[104 105]"): __string
 		// reads them as text, as Python's bytes.decode (found in review).
 		if n.Name == "string" && len(n.Arguments) == 1 {
-			if t := n.Arguments[0].Type(); t == bytesType || isAny(t) {
+			if t := n.Arguments[0].Type(); t == bytesType || t == tensorPtr || isAny(t) {
 				ast.Patch(node, &ast.CallNode{Callee: &ast.IdentifierNode{Value: "__string"}, Arguments: n.Arguments})
 				return
 			}

@@ -39,6 +39,7 @@ func TestRunTimeTypedOperands(t *testing.T) {
 		{`one_hot(i, 2)[i]`, map[string]any{"i": int64(1)}, 1.0, ""},
 		{`string(b)`, map[string]any{"b": []byte("hi")}, "hi", ""},
 		{`string(n)`, map[string]any{"n": int64(7)}, "7", ""},
+		{`string(label)`, map[string]any{"label": batch}, "tensor<int64>[2]", ""},
 		{`"a" in $env`, map[string]any{"a": int64(7)}, true, ""},
 		// Optional indexing keeps expr's nil for a nil container.
 		{`x?.[k]`, map[string]any{"x": nil, "k": "img"}, nil, ""},
@@ -73,6 +74,13 @@ func TestRunTimeTypedOperands(t *testing.T) {
 	}
 	if v, err := p.Run(nil, map[string]any{"b": []byte("hi")}); err != nil || v != "hi!" {
 		t.Errorf(`string(b) + "!" = %v, %v; want hi!`, v, err)
+	}
+	p, err = expression.Default().Compile(`string(img)`, in, sample.Any)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if v, err := p.Run(nil, map[string]any{"img": tensor.New(tensor.Uint8, 2, 2, 3)}); err != nil || v != "tensor<uint8>[2 2 3]" {
+		t.Errorf(`string(img) = %q, %v; want its type, not the Go struct`, v, err)
 	}
 }
 
