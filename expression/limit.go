@@ -3,10 +3,10 @@ package expression
 import (
 	"fmt"
 	"math"
-	"strconv"
 	"sync"
 	"sync/atomic"
 
+	"github.com/piperun/piperun/budget"
 	"github.com/piperun/piperun/tensor"
 )
 
@@ -112,17 +112,5 @@ func sizeUnder(limit int64, dt tensor.DType, shape ...int) error {
 	return fmt.Errorf("a %s tensor of shape %v would take %s, more than the run's memory budget (%s)", dt, shape, size, bound)
 }
 
-// byteWords formats n bytes as spec.ByteSize does (spec imports this
-// package, so it cannot be used here).
-func byteWords(n int64) string {
-	v := float64(n)
-	for _, u := range []struct {
-		s string
-		m float64
-	}{{"TiB", 1 << 40}, {"GiB", 1 << 30}, {"MiB", 1 << 20}, {"KiB", 1 << 10}} {
-		if v >= u.m {
-			return strconv.FormatFloat(math.Round(v/u.m*100)/100, 'f', -1, 64) + u.s
-		}
-	}
-	return fmt.Sprintf("%dB", n)
-}
+// byteWords formats n bytes as a spec says sizes.
+func byteWords(n int64) string { return budget.Format(n) }

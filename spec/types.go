@@ -12,6 +12,8 @@ import (
 
 	"github.com/invopop/jsonschema"
 	"go.yaml.in/yaml/v3"
+
+	"github.com/piperun/piperun/budget"
 )
 
 // Auto is a count that may be written "auto", meaning the runner chooses.
@@ -131,18 +133,7 @@ func (b *ByteSize) UnmarshalNode(n *yaml.Node) error {
 }
 
 // String formats the size with the largest binary unit that keeps it short.
-func (b ByteSize) String() string {
-	v := float64(b)
-	for _, u := range []struct {
-		s string
-		m float64
-	}{{"TiB", 1 << 40}, {"GiB", 1 << 30}, {"MiB", 1 << 20}, {"KiB", 1 << 10}} {
-		if v >= u.m {
-			return strconv.FormatFloat(math.Round(v/u.m*100)/100, 'f', -1, 64) + u.s
-		}
-	}
-	return fmt.Sprintf("%dB", int64(b))
-}
+func (b ByteSize) String() string { return budget.Format(int64(b)) }
 
 // JSONSchema describes a byte size.
 func (ByteSize) JSONSchema() *jsonschema.Schema {
