@@ -80,10 +80,15 @@ func init() {
 				return x.Cast(dt), nil
 			case []any:
 				return listTensor(x, dt)
-			case int64:
-				if !dt.IsFloat() { // exactly, not through a float64
+			case int64, int, int32:
+				// Exactly, not through a float64, and as a field's int64
+				// is: expr computes index * 5000000000 as a Go int, which
+				// went through a float64 and saturated where the field's
+				// value wrapped (a re-test).
+				if !dt.IsFloat() {
+					n, _ := toInt(x)
 					t := tensor.New(dt, 1)
-					t.SetInt(0, x)
+					t.SetInt(0, n)
 					return t.IntAt(0), nil
 				}
 			}

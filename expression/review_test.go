@@ -50,6 +50,11 @@ func TestRunTimeTypedOperands(t *testing.T) {
 		{`$env[k].Data`, map[string]any{"k": "t", "t": batch}, nil, "a tensor has no fields or methods (.Data)"},
 		{`$env[k]["Data"]`, map[string]any{"k": "t", "t": batch}, nil, "a tensor has no fields or methods (.Data)"},
 		{`cast(x, "int64")`, map[string]any{"x": 1e30}, int64(math.MaxInt64), ""},
+		// An integer keeps its low 32 bits whether a field holds it or
+		// expr computed it (a Go int).
+		{`cast(x, "int32")`, map[string]any{"x": int64(5000000000)}, int64(705032704), ""},
+		{`cast(x * 5000000000, "int32")`, map[string]any{"x": int64(1)}, int64(705032704), ""},
+		{`cast(5000000000, "int32")`, nil, int64(705032704), ""},
 		{`cast(x, "int64")`, map[string]any{"x": -1e30}, int64(math.MinInt64), ""},
 		{`len($env)`, map[string]any{"a": int64(7)}, 1, ""},
 	} {
