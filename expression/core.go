@@ -303,6 +303,41 @@ func init() {
 	registerEquality(r)
 	registerIn(r)
 	r.Register(&Func{
+		Name: "__envget", Signature: "$env[name]", MinArgs: 2, MaxArgs: 2,
+		Check: func(a []Arg) (sample.Type, error) {
+			if k := a[1].Type.Kind; k != sample.String && k != sample.Any {
+				return sample.Type{}, fmt.Errorf("$env[…] takes a field's name, a string; got %s", a[1].Type)
+			}
+			return sample.TAny, nil
+		},
+		Impl: func(_ *Call, a []any) (any, error) {
+			k, ok := a[1].(string)
+			if !ok {
+				return nil, fmt.Errorf("$env[…] takes a field's name, a string; got %s", valueWord(a[1]))
+			}
+			if m, ok := a[0].(map[string]any); ok && k != CtxVar {
+				return m[k], nil
+			}
+			return nil, nil // no such field, as expr reads one
+		},
+	})
+	r.Register(&Func{
+		Name: "__envhas", Signature: "name in $env", MinArgs: 2, MaxArgs: 2,
+		Check: func(a []Arg) (sample.Type, error) {
+			if k := a[1].Type.Kind; k != sample.String && k != sample.Any {
+				return sample.Type{}, fmt.Errorf("in $env takes a field's name, a string; got %s", a[1].Type)
+			}
+			return sample.TBool, nil
+		},
+		Returns: reflect.TypeOf(true),
+		Impl: func(_ *Call, a []any) (any, error) {
+			k, _ := a[1].(string)
+			m, _ := a[0].(map[string]any)
+			_, ok := m[k]
+			return ok && k != CtxVar, nil
+		},
+	})
+	r.Register(&Func{
 		Name: "__field", Signature: "x.name", MinArgs: 2, MaxArgs: 2,
 		Check: func(a []Arg) (sample.Type, error) {
 			if a[0].Type.Kind == sample.Tensor {

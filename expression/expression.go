@@ -491,11 +491,7 @@ func (r *Registry) compile(src string, in sample.Schema, want sample.Kind, strip
 	if why := unstorable(tree.Node.Type()); inf.err == nil && why != "" {
 		inf.fail(tree.Node, "%s", why)
 	}
-	if id, ok := tree.Node.(*ast.IdentifierNode); ok && id.Value == "$env" && inf.err == nil {
-		// Every field at once, a map, which no field can hold: typed any
-		// where the schema is open, it failed the first sample.
-		inf.fail(tree.Node, "$env alone is no value: name a field, as in $env[\"image/encoded\"]")
-	}
+
 	if arr, ok := tree.Node.(*ast.ArrayNode); ok && inf.err == nil {
 		for _, a := range arr.Nodes {
 			if isMap(a.Type()) {
@@ -1044,6 +1040,12 @@ func (p *patcher) Visit(node *ast.Node) {
 		// An index typed only at run time (a jsonl field) may be an int
 		// too: __at refuses any other (found in review).
 		if id, ok := n.Node.(*ast.IdentifierNode); ok && id.Value == "$env" {
+			if _, lit := constOf(n.Property); !lit {
+				// $env[k], k known as the sample runs: __envget keeps the
+				// run context out of reach (a re-test read it through a
+				// jsonl value "__piperun").
+				ast.Patch(node, &ast.CallNode{Callee: &ast.IdentifierNode{Value: "__envget"}, Arguments: []ast.Node{n.Node, n.Property}})
+			}
 			return
 		}
 		if n.Optional {
@@ -1065,6 +1067,12 @@ func (p *patcher) Visit(node *ast.Node) {
 		// where an operand's type is known only at run time, __eq and __ne
 		// (registerEquality) compare instead and refuse a tensor.
 		fn := operatorFuncs[n.Operator]
+		if id, ok := n.Right.(*ast.IdentifierNode); ok && id.Value == "$env" && n.Operator == "in" {
+			// "name" in $env: whether the sample has the field, and never
+			// the run context's name.
+			ast.Patch(node, &ast.CallNode{Callee: &ast.IdentifierNode{Value: "__envhas"}, Arguments: []ast.Node{n.Right, n.Left}})
+			return
+		}
 		if n.Operator == "in" && (n.Left.Type() == tensorPtr || n.Right.Type() == tensorPtr) {
 			// expr's checker refuses these in its own words ("cannot use
 			// tensor as type int in array"): __in's Check says why.
@@ -1102,6 +1110,9 @@ var (
 	operatorFuncs = map[string]string{"==": "__eq", "!=": "__ne", "in": "__in"}
 	operators     = map[string]bool{"__eq": true, "__ne": true, "__in": true}
 )
+
+// envFuncs take $env itself as their first argument.
+var envFuncs = map[string]bool{"__envget": true, "__envhas": true}
 
 // isAny reports whether t is an interface type: a value whose type is
 // known only at run time.
@@ -1206,6 +1217,12 @@ func constOf(n ast.Node) (any, bool) {
 func (in *inferrer) infer(n ast.Node) sample.Type {
 	switch x := n.(type) {
 	case *ast.IdentifierNode:
+		if x.Value == "$env" {
+			// Every field at once, with the run context among them:
+			// keys($env) listed it, in an order that changed from run to
+			// run (a re-test).
+			return in.fail(n, `$env is only for $env["name"] and "name" in $env`)
+		}
 		for i := len(in.lets) - 1; i >= 0; i-- {
 			if in.lets[i].Name == x.Value {
 				return in.lets[i].Type
@@ -1293,6 +1310,10 @@ func (in *inferrer) infer(n ast.Node) sample.Type {
 		}
 		args := make([]Arg, len(argNodes))
 		for i, a := range argNodes {
+			if id, ok := a.(*ast.IdentifierNode); ok && id.Value == "$env" && envFuncs[f.Name] {
+				args[i].Type = sample.TAny
+				continue
+			}
 			args[i].Type = in.infer(a)
 			args[i].Const, args[i].IsConst = constOf(a)
 		}

@@ -56,7 +56,10 @@ func TestRunTimeTypedOperands(t *testing.T) {
 		{`cast(x * 5000000000, "int32")`, map[string]any{"x": int64(1)}, int64(705032704), ""},
 		{`cast(5000000000, "int32")`, nil, int64(705032704), ""},
 		{`cast(x, "int64")`, map[string]any{"x": -1e30}, int64(math.MinInt64), ""},
-		{`len($env)`, map[string]any{"a": int64(7)}, 1, ""},
+		// The run context is no field, whatever name a sample gives.
+		{`$env[k]`, map[string]any{"k": "__piperun", "__piperun": &expression.RunCtx{Seed: 3}}, nil, ""},
+		{`k in $env`, map[string]any{"k": "__piperun", "__piperun": &expression.RunCtx{Seed: 3}}, false, ""},
+		{`$env[k] + 1`, map[string]any{"k": "a", "a": int64(7)}, 8, ""},
 	} {
 		p, err := expression.Default().Compile(tc.src, open, sample.Any)
 		if err != nil {
@@ -131,7 +134,10 @@ func TestRefusedAtValidate(t *testing.T) {
 		{`img[1.5]`, in, "x[i]: a tensor's index must be an integer, got float64"},
 		{`img in [1]`, in, "operator in is not defined on tensors (got tensor<uint8>[2 2 3] and list<int64>)"},
 		{`$env[1]`, open, "$env[…] takes a field's name, a string; got int64 (line 1, column 6 of the expression)"},
-		{`$env`, open, `$env alone is no value: name a field, as in $env["image/encoded"]`},
+		{`$env`, open, `$env is only for $env["name"] and "name" in $env (line 1, column 1 of the expression)`},
+		{`keys($env)`, open, `$env is only for $env["name"] and "name" in $env`},
+		{`len($env)`, open, `$env is only for $env["name"] and "name" in $env`},
+		{`get($env, "a")`, open, `$env is only for $env["name"] and "name" in $env`},
 		{`__piperun.Seed`, in, "__piperun is piperun's own name (random functions read the sample's identity through it); no field may be called so (line 1, column 1 of the expression)"},
 		{`index + $env["__piperun"].Seed`, open, "__piperun is piperun's own name"},
 		{`normalize(to_float(img), true, 1)`, in, "normalize: argument 2 must be a number or a list of numbers, got bool"},

@@ -35,7 +35,7 @@ func TestToFloatDeferredToBatch(t *testing.T) {
   - {name: b, type: batch, size: 2}`, "tensor<uint8→float32>[8 8 3]"},
 		{"a filter reads $env", `
   - {name: m, type: map, set: {image: ` + decode + `}}
-  - {name: f, type: filter, where: 'len($env) > 0'}
+  - {name: f, type: filter, where: '$env[path] != nil'}
   - {name: b, type: batch, size: 2}`, "tensor<float32>[8 8 3]"},
 		{"a cache", `
   - {name: m, type: map, set: {image: ` + decode + `}}
