@@ -303,6 +303,16 @@ func init() {
 	registerEquality(r)
 	registerIn(r)
 	r.Register(&Func{
+		Name: "__notensor", Signature: "a builtin's argument", MinArgs: 2, MaxArgs: 2,
+		Check: func(a []Arg) (sample.Type, error) { return a[0].Type, nil },
+		Impl: func(_ *Call, a []any) (any, error) {
+			if t, ok := a[0].(*tensor.Tensor); ok {
+				return nil, fmt.Errorf("%v: not defined on tensors (got %s); index it (x[0]) or use the tensor functions", a[1], valueWord(t))
+			}
+			return a[0], nil
+		},
+	})
+	r.Register(&Func{
 		Name: "__envget", Signature: "$env[name]", MinArgs: 2, MaxArgs: 2,
 		Check: func(a []Arg) (sample.Type, error) {
 			if k := a[1].Type.Kind; k != sample.String && k != sample.Any {

@@ -40,6 +40,15 @@ func TestRunTimeTypedOperands(t *testing.T) {
 		{`string(b)`, map[string]any{"b": []byte("hi")}, "hi", ""},
 		{`string(n)`, map[string]any{"n": int64(7)}, "7", ""},
 		{`string(label)`, map[string]any{"label": batch}, "tensor<int64>[2]", ""},
+		// expr's builtins on a tensor typed only at run time: first gave
+		// null, sum failed in reflect's words (a re-test).
+		{`first(label)`, map[string]any{"label": batch}, nil, "first: not defined on tensors (got tensor<int64>[2]); index it (x[0]) or use the tensor functions"},
+		{`sum(label)`, map[string]any{"label": batch}, nil, "sum: not defined on tensors"},
+		{`all(label, # > 0)`, map[string]any{"label": batch}, nil, "all: not defined on tensors"},
+		{`first(label)`, map[string]any{"label": []any{int64(4), int64(5)}}, int64(4), ""},
+		{`sum(label)`, map[string]any{"label": []any{int64(4), int64(5)}}, 9, ""},
+		{`all(label, # > 3)`, map[string]any{"label": []any{int64(4), int64(5)}}, true, ""},
+		{`upper(s)`, map[string]any{"s": "ab"}, "AB", ""},
 		{`"a" in $env`, map[string]any{"a": int64(7)}, true, ""},
 		// Optional indexing keeps expr's nil for a nil container.
 		{`x?.[k]`, map[string]any{"x": nil, "k": "img"}, nil, ""},
