@@ -229,4 +229,9 @@ func TestFormat(t *testing.T) {
 			t.Errorf("Format(%d) = %q, want %q", n, got, want)
 		}
 	}
+	for n, want := range map[int64]string{1048580: "1.01MiB", 1 << 20: "1MiB", 1023: "1023B", 1025: "1.01KiB"} {
+		if got := FormatAtLeast(n); got != want {
+			t.Errorf("FormatAtLeast(%d) = %q, want %q", n, got, want)
+		}
+	}
 }

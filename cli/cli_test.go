@@ -268,7 +268,7 @@ func TestValidateBudgets(t *testing.T) {
 	for _, tc := range []struct{ file, msg string }{
 		// A prefetch of 1000 float32 images: at its buffer, where the
 		// number to change is.
-		{"testdata/budget_prefetch.yaml", `12:43: stages[2].buffer: stage "ahead" buffers 1000 samples of about 588.25KiB each = 574.47MiB, more than resources.memory (256MiB): lower its buffer to 443 (what the other stages leave) or raise the budget`},
+		{"testdata/budget_prefetch.yaml", `12:43: stages[2].buffer: stage "ahead" buffers 1000 samples of about 588.25KiB each = 574.47MiB, more than resources.memory (256MiB): lower its buffer to 443 (what the other stages leave) or raise resources.memory to 575.62MiB`},
 		// Without drop_remainder a batch is "up to" 256 images: a full one
 		// bounds the estimate.
 		{"testdata/budget_nodrop.yaml", `stage "batch" emits samples of about 147MiB each, more than resources.memory (64MiB)`},
@@ -278,7 +278,7 @@ func TestValidateBudgets(t *testing.T) {
 		// A field set from shape(image)[0] is an int64, 8 bytes, so the
 		// batch of 256 uint8 images (36.75MiB out, as much buffered) is
 		// sized rather than left unknown.
-		{"testdata/budget_shape.yaml", `buffers need about 73.73MiB (src 205B, img 147.33KiB, batch 73.58MiB), more than resources.memory (64MiB)`},
+		{"testdata/budget_shape.yaml", `buffers need about 73.73MiB (src 205B, img 147.33KiB, batch 73.58MiB), more than resources.memory (64MiB); 73.73MiB fits`},
 		// The quickstart's shape at 4 MiB: the names are strings, of
 		// unknown size before the run, but the images, their float32
 		// batches and the 4 that prefetch holds are known and already
@@ -287,7 +287,7 @@ func TestValidateBudgets(t *testing.T) {
 		{"testdata/budget_lower.yaml", `buffers need at least 7.4MiB (src 205B, img ≥ 7.15KiB, shuffle ≥ 2.1MiB, batch ≥ 1.07MiB, prefetch ≥ 4.22MiB; ≥: the sizes of strings and bytes are known only at run time, and count as empty here; --probe N measures them), more than resources.memory (4MiB)`},
 		// A prefetch of batches sized by the batch stage's estimate, not
 		// left unknown by the batch's "?" rows (found by a re-test).
-		{"testdata/budget_prefetch_batches.yaml", `12:39: stages[3].buffer: stage "p" buffers 1000 samples of about 391.79KiB each = 382.61MiB, more than resources.memory (64MiB): lower its buffer to 164 (what the other stages leave) or raise the budget`},
+		{"testdata/budget_prefetch_batches.yaml", `12:39: stages[3].buffer: stage "p" buffers 1000 samples of about 391.79KiB each = 382.61MiB, more than resources.memory (64MiB): lower its buffer to 164 (what the other stages leave) or raise resources.memory to 383.79MiB`},
 	} {
 		r := run(t, "validate", tc.file)
 		want := tc.file + ":4:11: resources.memory: " + tc.msg + "\n"

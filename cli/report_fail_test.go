@@ -155,7 +155,7 @@ func TestReportOfASpecThatDoesNotFit(t *testing.T) {
 		t.Fatalf("got %s\nwant exit 3", r)
 	}
 	rep, b := readReport(t, report)
-	want := file + `:12:43: stages[2].buffer: stage "ahead" buffers 1000 samples of about 588.25KiB each = 574.47MiB, more than resources.memory (256MiB): lower its buffer to 443 (what the other stages leave) or raise the budget`
+	want := file + `:12:43: stages[2].buffer: stage "ahead" buffers 1000 samples of about 588.25KiB each = 574.47MiB, more than resources.memory (256MiB): lower its buffer to 443 (what the other stages leave) or raise resources.memory to 575.62MiB`
 	if rep.OK == nil || *rep.OK || rep.Error != want {
 		t.Errorf("report %s: want ok false and %q", b, want)
 	}

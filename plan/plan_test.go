@@ -4,8 +4,10 @@ import (
 	"fmt"
 	"os"
 	"os/exec"
+	"regexp"
 	"runtime"
 	"slices"
+	"strconv"
 	"strings"
 	"testing"
 
@@ -84,10 +86,10 @@ stages:
   - {name: out, type: discard}
 `
 	for _, tc := range []struct{ resources, want, path, pos string }{
-		{"", `stage "s" buffers 1000000000 samples of about 1MiB each = 953.98TiB, more than the default memory budget (` + spec.ByteSize(plan.DefaultMemory()).String() + `, ` + plan.DefaultMemorySource() + `; set resources.memory): lower its buffer to FIT (what the other stages leave) or raise the budget`, "stages[2].buffer", "spec.yaml:8:39"},
+		{"", `stage "s" buffers 1000000000 samples of about 1MiB each = 953.98TiB, more than the default memory budget (` + spec.ByteSize(plan.DefaultMemory()).String() + `, ` + plan.DefaultMemorySource() + `; set resources.memory): lower its buffer to FIT (what the other stages leave) or raise resources.memory to 953.98TiB`, "stages[2].buffer", "spec.yaml:8:39"},
 		// 1GiB over samples a little over 1MiB, less what the map and
 		// the in-flight samples hold.
-		{"resources: {memory: 1GiB}", `stage "s" buffers 1000000000 samples of about 1MiB each = 953.98TiB, more than resources.memory (1GiB): lower its buffer to 1021 (what the other stages leave) or raise the budget`, "stages[2].buffer", "spec.yaml:8:39"},
+		{"resources: {memory: 1GiB}", `stage "s" buffers 1000000000 samples of about 1MiB each = 953.98TiB, more than resources.memory (1GiB): lower its buffer to 1021 (what the other stages leave) or raise resources.memory to 953.98TiB`, "stages[2].buffer", "spec.yaml:8:39"},
 	} {
 		p := compileWith(t, fmt.Sprintf(src, tc.resources), plan.Options{})
 		if strings.Contains(tc.want, "FIT") {
@@ -153,6 +155,67 @@ stages:
 		f := compileWith(t, fmt.Sprintf(src, res), plan.Options{}).Fit()
 		if want := fmt.Sprintf("lower its buffer to %d (what the other stages leave)", n); len(f) != 1 || !strings.Contains(f[0].Message, want) {
 			t.Errorf("%s: %v; want it to advise %d", res, f, n)
+		}
+	}
+}
+
+// TestFitAdvisesABudgetThatFits: the budget advised fits, with a shuffle
+// whose part grows with the budget and a batch whose batches grow with
+// its size (a re-test followed the old advice six times in a row, and
+// was told a batch size 12 times too small).
+func TestFitAdvisesABudgetThatFits(t *testing.T) {
+	const src = `version: 1
+name: fit
+optimize: false
+resources: {memory: 16MiB}
+stages:
+  - {name: src, type: range, count: 100000}
+  - {name: m, type: map, set: {v: 'one_hot(index % 10, 1000)'}}
+  - {name: sh, type: shuffle, buffer: 100000}
+  - {name: b, type: batch, size: BATCH}
+  - {name: pf, type: prefetch, buffer: 64}
+  - {name: out, type: discard}
+`
+	advised := regexp.MustCompile(`resources.memory to ([0-9.]+[KMGT]iB)|; ([0-9.]+[KMGT]iB) fits|lower its size to ([0-9]+)`)
+	errors := func(s string) []string {
+		var out []string
+		for _, f := range compileWith(t, s, plan.Options{}).Fit() {
+			if !f.Warning {
+				out = append(out, f.Message)
+			}
+		}
+		return out
+	}
+	followed := 0
+	defer func() {
+		if followed < 3 {
+			t.Errorf("followed %d pieces of advice, want a size and budgets", followed)
+		}
+	}()
+	for _, batch := range []string{"512", "100000"} {
+		s := strings.Replace(src, "BATCH", batch, 1)
+		errs := errors(s)
+		if len(errs) == 0 {
+			t.Fatalf("batch %s fits 16MiB", batch)
+		}
+		for _, e := range errs {
+			for _, m := range advised.FindAllStringSubmatch(e, -1) {
+				try := s
+				switch {
+				case m[3] != "":
+					try = strings.Replace(s, "size: "+batch, "size: "+m[3], 1)
+					n, _ := strconv.Atoi(m[3])
+					if more := strings.Replace(s, "size: "+batch, fmt.Sprintf("size: %d", n+1), 1); len(errors(more)) == 0 {
+						t.Errorf("batch %s: size %d advised, but %d fits too", batch, n, n+1)
+					}
+				default:
+					try = strings.Replace(s, "memory: 16MiB", "memory: "+m[1]+m[2], 1)
+				}
+				followed++
+				if left := errors(try); len(left) != 0 {
+					t.Errorf("batch %s: following %q still leaves %q", batch, m[0], left)
+				}
+			}
 		}
 	}
 }
@@ -229,7 +292,7 @@ stages:
 		// Its share holds less than one sample: it holds one, and then
 		// the buffers do not fit.
 		{"2MiB", 8, []string{"8 samples of about 1MiB each = 8MiB, more than 1MiB, the 1/2 of resources.memory (2MiB) a shuffle may fill: it will hold about 1 sample",
-			"buffers need about 3MiB (r 205B, m 1MiB, s 2MiB), more than resources.memory (2MiB)"}},
+			"buffers need about 3MiB (r 205B, m 1MiB, s 2MiB), more than resources.memory (2MiB); 3.01MiB fits"}},
 	} {
 		p := compileWith(t, fmt.Sprintf(src, tc.memory, tc.buffer), plan.Options{})
 		var got []string
