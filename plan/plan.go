@@ -535,13 +535,23 @@ func (p *Plan) fitEpochs(add func(path string, warn bool, format string, args ..
 			counts[n.Stage] = c.EpochSamples(in)
 		}
 		h, ok := n.Stage.Config.(EpochHolder)
-		if !ok || h.EpochShare() < 1 || in <= 0 || n.InSampleBytes <= 0 {
+		if !ok || h.EpochShare() < 1 || in <= 0 {
 			continue
 		}
-		need, room := in*n.InSampleBytes, p.Memory/int64(h.EpochShare())
+		// Strings and bytes are known only at run time: their samples are
+		// at least what is known of them, which can be enough to tell (a
+		// re-test: photos of at least 147KiB each).
+		size, about := n.InSampleBytes, "about"
+		if size <= 0 && len(n.Stage.InSchemas) > 0 {
+			size, about = n.Stage.InSchemas[0].MinBytes(), "at least"
+		}
+		if size <= 0 {
+			continue
+		}
+		need, room := in*size, p.Memory/int64(h.EpochShare())
 		if need > room {
-			add(p.stagePath(n.Stage, ""), false, "stage %q holds its whole first pass in memory: %d samples of about %s each = %s, more than %s, the 1/%d of %s it may fill; set dir: to cache on disk, or raise the budget to at least %s",
-				n.Stage.Name, in, spec.ByteSize(n.InSampleBytes), spec.ByteSize(need), spec.ByteSize(room), h.EpochShare(), p.budget(), spec.ByteSize(need*int64(h.EpochShare())))
+			add(p.stagePath(n.Stage, ""), false, "stage %q holds its whole first pass in memory: %d samples of %s %s each = %s, more than %s, the 1/%d of %s it may fill; set dir: to cache on disk, or raise the budget to at least %s",
+				n.Stage.Name, in, about, spec.ByteSize(size), spec.ByteSize(need), spec.ByteSize(room), h.EpochShare(), p.budget(), budget.FormatAtLeast(need*int64(h.EpochShare())))
 			errs++
 		}
 	}

@@ -400,9 +400,14 @@ stages:
   - {name: out, type: discard}
 `
 	for _, tc := range []struct{ count, middle, want string }{
-		{"100", "{name: s, type: shuffle, buffer: 4}", `stage "c" holds its whole first pass in memory: 100 samples of about 10.09KiB each = 1009.18KiB, more than 512KiB, the 1/2 of resources.memory (1MiB) it may fill; set dir: to cache on disk, or raise the budget to at least 1.97MiB`},
+		{"100", "{name: s, type: shuffle, buffer: 4}", `stage "c" holds its whole first pass in memory: 100 samples of about 10.09KiB each = 1009.18KiB, more than 512KiB, the 1/2 of resources.memory (1MiB) it may fill; set dir: to cache on disk, or raise the budget to at least 1.98MiB`},
 		{"40", "{name: s, type: shuffle, buffer: 4}", ``},
 		{"100", "{name: f, type: filter, where: 'index % 10 == 0'}", ``},
+		// Counts through take, skip and batch (a re-test).
+		{"1000", "{name: k, type: skip, count: 900}", `stage "c" holds its whole first pass in memory: 100 samples of about 10.09KiB each = 1009.18KiB, more than 512KiB, the 1/2 of resources.memory (1MiB) it may fill; set dir: to cache on disk, or raise the budget to at least 1.98MiB`},
+		{"1000", "{name: k, type: skip, count: 960}", ``},
+		{"1000", "{name: k, type: take, count: 100}", `stage "c" holds its whole first pass in memory: 100 samples of about 10.09KiB each = 1009.18KiB, more than 512KiB, the 1/2 of resources.memory (1MiB) it may fill; set dir: to cache on disk, or raise the budget to at least 1.98MiB`},
+		{"1000", "{name: k, type: batch, size: 10}", `stage "c" holds its whole first pass in memory: 100 samples of about 98.12KiB each = 9.58MiB, more than 512KiB, the 1/2 of resources.memory (1MiB) it may fill; set dir: to cache on disk, or raise the budget to at least 19.17MiB`},
 	} {
 		s := strings.NewReplacer("COUNT", tc.count, "MIDDLE", tc.middle).Replace(src)
 		var got []string

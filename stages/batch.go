@@ -37,6 +37,16 @@ func (c *BatchConfig) MinOutputBytes() int64 { return c.full.MinBytes() }
 // BufferSamples implements plan.Bufferer.
 func (c *BatchConfig) BufferSamples(int) int { return c.Size }
 
+// EpochSamples implements plan.Counter: the full batches. A last smaller
+// one (without drop_remainder) is left out, since the fit counts each
+// batch as a full one, and must not refuse what would run.
+func (c *BatchConfig) EpochSamples(in int64) int64 {
+	if in < 0 || c.Size < 1 {
+		return -1
+	}
+	return in / int64(c.Size)
+}
+
 // BufferKey implements plan.BufferKeyer: a batch's buffer is its size.
 func (c *BatchConfig) BufferKey() string { return "size" }
 

@@ -10,7 +10,7 @@ import (
 func init() {
 	register(&Type{
 		StageType: spec.StageType{Name: "skip", Role: spec.RoleTransform, Doc: "Drops the first count samples of each epoch.",
-			NewConfig: func() any { return &CountConfig{} }},
+			NewConfig: func() any { return &CountConfig{skip: true} }},
 		Build: func(env *Env, cfg any) (any, error) { return &skipStage{n: cfg.(*CountConfig).Count}, nil },
 	})
 }

@@ -11,6 +11,22 @@ import (
 // CountConfig configures take and skip.
 type CountConfig struct {
 	Count int64 `yaml:"count" jsonschema:"required,minimum=0" jsonschema_description:"Number of samples per epoch."`
+	// skip says the config is skip's, which drops the count rather than
+	// keeping it.
+	skip bool
+}
+
+// EpochSamples implements plan.Counter.
+func (c *CountConfig) EpochSamples(in int64) int64 {
+	switch {
+	case c.skip && in >= 0:
+		return max(0, in-c.Count)
+	case c.skip:
+		return -1
+	case in >= 0:
+		return min(in, c.Count)
+	}
+	return -1
 }
 
 // PassesThrough implements spec.PassThrough: the stage reads no field.
