@@ -819,6 +819,9 @@ func toError(err error) error {
 	if errors.As(err, &fe) {
 		// Some of expr's messages end in a space ("to call upper ").
 		msg := strings.TrimSpace(fe.Message)
+		if msg == "integer divide by zero" {
+			msg = "integer division or modulo by zero" // as at run time
+		}
 		if msg == `unexpected token Operator("=")` {
 			msg += "; compare with == (an expression sets nothing)"
 		}

@@ -141,6 +141,7 @@ func TestRefusedAtValidate(t *testing.T) {
 		{`img.Uint8()`, in, "a tensor has no fields or methods (.Uint8): use the expression functions (shape, cast, x[i], …)"},
 		{`one_hot(index, 3).Shape`, in, "a tensor has no fields or methods (.Shape)"},
 		{`img[1.5]`, in, "x[i]: a tensor's index must be an integer, got float64"},
+		{`index + 5 % 0`, in, "integer division or modulo by zero"},
 		{`img in [1]`, in, "operator in is not defined on tensors (got tensor<uint8>[2 2 3] and list<int64>)"},
 		{`$env[1]`, open, "$env[…] takes a field's name, a string; got int64 (line 1, column 6 of the expression)"},
 		{`$env`, open, `$env is only for $env["name"] and "name" in $env (line 1, column 1 of the expression)`},

@@ -76,6 +76,9 @@ func wholeVar(s string) bool {
 	return strings.HasPrefix(s, "${") && strings.Index(s, "}") == len(s)-1
 }
 
+// shellVarRe finds a shell variable written without braces ($HOME).
+var shellVarRe = regexp.MustCompile(`\$[A-Za-z_][A-Za-z0-9_]*`)
+
 // varNameRe is what a variable's name may be, as in POSIX shells.
 var varNameRe = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_]*$`)
 
@@ -128,6 +131,10 @@ func Expand(s string, lookup func(string) (string, bool)) (string, error) {
 			// expand, which read as a variable called "X:+a".
 			return "", fmt.Errorf("${%s} is not a form piperun expands: write ${VAR}, ${VAR:-default} or ${VAR:?message}, VAR being letters, digits and _ (not starting with a digit)", ref)
 		}
+		if m := shellVarRe.FindString(def); m != "" {
+			// ${OUT:-$PWD/o.jsonl} made a folder named "$PWD" (a re-test).
+			return "", fmt.Errorf("${%s}: the default holds %s, which piperun does not expand (it expands ${VAR} forms, and none inside a default): write the value out", ref, m)
+		}
 		if strings.Contains(def, "${") {
 			// The default ends at the first }, and the rest came out as
 			// written: a literal ${ in the value (a new-user test).
@@ -165,6 +172,11 @@ func ApplySet(doc *yaml.Node, set string) error {
 	key, val, ok := strings.Cut(set, "=")
 	if !ok || key == "" {
 		return errors.New("expected path=value")
+	}
+	if strings.HasPrefix(key, ExtensionPrefix) {
+		// The merges have copied the anchor already: the override would
+		// change nothing, and said nothing (a re-test).
+		return fmt.Errorf("%s holds anchors that stages merge, and the merges are made before overrides: set the stage's own key (stages.NAME.KEY)", strings.SplitN(key, ".", 2)[0])
 	}
 	var v yaml.Node
 	if err := yaml.Unmarshal([]byte(val), &v); err != nil {

@@ -450,15 +450,18 @@ func secondDocument(data []byte) int {
 	if dec.Decode(&first) != nil {
 		return 0
 	}
-	err := dec.Decode(&next)
-	if errors.Is(err, io.EOF) {
-		return 0
-	}
-	if err == nil && (len(next.Content) == 0 || next.Content[0].ShortTag() == "!!null") {
-		// A trailing --- (and perhaps a comment) is an empty document,
-		// as PyYAML reads it: nothing is lost (found in review).
-		if more := dec.Decode(&next); errors.Is(more, io.EOF) {
+	var err error
+	for {
+		next = yaml.Node{}
+		err = dec.Decode(&next)
+		if errors.Is(err, io.EOF) {
 			return 0
+		}
+		// A trailing --- (and perhaps a comment) is an empty document,
+		// as PyYAML reads it: nothing is lost (found in review), however
+		// many there are.
+		if err != nil || len(next.Content) > 0 && next.Content[0].ShortTag() != "!!null" {
+			break
 		}
 	}
 	// The separator after the first document's content, whether what
@@ -564,7 +567,8 @@ func decodeStage(d *decoder, sp *Spec, cat Catalog, i int, n *yaml.Node) *Stage 
 	cfg := t.NewConfig()
 	// The common keys this type takes, offered for a misspelt key at the
 	// stage's top level only (not inside features: of a parse_example).
-	d.extra, d.extraAt = nil, path
+	// name and type too, for Name: beside a type (a re-test).
+	d.extra, d.extraAt = []string{"name", "type"}, path
 	if t.Role != RoleSource {
 		d.extra = append(d.extra, "input", "inputs")
 	}

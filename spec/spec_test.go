@@ -201,6 +201,9 @@ func TestExpand(t *testing.T) {
 		{"${1X}", "", "${1X} is not a form piperun expands: write ${VAR}, ${VAR:-default} or ${VAR:?message}, VAR being letters, digits and _ (not starting with a digit)"},
 		// It gave the literal "${Y:-n}".
 		{"${X:-${Y:-n}}", "", "${X:-${Y:-n}}: a default cannot hold another variable (piperun does not nest them)"},
+		// It made a folder named "$PWD" (a re-test).
+		{"${OUT:-$PWD/o.jsonl}", "", "${OUT:-$PWD/o.jsonl}: the default holds $PWD, which piperun does not expand (it expands ${VAR} forms, and none inside a default): write the value out"},
+		{"${OUT:-cost$5}", "cost$5", ""},
 	}
 	for _, tc := range tests {
 		got, err := spec.Expand(tc.in, lookup)
@@ -462,6 +465,10 @@ func TestMergeKeys(t *testing.T) {
 		if st == nil || st.Type != "map" || fmt.Sprint(st.Parallelism) != tc.par || st.OnError != tc.onError {
 			t.Errorf("stage %s: %+v; want a map, parallelism %s, on_error %s", tc.name, st, tc.par, tc.onError)
 		}
+	}
+	// An override of an anchor would change nothing: refused.
+	if _, diags := spec.Load("testdata/valid/merge.yaml", spec.Options{Catalog: stages.Default(), LookupEnv: noEnv, Set: []string{"x-defaults.parallelism=1"}}); !strings.Contains(diagText(diags), "x-defaults holds anchors that stages merge, and the merges are made before overrides: set the stage's own key (stages.NAME.KEY)") {
+		t.Errorf("--set of an anchor: %s", diagText(diags))
 	}
 	if got := sp.PosOf("stages[2].type"); got.Line != 4 {
 		t.Errorf("m2's merged type is placed at %v; want line 4, where the anchor writes it", got)

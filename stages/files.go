@@ -199,22 +199,25 @@ func filesOf(byPattern []labelPattern, matched map[string]bool) int64 {
 // shardedProcesses says, for a spec whose files stages are sharded, how
 // many processes read it and what says so ("RANK and WORLD_SIZE say");
 // 0 where none is.
-func shardedProcesses(sp *spec.Spec) (int, string) {
+// rank names the variable holding this process's rank, "" for an
+// explicit shard.
+func shardedProcesses(sp *spec.Spec) (n int, from, rank string) {
 	for _, st := range sp.Stages {
 		fc, ok := st.Config.(*FilesConfig)
 		if !ok {
 			continue
 		}
 		if fc.Shard.Count > 1 {
-			return fc.Shard.Count, fmt.Sprintf("stage %q's shard says", st.Name)
+			return fc.Shard.Count, fmt.Sprintf("stage %q's shard says", st.Name), ""
 		}
 		if fc.Shard.Auto {
 			if _, n, from, err := shardFromEnv(os.LookupEnv); err == nil && n > 1 {
-				return n, from + " say"
+				rank, _, _ := strings.Cut(from, " ")
+				return n, from + " say", rank
 			}
 		}
 	}
-	return 0, ""
+	return 0, "", ""
 }
 
 // sharedOutput warns, for a sink writing path in a spec that N processes
@@ -225,9 +228,13 @@ func sharedOutput(cc *spec.CheckContext, path string) {
 	if path == "" || cc.PerProcess("path") {
 		return
 	}
-	if n, from := shardedProcesses(cc.Spec); n > 1 {
+	if n, from, rank := shardedProcesses(cc.Spec); n > 1 {
 		ext := filepath.Ext(path)
-		cc.Warnf("path", "%s this is one of %d processes, and each writes %s: the last to finish replaces the others' output; put the rank in the path (%s-${RANK}%s, with the launcher's variable)", from, n, path, strings.TrimSuffix(path, ext), ext)
+		fix := fmt.Sprintf("put the rank in the path (%s-${%s}%s)", strings.TrimSuffix(path, ext), rank, ext)
+		if rank == "" {
+			fix = fmt.Sprintf("give each process a path of its own (--set stages.%s.path=%s-0%s, as you set its shard)", cc.Stage.Name, strings.TrimSuffix(path, ext), ext)
+		}
+		cc.Warnf("path", "%s this is one of %d processes, and each writes %s: the last to finish replaces the others' output; %s", from, n, path, fix)
 	}
 }
 

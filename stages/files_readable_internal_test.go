@@ -116,7 +116,7 @@ func TestShardedRunsWriteApart(t *testing.T) {
 	}
 	t.Setenv("RANK", "1")
 	t.Setenv("WORLD_SIZE", "3")
-	const warn = "warning: stages[1].path: RANK and WORLD_SIZE say this is one of 3 processes, and each writes out/all.jsonl: the last to finish replaces the others' output; put the rank in the path (out/all-${RANK}.jsonl, with the launcher's variable)"
+	const warn = "warning: stages[1].path: RANK and WORLD_SIZE say this is one of 3 processes, and each writes out/all.jsonl: the last to finish replaces the others' output; put the rank in the path (out/all-${RANK}.jsonl)"
 	for _, tc := range []struct {
 		shard, path string
 		set         []string
@@ -125,7 +125,7 @@ func TestShardedRunsWriteApart(t *testing.T) {
 		{"auto", "out/all.jsonl", nil, warn},
 		{"auto", "out/all-${RANK}.jsonl", nil, ""},
 		{"auto", "out/all.jsonl", []string{"stages.out.path=out/r1.jsonl"}, ""},
-		{"{index: 0, count: 2}", "out/all.jsonl", nil, `warning: stages[1].path: stage "f"'s shard says this is one of 2 processes, and each writes out/all.jsonl: the last to finish replaces the others' output; put the rank in the path (out/all-${RANK}.jsonl, with the launcher's variable)`},
+		{"{index: 0, count: 2}", "out/all.jsonl", nil, `warning: stages[1].path: stage "f"'s shard says this is one of 2 processes, and each writes out/all.jsonl: the last to finish replaces the others' output; give each process a path of its own (--set stages.out.path=out/all-0.jsonl, as you set its shard)`},
 		{"{index: 0, count: 1}", "out/all.jsonl", nil, ""},
 	} {
 		src := "version: 1\nname: f\nstages:\n  - {name: f, type: files, pattern: 'a.jsonl', shard: " + tc.shard + "}\n  - {name: out, type: write_jsonl, path: '" + tc.path + "'}\n"
