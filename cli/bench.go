@@ -428,12 +428,29 @@ func bottleneck(p *plan.Plan, rep *engine.Report, elapsed time.Duration, trainer
 		workers = fmt.Sprintf("its %d workers", top.Workers)
 	}
 	more := "more parallelism, cores,"
-	if p.Workers > 0 && top.Workers >= p.Workers {
+	var st *spec.Stage
+	for _, n := range p.Nodes {
+		if n.Stage.Name == top.Name {
+			st = n.Stage
+		}
+	}
+	switch t, ok := stages.Default().Lookup(top.Type); {
+	case ok && !t.Parallel:
+		// batch, shuffle, prefetch, files take no parallelism (a
+		// new-user test was told to give batch more).
+		more = "more cores,"
+	case p.Workers > 0 && top.Workers >= p.Workers:
 		// More workers than cores only share the cores (a new-user test:
 		// the advice was "more parallelism" for 8 workers on 2 cores).
 		more = fmt.Sprintf("more cores (its workers already match the run's %d),", p.Workers)
 	}
-	return out, top.Name, fmt.Sprintf("%s %q was busy %.0f%% of the time of %s; give it %s or less to do (a cache stage right after the expensive work replays its results in later epochs)", top.Type, top.Name, 100*top.Busy, workers, more)
+	hint := "a cache stage right after the expensive work replays its results in later epochs"
+	if st != nil && stages.IsRandom(st) {
+		// A cache below random augmentation replays the first epoch's
+		// draws (a new-user test followed this advice and froze them).
+		hint = "it draws random numbers, so cache only its deterministic part: a map of the decode and resize, a cache, then a map of the random functions"
+	}
+	return out, top.Name, fmt.Sprintf("%s %q was busy %.0f%% of the time of %s; give it %s or less to do (%s)", top.Type, top.Name, 100*top.Busy, workers, more, hint)
 }
 
 // fixedShuffle returns the name of a shuffle above st that draws one order

@@ -10,6 +10,7 @@ import (
 	"github.com/piperun/piperun/plan"
 	"github.com/piperun/piperun/sample"
 	"github.com/piperun/piperun/spec"
+	"github.com/piperun/piperun/stages"
 )
 
 // TestOrderKey: what bench compares across epochs is where a sample came
@@ -77,15 +78,23 @@ func TestGitHubProperty(t *testing.T) {
 // test: it was advised for 8 workers on 2 cores).
 func TestBottleneckAdvice(t *testing.T) {
 	const tail = " or less to do (a cache stage right after the expensive work replays its results in later epochs)"
+	random := &stages.MapConfig{Set: spec.Map[string]{Entries: []spec.Entry[string]{{Key: "img", Value: "flip_left_right(img, 0.5)"}}}}
 	for _, tc := range []struct {
 		workers, runWorkers int
+		typ                 string
+		cfg                 any
 		want                string
 	}{
-		{1, 2, `map "m" was busy 90% of the time of its worker; give it more parallelism, cores,` + tail},
-		{2, 2, `map "m" was busy 90% of the time of its 2 workers; give it more cores (its workers already match the run's 2),` + tail},
-		{8, 2, `map "m" was busy 90% of the time of its 8 workers; give it more cores (its workers already match the run's 2),` + tail},
+		{1, 2, "map", nil, `map "m" was busy 90% of the time of its worker; give it more parallelism, cores,` + tail},
+		{2, 2, "map", nil, `map "m" was busy 90% of the time of its 2 workers; give it more cores (its workers already match the run's 2),` + tail},
+		{8, 2, "map", nil, `map "m" was busy 90% of the time of its 8 workers; give it more cores (its workers already match the run's 2),` + tail},
+		// A batch takes no parallelism (a new-user test was told to
+		// give it more).
+		{1, 2, "batch", nil, `batch "m" was busy 90% of the time of its worker; give it more cores,` + tail},
+		// Caching after random augmentation would freeze it.
+		{1, 2, "map", random, `map "m" was busy 90% of the time of its worker; give it more parallelism, cores, or less to do (it draws random numbers, so cache only its deterministic part: a map of the decode and resize, a cache, then a map of the random functions)`},
 	} {
-		p := &plan.Plan{Workers: tc.runWorkers, Nodes: []*plan.Node{{Stage: &spec.Stage{Name: "m", Type: "map", Role: spec.RoleTransform}}}}
+		p := &plan.Plan{Workers: tc.runWorkers, Nodes: []*plan.Node{{Stage: &spec.Stage{Name: "m", Type: tc.typ, Role: spec.RoleTransform, Config: tc.cfg}}}}
 		rep := &engine.Report{Stages: map[string]engine.StageReport{"m": {BusyS: 0.9 * float64(tc.workers), Workers: tc.workers}}}
 		_, name, why := bottleneck(p, rep, time.Second, "out", 100*time.Millisecond)
 		if name != "m" || why != tc.want {

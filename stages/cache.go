@@ -84,6 +84,15 @@ func (c *CacheConfig) Check(cc *spec.CheckContext) sample.Schema {
 			}
 		}
 	}
+	// What a random function above draws is stored with the sample, so
+	// every later epoch (and run) gets the first epoch's crops and flips
+	// again: augmentation frozen, without a word (a new-user test).
+	for _, up := range upstream(cc.Stage) {
+		if _, ok := up.Config.(*MapConfig); ok && IsRandom(up) {
+			cc.Warnf("", "stage %q above this cache draws random numbers: the cache stores the first epoch's draws and replays them in every later epoch and run, so its augmentation is the same each epoch; move the random functions to a map below the cache", up.Name)
+			break
+		}
+	}
 	// The store replays by sample ID, so an order drawn above it holds for
 	// the pass that fills it only.
 	for _, up := range upstream(cc.Stage) {
@@ -352,6 +361,13 @@ func Fingerprint(sp *spec.Spec, st *spec.Stage, seed uint64) (string, string, er
 }
 
 // isRandom reports whether a stage's output depends on the seed.
+// IsRandom reports whether stage s draws random numbers: a shuffle, a
+// mix, a files stage that shuffles, or a random expression function.
+func IsRandom(s *spec.Stage) bool {
+	cfg, err := json.Marshal(s.Config)
+	return err == nil && isRandom(s, string(cfg))
+}
+
 func isRandom(s *spec.Stage, cfg string) bool {
 	switch c := s.Config.(type) {
 	case *FilesConfig:

@@ -183,3 +183,24 @@ func TestFilesCountsItsShare(t *testing.T) {
 		t.Errorf("with no environment: %d files, want -1", got)
 	}
 }
+
+// TestCacheBelowRandomWarns: random functions above a cache are drawn
+// once and replayed every epoch; validate says so (a new-user test found
+// the same crops in every epoch, without a word).
+func TestCacheBelowRandomWarns(t *testing.T) {
+	const want = `warning: stages[2]: stage "aug" above this cache draws random numbers: the cache stores the first epoch's draws and replays them in every later epoch and run, so its augmentation is the same each epoch; move the random functions to a map below the cache`
+	for set, warn := range map[string]bool{
+		"'flip_left_right(decode_raw(\"abcdef\", \"uint8\", [1, 2, 3]), 0.5)'": true,
+		"'one_hot(index % 3, 3)'": false,
+	} {
+		src := "version: 1\nname: c\nseed: 1\nstages:\n  - {name: r, type: range, count: 3}\n  - {name: aug, type: map, set: {x: " + set + "}}\n  - {name: c, type: cache}\n  - {name: out, type: discard}\n"
+		_, diags := spec.Parse("c.yaml", []byte(src), spec.Options{Catalog: Default()})
+		got := ""
+		for _, d := range diags {
+			got += strings.SplitN(d.String(), ": ", 2)[1]
+		}
+		if (got == want) != warn || !warn && got != "" {
+			t.Errorf("%s:\n got %q\nwant %v %q", set, got, warn, want)
+		}
+	}
+}
