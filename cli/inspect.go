@@ -83,7 +83,8 @@ type inspectReport struct {
 	// records between them, which Records counts. Only the first
 	// inspectMaxDamaged (20) are listed, and printed.
 	Damaged []string `json:"damaged,omitempty"`
-	// DamagedCount counts all the damage, listed in Damaged or not.
+	// DamagedCount counts all the damage, listed in Damaged or not: with
+	// the end that cut the read short, if one did, as the stage skips it.
 	DamagedCount int `json:"damaged_count"`
 	// Error is the first error of all: Damaged[0] when there is damage,
 	// else EndError.
@@ -244,7 +245,18 @@ func inspectFile(path string, n int) (*inspectReport, error) {
 				}
 				continue
 			}
+			// A cut, or a stream that does not decompress, ends the file:
+			// one damage, as a tfrecord stage under on_error: skip counts
+			// it (a newcomer test: damaged_count was 0 for a cut file).
 			rep.Ended, end = true, err
+			rep.DamagedCount++
+			if first == nil {
+				first = err
+			}
+			if len(rep.Damaged) < inspectMaxDamaged {
+				rep.Damaged = append(rep.Damaged, err.Error())
+				shown = append(shown, err)
+			}
 			return done()
 		}
 		if len(rep.Shown) < n {
@@ -378,7 +390,7 @@ func (rep *inspectReport) text(w io.Writer) {
 		case rep.lastToEnd:
 			fmt.Fprint(w, ", the last to the end of the file")
 		case rep.Ended:
-			fmt.Fprint(w, ", then the file is damaged to its end")
+			fmt.Fprint(w, ", the last ending the file early")
 		}
 		switch {
 		case rep.DamagedCount <= len(rep.Damaged):
