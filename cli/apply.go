@@ -116,13 +116,13 @@ func applyCmd(g *globals) *cobra.Command {
 			}
 			if runErr != nil {
 				skipHint(g, sp, runErr)
-				if rep.SeedRandom {
+				if rep.SeedRandom && seedMatters(sp) {
 					// A failed run is the one most worth repeating.
 					g.log.Warn(seedWords(*rep.Seed), zap.Uint64("seed", *rep.Seed))
 				}
 				return exit(ExitFailed, runErr)
 			}
-			summary(g, rep, feeds)
+			summary(g, rep, feeds, seedMatters(sp))
 			return nil
 		},
 	}
@@ -300,7 +300,19 @@ func fmtDur(s float64) string {
 	return fmt.Sprintf("%d:%02d:%02d", int(d.Hours()), int(d.Minutes())%60, int(d.Seconds())%60)
 }
 
-func summary(g *globals, rep *engine.Report, feeds []gpu.Feed) {
+// seedMatters reports whether anything in sp draws from the seed: with
+// nothing random, "random seed N (--set seed=N repeats the run)" is noise
+// (a newcomer test).
+func seedMatters(sp *spec.Spec) bool {
+	for _, st := range sp.Stages {
+		if stages.IsRandom(st) {
+			return true
+		}
+	}
+	return false
+}
+
+func summary(g *globals, rep *engine.Report, feeds []gpu.Feed, seedMatters bool) {
 	var parts []string
 	for _, name := range rep.SinkNames() {
 		s := rep.Sinks[name]
@@ -343,7 +355,7 @@ func summary(g *globals, rep *engine.Report, feeds []gpu.Feed) {
 	}
 	line := fmt.Sprintf("done in %.2fs; %s; peak memory %s of %s", rep.ElapsedS, strings.Join(parts, "; "), spec.ByteSize(rep.PeakMemoryBytes), spec.ByteSize(rep.MemoryBudgetBytes))
 	fields := []zap.Field{zap.Float64("elapsed_s", rep.ElapsedS), zap.Int64("peak_memory_bytes", rep.PeakMemoryBytes)}
-	if rep.SeedRandom && rep.Seed != nil {
+	if rep.SeedRandom && rep.Seed != nil && seedMatters {
 		// The starting line says it too, but not under --log-level warn,
 		// and a run worth repeating needs it (a new-user test).
 		line += "; " + seedWords(*rep.Seed)

@@ -671,11 +671,23 @@ stages:
 name: bad
 stages:
   - {name: src, type: range, count: 20}
+  - {name: sh, type: shuffle, buffer: 4}
   - {name: m, type: map, set: {v: 'one_hot(index, 5)'}}
   - {name: out, type: discard}
 `)
 	r = run(t, "--log-level", "warn", "apply", bad)
 	if r.code != 1 || !regexp.MustCompile(`random seed (\d+) \(--set seed=(\d+) repeats the run\)`).MatchString(r.stderr) {
 		t.Errorf("a failed run: %s\nwant exit 1 and the random seed", r)
+	}
+	// Nothing random: the seed draws nothing, and is not named (a
+	// newcomer test found the line noise).
+	plain := writeSpec(t, dir, "plain.yaml", `version: 1
+name: plain
+stages:
+  - {name: src, type: range, count: 20}
+  - {name: out, type: discard}
+`)
+	if r = run(t, "--log-level", "warn", "apply", plain); r.code != 0 || strings.Contains(r.stderr, "seed") {
+		t.Errorf("nothing random: %s\nwant no seed named", r)
 	}
 }
