@@ -140,8 +140,12 @@ func (c *BatchConfig) Check(cc *spec.CheckContext) sample.Schema {
 					cc.Warnf("", "field %q is %s: its last dimension is known only at run time, and batching fails if it varies between samples; for images, %s; for other data, add pad: {%s: 0}", f.Name, f.Type, fixChannels, f.Name)
 				case f.Type.DType == tensor.Uint8 && len(sh) == 3 && sh[2] < 0:
 					cc.Warnf("", "field %q is %s; if its shape varies between samples, batching fails: for images, resize to one size and decode with a fixed channel count, e.g. decode_image(b, 3) | resize(224, 224); for other data, add pad: {%s: 0}", f.Name, f.Type, f.Name)
-				default:
+				case len(sh) == 3:
 					cc.Warnf("", "field %q is %s; if its shape varies between samples, batching fails: add pad: {%s: 0} or resize first", f.Name, f.Type, f.Name)
+				default:
+					// resize takes images alone (a newcomer test was told
+					// to resize a list of ints).
+					cc.Warnf("", "field %q is %s; if its shape varies between samples, batching fails: add pad: {%s: 0}", f.Name, f.Type, f.Name)
 				}
 			}
 		case sample.Any:

@@ -317,6 +317,7 @@ stages:
 		{`decode_image(read_file(path), 0)`, `field "img" is tensor<uint8>[? ? ?]; if its shape varies between samples, batching fails: for images, resize to one size and decode with a fixed channel count, e.g. decode_image(b, 3) | resize(224, 224); for other data, add pad: {img: 0}`},
 		{`decode_image(read_file(path), 0) | resize(8, 8)`, `field "img" is tensor<uint8>[8 8 ?]: its last dimension is known only at run time, and batching fails if it varies between samples; for images, decode with a fixed channel count, e.g. decode_image(b, 3) or decode_image(b, 4), rather than 0 (as stored); for other data, add pad: {img: 0}`},
 		{`decode_image(read_file(path), 3) | resize(8, 8)`, ``},
+		{`decode_raw(read_file(path), "int32")`, `field "img" is tensor<int32>[?]; if its shape varies between samples, batching fails: add pad: {img: 0}`},
 	} {
 		_, diags := spec.Parse("w.yaml", []byte(fmt.Sprintf(src, tc.expr)), spec.Options{Catalog: stages.Default()})
 		var got []string
