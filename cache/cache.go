@@ -1448,20 +1448,32 @@ var removing func(path string)
 // by a pruner that died is removed by the next Prune.
 const pruningPrefix = ".pruning-"
 
+// Leftovers lists the folders under dir that a prune renamed aside and
+// did not finish deleting (it died): `cache ls` names them, since they
+// take disk space it would otherwise not show, and the next Prune
+// removes them.
+func Leftovers(dir string) []string {
+	entries, err := os.ReadDir(dir)
+	if err != nil {
+		return nil
+	}
+	var out []string
+	for _, e := range entries {
+		if e.IsDir() && strings.HasPrefix(e.Name(), pruningPrefix) {
+			out = append(out, filepath.Join(dir, e.Name()))
+		}
+	}
+	return out
+}
+
 // removeLeftovers deletes what pruners that died left renamed aside under
 // dir. Nothing can be using them: a run that opened one's lock file before
 // the rename failed to lock it, or let it go on finding it moved.
 func removeLeftovers(dir string) error {
-	entries, err := os.ReadDir(dir)
-	if err != nil {
-		return nil // List said why already
-	}
 	var errs []error
-	for _, e := range entries {
-		if e.IsDir() && strings.HasPrefix(e.Name(), pruningPrefix) {
-			if err := os.RemoveAll(filepath.Join(dir, e.Name())); err != nil {
-				errs = append(errs, fmt.Errorf("cache: prune %s: %w", filepath.Join(dir, e.Name()), err))
-			}
+	for _, path := range Leftovers(dir) {
+		if err := os.RemoveAll(path); err != nil {
+			errs = append(errs, fmt.Errorf("cache: prune %s: %w", path, err))
 		}
 	}
 	return errors.Join(errs...)

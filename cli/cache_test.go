@@ -190,6 +190,21 @@ func TestCacheCommands(t *testing.T) {
 	if r := run(t, "cache", "ls", spec); r.code != 0 {
 		t.Errorf("ls of a spec: %s", r)
 	}
+	// What a prune that died left aside is named, and the next prune
+	// removes it.
+	left := filepath.Join(dir, "cache", ".pruning-0123456789abcdef-99")
+	if err := os.MkdirAll(filepath.Join(left, "badger"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if r := run(t, "cache", "ls", filepath.Join(dir, "cache")); r.code != 0 || !strings.Contains(r.stderr, left+": left by a cache prune that did not finish; the next cache prune "+filepath.Join(dir, "cache")+" removes it") {
+		t.Errorf("ls with a prune's leftover: %s", r)
+	}
+	if r := run(t, "cache", "prune", "--keep-last", "5", filepath.Join(dir, "cache")); r.code != 0 {
+		t.Errorf("prune: %s", r)
+	}
+	if _, err := os.Stat(left); !os.IsNotExist(err) {
+		t.Errorf("the leftover is still there after a prune: %v", err)
+	}
 	notDir := filepath.Join(dir, "file")
 	if err := os.WriteFile(notDir, nil, 0o644); err != nil {
 		t.Fatal(err)

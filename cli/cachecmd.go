@@ -40,6 +40,15 @@ func cacheCmd(g *globals) *cobra.Command {
 			if err != nil {
 				return err
 			}
+			// A prune that died leaves its folder renamed aside, out of
+			// the listing, but on the disk (a re-test: 118 MB unseen).
+			if dirs, err := g.cacheDirs(args); err == nil {
+				for _, d := range dirs {
+					for _, l := range cache.Leftovers(d) {
+						fmt.Fprintf(g.stderr, "piperun: %s: left by a cache prune that did not finish; the next cache prune %s removes it\n", l, d)
+					}
+				}
+			}
 			// A damaged cache is listed like the others and the listing
 			// succeeds: it is an inventory, and damage is a state of one
 			// cache, as an unhealthy container is to "docker ps". Why it
