@@ -87,27 +87,11 @@ type TooLargeError struct {
 }
 
 func (e *TooLargeError) Error() string {
-	need, limit := byteSize(e.Need), byteSize(e.Limit)
+	need, limit := Format(e.Need), Format(e.Limit)
 	if e.Need-e.Limit < e.Limit/100 { // within rounding: say by how much
 		need = fmt.Sprintf("%s (%d bytes more)", need, e.Need-e.Limit)
 	}
 	return fmt.Sprintf("a sample of %s exceeds the whole memory budget of %s; raise resources.memory", need, limit)
-}
-
-// byteSize writes n bytes in binary units as resources.memory takes them
-// (spec.ByteSize, which this package does not import: the budget knows
-// nothing of specs).
-func byteSize(n int64) string {
-	v := float64(n)
-	for _, u := range []struct {
-		s string
-		m float64
-	}{{"GiB", 1 << 30}, {"MiB", 1 << 20}, {"KiB", 1 << 10}} {
-		if v >= u.m {
-			return strconv.FormatFloat(math.Round(v/u.m*100)/100, 'f', -1, 64) + u.s
-		}
-	}
-	return fmt.Sprintf("%dB", n)
 }
 
 // New returns a budget of limit bytes.
@@ -170,9 +154,9 @@ func (b *Budget) Waiters() []string {
 	out := make([]string, len(order))
 	for i, who := range order {
 		if count[who] == 1 {
-			out[i] = fmt.Sprintf("%s (%s)", who, byteSize(bytes[who]))
+			out[i] = fmt.Sprintf("%s (%s)", who, Format(bytes[who]))
 		} else {
-			out[i] = fmt.Sprintf("%s (%d waiting, %s)", who, count[who], byteSize(bytes[who]))
+			out[i] = fmt.Sprintf("%s (%d waiting, %s)", who, count[who], Format(bytes[who]))
 		}
 	}
 	return out

@@ -445,12 +445,38 @@ func bottleneck(p *plan.Plan, rep *engine.Report, elapsed time.Duration, trainer
 		more = fmt.Sprintf("more cores (its workers already match the run's %d),", p.Workers)
 	}
 	hint := "a cache stage right after the expensive work replays its results in later epochs"
-	if st != nil && stages.IsRandom(st) {
+	if st != nil {
 		// A cache below random augmentation replays the first epoch's
 		// draws (a new-user test followed this advice and froze them).
-		hint = "it draws random numbers, so cache only its deterministic part: a map of the decode and resize, a cache, then a map of the random functions"
+		if _, isMap := st.Config.(*stages.MapConfig); isMap && stages.IsRandom(st) {
+			hint = "it draws random numbers, so cache only its deterministic part: a map of the decode and resize, a cache, then a map of the random functions"
+		} else if up := randomMapAbove(st); up != "" {
+			hint = fmt.Sprintf("a cache after it would replay the random draws of map %q above it every epoch: cache above that map, or not at all", up)
+		}
 	}
 	return out, top.Name, fmt.Sprintf("%s %q was busy %.0f%% of the time of %s; give it %s or less to do (%s)", top.Type, top.Name, 100*top.Busy, workers, more, hint)
+}
+
+// randomMapAbove names a map above st that draws random numbers, or "".
+func randomMapAbove(st *spec.Stage) string {
+	seen := map[*spec.Stage]bool{}
+	var walk func(s *spec.Stage) string
+	walk = func(s *spec.Stage) string {
+		for _, in := range s.Inputs {
+			if seen[in] {
+				continue
+			}
+			seen[in] = true
+			if _, ok := in.Config.(*stages.MapConfig); ok && stages.IsRandom(in) {
+				return in.Name
+			}
+			if name := walk(in); name != "" {
+				return name
+			}
+		}
+		return ""
+	}
+	return walk(st)
 }
 
 // fixedShuffle returns the name of a shuffle above st that draws one order

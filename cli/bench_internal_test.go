@@ -3,6 +3,7 @@ package cli
 import (
 	"context"
 	"errors"
+	"strings"
 	"testing"
 	"time"
 
@@ -128,5 +129,20 @@ func TestTrainerStepCutShortIsNotCounted(t *testing.T) {
 	}
 	if rate := float64(tr.steps) / tr.last.Sub(tr.since).Seconds(); rate > 50 {
 		t.Errorf("rate after the first %.1f steps/s, over the 50 a 20ms step allows", rate)
+	}
+}
+
+// TestBottleneckAdviceBelowARandomMap: a cache after a map below random
+// augmentation would replay its draws too, so the advice says where to
+// cache instead (found in review).
+func TestBottleneckAdviceBelowARandomMap(t *testing.T) {
+	aug := &spec.Stage{Name: "aug", Type: "map", Role: spec.RoleTransform,
+		Config: &stages.MapConfig{Set: spec.Map[string]{Entries: []spec.Entry[string]{{Key: "img", Value: "random_crop(img, 8, 8)"}}}}}
+	m := &spec.Stage{Name: "m", Type: "map", Role: spec.RoleTransform, Inputs: []*spec.Stage{aug}}
+	p := &plan.Plan{Workers: 2, Nodes: []*plan.Node{{Stage: aug}, {Stage: m}}}
+	rep := &engine.Report{Stages: map[string]engine.StageReport{"m": {BusyS: 0.9, Workers: 1}, "aug": {BusyS: 0.1, Workers: 1}}}
+	_, _, why := bottleneck(p, rep, time.Second, "out", 100*time.Millisecond)
+	if want := `(a cache after it would replay the random draws of map "aug" above it every epoch: cache above that map, or not at all)`; !strings.HasSuffix(why, want) {
+		t.Errorf("got %q\nwant it to end %q", why, want)
 	}
 }

@@ -400,8 +400,6 @@ func (rep *inspectReport) text(w io.Writer) {
 		default:
 			fmt.Fprintf(w, "; the first %d errors follow\n", len(rep.Damaged))
 		}
-	case rep.Ended:
-		fmt.Fprintf(w, "records: %d readable, then the file is damaged (the error follows)\n", rep.Records)
 	default:
 		fmt.Fprintf(w, "records: %d\n", rep.Records)
 	}

@@ -1102,7 +1102,7 @@ func (p *patcher) Visit(node *ast.Node) {
 		// expr's builtins take a tensor typed only at run time for
 		// something else: first(x) gave null, sum(x) failed in reflect's
 		// words (a re-test). Known tensors are refused by the checker.
-		if n.Name != "len" && n.Name != "string" && len(n.Arguments) > 0 && isAny(n.Arguments[0].Type()) && !isCallOf(n.Arguments[0], "__notensor") {
+		if n.Name != "len" && n.Name != "string" && n.Name != "type" && len(n.Arguments) > 0 && isAny(n.Arguments[0].Type()) && !isCallOf(n.Arguments[0], "__notensor") {
 			n.Arguments[0] = &ast.CallNode{Callee: &ast.IdentifierNode{Value: "__notensor"}, Arguments: []ast.Node{n.Arguments[0], &ast.StringNode{Value: n.Name}}}
 		}
 		if n.Name == "len" && len(n.Arguments) == 1 {

@@ -8,6 +8,7 @@ import (
 	"encoding/binary"
 	"fmt"
 	"io"
+	"math"
 	"runtime"
 	"sort"
 	"strings"
@@ -531,11 +532,14 @@ func (p *Plan) fitEpochs(add func(path string, warn bool, format string, args ..
 			}
 		}
 		counts[n.Stage] = -1
-		if c, ok := n.Stage.Config.(Counter); ok && len(n.Stage.Inputs) <= 1 {
+		// A stage that skips bad samples emits fewer, by how many the run
+		// alone knows: counted as it is, a skipping decode could push a
+		// spec that runs over the line (found in review).
+		if c, ok := n.Stage.Config.(Counter); ok && len(n.Stage.Inputs) <= 1 && !n.Stage.Skip() {
 			counts[n.Stage] = c.EpochSamples(in)
 		}
 		h, ok := n.Stage.Config.(EpochHolder)
-		if !ok || h.EpochShare() < 1 || in <= 0 {
+		if !ok || h.EpochShare() < 1 || in <= 0 || p.takeBelow(n.Stage) {
 			continue
 		}
 		// Strings and bytes are known only at run time: their samples are
@@ -548,14 +552,43 @@ func (p *Plan) fitEpochs(add func(path string, warn bool, format string, args ..
 		if size <= 0 {
 			continue
 		}
-		need, room := in*size, p.Memory/int64(h.EpochShare())
-		if need > room {
+		room := p.Memory / int64(h.EpochShare())
+		if in > room/size {
+			need := in * size
+			if in > math.MaxInt64/size/int64(h.EpochShare()) {
+				need = math.MaxInt64 / int64(h.EpochShare()) // a count past int64's bytes
+			}
 			add(p.stagePath(n.Stage, ""), false, "stage %q holds its whole first pass in memory: %d samples of %s %s each = %s, more than %s, the 1/%d of %s it may fill; set dir: to cache on disk, or raise the budget to at least %s",
 				n.Stage.Name, in, about, spec.ByteSize(size), spec.ByteSize(need), spec.ByteSize(room), h.EpochShare(), p.budget(), budget.FormatAtLeast(need*int64(h.EpochShare())))
 			errs++
 		}
 	}
 	return errs
+}
+
+// takeBelow reports whether, in a run of at most one epoch (or endless),
+// a take below st ends the stream: the work above stops there, and st
+// never holds its whole pass (found in review: a take of 50 below a cache
+// of 100,000 samples was refused, and ran in 178 KiB).
+func (p *Plan) takeBelow(st *spec.Stage) bool {
+	if p.Spec == nil || p.Spec.Epochs > 1 {
+		return false
+	}
+	seen := map[*spec.Stage]bool{}
+	var walk func(s *spec.Stage) bool
+	walk = func(s *spec.Stage) bool {
+		for _, o := range s.Outputs {
+			if seen[o] {
+				continue
+			}
+			seen[o] = true
+			if o.Type == "take" || walk(o) {
+				return true
+			}
+		}
+		return false
+	}
+	return walk(st)
 }
 
 // held is the bytes n will hold: its share, less what a buffer that

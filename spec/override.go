@@ -131,10 +131,6 @@ func Expand(s string, lookup func(string) (string, bool)) (string, error) {
 			// expand, which read as a variable called "X:+a".
 			return "", fmt.Errorf("${%s} is not a form piperun expands: write ${VAR}, ${VAR:-default} or ${VAR:?message}, VAR being letters, digits and _ (not starting with a digit)", ref)
 		}
-		if m := shellVarRe.FindString(def); m != "" {
-			// ${OUT:-$PWD/o.jsonl} made a folder named "$PWD" (a re-test).
-			return "", fmt.Errorf("${%s}: the default holds %s, which piperun does not expand (it expands ${VAR} forms, and none inside a default): write the value out", ref, m)
-		}
 		if strings.Contains(def, "${") {
 			// The default ends at the first }, and the rest came out as
 			// written: a literal ${ in the value (a new-user test).
@@ -146,6 +142,16 @@ func Expand(s string, lookup func(string) (string, bool)) (string, error) {
 				must = "it must be set"
 			}
 			return "", fmt.Errorf("environment variable %s is not set or empty: %s", name, must)
+		}
+		if hasDef && (!ok || v == "") {
+			// ${OUT:-$PWD/o.jsonl} made a folder named "$PWD" (a
+			// re-test). Only a default in use, and not $env, which an
+			// expression's default may read (found in review).
+			for _, m := range shellVarRe.FindAllString(def, -1) {
+				if m != "$env" {
+					return "", fmt.Errorf("${%s}: the default holds %s, which piperun does not expand (it expands ${VAR} forms, and none inside a default): write the value out", ref, m)
+				}
+			}
 		}
 		switch {
 		case ok && (v != "" || !hasDef):

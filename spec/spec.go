@@ -464,10 +464,21 @@ func secondDocument(data []byte) int {
 			break
 		}
 	}
-	// The separator after the first document's content, whether what
-	// follows it parses or not.
+	lines := strings.Split(string(data), "\n")
+	if err == nil {
+		// The separator that starts it: the last before its content,
+		// past any empty documents before it (found in review).
+		at := next.Content[0].Line
+		for i := min(at, len(lines)) - 1; i >= 0; i-- {
+			if strings.HasPrefix(lines[i], "---") {
+				return i + 1
+			}
+		}
+		return at
+	}
+	// Broken YAML: the separator after the first document's content.
 	content := false
-	for i, l := range strings.Split(string(data), "\n") {
+	for i, l := range lines {
 		t := strings.TrimSpace(l)
 		switch {
 		case strings.HasPrefix(l, "---") && content:
@@ -475,9 +486,6 @@ func secondDocument(data []byte) int {
 		case t != "" && !strings.HasPrefix(t, "#") && !strings.HasPrefix(t, "%") && !strings.HasPrefix(l, "---"):
 			content = true
 		}
-	}
-	if err == nil && next.Line > 0 {
-		return next.Line
 	}
 	return 1
 }

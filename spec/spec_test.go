@@ -204,6 +204,8 @@ func TestExpand(t *testing.T) {
 		// It made a folder named "$PWD" (a re-test).
 		{"${OUT:-$PWD/o.jsonl}", "", "${OUT:-$PWD/o.jsonl}: the default holds $PWD, which piperun does not expand (it expands ${VAR} forms, and none inside a default): write the value out"},
 		{"${OUT:-cost$5}", "cost$5", ""},
+		{"${A:-$PWD/o.jsonl}", "x", ""}, // set: the default is not read
+		{`${W:-"a" in $env}`, `"a" in $env`, ""},
 	}
 	for _, tc := range tests {
 		got, err := spec.Expand(tc.in, lookup)

@@ -88,6 +88,9 @@ func (c *CacheConfig) Check(cc *spec.CheckContext) sample.Schema {
 	// every later epoch (and run) gets the first epoch's crops and flips
 	// again: augmentation frozen, without a word (a new-user test).
 	for _, up := range upstream(cc.Stage) {
+		if c.Dir == "" && cc.Spec != nil && cc.Spec.Epochs == 1 {
+			break // one epoch, in memory: nothing is replayed
+		}
 		if _, ok := up.Config.(*MapConfig); ok && IsRandom(up) {
 			cc.Warnf("", "stage %q above this cache draws random numbers: the cache stores the first epoch's draws and replays them in every later epoch and run, so its augmentation is the same each epoch; move the random functions to a map below the cache", up.Name)
 			break

@@ -199,8 +199,8 @@ func filesOf(byPattern []labelPattern, matched map[string]bool) int64 {
 // shardedProcesses says, for a spec whose files stages are sharded, how
 // many processes read it and what says so ("RANK and WORLD_SIZE say");
 // 0 where none is.
-// rank names the variable holding this process's rank, "" for an
-// explicit shard.
+// rank names the variable holding this process's rank, or, for an
+// explicit shard, is its index.
 func shardedProcesses(sp *spec.Spec) (n int, from, rank string) {
 	for _, st := range sp.Stages {
 		fc, ok := st.Config.(*FilesConfig)
@@ -208,7 +208,7 @@ func shardedProcesses(sp *spec.Spec) (n int, from, rank string) {
 			continue
 		}
 		if fc.Shard.Count > 1 {
-			return fc.Shard.Count, fmt.Sprintf("stage %q's shard says", st.Name), ""
+			return fc.Shard.Count, fmt.Sprintf("stage %q's shard says", st.Name), strconv.Itoa(fc.Shard.Index)
 		}
 		if fc.Shard.Auto {
 			if _, n, from, err := shardFromEnv(os.LookupEnv); err == nil && n > 1 {
@@ -231,8 +231,8 @@ func sharedOutput(cc *spec.CheckContext, path string) {
 	if n, from, rank := shardedProcesses(cc.Spec); n > 1 {
 		ext := filepath.Ext(path)
 		fix := fmt.Sprintf("put the rank in the path (%s-${%s}%s)", strings.TrimSuffix(path, ext), rank, ext)
-		if rank == "" {
-			fix = fmt.Sprintf("give each process a path of its own (--set stages.%s.path=%s-0%s, as you set its shard)", cc.Stage.Name, strings.TrimSuffix(path, ext), ext)
+		if _, err := strconv.Atoi(rank); err == nil {
+			fix = fmt.Sprintf("give each process a path of its own (--set stages.%s.path=%s-%s%s, as you set its shard)", cc.Stage.Name, strings.TrimSuffix(path, ext), rank, ext)
 		}
 		cc.Warnf("path", "%s this is one of %d processes, and each writes %s: the last to finish replaces the others' output; %s", from, n, path, fix)
 	}

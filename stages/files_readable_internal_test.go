@@ -193,7 +193,7 @@ func TestCacheBelowRandomWarns(t *testing.T) {
 		"'flip_left_right(decode_raw(\"abcdef\", \"uint8\", [1, 2, 3]), 0.5)'": true,
 		"'one_hot(index % 3, 3)'": false,
 	} {
-		src := "version: 1\nname: c\nseed: 1\nstages:\n  - {name: r, type: range, count: 3}\n  - {name: aug, type: map, set: {x: " + set + "}}\n  - {name: c, type: cache}\n  - {name: out, type: discard}\n"
+		src := "version: 1\nname: c\nseed: 1\nepochs: 2\nstages:\n  - {name: r, type: range, count: 3}\n  - {name: aug, type: map, set: {x: " + set + "}}\n  - {name: c, type: cache}\n  - {name: out, type: discard}\n"
 		_, diags := spec.Parse("c.yaml", []byte(src), spec.Options{Catalog: Default()})
 		got := ""
 		for _, d := range diags {
@@ -201,6 +201,11 @@ func TestCacheBelowRandomWarns(t *testing.T) {
 		}
 		if (got == want) != warn || !warn && got != "" {
 			t.Errorf("%s:\n got %q\nwant %v %q", set, got, warn, want)
+		}
+		// One epoch held in memory is never replayed (found in review).
+		one := strings.Replace(src, "epochs: 2", "epochs: 1", 1)
+		if _, diags := spec.Parse("c.yaml", []byte(one), spec.Options{Catalog: Default()}); len(diags) != 0 {
+			t.Errorf("%s, one epoch in memory: %v", set, diags)
 		}
 	}
 }
