@@ -459,24 +459,14 @@ func bottleneck(p *plan.Plan, rep *engine.Report, elapsed time.Duration, trainer
 
 // randomMapAbove names a map above st that draws random numbers, or "".
 func randomMapAbove(st *spec.Stage) string {
-	seen := map[*spec.Stage]bool{}
-	var walk func(s *spec.Stage) string
-	walk = func(s *spec.Stage) string {
-		for _, in := range s.Inputs {
-			if seen[in] {
-				continue
-			}
-			seen[in] = true
-			if _, ok := in.Config.(*stages.MapConfig); ok && stages.IsRandom(in) {
-				return in.Name
-			}
-			if name := walk(in); name != "" {
-				return name
-			}
-		}
+	up := st.Above(func(s *spec.Stage) bool {
+		_, isMap := s.Config.(*stages.MapConfig)
+		return isMap && stages.IsRandom(s)
+	})
+	if up == nil {
 		return ""
 	}
-	return walk(st)
+	return up.Name
 }
 
 // fixedShuffle returns the name of a shuffle above st that draws one order

@@ -260,21 +260,7 @@ func shrunkTo(sh *spec.Stage, bytes, memory int64, workers int) (n int64, buffer
 
 // cacheBelow reports whether a cache stage is downstream of st.
 func cacheBelow(st *spec.Stage) bool {
-	seen := map[*spec.Stage]bool{}
-	var walk func(*spec.Stage) bool
-	walk = func(s *spec.Stage) bool {
-		for _, o := range s.Outputs {
-			if seen[o] {
-				continue
-			}
-			seen[o] = true
-			if o.Type == "cache" || walk(o) {
-				return true
-			}
-		}
-		return false
-	}
-	return walk(st)
+	return st.Below(func(s *spec.Stage) bool { return s.Type == "cache" }) != nil
 }
 
 // swapDown turns up → m → sh → downs into up → sh → m → downs. sh passes

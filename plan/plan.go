@@ -574,21 +574,7 @@ func (p *Plan) takeBelow(st *spec.Stage) bool {
 	if p.Spec == nil || p.Spec.Epochs > 1 {
 		return false
 	}
-	seen := map[*spec.Stage]bool{}
-	var walk func(s *spec.Stage) bool
-	walk = func(s *spec.Stage) bool {
-		for _, o := range s.Outputs {
-			if seen[o] {
-				continue
-			}
-			seen[o] = true
-			if o.Type == "take" || walk(o) {
-				return true
-			}
-		}
-		return false
-	}
-	return walk(st)
+	return st.Below(func(s *spec.Stage) bool { return s.Type == "take" }) != nil
 }
 
 // held is the bytes n will hold: its share, less what a buffer that

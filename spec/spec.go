@@ -219,6 +219,39 @@ type Stage struct {
 	Valid     bool
 }
 
+// Below returns the first stage downstream of s (depth first) that match
+// accepts, or nil.
+func (s *Stage) Below(match func(*Stage) bool) *Stage { return find(s, match, true) }
+
+// Above returns the first stage upstream of s (depth first) that match
+// accepts, or nil.
+func (s *Stage) Above(match func(*Stage) bool) *Stage { return find(s, match, false) }
+
+func find(s *Stage, match func(*Stage) bool, down bool) *Stage {
+	seen := map[*Stage]bool{}
+	var walk func(s *Stage) *Stage
+	walk = func(s *Stage) *Stage {
+		next := s.Inputs
+		if down {
+			next = s.Outputs
+		}
+		for _, o := range next {
+			if seen[o] {
+				continue
+			}
+			seen[o] = true
+			if match(o) {
+				return o
+			}
+			if f := walk(o); f != nil {
+				return f
+			}
+		}
+		return nil
+	}
+	return walk(s)
+}
+
 // Skip reports whether bad samples are skipped rather than failing the run.
 func (s *Stage) Skip() bool { return s.OnError == "skip" }
 
