@@ -499,31 +499,26 @@ stages:
 	if rep.Sinks["out"].Samples != 2000 {
 		t.Errorf("samples %d", rep.Sinks["out"].Samples)
 	}
-	_, err = runSpec(t, t.TempDir(), `
+	for _, tc := range []struct{ expr, want string }{
+		// one_hot sizes its tensor from its arguments, and refuses it
+		// before allocating it.
+		{`one_hot(0, 100000)`, `stage "m" (map): sample 0 (epoch 0): set v (`},
+		{`one_hot(0, 100000)`, "one_hot: n 100000: a float32 tensor of shape [100000] would take 390.63KiB, more than the run's memory budget (100KiB)"},
+		// A sample made some other way is refused as it is reserved.
+		{`decode_raw(repeat("abcd", 100000), "float32")`, "(map): sample 0 (epoch 0): a sample of 390.75KiB exceeds the whole memory budget of 100KiB"},
+	} {
+		_, err = runSpec(t, t.TempDir(), `
 version: 1
 name: toolarge
 resources: {memory: 100KiB}
 stages:
   - {name: src, type: range, count: 1}
-  - {name: m, type: map, set: {v: 'one_hot(0, 100000)'}}
+  - {name: m, type: map, set: {v: '`+tc.expr+`'}}
   - {name: out, type: discard}
 `)
-	// one_hot sizes its tensor from its arguments, and refuses it before
-	// allocating it.
-	if err == nil || !strings.Contains(err.Error(), `stage "m" (map): sample 0 (epoch 0): set v (`) || !strings.Contains(err.Error(), "one_hot: n 100000: a float32 tensor of shape [100000] would take 390.63KiB, more than the run's memory budget (100KiB)") {
-		t.Errorf("err = %v", err)
-	}
-	_, err = runSpec(t, t.TempDir(), `
-version: 1
-name: toolarge
-resources: {memory: 100KiB}
-stages:
-  - {name: src, type: range, count: 1}
-  - {name: m, type: map, set: {v: 'decode_raw(repeat("abcd", 100000), "float32")'}}
-  - {name: out, type: discard}
-`)
-	if err == nil || !strings.Contains(err.Error(), "(map): sample 0 (epoch 0): a sample of 390.75KiB exceeds the whole memory budget of 100KiB") {
-		t.Errorf("err = %v", err)
+		if err == nil || !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("%s: err = %v\nwant it to hold %s", tc.expr, err, tc.want)
+		}
 	}
 }
 
