@@ -278,8 +278,6 @@ func versionCmd(g *globals) *cobra.Command {
 	}
 }
 
-func shortList(s []string) string { return strings.Join(s, ", ") }
-
 // setFlag is the repeatable --set flag. It refuses an override without a
 // path and an "=" when the flags are parsed, a usage error (exit 2) like
 // any other malformed flag, before the spec is read.

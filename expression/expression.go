@@ -311,7 +311,10 @@ func (r *Registry) CompileDeferred(src string, in sample.Schema) (*Program, erro
 		if c, ok := callOf(n, "normalize", 3); ok {
 			m, ok1 := constOf(c.Arguments[1])
 			s, ok2 := constOf(c.Arguments[2])
-			if mean, ok1 = floatList(m); !ok1 || !ok2 {
+			if !ok1 || !ok2 {
+				return false
+			}
+			if mean, ok1 = floatList(m); !ok1 {
 				return false
 			}
 			if std, ok2 = floatList(s); !ok2 {

@@ -167,20 +167,14 @@ func (p *Pool) age() {
 	}
 }
 
-// getF32 returns a pooled float32 scratch slice of length n together with the
-// byte buffer backing it, which the caller hands back with Put.
-func (p *Pool) getF32(n int) ([]float32, []byte) {
-	b := p.Get(4 * n)
-	return bytesAsF32(b), b
-}
-
-// getI32 is getF32 for int32 accumulators.
+// getI32 returns a pooled int32 accumulator slice of length n together with
+// the byte buffer backing it, which the caller hands back with Put.
 func (p *Pool) getI32(n int) ([]int32, []byte) {
 	b := p.Get(4 * n)
 	return bytesAsI32(b), b
 }
 
-// getU64 is getF32 for uint64 scratch.
+// getU64 is getI32 for uint64 scratch.
 func (p *Pool) getU64(n int) ([]uint64, []byte) {
 	b := p.Get(8 * n)
 	return bytesAsU64(b), b

@@ -298,13 +298,6 @@ func replace(l []*spec.Stage, old, new *spec.Stage) {
 	}
 }
 
-func pronoun(l []string) string {
-	if len(l) == 1 {
-		return "it"
-	}
-	return "them"
-}
-
 // quoteList names stages of one type: `map "a"` or `maps "b" and "a"`.
 func quoteList(typ string, names []string) string {
 	if len(names) == 1 {

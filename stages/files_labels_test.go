@@ -194,7 +194,7 @@ every file pattern "data/dog/*.jpg" matches sits directly in ROOT/data/dog, the 
 			}
 			src := fmt.Sprintf("version: 1\nname: f\nstages:\n  - {name: f, type: files, patterns: [%s], labels: from_dir%s}\n  - {name: out, type: discard}\n", strings.Join(pats, ", "), tc.more)
 			reg := stages.Default()
-			sp, diags := spec.Parse(filepath.Join(dir, "f.yaml"), []byte(src), spec.Options{Catalog: reg, Environment: true})
+			_, diags := spec.Parse(filepath.Join(dir, "f.yaml"), []byte(src), spec.Options{Catalog: reg, Environment: true})
 			var got []string
 			for _, d := range diags {
 				// Less the position and the field.
@@ -208,7 +208,7 @@ every file pattern "data/dog/*.jpg" matches sits directly in ROOT/data/dog, the 
 
 			// Built without the checks (a Go caller, or a tree changed
 			// since): the same errors and warnings, and the labels.
-			sp, _ = spec.Parse(filepath.Join(dir, "f.yaml"), []byte(src), spec.Options{Catalog: reg})
+			sp, _ := spec.Parse(filepath.Join(dir, "f.yaml"), []byte(src), spec.Options{Catalog: reg})
 			if sp == nil {
 				t.Fatal("no spec")
 			}

@@ -206,7 +206,7 @@ func TestAppendJSONKeepsTypes(t *testing.T) {
 		want, err string
 	}{
 		{1.0, `{"v":1.0}`, ""},
-		{-0.0, `{"v":0.0}`, ""},
+		{0.0, `{"v":0.0}`, ""},
 		{math.Copysign(0, -1), `{"v":-0.0}`, ""},
 		{2.5, `{"v":2.5}`, ""},
 		{1e21, `{"v":1e+21}`, ""},
