@@ -69,42 +69,10 @@ func init() {
 			return imageops.Resize(img, h, w, optString(a, 3))
 		},
 	})
-	r.Register(&Func{
-		Name: "__decode_resize", Signature: "resize(decode_image(bytes, channels), h, w[, method])",
-		MinArgs: 4, MaxArgs: 5,
-		Returns: tensorPtr, // Check: the fusion's
-		Impl: func(_ *Call, a []any) (any, error) {
-			data, c, opts, done, err := decodeArgs(a[:2])
-			if err != nil {
-				return nil, err
-			}
-			defer done()
-			h, w, err := hw(a, 2, tensor.Uint8, c)
-			if err != nil {
-				return nil, fmt.Errorf("resize: %w", err) // the caret points at decode_image
-			}
-			opts.ScaleHint = imageops.ScaleHintFor(h, w, optString(a, 4))
-			return imageops.DecodeResize(data, c, h, w, optString(a, 4), opts)
-		},
-	})
-	r.Register(&Func{
-		Name: "__decode_resize_float", Signature: "to_float(resize(decode_image(bytes, channels), h, w[, method]))",
-		MinArgs: 4, MaxArgs: 5,
-		Returns: tensorPtr, // Check: the fusion's
-		Impl: func(_ *Call, a []any) (any, error) {
-			data, c, opts, done, err := decodeArgs(a[:2])
-			if err != nil {
-				return nil, err
-			}
-			defer done()
-			h, w, err := hw(a, 2, tensor.Float32, c)
-			if err != nil {
-				return nil, fmt.Errorf("resize: %w", err) // the caret points at decode_image
-			}
-			opts.ScaleHint = imageops.ScaleHintFor(h, w, optString(a, 4))
-			return imageops.DecodeResizeFloat(data, c, h, w, optString(a, 4), opts)
-		},
-	})
+	r.Register(decodeResizeFunc("__decode_resize", "resize(decode_image(bytes, channels), h, w[, method])",
+		tensor.Uint8, imageops.DecodeResize))
+	r.Register(decodeResizeFunc("__decode_resize_float", "to_float(resize(decode_image(bytes, channels), h, w[, method]))",
+		tensor.Float32, imageops.DecodeResizeFloat))
 	r.Register(&Func{
 		Name: "center_crop", Signature: "center_crop(img, h, w)", Doc: "The central h×w window.",
 		MinArgs: 3, MaxArgs: 3,
@@ -512,6 +480,31 @@ func sizedLike(img sample.Type, a []Arg, i int, extra error) (sample.Type, error
 		c = img.Shape[2]
 	}
 	return sample.TensorOf(img.DType, dims[0], dims[1], c), nil
+}
+
+// decodeResizeFunc is the fused decode and resize the optimizer writes in
+// place of resize(decode_image(...)), with or without to_float, so that the
+// decoder can scale in the DCT (imageops.ScaleHintFor).
+func decodeResizeFunc(name, sig string, dt tensor.DType,
+	run func([]byte, int, int, int, string, imageops.DecodeOptions) (*tensor.Tensor, error)) *Func {
+	return &Func{
+		Name: name, Signature: sig,
+		MinArgs: 4, MaxArgs: 5,
+		Returns: tensorPtr, // Check: the fusion's
+		Impl: func(_ *Call, a []any) (any, error) {
+			data, c, opts, done, err := decodeArgs(a[:2])
+			if err != nil {
+				return nil, err
+			}
+			defer done()
+			h, w, err := hw(a, 2, dt, c)
+			if err != nil {
+				return nil, fmt.Errorf("resize: %w", err) // the caret points at decode_image
+			}
+			opts.ScaleHint = imageops.ScaleHintFor(h, w, optString(a, 4))
+			return run(data, c, h, w, optString(a, 4), opts)
+		},
+	}
 }
 
 func decodeArgs(a []any) ([]byte, int, imageops.DecodeOptions, func(), error) {
