@@ -184,7 +184,7 @@ func (n *node) skip(s *sample.Sample, err error) {
 	c := skipCause{text: err.Error()}
 	if s != nil {
 		c.sample, c.epoch, c.id = true, s.Epoch, s.ID
-		c.text = s.Describe() + ": " + c.text
+		c.text = n.describe(s) + ": " + c.text
 	}
 	// The report keeps the first line: an expression's caret drawing
 	// below it is for the log, and in JSON reads as escaped noise.
@@ -203,7 +203,7 @@ func (n *node) skip(s *sample.Sample, err error) {
 		fields := func() []zap.Field {
 			f := []zap.Field{zap.Int64("skipped", seq), zap.String("reason", err.Error())}
 			if s != nil {
-				f = append(f, zap.String("sample", s.Describe()), zap.Int("epoch", s.Epoch), zap.Int64("id", s.ID))
+				f = append(f, zap.String("sample", n.describe(s)), zap.Int("epoch", s.Epoch), zap.Int64("id", s.ID))
 			}
 			return f
 		}
@@ -272,9 +272,30 @@ func (n *node) fail(s *sample.Sample, err error) error {
 	}
 	e := &StageError{Stage: n.st.Name, Type: n.st.Type, Err: err}
 	if s != nil {
-		e.Sample = s.Describe()
+		e.Sample = n.describe(s)
 	}
 	return e
+}
+
+// describe names s in an error. A sample read from a file is named by its
+// place there (s.Origin), which every epoch meets again, so in a run of
+// several epochs the name says which (a report listed record 10's damage
+// twice, worded the same).
+func (n *node) describe(s *sample.Sample) string {
+	d := s.Describe()
+	if s.Origin != "" && n.env.Spec.Epochs != 1 {
+		d += fmt.Sprintf(" (epoch %d)", s.Epoch)
+	}
+	return d
+}
+
+// inEpoch adds epoch e to err, an error of a reader's stream that names a
+// place in a file, as describe does for a sample's.
+func (n *node) inEpoch(e int, err error) error {
+	if n.env.Spec.Epochs == 1 {
+		return err
+	}
+	return fmt.Errorf("%w (epoch %d)", err, e)
 }
 
 // panicError is the error a panic in stage n's code fails the run with.

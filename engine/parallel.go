@@ -676,7 +676,7 @@ func (r *Run) runExpand(ctx context.Context, g *errgroup.Group, n *node, x stage
 				}
 				if err != io.EOF {
 					if stages.IsItemError(err) {
-						if herr := n.handle(nil, err); herr != nil {
+						if herr := n.handle(nil, n.inEpoch(sl.origin.Epoch, err)); herr != nil {
 							return herr
 						}
 						k--
@@ -687,7 +687,7 @@ func (r *Run) runExpand(ctx context.Context, g *errgroup.Group, n *node, x stage
 					// so. A bad TFRecord header under skip is an ItemError:
 					// the reader scans to the next valid record and its
 					// message says how many bytes that cost.
-					if herr := n.handle(nil, fmt.Errorf("%w; the rest of %s was not read", err, sl.origin.Describe())); herr != nil {
+					if herr := n.handle(nil, n.inEpoch(sl.origin.Epoch, fmt.Errorf("%w; the rest of %s was not read", err, sl.origin.Describe()))); herr != nil {
 						return herr
 					}
 				}

@@ -475,6 +475,45 @@ stages:
 			testFlippedByteSkipped(t, dir, body("skip", out), out, par)
 		})
 	}
+	// Every epoch meets the damage again, and a skip cause says which
+	// epoch, of the reader's own errors and of a sample a stage below
+	// skips (found by a tester: record 3's line came twice, worded the
+	// same). A run of one epoch names none (above).
+	t.Run("skip over two epochs", func(t *testing.T) {
+		src := fmt.Sprintf(`version: 1
+name: flipped
+epochs: 2
+stages:
+  - {name: files, type: files, pattern: %q}
+  - {name: records, type: tfrecord, on_error: skip}
+  - {name: decode, type: map, on_error: skip, set: {img: 'decode_image(record, 3)'}}
+  - {name: out, type: discard}
+`, in)
+		rep, err := tfrRun(t, dir, src)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if want := map[string]int64{"records": 2, "decode": 8}; !reflect.DeepEqual(rep.Skipped, want) {
+			t.Errorf("skipped %v, want %v", rep.Skipped, want)
+		}
+		recs := rep.SkipCauses["records"]
+		for i, c := range recs {
+			const want = "record 3 at byte offset 63: data crc mismatch (got 0x"
+			if !strings.Contains(c, want) || !strings.HasSuffix(c, fmt.Sprintf(") (epoch %d)", i)) {
+				t.Errorf("records cause %d: %q, want %q… (epoch %d)", i, c, want, i)
+			}
+		}
+		var got []string
+		for _, c := range rep.SkipCauses["decode"] {
+			head, _, _ := strings.Cut(c, ": set img")
+			got = append(got, strings.TrimPrefix(head, in+" "))
+		}
+		want := []string{"record 0 (epoch 0)", "record 1 (epoch 0)", "record 2 (epoch 0)", "record 4 (epoch 0)",
+			"record 0 (epoch 1)", "record 1 (epoch 1)", "record 2 (epoch 1)", "record 4 (epoch 1)"}
+		if len(recs) != 2 || !reflect.DeepEqual(got, want) {
+			t.Errorf("decode causes name %q, want %q (and 2 records causes, got %d)", got, want, len(recs))
+		}
+	})
 }
 
 // testFlippedByteSkipped runs TestTFRecordFlippedByte's spec src, which
