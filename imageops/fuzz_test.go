@@ -2,9 +2,11 @@ package imageops
 
 import (
 	"errors"
+	"fmt"
 	"os"
 	"path/filepath"
 	"testing"
+	"time"
 )
 
 // FuzzDecode feeds mutated images to both decoders: they must return an
@@ -39,8 +41,15 @@ func FuzzDecode(f *testing.F) {
 		if ch&8 != 0 {
 			opts.ScaleHint = Size{16, 16}
 		}
-		for _, fn := range []decodeFunc{Decode, DecodePureGo} {
+		for i, fn := range []decodeFunc{Decode, DecodePureGo} {
+			// The fuzzer has no limit per input, so a decoder that never
+			// returns would only stall it: crash instead, which makes the
+			// fuzzer keep the input.
+			hung := time.AfterFunc(10*time.Second, func() {
+				panic(fmt.Sprintf("decoder %d still running after 10s on a %d-byte input", i, len(data)))
+			})
 			img, err := fn(data, channels, opts)
+			hung.Stop()
 			if err != nil {
 				if img != nil {
 					t.Fatal("image returned with an error")
