@@ -1,7 +1,9 @@
 package cli_test
 
 import (
+	"bufio"
 	"context"
+	enc "encoding/binary"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -602,6 +604,146 @@ stages:
 			}
 			if r := <-done; r.code != 0 || !strings.Contains(r.stderr, "trainer left") {
 				t.Errorf("apply: %s\nwant exit 0 and the hand-over logged", r)
+			}
+		})
+	}
+}
+
+// TestServePythonHandOver: a Python trainer reads 50 batches and leaves
+// through the client's close(), a second reads the rest, and between them
+// every sample of every epoch arrives once. Over TCP the first one's last
+// acknowledgements were held back by Nagle's algorithm and dropped with the
+// reset that closing a socket with unread data sends, so the second got
+// 30–50 samples again (found by a tester, every time).
+func TestServePythonHandOver(t *testing.T) {
+	py := pythonWith(t, "numpy")
+	for _, network := range []string{"unix", "tcp"} {
+		t.Run(network, func(t *testing.T) {
+			dir := t.TempDir()
+			listen := "unix://" + filepath.Join(dir, "p.sock")
+			if network == "tcp" {
+				l, err := net.Listen("tcp", "127.0.0.1:0")
+				if err != nil {
+					t.Fatal(err)
+				}
+				listen = "tcp://" + l.Addr().String()
+				l.Close()
+			}
+			p := writeSpec(t, dir, "h.yaml", `version: 1
+name: handover
+epochs: 3
+stages:
+  - {name: src, type: range, count: 1000}
+  - {name: m, type: map, set: {label: index}}
+  - {name: batch, type: batch, size: 10}
+  - {name: out, type: serve, listen: '`+listen+`'}
+`)
+			done := applyInBackground(context.Background(), p)
+			c := dialWhenUp(t, listen) // up: the trainers need not wait
+			c.Close()
+			read := func(stop string) [][]int64 {
+				out, err := exec.Command(py, "testdata/serve_handover.py", listen, stop).Output()
+				if err != nil {
+					t.Fatalf("trainer: %v\n%s", err, out)
+				}
+				var by [][]int64
+				if err := json.Unmarshal(out, &by); err != nil {
+					t.Fatalf("trainer printed %q: %v", out, err)
+				}
+				return by
+			}
+			a, b := read("50"), read("0")
+			if len(a) != 1 || len(b) != 3 {
+				t.Fatalf("epochs begun: %d by the first trainer, %d by the second; want 1 and 3", len(a), len(b))
+			}
+			b[0] = append(a[0], b[0]...)
+			for e, got := range b {
+				seen := map[int64]int{}
+				for _, l := range got {
+					seen[l]++
+				}
+				var twice []int64
+				for l, k := range seen {
+					if k > 1 {
+						twice = append(twice, l)
+					}
+				}
+				if len(got) != 1000 || len(seen) != 1000 {
+					t.Errorf("epoch %d: %d samples, %d distinct, of 1000; %d came twice (%v)", e, len(got), len(seen), len(twice), twice)
+				}
+			}
+			if r := <-done; r.code != 0 {
+				t.Errorf("apply: %s", r)
+			}
+		})
+	}
+}
+
+// le writes acknowledgements; the package's name is taken by the
+// executable's path (cli_test.go).
+var le = enc.LittleEndian
+
+// TestServeRefusesBadAcknowledgements: a client whose counts of frames
+// read go past what was sent, or down, is no piperun client; the sink
+// drops it, saying which, and the next trainer gets every sample not
+// acknowledged before (rest of 40).
+func TestServeRefusesBadAcknowledgements(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		acks []uint64
+		want string
+		rest int
+	}{
+		{"past what was sent", []uint64{1 << 40}, `acknowledged 1099511627776 frames of \d+ sent: not a piperun client`, 40},
+		{"going down", []uint64{3, 1}, `acknowledged 1 frames after 3, a count that went down: not a piperun client`, 28},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			dir := t.TempDir()
+			sock := filepath.Join(dir, "p.sock")
+			p := writeSpec(t, dir, "a.yaml", `version: 1
+name: acks
+stages:
+  - {name: src, type: range, count: 40}
+  - {name: m, type: map, set: {label: index}}
+  - {name: batch, type: batch, size: 4}
+  - {name: out, type: serve, listen: 'unix://`+sock+`'}
+`)
+			done := applyInBackground(context.Background(), p)
+			var conn net.Conn
+			var err error
+			for range 1000 {
+				if conn, err = net.Dial("unix", sock); err == nil {
+					break
+				}
+				time.Sleep(10 * time.Millisecond)
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			if _, err := io.WriteString(conn, serve.ClientHello); err != nil {
+				t.Fatal(err)
+			}
+			r := bufio.NewReader(conn)
+			for range 4 { // the hello and three batches
+				if _, err := serve.ReadFrame(r); err != nil {
+					t.Fatal(err)
+				}
+			}
+			for _, a := range tc.acks {
+				if _, err := conn.Write(le.AppendUint64(nil, a)); err != nil {
+					t.Fatal(err)
+				}
+			}
+			b := dialWhenUp(t, "unix://"+sock) // served once the sink drops the first
+			by, err := drain(b)
+			b.Close()
+			conn.Close()
+			if err != nil || len(by[0]) != tc.rest || by[0][0] != int64(40-tc.rest) {
+				t.Errorf("the next trainer got %d samples from %v, want %d from %d (%v)", len(by[0]), by[0][:min(1, len(by[0]))], tc.rest, 40-tc.rest, err)
+			}
+			res := <-done
+			if res.code != 0 || !regexp.MustCompile(tc.want).MatchString(res.stderr) {
+				t.Errorf("apply: %s\nwant exit 0 and %s", res, tc.want)
 			}
 		})
 	}

@@ -113,8 +113,16 @@ func (c *Client) Next() (*sample.Sample, error) {
 	return nil, fmt.Errorf("unexpected frame of kind %d", f.Kind)
 }
 
-// Close closes the connection.
-func (c *Client) Close() error { return c.conn.Close() }
+// Close leaves the stream: the frames read so far stay delivered, the rest
+// go to the next trainer. It shuts the write side first, so the
+// acknowledgements still queued go out before the close: closing a socket
+// that holds unread frames resets it, and a reset drops what is unsent.
+func (c *Client) Close() error {
+	if cw, ok := c.conn.(interface{ CloseWrite() error }); ok {
+		cw.CloseWrite() // an error here is the connection's, which Close reports
+	}
+	return c.conn.Close()
+}
 
 // ack tells the server one more frame was read. Its error is left to the
 // next read, which sees a connection that failed.

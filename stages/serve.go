@@ -577,7 +577,10 @@ func (s *serveSink) take(b []byte) error {
 	for len(s.ackBuf) >= serve.AckSize {
 		a := binary.LittleEndian.Uint64(s.ackBuf)
 		s.ackBuf = s.ackBuf[serve.AckSize:]
-		if a < s.acked || a-s.acked > uint64(s.written) {
+		if a < s.acked {
+			return fmt.Errorf("acknowledged %d frames after %d, a count that went down: not a piperun client", a, s.acked)
+		}
+		if a-s.acked > uint64(s.written) {
 			return fmt.Errorf("acknowledged %d frames of %d sent: not a piperun client", a, s.acked+uint64(s.written))
 		}
 		for ; s.acked < a; s.acked++ {

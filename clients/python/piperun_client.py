@@ -38,6 +38,12 @@ _DTYPES = {"uint8": np.uint8, "int32": np.int32, "int64": np.int64,
            "float32": np.float32, "float64": np.float64}
 
 
+# _RESET says what a reset connection means: piperun does not reset a
+# trainer it serves, so the run is over, one way or another.
+_RESET = ("piperun reset the connection: the run failed, was interrupted or killed, or ended "
+          "while another trainer was being served")
+
+
 class StreamCut(RuntimeError):
     """The stream stopped before its end-of-stream frame: the run failed or
     was interrupted (piperun's log says why)."""
@@ -57,7 +63,12 @@ def _open_once(address):
         return s
     if scheme == "tcp":
         host, _, port = rest.rpartition(":")
-        return socket.create_connection((host.strip("[]"), int(port)))
+        s = socket.create_connection((host.strip("[]"), int(port)))
+        # Acknowledgements are 8 bytes each: Nagle's algorithm would hold
+        # them back while frames stream in, and a trainer that then leaves
+        # takes them along, so the next would be sent its batches again.
+        s.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+        return s
     raise ValueError("%r: scheme %r is not unix or tcp" % (address, scheme))
 
 
@@ -134,8 +145,7 @@ class Stream:
                 try:
                     k = self._file.readinto(view[got:])
                 except ConnectionResetError as e:
-                    raise StreamCut("piperun closed the connection (the run ended while another trainer was "
-                                    "being served, or it failed)") from e
+                    raise StreamCut(_RESET) from e
             if not k:
                 raise StreamCut("the stream ended before its end-of-stream frame "
                                 "(after %d of %d bytes of a frame): the run failed or was interrupted" % (got, n))
@@ -156,8 +166,7 @@ class Stream:
         try:
             head = self._file.read(_HEAD.size)
         except ConnectionResetError as e:
-            raise StreamCut("piperun closed the connection (the run ended while another trainer was "
-                            "being served, or it failed)") from e
+            raise StreamCut(_RESET) from e
         if len(head) < _HEAD.size:
             raise StreamCut("the stream ended before its end-of-stream frame: the run failed or was interrupted")
         magic, kind, hlen, plen = _HEAD.unpack(head)
@@ -236,6 +245,15 @@ class Stream:
             yield from epoch
 
     def close(self):
+        """Leaves the stream. Frames read so far stay delivered; the rest go
+        to the next trainer to connect."""
+        try:
+            # Send what is queued, acknowledgements first, before the close:
+            # closing a socket that holds unread frames resets it, and a
+            # reset throws away what was not sent yet.
+            self._sock.shutdown(socket.SHUT_WR)
+        except OSError:
+            pass  # already gone
         self._file.close()
         self._sock.close()
 
