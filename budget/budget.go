@@ -86,6 +86,7 @@ type TooLargeError struct {
 	Need, Limit int64
 }
 
+// Error implements error.
 func (e *TooLargeError) Error() string {
 	need, limit := Format(e.Need), Format(e.Limit)
 	if e.Need-e.Limit < e.Limit/100 { // within rounding: say by how much

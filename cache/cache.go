@@ -724,6 +724,7 @@ type CorruptError struct {
 	Err error
 }
 
+// Error implements error.
 func (e *CorruptError) Error() string {
 	// Badger logs a value log checksum mismatch (or a value cut short by a
 	// truncated file, or one in a value log file that was deleted) and
@@ -766,6 +767,7 @@ type DamagedError struct {
 	Err error
 }
 
+// Error implements error.
 func (e *DamagedError) Error() string {
 	// "prune --damaged" removes only damaged caches: the healthy ones
 	// next to it may have cost hours to fill.

@@ -56,6 +56,7 @@ type StageError struct {
 	Err    error
 }
 
+// Error implements error.
 func (e *StageError) Error() string {
 	// A cause that names its file already (a TFRecord reader's) is not
 	// told the file again.
@@ -65,6 +66,7 @@ func (e *StageError) Error() string {
 	return fmt.Sprintf("stage %q (%s): %v", e.Stage, e.Type, e.Err)
 }
 
+// Unwrap returns the error e wraps, for errors.Is and errors.As.
 func (e *StageError) Unwrap() error { return e.Err }
 
 // Run is a pipeline in progress.

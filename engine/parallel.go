@@ -212,7 +212,8 @@ func (r *Run) runParallel(ctx context.Context, g *errgroup.Group, n *node, p sta
 	var cost jobCost
 	win := newWindow(workers, most, r.budget.Limit())
 	defer win.close()
-	go func() { <-lctx.Done(); win.close() }()
+	stop := context.AfterFunc(lctx, win.close)
+	defer stop()
 	// However the collector ends, the jobs it did not emit give back their
 	// memory: it stops the workers and the dispatcher, then drains every
 	// job queued behind it, each once its worker is done with it.

@@ -430,6 +430,7 @@ func HasFeatureList(b []byte, key string) bool {
 // aliases the input.
 type NotTextError struct{ Key []byte }
 
+// Error implements error.
 func (e *NotTextError) Error() string {
 	return fmt.Sprintf("feature key %s is not text: the record is not a tf.train.Example", preview(e.Key))
 }

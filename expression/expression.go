@@ -252,6 +252,7 @@ type Error struct {
 	Msg          string
 }
 
+// Error implements error.
 func (e *Error) Error() string {
 	if e.Line > 0 {
 		return fmt.Sprintf("%s (line %d, column %d of the expression)", e.Msg, e.Line, e.Column)

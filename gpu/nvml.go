@@ -21,7 +21,7 @@ func FromNVML(lib nvml.Interface) (Source, error) {
 		if ret == nvml.ERROR_LIBRARY_NOT_FOUND {
 			return nil, fmt.Errorf("%w: no NVIDIA driver (libnvidia-ml.so.1 not found)", ErrUnavailable)
 		}
-		return nil, fmt.Errorf("%w: nvml init: %s", ErrUnavailable, ret.Error())
+		return nil, fmt.Errorf("%w: nvml init: %w", ErrUnavailable, ret)
 	}
 	return &nvmlSource{lib: lib}, nil
 }
@@ -32,7 +32,7 @@ type nvmlSource struct {
 }
 
 func (s *nvmlSource) err(what string, ret nvml.Return) error {
-	return fmt.Errorf("%s: %s", what, ret.Error())
+	return fmt.Errorf("%s: %w", what, ret)
 }
 
 func (s *nvmlSource) Devices() ([]Device, error) {

@@ -74,7 +74,10 @@ type NodeError struct {
 	Err  error
 }
 
+// Error implements error.
 func (e *NodeError) Error() string { return e.Err.Error() }
+
+// Unwrap returns the error e wraps, for errors.Is and errors.As.
 func (e *NodeError) Unwrap() error { return e.Err }
 
 // recordParts records the positions of a sequence's items and of a

@@ -363,7 +363,6 @@ func Fingerprint(sp *spec.Spec, st *spec.Stage, seed uint64) (string, string, er
 	return hex.EncodeToString(sum[:])[:16], desc, nil
 }
 
-// isRandom reports whether a stage's output depends on the seed.
 // IsRandom reports whether stage s draws random numbers: a shuffle, a
 // mix, a files stage that shuffles, or a random expression function.
 func IsRandom(s *spec.Stage) bool {
@@ -371,6 +370,7 @@ func IsRandom(s *spec.Stage) bool {
 	return err == nil && isRandom(s, string(cfg))
 }
 
+// isRandom reports whether a stage's output depends on the seed.
 func isRandom(s *spec.Stage, cfg string) bool {
 	switch c := s.Config.(type) {
 	case *FilesConfig:

@@ -42,7 +42,6 @@ func init() {
 	})
 }
 
-// address resolves a unix socket path against the spec's directory.
 // OutputPaths implements spec.Outputter: a Unix socket's file.
 func (c *ServeConfig) OutputPaths(resolve func(string) string) []string {
 	network, addr, err := c.address(resolve)
@@ -57,6 +56,7 @@ func (c *ServeConfig) OutputPaths(resolve func(string) string) []string {
 	return []string{"tcp://" + addr} // two sinks cannot listen on one
 }
 
+// address resolves a unix socket path against the spec's directory.
 func (c *ServeConfig) address(resolve func(string) string) (network, addr string, err error) {
 	network, addr, err = serve.ParseAddress(c.Listen)
 	if err != nil {

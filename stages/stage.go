@@ -199,7 +199,10 @@ type Env struct {
 // budget): the engine names no sample with it, as that one is innocent.
 type StateError struct{ Err error }
 
+// Error implements error.
 func (e *StateError) Error() string { return e.Err.Error() }
+
+// Unwrap returns the error e wraps, for errors.Is and errors.As.
 func (e *StateError) Unwrap() error { return e.Err }
 
 // Retainer is implemented by processors that keep input samples after
@@ -287,7 +290,10 @@ func Default() *Registry {
 // file unreadable).
 type ItemError struct{ Err error }
 
+// Error implements error.
 func (e *ItemError) Error() string { return e.Err.Error() }
+
+// Unwrap returns the error e wraps, for errors.Is and errors.As.
 func (e *ItemError) Unwrap() error { return e.Err }
 
 // IsItemError reports whether err spoils a single stream item.
