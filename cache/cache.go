@@ -1084,10 +1084,10 @@ func (c *Cache) Manifest() Manifest {
 }
 
 // Iterate calls fn with every stored sample in ID order, Put but not yet
-// committed ones included. A goroutine reads and decodes up to
-// Options.PrefetchSamples samples ahead of fn. Iteration stops at the first
-// error from fn, which Iterate returns, or when ctx is cancelled. The
-// samples are fn's to keep: they share no memory with the cache.
+// committed ones included, reading and decoding each on the caller's
+// goroutine. Iteration stops at the first error from fn, which Iterate
+// returns, or when ctx is cancelled, with ctx's error. The samples are
+// fn's to keep: they share no memory with the cache.
 //
 // Samples come back as they were Put: the caller sets Epoch for the pass
 // that reads them.
@@ -1109,80 +1109,45 @@ func (c *Cache) Iterate(ctx context.Context, fn func(s *sample.Sample) error) er
 	}
 	c.mu.Unlock()
 
-	type result struct {
-		s   *sample.Sample
-		err error
-	}
-	parent := ctx
-	ctx, cancel := context.WithCancel(parent)
-	defer cancel()
-	out := make(chan result, c.opts.PrefetchSamples)
-	var wg sync.WaitGroup
-	wg.Add(1)
-	go func() {
-		defer wg.Done()
-		defer close(out)
-		err := c.db.View(func(txn *badger.Txn) error {
-			// Values are decoded straight from the mapped value log, each
-			// tensor copied once into a pooled buffer, where Badger's own
-			// prefetch would copy twice.
-			it := txn.NewIterator(badger.IteratorOptions{})
-			defer it.Close()
-			for it.Rewind(); it.Valid(); it.Next() {
-				item := it.Item()
-				id, ok := keyID(item.Key())
-				if !ok {
-					return fmt.Errorf("cache: %s: unexpected key %x", c.dir, item.Key())
-				}
-				var s *sample.Sample
-				var derr error
-				if err := item.Value(func(v []byte) error {
-					s, derr = c.decodeStored(id, v)
-					return nil
-				}); err != nil {
-					return fmt.Errorf("cache: %s: read %d: %w", c.dir, id, err)
-				}
-				if derr != nil {
-					return derr
-				}
-				select {
-				case out <- result{s: s}:
-				case <-ctx.Done():
-					return nil
-				}
+	// The caller's goroutine reads, decodes and calls fn in turn: the
+	// engine owns the goroutines, and the stages below already overlap
+	// with this one through its output.
+	err := c.db.View(func(txn *badger.Txn) error {
+		// Values are decoded straight from the mapped value log, each
+		// tensor copied once into a pooled buffer, where Badger's own
+		// prefetch would copy twice.
+		it := txn.NewIterator(badger.IteratorOptions{})
+		defer it.Close()
+		for it.Rewind(); it.Valid(); it.Next() {
+			if err := ctx.Err(); err != nil {
+				return err
 			}
-			return nil
-		})
-		if err != nil {
-			select {
-			case out <- result{err: err}:
-			case <-ctx.Done():
+			item := it.Item()
+			id, ok := keyID(item.Key())
+			if !ok {
+				return fmt.Errorf("cache: %s: unexpected key %x", c.dir, item.Key())
+			}
+			var s *sample.Sample
+			var derr error
+			if err := item.Value(func(v []byte) error {
+				s, derr = c.decodeStored(id, v)
+				return nil
+			}); err != nil {
+				return fmt.Errorf("cache: %s: read %d: %w", c.dir, id, err)
+			}
+			if derr != nil {
+				return derr
+			}
+			if err := fn(s); err != nil {
+				return err
 			}
 		}
-	}()
-	var err error
-	for r := range out {
-		if r.err != nil {
-			err = r.err
-			break
-		}
-		if err = ctx.Err(); err != nil {
-			break
-		}
-		if err = fn(r.s); err != nil {
-			break
-		}
-	}
-	cancel()
-	wg.Wait()
+		return nil
+	})
 	if errors.Is(err, ErrCorrupt) {
 		c.mu.Lock()
 		c.markCorrupt(err)
 		c.mu.Unlock()
-	}
-	if err == nil {
-		// The reader stops quietly when the caller's context ends.
-		err = parent.Err()
 	}
 	return err
 }

@@ -203,7 +203,7 @@ func TestManifestDisagreement(t *testing.T) {
 }
 
 func TestIterateStops(t *testing.T) {
-	c := openT(t, t.TempDir(), "fp", Options{PrefetchSamples: 2})
+	c := openT(t, t.TempDir(), "fp", Options{})
 	defer c.Close()
 	for id := int64(0); id < 100; id++ {
 		c.Put(id, testSample(id))

@@ -44,10 +44,6 @@ type Options struct {
 	// to Badger; default 4 MiB. A single sample larger than BatchBytes is
 	// written on its own.
 	BatchBytes int64
-	// PrefetchSamples is how many samples Iterate reads and decodes ahead of
-	// the callback; default 8. Those samples are held in memory in addition
-	// to MemoryBytes: the caller counts them as samples.
-	PrefetchSamples int
 	// Logf receives Badger's warnings and errors and the cache's own
 	// warnings; nil drops them. Info and debug messages are always dropped,
 	// so everything Logf gets deserves a warning level: among them is
@@ -61,13 +57,12 @@ type Options struct {
 
 // Defaults and Badger settings that are not Options.
 const (
-	defaultMemTableSize    = 4 << 20
-	defaultNumMemtables    = 2
-	defaultBaseTableSize   = 512 << 10
-	defaultValueThreshold  = 1 << 10
-	defaultNumCompactors   = 2
-	defaultBatchBytes      = 4 << 20
-	defaultPrefetchSamples = 8
+	defaultMemTableSize   = 4 << 20
+	defaultNumMemtables   = 2
+	defaultBaseTableSize  = 512 << 10
+	defaultValueThreshold = 1 << 10
+	defaultNumCompactors  = 2
+	defaultBatchBytes     = 4 << 20
 
 	// numLevelZeroTables and numLevelZeroTablesStall are lower than Badger's
 	// 5 and 15 because an L0→L0 compaction merges every L0 table into one
@@ -116,9 +111,6 @@ func (o Options) withDefaults() Options {
 	if o.BatchBytes <= 0 {
 		o.BatchBytes = defaultBatchBytes
 	}
-	if o.PrefetchSamples <= 0 {
-		o.PrefetchSamples = defaultPrefetchSamples
-	}
 	if o.Now == nil {
 		o.Now = time.Now
 	}
@@ -126,8 +118,7 @@ func (o Options) withDefaults() Options {
 }
 
 // MemoryBytes returns an upper bound of the heap an open Cache with these
-// options uses, Badger included, excluding the samples the caller holds and
-// the PrefetchSamples samples Iterate decodes ahead. The engine reserves it
+// options uses, Badger included, excluding the samples the caller holds. The engine reserves it
 // from the pipeline's memory budget.
 //
 // The bound is the sum of:
