@@ -543,6 +543,21 @@ func TestServeStalledClientsDoNotHoldUpTheTrainer(t *testing.T) {
 	}
 }
 
+// listenAddress is a serve sink's address on network: a socket in dir, or
+// a TCP port on the loopback that was free a moment ago.
+func listenAddress(t *testing.T, network, dir string) string {
+	t.Helper()
+	if network == "unix" {
+		return "unix://" + filepath.Join(dir, "p.sock")
+	}
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	return "tcp://" + l.Addr().String()
+}
+
 // TestServeHandOverKeepsWhatTheSocketHeld: trainer A reads three small
 // batches and leaves while the socket's buffers hold many more; B gets
 // every batch A did not acknowledge, none twice. Before acknowledgements a
@@ -553,15 +568,7 @@ func TestServeHandOverKeepsWhatTheSocketHeld(t *testing.T) {
 	for _, network := range []string{"unix", "tcp"} {
 		t.Run(network, func(t *testing.T) {
 			dir := t.TempDir()
-			listen := "unix://" + filepath.Join(dir, "p.sock")
-			if network == "tcp" {
-				l, err := net.Listen("tcp", "127.0.0.1:0")
-				if err != nil {
-					t.Fatal(err)
-				}
-				listen = "tcp://" + l.Addr().String()
-				l.Close()
-			}
+			listen := listenAddress(t, network, dir)
 			p := writeSpec(t, dir, "h.yaml", `version: 1
 name: handover
 seed: 3
@@ -620,15 +627,7 @@ func TestServePythonHandOver(t *testing.T) {
 	for _, network := range []string{"unix", "tcp"} {
 		t.Run(network, func(t *testing.T) {
 			dir := t.TempDir()
-			listen := "unix://" + filepath.Join(dir, "p.sock")
-			if network == "tcp" {
-				l, err := net.Listen("tcp", "127.0.0.1:0")
-				if err != nil {
-					t.Fatal(err)
-				}
-				listen = "tcp://" + l.Addr().String()
-				l.Close()
-			}
+			listen := listenAddress(t, network, dir)
 			p := writeSpec(t, dir, "h.yaml", `version: 1
 name: handover
 epochs: 3
