@@ -307,7 +307,9 @@ func resize(img *tensor.Tensor, oh, ow int, method string, alloc func(int) []byt
 }
 
 // resizeNearest picks source pixel floor((i+0.5)*scale) for output i on each
-// axis, PIL's NEAREST; px is the pixel size in bytes.
+// axis, PIL's NEAREST, except where (i+0.5)*scale is exactly an integer: PIL's
+// fixed point lands just below it, one pixel before; px is the pixel size in
+// bytes.
 func resizeNearest(src []byte, ih, iw, px int, dst []byte, oh, ow int) {
 	xs := make([]int, ow)
 	for x := range xs {
