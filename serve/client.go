@@ -14,6 +14,7 @@ import (
 	"strconv"
 	"strings"
 	"syscall"
+	"time"
 
 	"github.com/piperun/piperun/sample"
 	"github.com/piperun/piperun/tensor"
@@ -113,13 +114,20 @@ func (c *Client) Next() (*sample.Sample, error) {
 	return nil, fmt.Errorf("unexpected frame of kind %d", f.Kind)
 }
 
+// closeWait bounds how long Close reads on for the server to close first.
+const closeWait = 2 * time.Second
+
 // Close leaves the stream: the frames read so far stay delivered, the rest
-// go to the next trainer. It shuts the write side first, so the
-// acknowledgements still queued go out before the close: closing a socket
-// that holds unread frames resets it, and a reset drops what is unsent.
+// go to the next trainer. Closing a socket that holds unread frames resets
+// it, and the reset drops what the kernel has not sent yet, the last
+// acknowledgements among them (dozens on a busy machine, as TCP's small
+// queues hold them): so Close shuts the write side, which sends them and
+// then the end, and reads on, dropping frames, until the server has read
+// that end and closed its side, for at most closeWait.
 func (c *Client) Close() error {
-	if cw, ok := c.conn.(interface{ CloseWrite() error }); ok {
-		cw.CloseWrite() // an error here is the connection's, which Close reports
+	if cw, ok := c.conn.(interface{ CloseWrite() error }); ok && cw.CloseWrite() == nil {
+		c.conn.SetReadDeadline(time.Now().Add(closeWait))
+		io.Copy(io.Discard, c.conn) // until EOF, or the deadline's error
 	}
 	return c.conn.Close()
 }

@@ -72,6 +72,10 @@ def _open_once(address):
     raise ValueError("%r: scheme %r is not unix or tcp" % (address, scheme))
 
 
+# CLOSE_WAIT bounds how long close() reads on after sending its last
+# acknowledgements, for piperun to close first (Stream.close).
+CLOSE_WAIT = 2.0
+
 # WAIT_NOTICE is how long a connect waits in silence before it says, once,
 # on stderr, that it is waiting: a client started after the run ended
 # otherwise looks hung for its whole wait (found by a new-user test).
@@ -248,12 +252,24 @@ class Stream:
         """Leaves the stream. Frames read so far stay delivered; the rest go
         to the next trainer to connect."""
         try:
-            # Send what is queued, acknowledgements first, before the close:
-            # closing a socket that holds unread frames resets it, and a
-            # reset throws away what was not sent yet.
+            # Closing a socket that holds unread frames resets it, and the
+            # reset throws away what the kernel has not sent yet, our last
+            # acknowledgements among them (on a busy machine, dozens): so
+            # shut the write side, which sends them and then the end, and
+            # read on, dropping frames, until piperun has read that end and
+            # closes its side (at its next frame, or at once while it waits
+            # for acknowledgements).
             self._sock.shutdown(socket.SHUT_WR)
+            deadline = time.monotonic() + CLOSE_WAIT
+            while True:
+                left = deadline - time.monotonic()
+                if left <= 0:
+                    break
+                self._sock.settimeout(left)
+                if not self._sock.recv(1 << 16):
+                    break
         except OSError:
-            pass  # already gone
+            pass  # gone already, or the wait ran out (socket.timeout)
         self._file.close()
         self._sock.close()
 
