@@ -297,6 +297,54 @@ stages:
 	}
 }
 
+// TestLastEpochStopsWhatIsNotNeeded: in the last epoch a zip past its
+// shortest input, a mix with stop_on_empty and a take past its count stop
+// the stages above, where they used to read them to the end (a zip of 10
+// samples with 10 million read all of them, found by a tester). Earlier
+// epochs still read theirs to the end, as the next begins only then.
+func TestLastEpochStopsWhatIsNotNeeded(t *testing.T) {
+	const long = 100000
+	for _, tc := range []struct {
+		name, stages string
+		epochs       int
+		out          int64
+		// The long branch's stage reads its earlier epochs whole and at
+		// most slack samples of the last.
+		stage string
+	}{
+		{"zip", `  - {name: short, type: range, count: 10}
+  - {name: src, type: range, count: 100000}
+  - {name: long, type: map, set: {x: index * 2}, keep: [x]}
+  - {name: z, type: zip, inputs: [short, long]}`, 1, 10, "long"},
+		{"zip over two epochs", `  - {name: short, type: range, count: 10}
+  - {name: src, type: range, count: 100000}
+  - {name: long, type: map, set: {x: index * 2}, keep: [x]}
+  - {name: z, type: zip, inputs: [short, long]}`, 2, 20, "long"},
+		{"mix stop_on_empty", `  - {name: short, type: range, count: 10}
+  - {name: src, type: range, count: 100000}
+  - {name: long, type: map, set: {index: index * 2}}
+  - {name: m, type: mix, inputs: [short, long], weights: [0.5, 0.5], stop_on_empty: true}`, 1, -1, "long"},
+		{"take over three epochs", `  - {name: src, type: range, count: 100000}
+  - {name: long, type: map, set: {x: index * 2}}
+  - {name: t, type: take, count: 10}`, 3, 30, "long"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			rep, err := runSpec(t, t.TempDir(), fmt.Sprintf("version: 1\nname: last\nseed: 1\nepochs: %d\nstages:\n%s\n  - {name: out, type: discard}\n", tc.epochs, tc.stages))
+			if err != nil {
+				t.Fatal(err)
+			}
+			if got := rep.Sinks["out"].Samples; tc.out >= 0 && got != tc.out {
+				t.Errorf("%d samples out, want %d", got, tc.out)
+			}
+			const slack = 10000
+			earlier := int64(tc.epochs-1) * long
+			if in := rep.Stages[tc.stage].In; in < earlier || in > earlier+slack {
+				t.Errorf("stage %s read %d samples, want %d of the earlier epochs and at most %d of the last", tc.stage, in, earlier, slack)
+			}
+		})
+	}
+}
+
 // TestSkipCausesInInputOrder: a report keeps the first ten skip causes in
 // input order, whichever worker reached its sample first (with jobs of one
 // slow sample the order of arrival varies; found in review).

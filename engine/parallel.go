@@ -916,8 +916,15 @@ func (r *Run) runJoin(ctx context.Context, n *node, j stages.Joiner) (err error)
 		if err != nil {
 			return n.fail(nil, err)
 		}
+		if last := r.epochs(); last > 0 && epoch == last-1 {
+			// The last epoch: what the joiner left is never needed, and
+			// ending here stops the stages above (a zip of ten labels
+			// with a decode of a whole dataset decoded all of it).
+			return o.endEpoch(epoch)
+		}
 		// Drop what the joiner left of this epoch (zip past the shortest
-		// input, mix with stop_on_empty), as tf.data does.
+		// input, mix with stop_on_empty): the next epoch begins only once
+		// every source's has ended.
 		for i := range ins {
 			for state[i] == active {
 				s, err := pull(i)

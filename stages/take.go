@@ -52,14 +52,17 @@ func init() {
 
 type takeStage struct {
 	n, seen int64
-	// last is the spec's epoch count: with one epoch, or endless epochs,
-	// reaching the count ends the stream and stops the work upstream.
+	// last is the spec's epoch count: reaching the count in the last
+	// epoch, or in an endless run, ends the stream and stops the work
+	// upstream; in an earlier epoch the rest is dropped, as the next epoch
+	// begins only once every source's has ended.
 	last int
 }
 
 func (t *takeStage) Process(_ context.Context, s *sample.Sample, emit Emit) error {
+	final := t.last <= 1 || s.Epoch >= t.last-1
 	if t.seen >= t.n {
-		if t.last <= 1 {
+		if final {
 			return io.EOF
 		}
 		return nil
@@ -68,7 +71,7 @@ func (t *takeStage) Process(_ context.Context, s *sample.Sample, emit Emit) erro
 	if err := emit(s); err != nil {
 		return err
 	}
-	if t.seen >= t.n && t.last <= 1 {
+	if t.seen >= t.n && final {
 		return io.EOF
 	}
 	return nil
