@@ -440,10 +440,15 @@ func Start(ctx context.Context, p *plan.Plan, opts Options) (*Run, error) {
 	return r, nil
 }
 
-// extraQueue lets prefetch stages widen their output queue to their buffer.
+// extraQueue lets prefetch stages widen their output queue to their
+// buffer. The queue holds chunks, and a chunk may hold one sample (a stage
+// hands on what it has whenever its input would block), so it takes one
+// chunk a sample: buffer/ChunkSize chunks held 6 of a buffer of 200, and a
+// fan-out that needed the buffer stalled (a tester). Full chunks hold more;
+// the budget bounds those, as it does every queue.
 func (r *Run) extraQueue(n *node) int {
 	if n.st.Type == "prefetch" && n.pn.Buffer > 0 {
-		return (n.pn.Buffer + r.plan.ChunkSize - 1) / r.plan.ChunkSize
+		return n.pn.Buffer
 	}
 	return 0
 }

@@ -345,6 +345,32 @@ func TestLastEpochStopsWhatIsNotNeeded(t *testing.T) {
 	}
 }
 
+// TestPrefetchHoldsItsBuffer: a prefetch of buffer N holds N samples
+// whatever the chunks they travel in: here a concat reads stage a directly
+// and through the prefetch, which must hold a whole epoch of a until the
+// concat turns to it. The queue was sized at N/64 chunks, and chunks of one
+// sample held 6 of 64: the run stalled (found by a tester).
+func TestPrefetchHoldsItsBuffer(t *testing.T) {
+	rep, err := runSpec(t, t.TempDir(), `
+version: 1
+name: pf
+epochs: 1
+resources: {memory: 100MiB}
+stages:
+  - {name: src, type: range, count: 30}
+  - {name: a, type: map, parallelism: 1, set: {x: 'one_hot(index % 7, 250000)'}}
+  - {name: pf, type: prefetch, input: a, buffer: 64}
+  - {name: c, type: concat, inputs: [a, pf]}
+  - {name: out, type: discard}
+`)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := rep.Sinks["out"].Samples; got != 60 {
+		t.Errorf("%d samples out, want 60", got)
+	}
+}
+
 // TestSkipCausesInInputOrder: a report keeps the first ten skip causes in
 // input order, whichever worker reached its sample first (with jobs of one
 // slow sample the order of arrival varies; found in review).
