@@ -523,23 +523,28 @@ func (p *Plan) fit(advise bool) []FitProblem {
 // only when the cache had filled its part of the budget (a new-user test).
 func (p *Plan) fitEpochs(add func(path string, warn bool, format string, args ...any)) int {
 	counts := map[*spec.Stage]int64{}
-	errs := 0
-	for _, n := range p.Nodes {
-		in := int64(-1)
-		if len(n.Stage.Inputs) == 1 {
-			if c, ok := counts[n.Stage.Inputs[0]]; ok {
-				in = c
+	inCount := func(st *spec.Stage) int64 {
+		if len(st.Inputs) == 1 {
+			if c, ok := counts[st.Inputs[0]]; ok {
+				return c
 			}
 		}
+		return -1
+	}
+	for _, n := range p.Nodes { // inputs first
 		counts[n.Stage] = -1
 		// A stage that skips bad samples emits fewer, by how many the run
 		// alone knows: counted as it is, a skipping decode could push a
 		// spec that runs over the line (found in review).
 		if c, ok := n.Stage.Config.(Counter); ok && len(n.Stage.Inputs) <= 1 && !n.Stage.Skip() {
-			counts[n.Stage] = c.EpochSamples(in)
+			counts[n.Stage] = c.EpochSamples(inCount(n.Stage))
 		}
+	}
+	errs := 0
+	for _, n := range p.Nodes {
+		in := inCount(n.Stage)
 		h, ok := n.Stage.Config.(EpochHolder)
-		if !ok || h.EpochShare() < 1 || in <= 0 || p.takeBelow(n.Stage) {
+		if !ok || h.EpochShare() < 1 || in <= 0 || p.takeBelow(n.Stage, inCount) {
 			continue
 		}
 		// Strings and bytes are known only at run time: their samples are
@@ -567,14 +572,26 @@ func (p *Plan) fitEpochs(add func(path string, warn bool, format string, args ..
 }
 
 // takeBelow reports whether, in a run of at most one epoch (or endless),
-// a take below st ends the stream: the work above stops there, and st
-// never holds its whole pass (found in review: a take of 50 below a cache
-// of 100,000 samples was refused, and ran in 178 KiB).
-func (p *Plan) takeBelow(st *spec.Stage) bool {
+// a take below st may end the stream inside st's first pass: the work
+// above stops there, and st may never hold its whole pass (found in review:
+// a take of 50 below a cache of 100,000 samples was refused, and ran in
+// 178 KiB). A take known to pass its whole epoch (in gives the count that
+// reaches a stage) does not: a take of 700 below a cache of 200 samples
+// was let through and the run failed (a tester). One that cuts the pass
+// may still let the cache fill it, as the stages between read ahead; the
+// run then fails, naming the cache.
+func (p *Plan) takeBelow(st *spec.Stage, in func(*spec.Stage) int64) bool {
 	if p.Spec == nil || p.Spec.Epochs > 1 {
 		return false
 	}
-	return st.Below(func(s *spec.Stage) bool { return s.Type == "take" }) != nil
+	return st.Below(func(s *spec.Stage) bool {
+		if s.Type != "take" {
+			return false
+		}
+		c, ok := s.Config.(Counter)
+		n := in(s)
+		return !ok || n < 0 || c.EpochSamples(n) < n
+	}) != nil
 }
 
 // held is the bytes n will hold: its share, less what a buffer that
