@@ -177,6 +177,18 @@ func (r *Run) stallError() error {
 			}
 		}
 	}
+	// Each worker of a parallel stage holds its samples in and out, and
+	// finished ones wait for their turn: chains of parallel maps stalled
+	// at budgets of 5 to 20 samples that ran at parallelism 1 (a tester).
+	var parallel []string
+	for _, nd := range r.nodes {
+		if nd.pn.Parallelism > 1 {
+			parallel = append(parallel, fmt.Sprintf("%s %q (%d)", nd.st.Type, nd.st.Name, nd.pn.Parallelism))
+		}
+	}
+	if len(parallel) > 0 {
+		hints = append(hints, "lower the parallelism of "+strings.Join(parallel, ", ")+": each worker holds its samples in and out, and finished ones wait their turn")
+	}
 	if reserved > 0 {
 		hints = append(hints, fmt.Sprintf("count the %s reserved in resources.memory: it leaves samples %s", spec.ByteSize(reserved), spec.ByteSize(max(0, r.budget.Limit()-reserved))))
 	}

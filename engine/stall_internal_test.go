@@ -90,7 +90,9 @@ func (i interleaver) Interleave() (int, int)                                    
 // samples, says what it leaves them, and names an interleave's width as
 // something to lower (a new-user test: "83.13MiB inside other stages"
 // hid the cache, and a 3MiB budget reading 8 files of 375KiB records
-// named no cycle_length).
+// named no cycle_length), and names parallel stages as something to lower
+// (a tester's chains of parallel maps stalled at budgets of 5 to 20 samples
+// that ran at parallelism 1).
 func TestStallErrorNamesReservedMemory(t *testing.T) {
 	b := budget.New(100 << 20)
 	b.TryAcquire(82 << 20)
@@ -104,8 +106,10 @@ func TestStallErrorNamesReservedMemory(t *testing.T) {
 	r := &Run{budget: b, nodes: []*node{
 		{pn: &plan.Node{}, st: &spec.Stage{Name: "records", Type: "tfrecord"}, impl: interleaver{cycle: 8}},
 		{pn: &plan.Node{Reserved: 82 << 20}, st: &spec.Stage{Name: "c", Type: "cache"}},
+		{pn: &plan.Node{Parallelism: 2}, st: &spec.Stage{Name: "decode", Type: "map"}},
+		{pn: &plan.Node{Parallelism: 1}, st: &spec.Stage{Name: "grow", Type: "map"}},
 	}}
-	want := ErrStalled.Error() + ` (memory budget 100MiB: 98MiB held: none queued between stages, 82MiB reserved by cache "c" for its own use, 16MiB inside other stages; waiting for more: batch (3MiB)): raise resources.memory to hold several of the largest samples at once (3MiB was asked for here), or make them smaller earlier (resize in the decode); or lower cycle_length of tfrecord "records" (8 files open at once, a record of each held); or count the 82MiB reserved in resources.memory: it leaves samples 18MiB`
+	want := ErrStalled.Error() + ` (memory budget 100MiB: 98MiB held: none queued between stages, 82MiB reserved by cache "c" for its own use, 16MiB inside other stages; waiting for more: batch (3MiB)): raise resources.memory to hold several of the largest samples at once (3MiB was asked for here), or make them smaller earlier (resize in the decode); or lower cycle_length of tfrecord "records" (8 files open at once, a record of each held); or lower the parallelism of map "decode" (2): each worker holds its samples in and out, and finished ones wait their turn; or count the 82MiB reserved in resources.memory: it leaves samples 18MiB`
 	if got := r.stallError().Error(); got != want {
 		t.Errorf("got\n%s\nwant\n%s", got, want)
 	}
