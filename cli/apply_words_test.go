@@ -137,6 +137,13 @@ func TestZipOfDivergingBranchesWarns(t *testing.T) {
   - {name: m, type: map, input: r, set: {j: index}, keep: [j]}
   - {name: z, type: zip, inputs: [s, m]}`,
 			`warning: stages[3].inputs: inputs "s" and "m" both read stage "r", and only "s" passes through shuffle "s"`},
+		{"names the stage both read, not its source", `
+  - {name: r, type: range, count: 10}
+  - {name: big, type: map, input: r, set: {j: index}}
+  - {name: f, type: filter, input: big, where: 'index % 2 == 0'}
+  - {name: m, type: map, input: f, set: {k: index}, keep: [k]}
+  - {name: z, type: zip, inputs: [big, m]}`,
+			`warning: stages[4].inputs: inputs "big" and "m" both read stage "big", and only "m" passes through filter "f"`},
 		{"map keeps positions", `
   - {name: r, type: range, count: 10}
   - {name: m, type: map, input: r, set: {j: index}, keep: [j]}

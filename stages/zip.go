@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"io"
+	"slices"
 
 	"github.com/piperun/piperun/sample"
 	"github.com/piperun/piperun/spec"
@@ -74,9 +75,13 @@ func zipWarnMisaligned(cc *spec.CheckContext) {
 		walk(in, "")
 		through[k] = m
 	}
+	// The nearest stage both branches read is the one to name, not a
+	// source above it (a tester was told of "src" where both read "big").
+	up := upstream(cc.Stage)
+	slices.Reverse(up)
 	for i := range ins {
 		for j := i + 1; j < len(ins); j++ {
-			for _, a := range upstream(cc.Stage) {
+			for _, a := range up {
 				vi, oki := through[i][a]
 				vj, okj := through[j][a]
 				if !oki || !okj || vi == vj {
