@@ -285,7 +285,8 @@ func (n *node) fail(s *sample.Sample, err error) error {
 // twice, worded the same).
 func (n *node) describe(s *sample.Sample) string {
 	d := s.Describe()
-	if s.Origin != "" && n.env.Spec.Epochs != 1 {
+	// A batch's name says its epoch already.
+	if s.Origin != "" && n.env.Spec.Epochs != 1 && !strings.Contains(d, "(epoch ") {
 		d += fmt.Sprintf(" (epoch %d)", s.Epoch)
 	}
 	return d
@@ -441,17 +442,21 @@ func Start(ctx context.Context, p *plan.Plan, opts Options) (*Run, error) {
 }
 
 // extraQueue lets prefetch stages widen their output queue to their
-// buffer. The queue holds chunks, and a chunk may hold one sample (a stage
-// hands on what it has whenever its input would block), so it takes one
-// chunk a sample: buffer/ChunkSize chunks held 6 of a buffer of 200, and a
-// fan-out that needed the buffer stalled (a tester). Full chunks hold more;
-// the budget bounds those, as it does every queue.
+// buffer, and prefetchChunk sends a prefetch's samples one to a chunk, so
+// the queue holds its buffer, no less and no more. Chunks of up to
+// ChunkSize samples held as few as buffer/ChunkSize samples (a stage hands
+// on what it has whenever its input would block; a concat through a
+// prefetch of 64 stalled, found by a tester), and a queue of buffer chunks
+// held up to ChunkSize times the buffer, filling the budget past what
+// validate counted (found in review).
 func (r *Run) extraQueue(n *node) int {
-	if n.st.Type == "prefetch" && n.pn.Buffer > 0 {
+	if prefetchChunk(n) {
 		return n.pn.Buffer
 	}
 	return 0
 }
+
+func prefetchChunk(n *node) bool { return n.st.Type == "prefetch" && n.pn.Buffer > 0 }
 
 // abortBuilt undoes the stages built so far when a later one cannot be:
 // the sinks remove the temporaries they opened, and every stage closes.
@@ -705,7 +710,11 @@ func (r *Run) runNode(ctx context.Context, g *errgroup.Group, n *node) error {
 }
 
 func (r *Run) newOutlet(ctx context.Context, n *node) *outlet {
-	o := newOutlet(ctx, n.outs, r.plan.ChunkSize, r.budget)
+	size := r.plan.ChunkSize
+	if prefetchChunk(n) {
+		size = 1
+	}
+	o := newOutlet(ctx, n.outs, size, r.budget)
 	o.holder = n.holder
 	o.onEmit = func(k int, bytes int64) { n.out.Add(int64(k)); n.outBytes.Add(bytes) }
 	return o
@@ -754,8 +763,13 @@ func (r *Run) finish(o *outlet, err error, ins ...*inlet) {
 	if o != nil {
 		o.close()
 	}
+	// Stop every input before draining any: a join's producers may feed
+	// one another (zip(a, filter(a))), and one waiting for its drain while
+	// another was not yet stopped could wait forever (found in review).
 	for _, in := range ins {
 		in.stop(r.budget)
+	}
+	for _, in := range ins {
 		for {
 			select {
 			case c, ok := <-in.l.ch:

@@ -345,16 +345,20 @@ func TestLastEpochStopsWhatIsNotNeeded(t *testing.T) {
 	}
 }
 
-// TestPrefetchHoldsItsBuffer: a prefetch of buffer N holds N samples
-// whatever the chunks they travel in: here a concat reads stage a directly
-// and through the prefetch, which must hold a whole epoch of a until the
-// concat turns to it. The queue was sized at N/64 chunks, and chunks of one
-// sample held 6 of 64: the run stalled (found by a tester).
+// TestPrefetchHoldsItsBuffer: a prefetch of buffer N holds N samples,
+// no fewer and no more, whatever the chunks they travel in. In "holds its
+// buffer" a concat reads stage a directly and through the prefetch, which
+// must hold a whole epoch of a until the concat turns to it: a queue of N/64
+// chunks held 6 of 64 samples in chunks of one, and the run stalled (found
+// by a tester). In "holds no more" the concat reads a shuffle first: a queue
+// of N chunks of up to 64 samples filled the budget that validate had
+// counted N samples of, and the shuffle stalled (found in review).
 func TestPrefetchHoldsItsBuffer(t *testing.T) {
-	rep, err := runSpec(t, t.TempDir(), `
-version: 1
-name: pf
-epochs: 1
+	for _, tc := range []struct {
+		name, spec string
+		out        int64
+	}{
+		{"holds its buffer", `
 resources: {memory: 100MiB}
 stages:
   - {name: src, type: range, count: 30}
@@ -362,12 +366,91 @@ stages:
   - {name: pf, type: prefetch, input: a, buffer: 64}
   - {name: c, type: concat, inputs: [a, pf]}
   - {name: out, type: discard}
+`, 60},
+		{"holds no more", `
+optimize: false
+resources: {memory: 16MiB}
+stages:
+  - {name: b, type: range, count: 8000}
+  - {name: bm, type: map, parallelism: 1, set: {x: 'one_hot(index % 7, 512)'}}
+  - {name: sh, type: shuffle, input: bm, buffer: 3000}
+  - {name: a, type: range, count: 20000}
+  - {name: am, type: map, parallelism: 1, set: {x: 'one_hot(index % 7, 512)'}}
+  - {name: pf, type: prefetch, input: am, buffer: 200}
+  - {name: c, type: concat, inputs: [sh, pf]}
+  - {name: out, type: discard}
+`, 28000},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			rep, err := runSpec(t, t.TempDir(), "version: 1\nname: pf\nseed: 1\nepochs: 1\n"+tc.spec)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if got := rep.Sinks["out"].Samples; got != tc.out {
+				t.Errorf("%d samples out, want %d", got, tc.out)
+			}
+		})
+	}
+}
+
+// TestJoinAboveAFillingCacheReadsOn: a zip with a cache above its longer
+// input reads that input to the end in a one-epoch run, so the cache fills
+// in the first run and the second replays it (stopping early left it
+// partial in every run, and with deterministic: false refilled each time;
+// found in review).
+func TestJoinAboveAFillingCacheReadsOn(t *testing.T) {
+	dir := t.TempDir()
+	src := `
+version: 1
+name: zc
+seed: 1
+epochs: 1
+stages:
+  - {name: s, type: range, count: 10}
+  - {name: x, type: range, count: 5000}
+  - {name: m, type: map, input: x, set: {c: index}, keep: [c]}
+  - {name: cache, type: cache, dir: cache}
+  - {name: z, type: zip, inputs: [s, cache]}
+  - {name: out, type: discard}
+`
+	for run, want := range []stages.CacheStats{{Written: 5000, Complete: true}, {FromCache: 5000, Complete: true}} {
+		rep, err := runSpec(t, dir, src)
+		if err != nil {
+			t.Fatal(err)
+		}
+		c := rep.Caches["cache"]
+		if c.Written != want.Written || c.FromCache != want.FromCache || c.Complete != want.Complete || rep.Sinks["out"].Samples != 10 {
+			t.Errorf("run %d: cache %+v and %d samples out, want %d written, %d from the cache, complete, and 10 out", run+1, c, rep.Sinks["out"].Samples, want.Written, want.FromCache)
+		}
+	}
+}
+
+// TestJoinStopsEveryInputBeforeDraining: a zip whose last epoch ends
+// stops all its inputs before it drains any. It stopped and drained them
+// one at a time, and a producer feeding two inputs (x, read by x1 through
+// a filter and by x2) waited on the one not yet stopped: the run stalled
+// after its sink had every sample (found in review).
+func TestJoinStopsEveryInputBeforeDraining(t *testing.T) {
+	rep, err := runSpec(t, t.TempDir(), `
+version: 1
+name: fan
+seed: 1
+epochs: 1
+stages:
+  - {name: s, type: range, count: 10}
+  - {name: sa, type: map, input: s, set: {a: index}, keep: [a]}
+  - {name: x, type: range, count: 100000}
+  - {name: xf, type: filter, input: x, where: "index < 20 || index % 1000 == 0"}
+  - {name: x1, type: map, input: xf, set: {b: index}, keep: [b]}
+  - {name: x2, type: map, input: x, set: {c: index}, keep: [c]}
+  - {name: z, type: zip, inputs: [sa, x1, x2]}
+  - {name: out, type: discard}
 `)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if got := rep.Sinks["out"].Samples; got != 60 {
-		t.Errorf("%d samples out, want 60", got)
+	if got := rep.Sinks["out"].Samples; got != 10 {
+		t.Errorf("%d samples out, want 10", got)
 	}
 }
 

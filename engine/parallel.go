@@ -13,6 +13,7 @@ import (
 	"golang.org/x/sync/errgroup"
 
 	"github.com/piperun/piperun/sample"
+	"github.com/piperun/piperun/spec"
 	"github.com/piperun/piperun/stages"
 )
 
@@ -873,6 +874,10 @@ func (r *Run) runJoin(ctx context.Context, n *node, j stages.Joiner) (err error)
 		atEpochEnd
 		closed
 	)
+	// A cache above fills in its first pass: a one-epoch run that stopped
+	// it would leave it partial in every run, never filled (found in
+	// review), so such a join reads its inputs to the end as before.
+	fills := n.st.Above(func(s *spec.Stage) bool { return s.Type == "cache" }) != nil
 	for epoch := 0; ; epoch++ {
 		state := make([]int, len(ins))
 		var pulled []*sample.Sample
@@ -916,7 +921,7 @@ func (r *Run) runJoin(ctx context.Context, n *node, j stages.Joiner) (err error)
 		if err != nil {
 			return n.fail(nil, err)
 		}
-		if last := r.epochs(); last > 0 && epoch == last-1 {
+		if last := r.epochs(); last > 0 && epoch == last-1 && !fills {
 			// The last epoch: what the joiner left is never needed, and
 			// ending here stops the stages above (a zip of ten labels
 			// with a decode of a whole dataset decoded all of it).

@@ -123,7 +123,8 @@ const closeWait = 2 * time.Second
 // acknowledgements among them (dozens on a busy machine, as TCP's small
 // queues hold them): so Close shuts the write side, which sends them and
 // then the end, and reads on, dropping frames, until the server has read
-// that end and closed its side, for at most closeWait.
+// that end and closed its side, for at most closeWait. It reads the
+// connection itself, so it must not run while Next does.
 func (c *Client) Close() error {
 	if cw, ok := c.conn.(interface{ CloseWrite() error }); ok && cw.CloseWrite() == nil {
 		c.conn.SetReadDeadline(time.Now().Add(closeWait))

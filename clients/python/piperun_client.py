@@ -16,6 +16,7 @@ PyTorch tensors.
 The wire format is documented in the Go package github.com/piperun/piperun/serve.
 Only the standard library and NumPy are needed; PyTorch only for PiperunDataset.
 """
+import atexit
 import base64
 import json
 import socket
@@ -270,8 +271,9 @@ class Stream:
                     break
         except OSError:
             pass  # gone already, or the wait ran out (socket.timeout)
-        self._file.close()
-        self._sock.close()
+        finally:  # a Ctrl-C in the wait closes too
+            self._file.close()
+            self._sock.close()
 
     def __enter__(self):
         return self
@@ -310,6 +312,14 @@ try:
             if self._stream is None:
                 self._stream = connect(self.address, torch=True, wait=self.wait)
                 self._epochs = self._stream.epochs()
+                # A training script rarely closes its dataset: leave through
+                # close() at exit, so its last acknowledgements are not lost.
+                atexit.register(self._stream.close)
             return next(self._epochs, iter(()))
+
+        def close(self):
+            """Leaves the stream (see Stream.close)."""
+            if self._stream is not None:
+                self._stream.close()
 except ImportError:  # NumPy users need no torch
     pass
