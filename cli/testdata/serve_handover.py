@@ -1,6 +1,8 @@
 """Test trainer for the serve sink's hand-over: reads STOP batches (all when
-STOP is 0) with clients/python's client, leaves through Stream.close(), and
-prints the labels it read as JSON, one list per epoch it saw begin."""
+STOP is 0) with clients/python's client and leaves, and prints the labels it
+read as JSON, one list per epoch it saw begin. It leaves through
+Stream.close(), or with --dataset through a torch DataLoader over
+PiperunDataset that it never closes: the client closes it at exit."""
 import json
 import os
 import sys
@@ -10,17 +12,47 @@ from piperun_client import connect  # noqa: E402
 
 address, stop = sys.argv[1], int(sys.argv[2])
 epochs, n = [], 0
-s = connect(address)
-try:
-    for epoch in s.epochs():
+
+
+def read(epoch_iters):
+    global n
+    for epoch in epoch_iters:
         epochs.append([])
         for b in epoch:
             epochs[-1].extend(int(x) for x in b["label"])
             n += 1
             if n == stop:
-                break
-        if n == stop:
-            break
-finally:
-    s.close()
-print(json.dumps(epochs))
+                return
+
+
+if "--dataset" in sys.argv:
+    import torch.utils.data
+    from piperun_client import PiperunDataset
+
+    ds = PiperunDataset(address)
+    loader = torch.utils.data.DataLoader(ds, batch_size=None, num_workers=0)
+
+    # An epoch at a time, as a training loop reads them; stop part-way.
+    def epochs_of_loader():
+        while True:
+            batches = iter(loader)
+            first = next(batches, None)
+            if first is None:
+                return
+
+            def epoch(first=first, batches=batches):
+                yield first
+                yield from batches
+            yield epoch()
+
+    read(epochs_of_loader())
+    print(json.dumps(epochs))
+    sys.stdout.flush()
+    # No close: the script ends with the stream open.
+else:
+    s = connect(address)
+    try:
+        read(s.epochs())
+    finally:
+        s.close()
+    print(json.dumps(epochs))
