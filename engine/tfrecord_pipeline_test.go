@@ -514,6 +514,31 @@ stages:
 			t.Errorf("decode causes name %q, want %q (and 2 records causes, got %d)", got, want, len(recs))
 		}
 	})
+	// A batch's name says its epoch already: one of a range sample (named
+	// with its epoch) is not given another (found in review).
+	t.Run("a batch keeps one epoch", func(t *testing.T) {
+		rep, err := tfrRun(t, dir, `version: 1
+name: desc
+epochs: 2
+stages:
+  - {name: r, type: range, count: 2}
+  - {name: b, type: batch, size: 1}
+  - {name: m, type: map, on_error: skip, set: {x: 'one_hot(-5, 2)'}}
+  - {name: out, type: discard}
+`)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var got []string
+		for _, c := range rep.SkipCauses["m"] {
+			head, _, _ := strings.Cut(c, ": set x")
+			got = append(got, head)
+		}
+		want := []string{"sample 0 (epoch 0)", "sample 1 (epoch 0)", "sample 0 (epoch 1)", "sample 1 (epoch 1)"}
+		if !reflect.DeepEqual(got, want) {
+			t.Errorf("causes name %q, want %q", got, want)
+		}
+	})
 }
 
 // testFlippedByteSkipped runs TestTFRecordFlippedByte's spec src, which
