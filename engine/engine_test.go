@@ -382,11 +382,7 @@ stages:
 `, 28000},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			rep, err := runSpec(t, t.TempDir(), "version: 1\nname: pf\nseed: 1\nepochs: 1\n"+tc.spec)
-			if err != nil {
-				t.Fatal(err)
-			}
-			if got := rep.Sinks["out"].Samples; got != tc.out {
+			if got := samplesOut(t, "version: 1\nname: pf\nseed: 1\nepochs: 1\n"+tc.spec); got != tc.out {
 				t.Errorf("%d samples out, want %d", got, tc.out)
 			}
 		})
@@ -431,7 +427,7 @@ stages:
 // a filter and by x2) waited on the one not yet stopped: the run stalled
 // after its sink had every sample (found in review).
 func TestJoinStopsEveryInputBeforeDraining(t *testing.T) {
-	rep, err := runSpec(t, t.TempDir(), `
+	got := samplesOut(t, `
 version: 1
 name: fan
 seed: 1
@@ -446,12 +442,19 @@ stages:
   - {name: z, type: zip, inputs: [sa, x1, x2]}
   - {name: out, type: discard}
 `)
+	if got != 10 {
+		t.Errorf("%d samples out, want 10", got)
+	}
+}
+
+// samplesOut runs spec src and returns the samples its sink "out" got.
+func samplesOut(t *testing.T, src string) int64 {
+	t.Helper()
+	rep, err := runSpec(t, t.TempDir(), src)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if got := rep.Sinks["out"].Samples; got != 10 {
-		t.Errorf("%d samples out, want 10", got)
-	}
+	return rep.Sinks["out"].Samples
 }
 
 // TestSkipCausesInInputOrder: a report keeps the first ten skip causes in
