@@ -124,17 +124,19 @@ func ValidHeader(head []byte) bool {
 
 // Detect guesses the compression of a file from its first bytes and its name.
 // head should hold at least the first 12 bytes when the file has them. The
-// content wins over the extension: gzip magic means Gzip; a valid TFRecord
-// header means None (its little-endian length can look like a zlib header,
-// so this is checked before the zlib test); a valid zlib header means Zlib.
-// Only when the content is inconclusive do the extensions .gz/.gzip (Gzip) and
-// .zz/.zlib (Zlib) decide; otherwise the result is None.
+// content wins over the extension: a valid TFRecord header means None; gzip
+// magic means Gzip; a valid zlib header means Zlib. The header is checked
+// first because its little-endian length can look like either magic (a
+// first record of 35615 bytes starts 1f 8b, one of 40056 bytes 78 9c),
+// while a compressed stream passes the header's CRC by chance once in 2^32.
+// Only when the content is inconclusive do the extensions .gz/.gzip (Gzip)
+// and .zz/.zlib (Zlib) decide; otherwise the result is None.
 func Detect(path string, head []byte) Compression {
-	if len(head) >= 2 && head[0] == 0x1f && head[1] == 0x8b {
-		return Gzip
-	}
 	if ValidHeader(head) {
 		return None
+	}
+	if len(head) >= 2 && head[0] == 0x1f && head[1] == 0x8b {
+		return Gzip
 	}
 	if len(head) >= 2 {
 		cmf, flg := head[0], head[1]

@@ -573,12 +573,20 @@ func TestDetect(t *testing.T) {
 	if zlibLike[0] != 0x78 || zlibLike[1] != 0x9c {
 		t.Fatalf("setup: %x", zlibLike[:2])
 	}
+	// 0x1f 0x8b likewise: a record of length 0x8b1f (35615) whose header
+	// looks like gzip's magic.
+	gzipLike := writeAll(t, None, [][]byte{make([]byte, 0x8b1f)})
+	if gzipLike[0] != 0x1f || gzipLike[1] != 0x8b {
+		t.Fatalf("setup: %x", gzipLike[:2])
+	}
 	tests := []struct {
 		name, path string
 		head       []byte
 		want       Compression
 	}{
 		{"gzip magic", "a.tfrecord", []byte{0x1f, 0x8b, 8, 0}, Gzip},
+		{"gzip-like raw record", "a.tfrecord", gzipLike[:12], None},
+		{"gzip-like raw record with .gz name", "a.gz", gzipLike[:12], None},
 		{"zlib header", "a.tfrecord", []byte{0x78, 0x9c, 1, 2, 3}, Zlib},
 		{"zlib-like raw record", "a.zz", zlibLike[:12], None},
 		{"raw record with .gz name", "a.gz", writeAll(t, None, [][]byte{[]byte("x")})[:12], None},
