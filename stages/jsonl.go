@@ -9,6 +9,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"strconv"
 	"strings"
 
 	"github.com/piperun/piperun/sample"
@@ -183,8 +184,13 @@ func ParseJSONLine(b []byte) (map[string]any, error) {
 		}
 		return nil, fmt.Errorf("line is %s, not a JSON object", kind)
 	}
-	if dec.More() {
+	// dec.More is false before a stray ']' or '}' too, so the rest of
+	// the line is checked byte by byte.
+	if len(bytes.TrimLeft(b[dec.InputOffset():], " \t\r\n")) > 0 {
 		return nil, fmt.Errorf("trailing data after the JSON object")
+	}
+	if at, esc := loneSurrogate(b); at >= 0 {
+		return nil, fmt.Errorf("a string holds %s at byte %d, half of a UTF-16 surrogate pair, which UTF-8 text cannot hold; write the character itself or its pair", esc, at)
 	}
 	for k, v := range m {
 		c, err := jsonValue(v)
@@ -194,6 +200,43 @@ func ParseJSONLine(b []byte) (map[string]any, error) {
 		m[k] = c
 	}
 	return m, nil
+}
+
+// loneSurrogate finds a \uD800–\uDFFF escape that is not half of a high
+// then low pair, which encoding/json would read as U+FFFD, changing the
+// data without a word; it returns its byte offset and text, or -1. b must
+// have decoded as JSON, so every backslash is inside a string and begins a
+// well-formed escape.
+func loneSurrogate(b []byte) (int, string) {
+	hex4 := func(i int) (rune, bool) {
+		if i+6 > len(b) || b[i] != '\\' || b[i+1] != 'u' {
+			return 0, false
+		}
+		n, err := strconv.ParseUint(string(b[i+2:i+6]), 16, 16)
+		return rune(n), err == nil
+	}
+	for i := 0; i < len(b); i++ {
+		if b[i] != '\\' {
+			continue
+		}
+		r, ok := hex4(i)
+		if !ok {
+			i++ // a two-byte escape such as \\ or \"
+			continue
+		}
+		switch {
+		case r >= 0xd800 && r < 0xdc00:
+			if lo, ok := hex4(i + 6); ok && lo >= 0xdc00 && lo < 0xe000 {
+				i += 11
+				continue
+			}
+			return i, string(b[i : i+6])
+		case r >= 0xdc00 && r < 0xe000:
+			return i, string(b[i : i+6])
+		}
+		i += 5
+	}
+	return -1, ""
 }
 
 func jsonValue(v any) (any, error) {

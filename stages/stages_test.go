@@ -255,7 +255,13 @@ func TestParseJSONLine(t *testing.T) {
 		{`{"a": [1e400]}`, "", `key "a": number 1e400 is out of the range of a float64 (about ±1.8e308); write it as a string`},
 		{"{\"a\": \"x\xffy\"}", "", "line is not valid UTF-8 (byte 8 is 0xff); JSON text must be UTF-8"},
 		{"{\"\xc3\": 1}", "", "line is not valid UTF-8 (byte 2 is 0xc3); JSON text must be UTF-8"},
-		{`{"a": "\u00e9\ud800"}`, `map[a:é�]`, ""},
+		{`{"a": "\u00e9\ud800"}`, "", `a string holds \ud800 at byte 13, half of a UTF-16 surrogate pair, which UTF-8 text cannot hold; write the character itself or its pair`},
+		{`{"a": "\udc00\ud800"}`, "", `a string holds \udc00 at byte 7, half of a UTF-16 surrogate pair, which UTF-8 text cannot hold; write the character itself or its pair`},
+		{`{"a": "\ud83d\ude00 \\ud800 \\\u00e9\"\/"}`, `map[a:😀 \ud800 \é"/]`, ""},
+		{`{"a": 1}]`, "", "trailing data after the JSON object"},
+		{`{"a": 1}}`, "", "trailing data after the JSON object"},
+		{`{"a": 1} } x`, "", "trailing data after the JSON object"},
+		{"{\"a\": 1} \t\r\n", `map[a:1]`, ""},
 	}
 	for _, tc := range tests {
 		got, err := stages.ParseJSONLine([]byte(tc.in))
