@@ -48,9 +48,12 @@ const (
 )
 
 // DefaultMaxRecordSize is the largest record a Reader accepts unless told
-// otherwise. A corrupt length field that still passes its CRC (or a hostile
-// file) must not make us allocate gigabytes.
-const DefaultMaxRecordSize = 1 << 30
+// otherwise, and the largest a Writer writes: the most a protocol buffer
+// (a tf.train.Example) may hold, so what TensorFlow can parse piperun reads
+// back. A corrupt length field that still passes its CRC (or a hostile
+// file) costs no more than the bytes that are there: records are read in
+// chunks of allocChunk.
+const DefaultMaxRecordSize = 1<<31 - 1
 
 // castagnoli is shared by all readers and writers; the standard library
 // uses SSE4.2 / ARM64 CRC instructions for this polynomial when available.
@@ -795,7 +798,13 @@ type Writer struct {
 	err    error
 	closed bool
 	hdr    [headerSize]byte
+	// maxSize is DefaultMaxRecordSize but in tests.
+	maxSize int
 }
+
+// ErrRecordTooLarge is wrapped by the error of a Write refused for its
+// size.
+var ErrRecordTooLarge = errors.New("record too large")
 
 // errClosed is returned by writes after Close.
 var errClosed = errors.New("tfrecord: write after close")
@@ -803,7 +812,7 @@ var errClosed = errors.New("tfrecord: write after close")
 // NewWriter returns a Writer that writes records to w, compressed with c
 // (an unknown c is treated as None).
 func NewWriter(w io.Writer, c Compression) *Writer {
-	wr := &Writer{bw: bufio.NewWriterSize(w, bufferSize)}
+	wr := &Writer{bw: bufio.NewWriterSize(w, bufferSize), maxSize: DefaultMaxRecordSize}
 	switch c {
 	case Gzip:
 		wr.zw = gzip.NewWriter(wr.bw)
@@ -817,10 +826,14 @@ func NewWriter(w io.Writer, c Compression) *Writer {
 	return wr
 }
 
-// Write appends one record. Errors are sticky.
+// Write appends one record. Errors are sticky, but for a record too large
+// (over DefaultMaxRecordSize), which is refused before anything is written.
 func (w *Writer) Write(rec []byte) error {
 	if w.err != nil {
 		return w.err
+	}
+	if len(rec) > w.maxSize {
+		return fmt.Errorf("tfrecord: a record of %d bytes is over the %d a protocol buffer (a tf.train.Example) may hold, so neither TensorFlow nor piperun could read it back: %w", len(rec), w.maxSize, ErrRecordTooLarge)
 	}
 	binary.LittleEndian.PutUint64(w.hdr[:8], uint64(len(rec)))
 	binary.LittleEndian.PutUint32(w.hdr[8:], MaskedCRC(w.hdr[:8]))

@@ -390,7 +390,7 @@ func TestMaxRecordSize(t *testing.T) {
 	hdr[7] = 0x7f
 	putCRC(hdr[:])
 	r, _ = NewReader(bytes.NewReader(hdr[:]), None, "")
-	if _, err := r.Next(); err == nil || !strings.Contains(err.Error(), "exceeds the maximum of 1073741824 bytes") {
+	if _, err := r.Next(); err == nil || !strings.Contains(err.Error(), "exceeds the maximum of 2147483647 bytes") {
 		t.Errorf("err = %v", err)
 	}
 
@@ -679,5 +679,38 @@ func TestWrongCompressionHint(t *testing.T) {
 				t.Errorf("got  %v\nwant %s", err, want)
 			}
 		})
+	}
+}
+
+// TestWriterRefusesWhatNoReaderTakes: the writer refuses a record over the
+// limit the reader applies, before writing any of it, and writes on.
+func TestWriterRefusesWhatNoReaderTakes(t *testing.T) {
+	var buf bytes.Buffer
+	w := NewWriter(&buf, None)
+	if w.maxSize != DefaultMaxRecordSize {
+		t.Fatalf("writer limit %d, want %d", w.maxSize, DefaultMaxRecordSize)
+	}
+	w.maxSize = 9
+	err := w.Write([]byte("0123456789"))
+	const want = "tfrecord: a record of 10 bytes is over the 9 a protocol buffer (a tf.train.Example) may hold, so neither TensorFlow nor piperun could read it back: record too large"
+	if err == nil || err.Error() != want || !errors.Is(err, ErrRecordTooLarge) {
+		t.Fatalf("err = %v, want %s", err, want)
+	}
+	if err := w.Write([]byte("012345678")); err != nil {
+		t.Fatal(err)
+	}
+	if err := w.Close(); err != nil {
+		t.Fatal(err)
+	}
+	r, err := NewReader(bytes.NewReader(buf.Bytes()), None, "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	r.SetMaxRecordSize(9)
+	if rec, err := r.Next(); err != nil || string(rec) != "012345678" {
+		t.Errorf("read back %q, %v", rec, err)
+	}
+	if _, err := r.Next(); err != io.EOF {
+		t.Errorf("then %v, want EOF", err)
 	}
 }
