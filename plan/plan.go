@@ -49,10 +49,11 @@ type OutputSizer interface {
 }
 
 // Reserver is implemented by stage configs that hold memory of their own
-// beyond samples (the on-disk cache's Badger tables); the bytes are taken
-// from the budget when the run starts.
+// beyond samples (the on-disk cache's Badger tables, the serve sink's
+// window of samples sent but not acknowledged), told the run's memory
+// budget; the bytes are taken from the budget when the run starts.
 type Reserver interface {
-	ReservedBytes() int64
+	ReservedBytes(memory int64) int64
 }
 
 // Counter is implemented by stage configs that know how many samples they
@@ -218,7 +219,7 @@ func Compile(sp *spec.Spec, cat spec.Catalog, opts Options) (*Plan, error) {
 			n.Buffer = b.BufferSamples(p.Workers)
 		}
 		if rs, ok := st.Config.(Reserver); ok {
-			n.Reserved = rs.ReservedBytes()
+			n.Reserved = rs.ReservedBytes(p.Memory)
 		}
 		// A buffer holds input samples (batch gathers inputs; its output is
 		// one batch), the output queues hold output samples.

@@ -49,7 +49,7 @@ func (c *CacheConfig) EpochShare() int {
 
 // ReservedBytes implements plan.Reserver: what Badger itself may hold in
 // memory, counted inside the pipeline's budget.
-func (c *CacheConfig) ReservedBytes() int64 {
+func (c *CacheConfig) ReservedBytes(int64) int64 {
 	if c.Dir == "" {
 		return 0
 	}
@@ -494,7 +494,7 @@ func (m *memCache) Put(_ context.Context, s *sample.Sample) error {
 		// An on-disk cache is the usual way out, but its Badger store
 		// reserves memory of its own: a budget that leaves the samples
 		// nothing after it would only trade this error for a stuck run.
-		disk := (&CacheConfig{Dir: "set"}).ReservedBytes()
+		disk := (&CacheConfig{Dir: "set"}).ReservedBytes(0)
 		return &StateError{fmt.Errorf("in-memory cache outgrew its share of the memory budget (half of %s) after %d samples (%s, about %s a sample); "+
 			"set dir: to cache on disk (Badger reserves %s of the budget for itself, so give resources.memory at least %s), or raise resources.memory to hold the whole first pass in half of it",
 			spec.ByteSize(m.env.Memory), len(m.samples), spec.ByteSize(m.bytes+n), spec.ByteSize((m.bytes+n)/int64(len(m.samples)+1)),

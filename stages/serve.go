@@ -23,8 +23,28 @@ import (
 
 // ServeConfig configures the serve sink.
 type ServeConfig struct {
-	Listen string `yaml:"listen" jsonschema:"required" jsonschema_description:"Where trainers connect: unix:///path/to.sock (a relative path resolves against the spec's directory) or tcp://HOST:PORT. One trainer is served at a time; the next to connect takes over when it leaves."`
+	Listen string        `yaml:"listen" jsonschema:"required" jsonschema_description:"Where trainers connect: unix:///path/to.sock (a relative path resolves against the spec's directory) or tcp://HOST:PORT. One trainer is served at a time; the next to connect takes over when it leaves."`
+	Window spec.ByteSize `yaml:"window" jsonschema_description:"Bytes of sent samples kept until the trainer acknowledges them, inside the memory budget (a sample larger than the window waits for its acknowledgement before the next is taken). Default: 32MiB, or an eighth of the budget where that is less."`
 }
+
+// DefaultServeWindow is the serve window where the budget is large enough.
+const DefaultServeWindow = 32 << 20
+
+// window is the serve window's size under a memory budget of memory bytes
+// (0: none).
+func (c *ServeConfig) window(memory int64) int64 {
+	switch {
+	case c.Window > 0:
+		return int64(c.Window)
+	case memory > 0:
+		return min(DefaultServeWindow, memory/8)
+	}
+	return DefaultServeWindow
+}
+
+// ReservedBytes implements plan.Reserver: the window, reserved for the run
+// since its samples stay in memory after the engine has handed them over.
+func (c *ServeConfig) ReservedBytes(memory int64) int64 { return c.window(memory) }
 
 // maxUnixPath is the longest socket path Linux takes (sun_path less its NUL).
 const maxUnixPath = 107
@@ -148,9 +168,12 @@ type serveSink struct {
 	// of an acknowledgement.
 	queue       []*outFrame
 	queuedBytes int64
-	written     int
-	acked       uint64
-	ackBuf      []byte
+	// window bounds queuedBytes once Write returns: the bytes the plan
+	// reserved for the sink (ServeConfig.ReservedBytes).
+	window  int64
+	written int
+	acked   uint64
+	ackBuf  []byte
 	// served is set once a trainer has connected; idle is the time in
 	// nanoseconds since spent with none connected (IdleTime).
 	served bool
@@ -219,7 +242,7 @@ func newServeSink(env *Env, c *ServeConfig) (*serveSink, error) {
 	if network == "unix" {
 		listen = network + "://" + addr // not the name it was bound under
 	}
-	return &serveSink{log: env.Log, listen: listen, network: network, addr: addr, ln: ln, hello: hello}, nil
+	return &serveSink{log: env.Log, listen: listen, network: network, addr: addr, ln: ln, hello: hello, window: c.window(env.Memory)}, nil
 }
 
 // connect waits for a trainer unless one is connected, and greets it.
@@ -427,11 +450,12 @@ type outFrame struct {
 // the kernel takes it: a trainer that leaves takes with it whatever its
 // socket's buffers held (up to megabytes over TCP), and a review saw 97 of
 // 100 batches lost so, the run reporting success. Unacknowledged frames
-// go again, first, to the next trainer. The window bounds what is kept.
-const (
-	maxUnackedFrames = 256
-	maxUnackedBytes  = 32 << 20
-)
+// go again, first, to the next trainer. The window bounds what is kept:
+// its bytes (serveSink.window) are reserved from the memory budget, as the
+// engine gives a sample's reservation back once Write returns; a frame
+// larger than the window is acknowledged before Write returns, while the
+// sample's own reservation covers it.
+const maxUnackedFrames = 256
 
 // errTrainerLeft marks a connection lost; the frames not acknowledged on
 // it wait for the next trainer.
@@ -451,7 +475,7 @@ func (s *serveSink) send(ctx context.Context, f *outFrame) error {
 	for {
 		err := s.flush(ctx)
 		if err == nil {
-			for len(s.queue) > maxUnackedFrames || s.queuedBytes > maxUnackedBytes && len(s.queue) > 1 {
+			for len(s.queue) > maxUnackedFrames || s.queuedBytes > s.window {
 				if err = s.readAcks(ctx, true); err != nil {
 					break
 				}

@@ -15,6 +15,7 @@ import (
 	"github.com/piperun/piperun/sample"
 	"github.com/piperun/piperun/serve"
 	"github.com/piperun/piperun/spec"
+	"github.com/piperun/piperun/tensor"
 )
 
 // TestServeEndOfEpochAfterTheTrainerLeft: a trainer reads the last sample,
@@ -293,4 +294,79 @@ func testServeSink(t *testing.T) (*serveSink, string) {
 		t.Fatal(err)
 	}
 	return sk, sock
+}
+
+// TestServeWindowStaysInItsBytes: once Write returns, the frames the
+// trainer has not acknowledged take at most the window's bytes, which the
+// plan reserves from the memory budget (the engine gives a sample's own
+// reservation back when Write returns), and a sample larger than the
+// window is acknowledged before its Write returns. The window was 32 MiB
+// beside the budget (a design audit: DESIGN's promise that samples never
+// hold more than resources.memory).
+func TestServeWindowStaysInItsBytes(t *testing.T) {
+	sock := filepath.Join(t.TempDir(), "s.sock")
+	env := &Env{Spec: &spec.Spec{Name: "t", Epochs: 1}, Stage: &spec.Stage{Name: "out"}, Log: zap.NewNop()}
+	const window = 100 << 10
+	sk, err := newServeSink(env, &ServeConfig{Listen: "unix://" + sock, Window: window})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer sk.Abort()
+	sizes := []int{40 << 10, 40 << 10, 40 << 10, 40 << 10, 300 << 10, 40 << 10, 40 << 10, 40 << 10, 99 << 10, 40 << 10}
+	read := make(chan error, 1)
+	go func() { // a trainer slower than the sink
+		c, err := serve.Dial("unix://" + sock)
+		if err != nil {
+			read <- err
+			return
+		}
+		defer c.Close()
+		for range sizes {
+			time.Sleep(20 * time.Millisecond)
+			if _, err := c.Next(); err != nil {
+				read <- err
+				return
+			}
+		}
+		read <- nil
+	}()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	for i, n := range sizes {
+		if err := sk.Write(ctx, &sample.Sample{Fields: map[string]any{"x": tensor.New(tensor.Uint8, n)}}); err != nil {
+			t.Fatal(err)
+		}
+		if sk.queuedBytes > window {
+			t.Errorf("after sample %d (%d bytes): %d bytes unacknowledged, more than the window's %d", i, n, sk.queuedBytes, window)
+		}
+		if n > window && len(sk.queue) != 0 {
+			t.Errorf("sample %d, larger than the window, returned with %d frames unacknowledged", i, len(sk.queue))
+		}
+	}
+	if err := <-read; err != nil {
+		t.Fatal(err)
+	}
+}
+
+// TestServeWindowSize: the window is what the spec sets, else 32 MiB or
+// an eighth of the budget where that is less; it is what the plan
+// reserves.
+func TestServeWindowSize(t *testing.T) {
+	for _, tc := range []struct {
+		set          spec.ByteSize
+		memory, want int64
+	}{
+		{0, 0, 32 << 20},
+		{0, 2 << 30, 32 << 20},
+		{0, 256 << 20, 32 << 20},
+		{0, 64 << 20, 8 << 20},
+		{0, 1000, 125},
+		{1 << 20, 2 << 30, 1 << 20},
+		{1 << 30, 64 << 20, 1 << 30},
+	} {
+		c := &ServeConfig{Window: tc.set}
+		if got := c.ReservedBytes(tc.memory); got != tc.want || c.window(tc.memory) != got {
+			t.Errorf("window %d under a budget of %d: reserved %d, window %d; want %d", tc.set, tc.memory, got, c.window(tc.memory), tc.want)
+		}
+	}
 }
