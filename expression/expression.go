@@ -17,6 +17,7 @@ import (
 	"hash/fnv"
 	"maps"
 	"math/rand/v2"
+	"path/filepath"
 	"reflect"
 	"regexp"
 	"slices"
@@ -110,6 +111,21 @@ type Registry struct {
 	// fusions rewrite call chains into cheaper single calls (e.g. a decode
 	// followed by a crop into a decode of the crop window).
 	fusions []Fusion
+	// dir, when set, is where a path written as text in read_file("…")
+	// resolves (PathsIn).
+	dir string
+}
+
+// PathsIn returns a registry that compiles as r does, except that a
+// relative path written as text in a read_file call resolves against dir,
+// the spec's directory, as the paths in a spec's keys do (DESIGN.md: a
+// spec runs the same from any working directory). A path computed at run
+// time, from the data, still resolves against the working directory, as
+// open() and tf.io.read_file do.
+func (r *Registry) PathsIn(dir string) *Registry {
+	c := *r
+	c.dir = dir
+	return &c
 }
 
 // Fusion rewrites outer(inner(args...), more...) into Into(args..., more...)
@@ -470,6 +486,9 @@ func (r *Registry) compile(src string, in sample.Schema, want sample.Kind, strip
 			return nil, &Error{Line: line, Column: col, Msg: fmt.Sprintf("%s is piperun's own name (random functions read the sample's identity through it); no field may be called so", CtxVar)}
 		}
 	}
+	if err == nil && r.dir != "" {
+		ast.Walk(&tree.Node, &literalPaths{dir: r.dir})
+	}
 	if err == nil && strip != nil && !strip(tree) {
 		return nil, nil
 	}
@@ -531,6 +550,18 @@ func (r *Registry) compile(src string, in sample.Schema, want sample.Kind, strip
 		return nil, toError(err)
 	}
 	return &Program{Source: src, Type: t, program: prog, fields: fr.names, files: files.names}, nil
+}
+
+// literalPaths makes the relative paths written as text in read_file
+// calls absolute, joined to dir.
+type literalPaths struct{ dir string }
+
+func (l *literalPaths) Visit(node *ast.Node) {
+	if c, ok := callOf(*node, "read_file", 1); ok {
+		if p, ok := c.Arguments[0].(*ast.StringNode); ok && p.Value != "" && !filepath.IsAbs(p.Value) {
+			p.Value = filepath.Join(l.dir, p.Value)
+		}
+	}
 }
 
 // filesRead collects the names passed straight to read_file (or the pooled

@@ -122,6 +122,55 @@ func TestReadFileFeedsDecodeFromPool(t *testing.T) {
 	}
 }
 
+// TestLiteralPathsResolveInTheSpecsDir: a relative path written as text
+// in read_file resolves against the directory PathsIn names (the spec's),
+// also inside a decode, where the read is pooled; an absolute one, and a
+// path from the data, are read as they are (a design audit: a spec reading
+// read_file("imgs/c.jpg") failed when run from another directory).
+func TestLiteralPathsResolveInTheSpecsDir(t *testing.T) {
+	dir := t.TempDir()
+	if err := os.MkdirAll(filepath.Join(dir, "imgs"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(dir, "imgs", "a.txt"), []byte("spec's"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(dir, "g.jpg"), gradientJPEG(t, 8, 4), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	reg := expression.Default().PathsIn(dir)
+	in := sample.Schema{Fields: []sample.Field{{Name: "p", Type: sample.TString}}}
+	for _, tc := range []struct{ src, p, want string }{
+		{`string(read_file("imgs/a.txt"))`, "", "spec's"},
+		{`string(read_file("imgs/../imgs/a.txt"))`, "", "spec's"},
+		{`string(read_file("` + filepath.Join(dir, "imgs", "a.txt") + `"))`, "", "spec's"},
+		{`string(read_file(p))`, filepath.Join(dir, "imgs", "a.txt"), "spec's"},
+		{`string(read_file(p))`, "imgs/a.txt", "open imgs/a.txt: no such file or directory"},
+		{`string(shape(decode_image(read_file("g.jpg"), 1)))`, "", "[4 8 1]"},
+	} {
+		p, err := reg.Compile(tc.src, in, sample.Any)
+		if err != nil {
+			t.Fatalf("%s: %v", tc.src, err)
+		}
+		v, err := p.Run(nil, map[string]any{"p": tc.p})
+		got := fmt.Sprint(v)
+		if err != nil {
+			got = err.Error()
+		}
+		if !strings.Contains(got, tc.want) {
+			t.Errorf("%s with p=%q: %s, want %s", tc.src, tc.p, got, tc.want)
+		}
+	}
+	// The registry it came from is untouched.
+	p, err := expression.Default().Compile(`read_file("imgs/a.txt")`, in, sample.Any)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := p.Run(nil, map[string]any{"p": ""}); err == nil || !strings.Contains(err.Error(), "open imgs/a.txt:") {
+		t.Errorf("Default() read %v", err)
+	}
+}
+
 // TestCompileDeferred: a trailing to_float, or to_float then normalize with
 // constant mean and std, of a uint8 image is left out of the program and
 // described in its type; anything else compiles as Compile does.

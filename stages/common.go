@@ -32,7 +32,7 @@ func compile(c *spec.CheckContext, field, src string, in sample.Schema, want sam
 		c.Errorf(field, "empty expression")
 		return nil
 	}
-	p, err := expression.Default().Compile(src, in, want)
+	p, err := expression.Default().PathsIn(c.Spec.Dir).Compile(src, in, want)
 	if err != nil {
 		exprError(c, field, err)
 		return nil
@@ -60,7 +60,7 @@ func compileDeferred(c *spec.CheckContext, field, src string, in sample.Schema) 
 	if src == "" {
 		return compile(c, field, src, in, sample.Any)
 	}
-	p, err := expression.Default().CompileDeferred(src, in)
+	p, err := expression.Default().PathsIn(c.Spec.Dir).CompileDeferred(src, in)
 	if err != nil {
 		exprError(c, field, err)
 		return nil
