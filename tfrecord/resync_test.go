@@ -212,7 +212,8 @@ func TestResync(t *testing.T) {
 			comp:   Gzip,
 			resync: true,
 			want:   append(span(0, 100), span(101, 250)...),
-			skips:  []skip{{100, offs[100], offs[101] - offs[100], true, resumedMsg(100, offs[100], offs[101]-offs[100], offs[101], 101)}},
+			skips: []skip{{100, offs[100], offs[101] - offs[100], true, strings.Replace(resumedMsg(100, offs[100], offs[101]-offs[100], offs[101], 101),
+				": length crc", " of the decompressed stream: length crc", 1)}},
 			endIdx: 250, endOff: offs[250],
 		},
 		{
@@ -371,7 +372,7 @@ func TestResyncDamagedCompression(t *testing.T) {
 	}
 	r.SetResync(true)
 	got, skips, final = readResync(t, r)
-	want := fmt.Sprintf("record 199 at byte offset %d: length crc mismatch (got 0x", last)
+	want := fmt.Sprintf("record 199 at byte offset %d of the decompressed stream: length crc mismatch (got 0x", last)
 	if len(got) != 199 || len(skips) != 0 || final == nil || !strings.Contains(final.Error(), want) ||
 		!strings.Contains(final.Error(), "; then, looking for the next valid record: truncated: the stream ends early") || !errors.Is(final, io.ErrUnexpectedEOF) {
 		t.Errorf("%d records, skips %v, final %v; want 199, none, and one holding %q", len(got), skips, final, want)
@@ -401,7 +402,7 @@ func TestResyncGivesUp(t *testing.T) {
 	}{
 		{"at the start", crafted, None, 0, fmt.Sprintf("tfrecord: crafted: record 0 at byte offset 0: length crc mismatch (got 0x%08x, want 0xeeeeeeee): not a TFRecord file, or a compressed one read as uncompressed"+gaveUp, MaskedCRC(crafted[:8]), 24, "bytes", 0)},
 		{"after 3 records", append(bytes.Clone(valid), crafted...), None, 3, fmt.Sprintf("tfrecord: crafted: record 3 at byte offset 348: length crc mismatch (got 0x%08x, want 0xeeeeeeee)"+gaveUp, MaskedCRC(crafted[:8]), 24, "bytes", 348)},
-		{"after 3 records, gzip", append(bytes.Clone(valid), crafted...), Gzip, 3, fmt.Sprintf("tfrecord: crafted: record 3 at byte offset 348: length crc mismatch (got 0x%08x, want 0xeeeeeeee)"+gaveUp, MaskedCRC(crafted[:8]), 24, "decompressed bytes", 348)},
+		{"after 3 records, gzip", append(bytes.Clone(valid), crafted...), Gzip, 3, fmt.Sprintf("tfrecord: crafted: record 3 at byte offset 348 of the decompressed stream: length crc mismatch (got 0x%08x, want 0xeeeeeeee)"+gaveUp, MaskedCRC(crafted[:8]), 24, "decompressed bytes", 348)},
 	} {
 		for _, size := range []int{bufferSize, 16} {
 			t.Run(fmt.Sprintf("%s, buffer %d", tc.name, size), func(t *testing.T) {
@@ -540,8 +541,12 @@ func TestResyncPrefixedFile(t *testing.T) {
 			defer c.Close()
 			r.SetResync(true)
 			recs, skips, final := readResync(t, r)
-			want := fmt.Sprintf("tfrecord: %s: record 0 at byte offset 0: length crc mismatch (got 0x%08x, want 0x%08x): %s starts with 37 bytes that are not a TFRecord record; skipped 37 bytes to the next valid record, at byte offset 37, and read on from there as record 1 (numbering the skipped bytes as one record)",
-				path, MaskedCRC([]byte(prefix[:8])), binary.LittleEndian.Uint32([]byte(prefix[8:12])), tc.where)
+			at := ""
+			if tc.comp != None {
+				at = " of the decompressed stream"
+			}
+			want := fmt.Sprintf("tfrecord: %s: record 0 at byte offset 0%s: length crc mismatch (got 0x%08x, want 0x%08x): %s starts with 37 bytes that are not a TFRecord record; skipped 37 bytes to the next valid record, at byte offset 37, and read on from there as record 1 (numbering the skipped bytes as one record)",
+				path, at, MaskedCRC([]byte(prefix[:8])), binary.LittleEndian.Uint32([]byte(prefix[8:12])), tc.where)
 			if len(recs) != 250 || len(skips) != 1 || skips[0].Error() != want || final != nil {
 				t.Errorf("%d records, then %v, ending with %v; want 250 and\n%s", len(recs), skips, final, want)
 			}
@@ -602,7 +607,7 @@ func TestResyncLargeRecords(t *testing.T) {
 	}
 	r.SetResync(true)
 	got, skips, final := readResync(t, r)
-	want := fmt.Sprintf("tfrecord: large.gz: record 4 at byte offset %d: length crc mismatch (got 0x", offs[5])
+	want := fmt.Sprintf("tfrecord: large.gz: record 4 at byte offset %d of the decompressed stream: length crc mismatch (got 0x", offs[5])
 	if len(got) != 3 || len(skips) != 1 || final == nil || !strings.HasPrefix(final.Error(), want) ||
 		!strings.HasSuffix(final.Error(), "; then, looking for the next valid record: truncated: the stream ends early") || !errors.Is(final, io.ErrUnexpectedEOF) {
 		t.Errorf("%d records, skips %v, final %v; want 3, one, and the cut", len(got), skips, final)

@@ -195,6 +195,9 @@ type CorruptError struct {
 	// error ends the stream.
 	Skipped int64
 	Resumed bool
+	// Decompressed says the file is compressed, so Offset counts bytes of
+	// what it decompresses to, not of the file.
+	Decompressed bool
 }
 
 // ReadsOn reports whether the reader got past the damage, so the next call
@@ -203,7 +206,9 @@ type CorruptError struct {
 // reader resynchronised after.
 func (e *CorruptError) ReadsOn() bool { return e.DataOnly || e.Skipped > 0 }
 
-// Error formats the error as "tfrecord: FILE: record N at byte offset X: REASON".
+// Error formats the error as "tfrecord: FILE: record N at byte offset X:
+// REASON", the offset followed by "of the decompressed stream" where the
+// file is compressed.
 func (e *CorruptError) Error() string {
 	var b strings.Builder
 	b.WriteString("tfrecord: ")
@@ -211,7 +216,11 @@ func (e *CorruptError) Error() string {
 		b.WriteString(e.File)
 		b.WriteString(": ")
 	}
-	fmt.Fprintf(&b, "record %d at byte offset %d: %s", e.Record, e.Offset, e.Reason)
+	fmt.Fprintf(&b, "record %d at byte offset %d", e.Record, e.Offset)
+	if e.Decompressed {
+		b.WriteString(" of the decompressed stream")
+	}
+	fmt.Fprintf(&b, ": %s", e.Reason)
 	return b.String()
 }
 
@@ -388,6 +397,9 @@ func (r *Reader) next() ([]byte, error) {
 			// The very first header: more likely not a TFRecord file (or
 			// a compressed one read as plain) than a damaged one.
 			hint = ": not a TFRecord file, or a compressed one read as uncompressed"
+			if r.comp != None {
+				hint = fmt.Sprintf(": what the %s stream holds is not a TFRecord file", r.comp)
+			}
 			if like := looksLike(r.hdr[:], None); like != "" {
 				hint += like
 			} else if looksLikeText(r.hdr[:]) {
@@ -742,7 +754,7 @@ func (r *Reader) readFull(n int) ([]byte, error) {
 }
 
 func (r *Reader) corrupt(reason string, err error) *CorruptError {
-	return &CorruptError{File: r.name, Record: r.idx, Offset: r.off, Reason: reason, Err: err}
+	return &CorruptError{File: r.name, Record: r.idx, Offset: r.off, Reason: reason, Err: err, Decompressed: r.comp != None}
 }
 
 // readErr classifies a failed read inside a frame: running out of bytes is
@@ -761,7 +773,11 @@ func (r *Reader) readErr(err error, what string) error {
 	if r.name != "" {
 		prefix += r.name + ": "
 	}
-	return fmt.Errorf("%srecord %d at byte offset %d: read: %w", prefix, r.idx, r.off, err)
+	at := ""
+	if r.comp != None {
+		at = " of the decompressed stream"
+	}
+	return fmt.Errorf("%srecord %d at byte offset %d%s: read: %w", prefix, r.idx, r.off, at, err)
 }
 
 // Open opens the file at path for reading. With auto set, the compression is

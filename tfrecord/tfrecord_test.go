@@ -271,6 +271,9 @@ func TestBeamCorruption(t *testing.T) {
 					t.Errorf("error = %+v", ce)
 				}
 				wantMsg := "tfrecord: data/x.tfrecord: record 0 at byte offset 0: " + tt.reason
+				if c != None {
+					wantMsg = "tfrecord: data/x.tfrecord: record 0 at byte offset 0 of the decompressed stream: " + tt.reason
+				}
 				if !strings.HasPrefix(err.Error(), wantMsg) {
 					t.Errorf("message %q, want prefix %q", err, wantMsg)
 				}
@@ -633,6 +636,17 @@ func TestNotATFRecord(t *testing.T) {
 	_, err = r.Next()
 	if want := ": not a TFRecord file, or a compressed one read as uncompressed (it starts with text: a JSON lines or CSV file?)"; err == nil || !strings.HasSuffix(err.Error(), want) {
 		t.Errorf("Next = %v, want it to end %q", err, want)
+	}
+	// Gzipped text is read as gzip: "read as uncompressed" would mislead.
+	text := []byte("{\"a\": 1}\n{\"a\": 2}\n")
+	r, err = NewReader(bytes.NewReader(compress(t, Gzip, text)), Gzip, "x.jsonl.gz")
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, err = r.Next()
+	if want := fmt.Sprintf("tfrecord: x.jsonl.gz: record 0 at byte offset 0 of the decompressed stream: length crc mismatch (got 0x%08x, want 0x%08x): what the gzip stream holds is not a TFRecord file (it starts with text: a JSON lines or CSV file?)",
+		MaskedCRC(text[:8]), binary.LittleEndian.Uint32(text[8:12])); err == nil || err.Error() != want {
+		t.Errorf("Next = %v, want %q", err, want)
 	}
 	b := beamBytes(t, beamStreams[1].hex, "")
 	b[19+9]++ // length crc of record 1
