@@ -138,9 +138,10 @@ func applyCmd(g *globals) *cobra.Command {
 const GPUInterval = 500 * time.Millisecond
 
 // watchGPU starts the NVML monitor for a run (mode auto) and returns the
-// function that stops it and sums up what it saw, told what the run's
-// serve sinks saw (gpu.Summary.Attribute): an unavailable summary with
-// --gpu off, and (with a debug log line) where NVML cannot be used.
+// function that stops it, waiting at most gpu.StopWait for a read in
+// progress, and sums up what it saw, told what the run's serve sinks saw
+// (gpu.Summary.Attribute): an unavailable summary with --gpu off, and
+// (with a debug log line) where NVML cannot be used.
 func watchGPU(g *globals, mode string) func([]gpu.Feed) *gpu.Summary {
 	if mode == "off" {
 		// Said in the report, so that its reader does not take a missing
@@ -158,21 +159,15 @@ func watchGPU(g *globals, mode string) func([]gpu.Feed) *gpu.Summary {
 		g.log.Warn("gpu monitor off", zap.Error(err))
 		return func([]gpu.Feed) *gpu.Summary { return gpu.Unavailable(err) }
 	}
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan struct{})
-	go func() {
-		defer close(done)
-		m.Run(ctx, GPUInterval)
-	}()
+	w := m.Watch(GPUInterval)
 	return func(feeds []gpu.Feed) *gpu.Summary {
-		cancel()
-		<-done
-		m.Sample() // a run shorter than the interval still gets a reading at its end
-		s := m.Summary()
-		s.Attribute(feeds)
-		if err := m.Close(); err != nil {
+		// Bounded: an NVML call hung on a GPU in a bad state must not
+		// keep a finished run from its report.
+		s, err := w.Stop(gpu.StopWait)
+		if err != nil {
 			g.log.Warn("gpu monitor", zap.Error(err))
 		}
+		s.Attribute(feeds)
 		g.log.Info("gpu: " + s.Verdict)
 		return s
 	}

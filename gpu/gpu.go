@@ -67,6 +67,9 @@ type Monitor struct {
 	stats  []deviceStats
 	errors int
 	lastEr error
+	// reading is the index in devices of the device being read, -1
+	// between reads: a Stop that times out names it.
+	reading int
 }
 
 type deviceStats struct {
@@ -90,15 +93,19 @@ func NewMonitor(src Source) (*Monitor, error) {
 	if err != nil {
 		return nil, fmt.Errorf("list gpus: %w", err)
 	}
-	return &Monitor{src: src, devices: ds, stats: make([]deviceStats, len(ds))}, nil
+	return &Monitor{src: src, devices: ds, stats: make([]deviceStats, len(ds)), reading: -1}, nil
 }
 
 // Sample takes one reading of every device. A device that cannot be read
 // is counted, not fatal: the run it watches matters more.
 func (m *Monitor) Sample() {
 	for i, d := range m.devices {
+		m.mu.Lock()
+		m.reading = i
+		m.mu.Unlock()
 		r, err := m.src.Read(d.Index)
 		m.mu.Lock()
+		m.reading = -1
 		if err != nil {
 			m.errors++
 			m.lastEr = fmt.Errorf("gpu %d: %w", d.Index, err)
@@ -127,7 +134,7 @@ func (m *Monitor) Sample() {
 	}
 }
 
-// Run samples every interval until ctx ends.
+// Run samples at once, then every interval until ctx ends.
 func (m *Monitor) Run(ctx context.Context, every time.Duration) {
 	t := time.NewTicker(every)
 	defer t.Stop()
@@ -161,9 +168,9 @@ type Summary struct {
 	LastReadError string `json:"last_read_error,omitempty"`
 
 	// starved is the verdict's account of the starving devices, and
-	// unread its note of the devices that gave no reading, which
-	// Attribute words again.
-	starved, unread string
+	// notes what it adds (the devices that gave no reading, a monitor
+	// that did not stop), which Attribute words again.
+	starved, notes string
 }
 
 // PipelineBoundAt is the share of its time a serve sink must have waited
@@ -208,7 +215,7 @@ func (s *Summary) Attribute(feeds []Feed) {
 	if most.WaitedShare < PipelineBoundAt {
 		s.HeldBackBy = "trainer"
 		s.Verdict = fmt.Sprintf("starving: %s; not the pipeline: %s, so the trainer took samples as fast as it could: "+
-			"its steps are too small to keep the GPU busy, or spend their time on the CPU%s", s.starved, waited, s.unread)
+			"its steps are too small to keep the GPU busy, or spend their time on the CPU%s", s.starved, waited, s.notes)
 		return
 	}
 	fed := 100.0
@@ -220,13 +227,13 @@ func (s *Summary) Attribute(feeds []Feed) {
 	if fed >= StarvedBelow {
 		s.HeldBackBy = "pipeline"
 		s.Verdict = fmt.Sprintf("starving: %s; the pipeline held it back: %s, and had it kept up the GPU would have been "+
-			"about %.0f%% busy (piperun bench names the slowest stage)%s", s.starved, waited, fed, s.unread)
+			"about %.0f%% busy (piperun bench names the slowest stage)%s", s.starved, waited, fed, s.notes)
 		return
 	}
 	s.HeldBackBy = "both"
 	s.Verdict = fmt.Sprintf("starving: %s; the pipeline held it back only in part: %s, but had it kept up the GPU would "+
 		"still have been only about %.0f%% busy: the trainer's steps are too small to keep it busy, or spend their time "+
-		"on the CPU%s", s.starved, waited, fed, s.unread)
+		"on the CPU%s", s.starved, waited, fed, s.notes)
 }
 
 // DeviceSummary is one device's readings over the run.
@@ -267,7 +274,7 @@ func (m *Monitor) Summary() *Summary {
 		if s.readings > 0 {
 			ds.UtilizationMeanPct = float64(s.sum) / float64(s.readings)
 		} else if s.errors > 0 {
-			unread = append(unread, fmt.Sprintf("gpu %d (%s): %v", d.Index, d.Name, s.lastErr))
+			unread = append(unread, fmt.Sprintf("%s: %v", d.label(), s.lastErr))
 		}
 		out.Devices = append(out.Devices, ds)
 		if s.used == 0 {
@@ -280,8 +287,8 @@ func (m *Monitor) Summary() *Summary {
 		if s.unlisted {
 			while = "while it may have been in use (the driver does not list its processes)"
 		}
-		desc := fmt.Sprintf("gpu %d (%s) under %d%% busy in %d of %d readings %s, %.0f%% on average then",
-			d.Index, d.Name, StarvedBelow, s.starved, s.used, while, ds.UsedUtilizationMeanPct)
+		desc := fmt.Sprintf("%s under %d%% busy in %d of %d readings %s, %.0f%% on average then",
+			d.label(), StarvedBelow, s.starved, s.used, while, ds.UsedUtilizationMeanPct)
 		if ds.StarvedShare >= StarvedShare {
 			starving = append(starving, desc)
 		} else {
@@ -304,10 +311,79 @@ func (m *Monitor) Summary() *Summary {
 		out.Verdict = "no process used a gpu during the run"
 	}
 	if len(unread) > 0 {
-		out.unread = "; could not read " + joinAnd(unread)
-		out.Verdict += out.unread
+		out.notes = "; could not read " + joinAnd(unread)
+		out.Verdict += out.notes
 	}
 	return out
+}
+
+// label names d in a verdict: its index, and its name where NVML gave
+// one (a device it would not open has none).
+func (d Device) label() string {
+	if d.Name == "" {
+		return fmt.Sprintf("gpu %d", d.Index)
+	}
+	return fmt.Sprintf("gpu %d (%s)", d.Index, d.Name)
+}
+
+// StopWait is how long Watching.Stop waits for the sampling to end: an
+// NVML call can block for good on a GPU in a bad state, and the run the
+// monitor watched is over by then.
+const StopWait = 2 * time.Second
+
+// Watching is a Monitor sampling in a goroutine of its own (Watch).
+type Watching struct {
+	m      *Monitor
+	cancel context.CancelFunc
+	done   chan struct{}
+}
+
+// Watch samples m at once, then every interval, in a goroutine of its
+// own until Stop.
+func (m *Monitor) Watch(every time.Duration) *Watching {
+	ctx, cancel := context.WithCancel(context.Background())
+	w := &Watching{m: m, cancel: cancel, done: make(chan struct{})}
+	go func() {
+		defer close(w.done)
+		m.Run(ctx, every)
+	}()
+	return w
+}
+
+// Stop ends the sampling, takes a last sample (a run shorter than the
+// interval still gets one at its end), sums up and closes the source; the
+// error is the close's. When the sampling has not ended within wait, a
+// read hangs: Stop sums up the readings so far, says so in the verdict,
+// and neither samples nor closes the source, which the hung call still
+// uses.
+func (w *Watching) Stop(wait time.Duration) (*Summary, error) {
+	w.cancel()
+	t := time.NewTimer(wait)
+	defer t.Stop()
+	select {
+	case <-w.done:
+	case <-t.C:
+		return w.m.stalled(wait), nil
+	}
+	w.m.Sample()
+	return w.m.Summary(), w.m.Close()
+}
+
+// stalled is the Summary of a Monitor whose read did not return within
+// wait after the run.
+func (m *Monitor) stalled(wait time.Duration) *Summary {
+	s := m.Summary()
+	m.mu.Lock()
+	which := "a read"
+	if m.reading >= 0 {
+		which = "the read of " + m.devices[m.reading].label()
+	}
+	m.mu.Unlock()
+	note := fmt.Sprintf("; the monitor did not stop within %v of the run's end: %s had not returned "+
+		"(an NVML call can hang on a GPU in a bad state), so these are the readings before it", wait, which)
+	s.notes += note
+	s.Verdict += note
+	return s
 }
 
 // Unavailable is the Summary of a run that could not watch the GPUs.

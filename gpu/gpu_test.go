@@ -1,10 +1,13 @@
 package gpu
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"strings"
+	"sync"
 	"testing"
+	"time"
 )
 
 // script is a Source that replays readings per device.
@@ -191,6 +194,119 @@ func TestAttribute(t *testing.T) {
 			s.Attribute(tc.feeds)
 			if s.HeldBackBy != tc.by || s.Verdict != tc.verdict {
 				t.Errorf("held back by %q, verdict\n%s\nwant %q,\n%s", s.HeldBackBy, s.Verdict, tc.by, tc.verdict)
+			}
+		})
+	}
+}
+
+// gate is a script whose reads of device hang block until release is
+// closed, as an NVML call may on a GPU in a bad state; entered is closed
+// when the first of them begins.
+type gate struct {
+	script
+	hang     int
+	entered  chan struct{}
+	release  chan struct{}
+	enterOne sync.Once
+}
+
+func newGate(s script, hang int) *gate {
+	return &gate{script: s, hang: hang, entered: make(chan struct{}), release: make(chan struct{})}
+}
+
+func (g *gate) Read(i int) (Reading, error) {
+	if i == g.hang {
+		g.enterOne.Do(func() { close(g.entered) })
+		<-g.release
+	}
+	return g.script.Read(i)
+}
+
+// waitFor fails the test unless ch is closed within 5 s.
+func waitFor(t *testing.T, ch <-chan struct{}, what string) {
+	t.Helper()
+	select {
+	case <-ch:
+	case <-time.After(5 * time.Second):
+		t.Fatalf("%s: not within 5 s", what)
+	}
+}
+
+// TestRunSamplesAtOnce: Run's first sample does not wait for its
+// interval, so a run shorter than it is read while it runs.
+func TestRunSamplesAtOnce(t *testing.T) {
+	src := newGate(script{devices: []Device{{Index: 0, Name: "g"}}, reads: map[int][]Reading{0: busy(70)}}, 0)
+	m, err := NewMonitor(src)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		m.Run(ctx, time.Hour)
+	}()
+	waitFor(t, src.entered, "the first reading of a Run every hour")
+	cancel()
+	close(src.release)
+	waitFor(t, done, "Run's end")
+	if d := m.Summary().Devices[0]; d.Readings != 1 || d.UtilizationMeanPct != 70 {
+		t.Errorf("got %+v, want 1 reading of 70%%", d)
+	}
+}
+
+// TestStop: Stop takes a last sample, closes the source and sums up; when
+// a read hangs past its wait, it sums up the readings before it, names the
+// hung device in the verdict (which Attribute keeps), and neither samples
+// nor closes the source the hung call still uses.
+func TestStop(t *testing.T) {
+	const (
+		starving = "starving: gpu 0 (NVIDIA H200) under 50% busy in 1 of 1 readings while a process used it, 20% on average then"
+		hung     = "; the monitor did not stop within 50ms of the run's end: the read of gpu 1 (NVIDIA H200) had not returned " +
+			"(an NVML call can hang on a GPU in a bad state), so these are the readings before it"
+	)
+	for _, tc := range []struct {
+		name     string
+		hang     int
+		feeds    []Feed
+		readings [2]int
+		closed   bool
+		verdict  string
+	}{
+		{"in time", -1, nil, [2]int{2, 2}, true,
+			"starving: gpu 0 (NVIDIA H200) under 50% busy in 2 of 2 readings while a process used it, 25% on average then; " +
+				"it waited for input, or its work is too small to keep it busy"},
+		{"a hung read", 1, nil, [2]int{1, 0}, false,
+			starving + "; it waited for input, or its work is too small to keep it busy" + hung},
+		{"a hung read, attributed", 1, []Feed{{"trainer", 0.02}}, [2]int{1, 0}, false,
+			starving + `; not the pipeline: serve sink "trainer" waited for its next sample 2% of its time, so the trainer ` +
+				"took samples as fast as it could: its steps are too small to keep the GPU busy, or spend their time on the CPU" + hung},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			src := newGate(script{
+				devices: []Device{{Index: 0, Name: "NVIDIA H200"}, {Index: 1, Name: "NVIDIA H200"}},
+				reads:   map[int][]Reading{0: busy(20, 30), 1: busy(90, 90)},
+			}, tc.hang)
+			m, err := NewMonitor(src)
+			if err != nil {
+				t.Fatal(err)
+			}
+			w := m.Watch(time.Hour)
+			if tc.hang >= 0 {
+				waitFor(t, src.entered, "the hanging read")
+			}
+			s, err := w.Stop(50 * time.Millisecond)
+			if err != nil {
+				t.Fatal(err)
+			}
+			s.Attribute(tc.feeds)
+			// Let the hung read return, as a GPU back from a bad state
+			// would: it must not close the source or change s.
+			close(src.release)
+			waitFor(t, w.done, "the sampling's end")
+			got := [2]int{s.Devices[0].Readings, s.Devices[1].Readings}
+			if got != tc.readings || src.closed != tc.closed || s.Verdict != tc.verdict {
+				t.Errorf("readings %v, closed %v, verdict\n%s\nwant %v, %v,\n%s", got, src.closed, s.Verdict, tc.readings, tc.closed, tc.verdict)
 			}
 		})
 	}
