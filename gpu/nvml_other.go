@@ -4,8 +4,8 @@ package gpu
 
 import "fmt"
 
-// Open fails in a build without cgo or off Linux: go-nvml loads the driver
-// through cgo.
+// Open fails off Linux or in a build without cgo: go-nvml loads the
+// driver through cgo, and piperun watches it only on Linux.
 func Open() (Source, error) {
-	return nil, fmt.Errorf("%w: piperun was built without cgo (CGO_ENABLED=0), and NVML needs it", ErrUnavailable)
+	return nil, fmt.Errorf("%w: NVML is watched only on Linux builds with cgo", ErrUnavailable)
 }

@@ -77,8 +77,9 @@ func monitorOn(t *testing.T, lib nvml.Interface) *Monitor {
 	return m
 }
 
-// TestMIGGivesNoUtilization: NVML gives no utilization for a GPU in MIG
-// mode (ERROR_NOT_SUPPORTED); the read says so, wrapping ErrNotSupported,
+// TestMIGGivesNoUtilization: NVML gives no utilization for a device
+// that does not support it (ERROR_NOT_SUPPORTED: an older GeForce, a
+// Jetson, a GPU in MIG mode); the read says so, wrapping ErrNotSupported,
 // and a summary of such devices says none could be read instead of "no
 // process used a gpu".
 func TestMIGGivesNoUtilization(t *testing.T) {
@@ -96,9 +97,103 @@ func TestMIGGivesNoUtilization(t *testing.T) {
 	}
 	m.Sample()
 	s := m.Summary()
-	const one = "(NVIDIA H200 141GB HBM3e): utilization: not supported (NVML gives none for a GPU in MIG mode)"
+	const one = "(NVIDIA H200 141GB HBM3e): utilization: not supported by this device (a GPU in MIG mode gives none)"
 	if want := "no gpu could be read: gpu 0 " + one + " and gpu 1 " + one; s.Verdict != want || s.Starving || s.Devices[1].ReadErrors != 1 {
 		t.Errorf("verdict %q, starving %v, gpu 1 %+v\nwant %q", s.Verdict, s.Starving, s.Devices[1], want)
+	}
+}
+
+// TestUnopenedDevicesAreWatchedUnread: NVML counts devices it will not
+// give a handle for (ERROR_NO_PERMISSION under a cgroup's device limit,
+// ERROR_GPU_IS_LOST); each is listed without a name, its readings fail
+// with that error, and the others are watched.
+func TestUnopenedDevicesAreWatchedUnread(t *testing.T) {
+	const h200 = "NVIDIA H200 141GB HBM3e"
+	for _, tc := range []struct {
+		name    string
+		fail    map[int]nvml.Return
+		names   []string
+		errors  []int
+		verdict string
+	}{
+		{"one denied", map[int]nvml.Return{1: nvml.ERROR_NO_PERMISSION}, []string{h200, "", h200}, []int{0, 1, 0},
+			"fed: gpu 0 (" + h200 + ") under 50% busy in 0 of 1 readings while a process used it, 90% on average then and " +
+				"gpu 2 (" + h200 + ") under 50% busy in 0 of 1 readings while a process used it, 90% on average then; " +
+				"could not read gpu 1: open device: ERROR_NO_PERMISSION"},
+		{"one denied, one lost", map[int]nvml.Return{0: nvml.ERROR_GPU_IS_LOST, 2: nvml.ERROR_NO_PERMISSION}, []string{"", h200, ""}, []int{1, 0, 1},
+			"fed: gpu 1 (" + h200 + ") under 50% busy in 0 of 1 readings while a process used it, 90% on average then; " +
+				"could not read gpu 0: open device: ERROR_GPU_IS_LOST and gpu 2: open device: ERROR_NO_PERMISSION"},
+		{"all denied", map[int]nvml.Return{0: nvml.ERROR_NO_PERMISSION, 1: nvml.ERROR_NO_PERMISSION, 2: nvml.ERROR_NO_PERMISSION}, []string{"", "", ""}, []int{1, 1, 1},
+			"no gpu could be read: gpu 0: open device: ERROR_NO_PERMISSION, gpu 1: open device: ERROR_NO_PERMISSION, " +
+				"and gpu 2: open device: ERROR_NO_PERMISSION"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			lib := dgxh200.New()
+			lib.Devices = lib.Devices[:3]
+			for _, d := range lib.Devices {
+				dev := d.(*server.Device)
+				dev.GetUtilizationRatesFunc = func() (nvml.Utilization, nvml.Return) { return nvml.Utilization{Gpu: 90}, nvml.SUCCESS }
+				dev.GetComputeRunningProcessesFunc = func() ([]nvml.ProcessInfo, nvml.Return) {
+					return []nvml.ProcessInfo{{Pid: 4242}}, nvml.SUCCESS
+				}
+			}
+			byIndex := lib.DeviceGetHandleByIndexFunc
+			lib.DeviceGetHandleByIndexFunc = func(i int) (nvml.Device, nvml.Return) {
+				if ret, ok := tc.fail[i]; ok {
+					return nil, ret
+				}
+				return byIndex(i)
+			}
+			m := monitorOn(t, lib)
+			m.Sample()
+			s := m.Summary()
+			if len(s.Devices) != 3 {
+				t.Fatalf("%d devices, want 3", len(s.Devices))
+			}
+			for i, d := range s.Devices {
+				if d.Index != i || d.Name != tc.names[i] || d.ReadErrors != tc.errors[i] || d.Readings != 1-tc.errors[i] {
+					t.Errorf("gpu %d: %+v; want name %q, %d read errors", i, d, tc.names[i], tc.errors[i])
+				}
+			}
+			if s.Verdict != tc.verdict || s.Starving {
+				t.Errorf("verdict %q\nwant %q", s.Verdict, tc.verdict)
+			}
+		})
+	}
+}
+
+// TestUnlistedProcessesReadAsUnknown: where the driver will not list a
+// device's processes, a reading has the rest and says Processes -1 (not
+// 0, which would leave the device unjudged).
+func TestUnlistedProcessesReadAsUnknown(t *testing.T) {
+	lib := dgxh200.New()
+	dev := lib.Devices[0].(*server.Device)
+	dev.MemoryInfo.Used = 7 << 30
+	dev.GetUtilizationRatesFunc = func() (nvml.Utilization, nvml.Return) { return nvml.Utilization{Gpu: 35}, nvml.SUCCESS }
+	dev.GetComputeRunningProcessesFunc = func() ([]nvml.ProcessInfo, nvml.Return) { return nil, nvml.ERROR_NO_PERMISSION }
+	m := monitorOn(t, lib)
+	r, err := m.src.Read(0)
+	if want := (Reading{Utilization: 35, MemoryUsed: 7 << 30, Processes: -1}); err != nil || r != want {
+		t.Errorf("read %+v, %v; want %+v", r, err, want)
+	}
+}
+
+// TestCloseShutsNVMLDown: Close shuts NVML down once, and says so when
+// that fails.
+func TestCloseShutsNVMLDown(t *testing.T) {
+	for _, tc := range []struct {
+		ret nvml.Return
+		err string
+	}{
+		{nvml.SUCCESS, ""},
+		{nvml.ERROR_UNKNOWN, "nvml shutdown: ERROR_UNKNOWN"},
+	} {
+		lib := dgxh200.New()
+		lib.ShutdownFunc = func() nvml.Return { return tc.ret }
+		m := monitorOn(t, lib)
+		if got := errString(m.Close()); got != tc.err || len(lib.ShutdownCalls()) != 1 {
+			t.Errorf("%v: close %q after %d shutdowns; want %q after 1", tc.ret, got, len(lib.ShutdownCalls()), tc.err)
+		}
 	}
 }
 
