@@ -145,7 +145,8 @@ type inspectFeature struct {
 	Kind   string `json:"kind"`
 	Length int    `json:"length"`
 	// Values are the first values as JSON gives them: numbers for int64
-	// and float features (a float32's shortest form; NaN and the
+	// and float features (a float32's shortest form, with a ".0" where it
+	// has no point or exponent; NaN and the
 	// infinities, which JSON cannot hold, as the strings "NaN", "+Inf",
 	// "-Inf"; int64 beyond 2^53 exactly, which JavaScript rounds); for
 	// bytes, the text itself when it is short text, else an object
@@ -325,6 +326,11 @@ func describeFeature(key string, f *example.Feature) inspectFeature {
 			// The float32's shortest form, which JSON has no type for
 			// (NaN and the infinities, which JSON cannot hold, as text).
 			t := strconv.FormatFloat(float64(v), 'g', -1, 32)
+			if !strings.ContainsAny(t, ".eEIN") {
+				// "2.0" and "-0.0", as write_jsonl writes them: Python's
+				// json reads "2" as an int and "-0" as 0, losing the sign.
+				t += ".0"
+			}
 			if math.IsNaN(float64(v)) || math.IsInf(float64(v), 0) {
 				add(t, t)
 			} else {

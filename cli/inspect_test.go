@@ -192,7 +192,7 @@ func TestInspectPreviews(t *testing.T) {
 	buf.Reset()
 	if err := w.Write(example.Marshal(&example.Example{Features: map[string]*example.Feature{
 		"ints":   {Kind: example.KindInt64, Ints: []int64{-3, 1 << 40}},
-		"floats": {Kind: example.KindFloat, Floats: []float32{0.1, float32(math.Inf(1))}},
+		"floats": {Kind: example.KindFloat, Floats: []float32{0.1, float32(math.Inf(1)), float32(math.Copysign(0, -1)), 2, 1e20, float32(math.NaN())}},
 		"text":   {Kind: example.KindBytes, Bytes: [][]byte{[]byte("cat \"tabby\""), bin}},
 	}})); err != nil {
 		t.Fatal(err)
@@ -222,7 +222,7 @@ func TestInspectPreviews(t *testing.T) {
 		values[f.Key] = compact.String()
 	}
 	for k, want := range map[string]string{
-		"floats": `[0.1,"+Inf"]`,
+		"floats": `[0.1,"+Inf",-0.0,2.0,1e+20,"NaN"]`, // a float keeps its point (Python read 2 as an int, -0 as 0)
 		"ints":   `[-3,1099511627776]`,
 		"text":   `["cat \"tabby\"",{"about":"0x000102030405060708090a0b0c0d0e0f… (40 bytes)","bytes":40}]`,
 	} {
