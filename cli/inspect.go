@@ -289,8 +289,10 @@ func describeRecord(i int, rec []byte) inspectRecord {
 	}
 	lists, err := example.FeatureLists(rec)
 	if err != nil {
-		out.NotExample = err.Error()
-		return out
+		// Its field 2 is no SequenceExample's feature_lists, and an
+		// Example has no field 2: an unknown field, which protocol
+		// buffers (TensorFlow's parse, parse_example) pass over.
+		lists = nil
 	}
 	keys = keys[:0]
 	for k := range lists {

@@ -132,6 +132,33 @@ func TestInspectNotExamples(t *testing.T) {
 	}
 }
 
+// TestInspectUnknownFieldTwo: an Example carrying an unknown field 2 that
+// is not a SequenceExample's feature_lists is shown as the Example that
+// parse_example and TensorFlow read (it said "not a tf.train.Example").
+func TestInspectUnknownFieldTwo(t *testing.T) {
+	rec := example.Marshal(&example.Example{Features: map[string]*example.Feature{
+		"x": {Kind: example.KindInt64, Ints: []int64{7}},
+	}})
+	rec = append(rec, 0x10, 0x05) // field 2, varint 5
+	var buf bytes.Buffer
+	w := tfrecord.NewWriter(&buf, tfrecord.None)
+	if err := w.Write(rec); err != nil {
+		t.Fatal(err)
+	}
+	if err := w.Close(); err != nil {
+		t.Fatal(err)
+	}
+	path := filepath.Join(t.TempDir(), "x.tfrecord")
+	if err := os.WriteFile(path, buf.Bytes(), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	r := run(t, "inspect", path)
+	want := fmt.Sprintf("record 0: %d bytes, 1 feature\n  x  int64 [1]  7\n", len(rec))
+	if r.code != 0 || !strings.Contains(r.stdout, want) {
+		t.Errorf("got %s\nwant stdout holding\n%s", r, want)
+	}
+}
+
 func TestInspectPreviews(t *testing.T) {
 	data := sharedData(t)
 	r := run(t, "inspect", "--records", "1", filepath.Join(data, "tfrecord", "deeplab", "pascal_voc_seg_val-00000-of-00001.tfrecord"))
