@@ -6,6 +6,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/piperun/piperun/plan"
+	"github.com/piperun/piperun/spec"
 )
 
 func planCmd(g *globals) *cobra.Command {
@@ -30,7 +31,12 @@ The text table's columns:
   OUTPUT  the schema of the stage's output samples
 The last line totals the shares, with memory stages reserve for their own
 use (an on-disk cache), against the budget; the queues between stages use
-what is left.`,
+what is left. A plan whose buffers do not fit is shown, then rejected (exit
+3) as validate rejects it, and --probe is not run on it.
+
+--format dot and mermaid draw the DAG alone: each stage's name, type,
+parallelism (×N) and buffer; the sizes, shares and schemas are the text
+table's.`,
 		Args: exactArgs(1, "one spec file"),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			if format != "text" && format != "dot" && format != "mermaid" {
@@ -47,12 +53,18 @@ what is left.`,
 			if err != nil {
 				return exit(ExitInvalid, err)
 			}
-			if probeN > 0 {
+			if probeN > 0 && fits(p) {
 				avg, err := probe(cmd.Context(), g, p, probeN)
 				if err != nil {
 					return exit(ExitFailed, err)
 				}
 				p.ApplyProbe(avg)
+			} else if probeN > 0 {
+				// A run of buffers that do not fit stalls: the probe hung
+				// and failed "stuck", and the plan that explains why was
+				// never shown (a new-user test).
+				g.printDiag(spec.Diagnostic{Pos: spec.Pos{File: args[0]}, Severity: spec.SevWarning,
+					Message: "--probe was not run: the buffers do not fit the budget even as far as they are known, and a run of them would stall"})
 			}
 			switch format {
 			case "dot":
@@ -71,4 +83,16 @@ what is left.`,
 	addSetFlag(cmd, &set, "override a spec value, path=value (repeatable)")
 	cmd.Flags().Int64Var(&probeN, "probe", 0, "run the pipeline on N samples per sink to measure sample sizes the spec cannot tell (writes no output)")
 	return cmd
+}
+
+// fits reports whether the plan's buffers fit its budget as far as the
+// sizes are known before a run: errors, not the warnings of a shuffle the
+// run shrinks.
+func fits(p *plan.Plan) bool {
+	for _, f := range p.Fit() {
+		if !f.Warning {
+			return false
+		}
+	}
+	return true
 }

@@ -4,19 +4,22 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math"
 	"time"
 
 	"go.uber.org/zap"
 
 	"github.com/piperun/piperun/engine"
 	"github.com/piperun/piperun/plan"
+	"github.com/piperun/piperun/stages"
 )
 
 // probe runs the pipeline until every sink has received n samples and
-// returns each stage's average output sample size, for the estimates a
-// spec cannot give (bytes fields, images of unknown size). Its sinks
-// discard, so a probe writes no output (a cache stage with a dir fills as
-// in a run: that is no output, and the next run reads it).
+// returns each stage's average output sample size (a batch's: a full
+// one's), for the estimates a spec cannot give (bytes fields, images of
+// unknown size). Its sinks discard, so a probe writes no output (a cache
+// stage with a dir fills as in a run: that is no output, and the next run
+// reads it).
 func probe(parent context.Context, g *globals, p *plan.Plan, n int64) (map[string]int64, error) {
 	ctx, cancel := context.WithCancel(parent)
 	defer cancel()
@@ -70,6 +73,15 @@ wait:
 	for name, st := range rep.Stages {
 		if st.Out > 0 {
 			avg[name] = st.Bytes / st.Out
+		}
+		// A batch without drop_remainder is counted as a full one, as the
+		// plan counts it: the mean of the batches a short probe saw (64
+		// rows and 1) made half a batch of one.
+		if n := p.Node(name); n != nil && st.In > 0 {
+			if b, ok := n.Stage.Config.(*stages.BatchConfig); ok && b.Size > 0 {
+				full := float64(st.Bytes) / float64(st.In) * float64(b.Size)
+				avg[name] = max(avg[name], int64(min(full, math.MaxInt64/2)))
+			}
 		}
 	}
 	return avg, nil

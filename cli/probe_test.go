@@ -182,3 +182,57 @@ func TestProbeWaitsForSlowAndFinishedSinks(t *testing.T) {
 		}
 	}
 }
+
+// TestPlanProbeOfAMisfit: a spec whose buffers do not fit is shown and
+// rejected with exit 3 before any probe, which would stall (a new-user
+// test: the probe hung, failed "stuck" and showed no plan).
+func TestPlanProbeOfAMisfit(t *testing.T) {
+	spec, _ := filepath.Abs("../examples/pipelines/quickstart.yaml")
+	r := run(t, "plan", spec, "--set", "resources.memory=3MiB", "--probe", "10")
+	for _, want := range []string{"--probe was not run: the buffers do not fit the budget even as far as they are known, and a run of them would stall", "the pipeline's buffers do not fit in resources.memory"} {
+		if !strings.Contains(r.stderr, want) {
+			t.Errorf("stderr lacks %q", want)
+		}
+	}
+	if r.code != 3 || !strings.HasPrefix(r.stdout, "pipeline quickstart: ") || strings.Contains(r.stdout, "~") || strings.Contains(r.stderr, "stuck") {
+		t.Errorf("%s\nwant exit 3, the plan unprobed and no stuck run", r)
+	}
+}
+
+// TestProbeCountsAFullBatch: a batch without drop_remainder is counted as
+// a full one, also where the probe saw a short last batch: 65 samples in
+// batches of 64 are measured as 64 of them, not as the mean of a batch of
+// 64 and one of 1 (a new-user test saw half a batch).
+func TestProbeCountsAFullBatch(t *testing.T) {
+	const src = `version: 1
+name: short
+seed: 1
+resources: {memory: 64MiB}
+stages:
+  - {name: src, type: range, count: COUNT}
+  - {name: m, type: map, set: {s: 'repeat("x", 10000)'}}
+  - {name: batch, type: batch, size: 64, drop_remainder: DROP}
+  - {name: out, type: discard}
+`
+	// With drop_remainder every batch is full; without, the short one's
+	// own overhead makes the measure a little larger, never half.
+	for _, tc := range []struct{ count, drop, want string }{
+		{"65", "false", "batch batch m 1 64 ~627.21KiB 1.24MiB"},
+		{"128", "true", "batch batch m 1 64 ~626.88KiB 1.24MiB"},
+	} {
+		spec := writeSpec(t, t.TempDir(), "p.yaml", strings.NewReplacer("COUNT", tc.count, "DROP", tc.drop).Replace(src))
+		r := run(t, "plan", spec, "--probe", "64")
+		if r.code != 0 {
+			t.Fatalf("plan --probe: %s", r)
+		}
+		row := ""
+		for _, l := range strings.Split(r.stdout, "\n") {
+			if f := strings.Fields(l); len(f) > 6 && f[0] == "batch" {
+				row = strings.Join(f[:7], " ")
+			}
+		}
+		if row != tc.want {
+			t.Errorf("%s samples, drop_remainder %s: batch row %q, want %q", tc.count, tc.drop, row, tc.want)
+		}
+	}
+}

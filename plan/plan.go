@@ -276,6 +276,11 @@ func (p *Plan) ApplyProbe(avg map[string]int64) {
 				n.InSampleBytes = in.SampleBytes
 			}
 		}
+		if n.InSampleBytes < 0 && len(n.Stage.Inputs) == 0 {
+			// Compile gave a source its own output size, unknown then: left
+			// so, its share stayed a lower bound after the probe.
+			n.InSampleBytes = n.SampleBytes
+		}
 		if n.SampleBytes >= 0 && n.InSampleBytes >= 0 && n.Stage.Role != spec.RoleSink {
 			n.Share = share(n)
 		}
@@ -523,24 +528,7 @@ func (p *Plan) fit(advise bool) []FitProblem {
 // keep the count), and returns how many it reported. The run found out
 // only when the cache had filled its part of the budget (a new-user test).
 func (p *Plan) fitEpochs(add func(path string, warn bool, format string, args ...any)) int {
-	counts := map[*spec.Stage]int64{}
-	inCount := func(st *spec.Stage) int64 {
-		if len(st.Inputs) == 1 {
-			if c, ok := counts[st.Inputs[0]]; ok {
-				return c
-			}
-		}
-		return -1
-	}
-	for _, n := range p.Nodes { // inputs first
-		counts[n.Stage] = -1
-		// A stage that skips bad samples emits fewer, by how many the run
-		// alone knows: counted as it is, a skipping decode could push a
-		// spec that runs over the line (found in review).
-		if c, ok := n.Stage.Config.(Counter); ok && len(n.Stage.Inputs) <= 1 && !n.Stage.Skip() {
-			counts[n.Stage] = c.EpochSamples(inCount(n.Stage))
-		}
-	}
+	_, inCount := p.epochCounts()
 	errs := 0
 	for _, n := range p.Nodes {
 		in := inCount(n.Stage)
@@ -570,6 +558,59 @@ func (p *Plan) fitEpochs(add func(path string, warn bool, format string, args ..
 		}
 	}
 	return errs
+}
+
+// epochCounts returns how many samples each stage emits an epoch (-1
+// where unknown), and a function giving the count that reaches a stage of
+// one input.
+func (p *Plan) epochCounts() (map[*spec.Stage]int64, func(*spec.Stage) int64) {
+	counts := map[*spec.Stage]int64{}
+	inCount := func(st *spec.Stage) int64 {
+		if len(st.Inputs) == 1 {
+			if c, ok := counts[st.Inputs[0]]; ok {
+				return c
+			}
+		}
+		return -1
+	}
+	for _, n := range p.Nodes { // inputs first
+		counts[n.Stage] = -1
+		// A stage that skips bad samples emits fewer, by how many the run
+		// alone knows: counted as it is, a skipping decode could push a
+		// spec that runs over the line (found in review).
+		if c, ok := n.Stage.Config.(Counter); ok && len(n.Stage.Inputs) <= 1 && !n.Stage.Skip() {
+			counts[n.Stage] = c.EpochSamples(inCount(n.Stage))
+		}
+	}
+	return counts, inCount
+}
+
+// EpochBytes estimates the bytes of one epoch of a stage's output, what
+// an in-memory cache right after it would hold: -1 where the count of its
+// samples is unknown (a filter above it, an endless source). exact is
+// false where strings and bytes of unknown size were counted at their
+// least, making bytes a lower bound.
+func (p *Plan) EpochBytes(name string) (bytes int64, exact bool) {
+	n := p.Node(name)
+	if n == nil {
+		return -1, false
+	}
+	counts, _ := p.epochCounts()
+	count := counts[n.Stage]
+	size, exact := n.SampleBytes, true
+	if size < 0 {
+		size, exact = n.Stage.Schema.MinBytes(), false
+		if sz, ok := n.Stage.Config.(OutputSizer); ok {
+			size = sz.MinOutputBytes()
+		}
+	}
+	if count < 0 || size < 0 {
+		return -1, false
+	}
+	if size > 0 && count > math.MaxInt64/size {
+		return math.MaxInt64, exact
+	}
+	return count * size, exact
 }
 
 // takeBelow reports whether, in a run of at most one epoch (or endless),

@@ -455,3 +455,67 @@ stages:
 		}
 	}
 }
+
+// TestApplyProbeSharesOfASource: a source whose sample size is known only
+// at run time gets its share from the probe, as the stages below it do;
+// it stayed a lower bound, and the total with it (a new-user test).
+func TestApplyProbeSharesOfASource(t *testing.T) {
+	p := compileWith(t, `version: 1
+name: p
+resources: {memory: 64MiB}
+stages:
+  - {name: files, type: files, pattern: 'data/*.txt'}
+  - {name: m, type: map, set: {raw: 'read_file(path)'}}
+  - {name: out, type: discard}
+`, plan.Options{Workers: 2})
+	p.ApplyProbe(map[string]int64{"files": 318, "m": 2000})
+	var b strings.Builder
+	p.Text(&b)
+	var got []string
+	for _, l := range strings.Split(b.String(), "\n") {
+		if f := strings.Fields(l); len(f) > 6 && (f[0] == "files" || f[0] == "m") {
+			got = append(got, strings.Join(f[:7], " "))
+		}
+		if strings.HasPrefix(l, "memory:") {
+			got = append(got, l)
+		}
+	}
+	want := []string{
+		"files files - 1 0 ~318B 318B",
+		"m map files 2 0 ~1.95KiB 1.95KiB",
+		"memory: the shares total 2.26KiB of the 64MiB budget; queues between stages take what is left",
+	}
+	if !slices.Equal(got, want) {
+		t.Errorf("got\n%s\nwant\n%s", strings.Join(got, "\n"), strings.Join(want, "\n"))
+	}
+}
+
+// TestEpochBytes: one epoch of a stage's output, what an in-memory cache
+// after it would hold: -1 where the count is unknown (a filter above),
+// a lower bound where strings are counted empty.
+func TestEpochBytes(t *testing.T) {
+	p := compileWith(t, `version: 1
+name: p
+stages:
+  - {name: r, type: range, count: 100}
+  - {name: m, type: map, set: {x: 'one_hot(0, 2500)'}}
+  - {name: s, type: map, set: {t: 'repeat("x", 10)'}}
+  - {name: f, type: filter, where: 'index > 2'}
+  - {name: out, type: discard}
+`, plan.Options{Workers: 2})
+	for _, tc := range []struct {
+		stage string
+		bytes int64
+		exact bool
+	}{
+		{"r", 100 * 205, true},
+		{"m", 100 * 10334, true},  // 10.09KiB each, as TestFitInMemoryCache has it
+		{"s", 100 * 10399, false}, // and a string of at least nothing
+		{"f", -1, false},
+		{"nope", -1, false},
+	} {
+		if bytes, exact := p.EpochBytes(tc.stage); bytes != tc.bytes || exact != tc.exact {
+			t.Errorf("%s: %d, %v; want %d, %v", tc.stage, bytes, exact, tc.bytes, tc.exact)
+		}
+	}
+}
