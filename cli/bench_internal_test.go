@@ -29,29 +29,37 @@ func TestOrderKey(t *testing.T) {
 	}
 }
 
-// TestShuffleCheck: the verdict for each way epochs can follow each other.
+// TestShuffleCheck: the verdict for each way epochs can follow each other,
+// and for the shuffle above the sink: one told not to reshuffle is named,
+// and one that reshuffles but keeps the order has too small a buffer (a
+// new-user test with buffer: 1 was told to add a shuffle stage).
 func TestShuffleCheck(t *testing.T) {
+	no := false
+	fixed := &spec.Stage{Name: "s", Type: "shuffle", Config: &stages.ShuffleConfig{Buffer: 100, ReshuffleEachEpoch: &no}}
+	tiny := &spec.Stage{Name: "mix", Type: "shuffle", Config: &stages.ShuffleConfig{Buffer: 1}}
 	for _, tc := range []struct {
 		name      string
-		fixed     string
+		shuffle   *spec.Stage
 		epochs    [][]string
 		same, pos int
 		verdict   string
 	}{
-		{"one epoch", "", [][]string{{"a", "b"}, nil}, 0, 0, "one epoch: nothing to compare"},
-		{"same order", "", [][]string{{"a", "b", "c"}, {"a", "b", "c"}, {"a", "b", "c"}}, 6, 6,
+		{"one epoch", nil, [][]string{{"a", "b"}, nil}, 0, 0, "one epoch: nothing to compare"},
+		{"same order", nil, [][]string{{"a", "b", "c"}, {"a", "b", "c"}, {"a", "b", "c"}}, 6, 6,
 			"every epoch comes in the same order: add a shuffle stage (it reshuffles each epoch unless reshuffle_each_epoch: false), or shuffle: true on a files source"},
-		{"same order, told so", "s", [][]string{{"a", "b"}, {"a", "b"}}, 2, 2,
+		{"same order, told so", fixed, [][]string{{"a", "b"}, {"a", "b"}}, 2, 2,
 			`every epoch comes in the same order: shuffle "s" has reshuffle_each_epoch: false`},
-		{"mostly", "", [][]string{{"a", "b", "c", "d"}, {"a", "b", "c", "x"}}, 3, 4,
+		{"same order, a buffer of 1", tiny, [][]string{{"a", "b"}, {"a", "b"}}, 2, 2,
+			`every epoch comes in the same order: shuffle "mix"'s buffer of 1 is too small to mix them; raise it (the whole epoch for a perfect shuffle)`},
+		{"mostly", nil, [][]string{{"a", "b", "c", "d"}, {"a", "b", "c", "x"}}, 3, 4,
 			"epochs come in much the same order (3 of 4 places hold the sample of the epoch before)"},
-		{"reshuffled", "", [][]string{{"a", "b", "c", "d"}, {"b", "a", "c", "d"}, {"d", "c", "a", "b"}}, 2, 8,
+		{"reshuffled", tiny, [][]string{{"a", "b", "c", "d"}, {"b", "a", "c", "d"}, {"d", "c", "a", "b"}}, 2, 8,
 			"reshuffled every epoch (2 of 8 places hold the sample of the epoch before)"},
-		{"a shorter last epoch", "", [][]string{{"a", "b", "c"}, {"c", "a"}}, 0, 2,
+		{"a shorter last epoch", nil, [][]string{{"a", "b", "c"}, {"c", "a"}}, 0, 2,
 			"reshuffled every epoch (0 of 2 places hold the sample of the epoch before)"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			got := shuffleCheck(tc.epochs, tc.fixed)
+			got := shuffleCheck(tc.epochs, tc.shuffle)
 			if got.Same != tc.same || got.Positions != tc.pos || got.Verdict != tc.verdict {
 				t.Errorf("got %+v\nwant same %d of %d, %q", got, tc.same, tc.pos, tc.verdict)
 			}

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 
@@ -206,5 +207,101 @@ stages:
 	}
 	if br.OK || !strings.Contains(br.Error, `int("nope")`) || br.Steps > 7 {
 		t.Errorf("report %s: want ok false, the error and at most 7 steps", b)
+	}
+}
+
+// TestBenchTimesTheTrainersBranch: beside a branch the trainer does not
+// read, 100 bicubic resizes to 2000×2000 on one worker (some hundred
+// times the trainer's own work), bench times the trainer over its span,
+// ranks only the stages that feed it, and leaves the other branch out of
+// the baseline's CPU, naming it. A new-user test got the whole run's
+// steps/s, that branch named the bottleneck, and its CPU in the baseline.
+func TestBenchTimesTheTrainersBranch(t *testing.T) {
+	dir := t.TempDir()
+	spec := writeSpec(t, dir, "b.yaml", `version: 1
+name: indep
+seed: 1
+epochs: 1
+resources: {memory: 128MiB}
+stages:
+  - {name: src, type: range, count: 100}
+  - {name: batch, type: batch, size: 10}
+  - {name: trainer, type: discard}
+  - {name: side, type: range, count: 100}
+  - name: slowside
+    type: map
+    input: side
+    parallelism: 1
+    set: {x: 'resize(cast([[[1.0]]], "float32"), 2000, 2000, "bicubic")'}
+  - {name: sideout, type: discard}
+`)
+	report := filepath.Join(dir, "bench.json")
+	r := run(t, "bench", spec, "--step-time", "1ms", "--sink", "trainer", "--report", report)
+	b, err := os.ReadFile(report)
+	if err != nil {
+		t.Fatalf("%s: %v", r, err)
+	}
+	var br cli.BenchReport
+	if err := json.Unmarshal(b, &br); err != nil {
+		t.Fatal(err)
+	}
+	var ranked []string
+	for _, s := range br.Stages {
+		ranked = append(ranked, s.Name)
+	}
+	slices.Sort(ranked)
+	if r.code != 0 || br.Steps != 10 || br.Bottleneck == "slowside" || !slices.Equal(ranked, []string{"batch", "src", "trainer"}) || !slices.Equal(br.Sequential.Others, []string{"side", "slowside"}) {
+		t.Errorf("%s\n%d steps, bottleneck %q, stages %v, baseline %+v; want 10 steps, not slowside, batch src trainer, side and slowside left out", r, br.Steps, br.Bottleneck, ranked, br.Sequential)
+	}
+	if br.TrainerS <= 0 || br.StepsPerS != float64(br.Steps)/br.TrainerS || br.TrainerS > br.ElapsedS/2 || br.Sequential.CPUS > br.CPUS/2 {
+		t.Errorf("trainer %vs of %vs, %v steps/s, baseline %vs of %vs CPU; want steps/s over the trainer's span, well within the run, and the other branch's CPU left out",
+			br.TrainerS, br.ElapsedS, br.StepsPerS, br.Sequential.CPUS, br.CPUS)
+	}
+	want := "less the share side, slowside were busy, as they do not feed the trainer"
+	if !strings.Contains(r.stdout, want) {
+		t.Errorf("stdout lacks %q:\n%s", want, r.stdout)
+	}
+}
+
+// TestBenchStepsBeyondTheData: --steps past what the spec's epochs give
+// says the data ran out, instead of reporting fewer steps in silence.
+func TestBenchStepsBeyondTheData(t *testing.T) {
+	r, br := benchRun(t, "4", "40", "--step-time", "0", "--steps", "100")
+	want := "--steps 100: the data ran out after 20 steps\n"
+	if r.code != 0 || br.Steps != 20 || br.StepsAsked != 100 || !strings.Contains(r.stdout, want) {
+		t.Errorf("%s\n%d of %d steps; want 20 of 100 and %q", r, br.Steps, br.StepsAsked, want)
+	}
+	r, _ = benchRun(t, "4", "40", "--step-time", "0", "--steps", "20")
+	if strings.Contains(r.stdout, "ran out") {
+		t.Errorf("--steps 20 of 20 said the data ran out:\n%s", r.stdout)
+	}
+}
+
+// TestBenchChecksNoSinkOutput: bench replaces every sink, so an output
+// folder it cannot make or an address it cannot listen on does not stop
+// it (a new-user test was refused with exit 3); a sink's problem of the
+// spec itself, and a missing input, still do.
+func TestBenchChecksNoSinkOutput(t *testing.T) {
+	data, _ := filepath.Abs("../examples/data/shapes")
+	for _, tc := range []struct {
+		name, source, sink string
+		code               int
+		want               string
+	}{
+		{"an output folder it cannot make", "{name: src, type: range, count: 8}", "{name: out, type: write_jsonl, path: /proc/nope/o.jsonl}", 0, ""},
+		{"a serve sink off this machine", "{name: src, type: range, count: 8}", "{name: out, type: serve, listen: 'tcp://192.0.2.1:7070'}", 0, ""},
+		{"a placeholder write_jsonl leaves", "{name: src, type: range, count: 8}", "{name: out, type: write_jsonl, path: '/proc/nope/o-{shard}.jsonl'}", 3,
+			"stages[1].path: write_jsonl writes one file and fills in no placeholders"},
+		{"an input file missing", "{name: src, type: files, pattern: " + data + "/nope-*.tfrecord}", "{name: out, type: discard}", 3,
+			"stages[0].pattern: "},
+		{"an input file there", "{name: src, type: files, pattern: " + data + "/train-*.tfrecord}", "{name: out, type: write_jsonl, path: /proc/nope/o.jsonl}", 0, ""},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			spec := writeSpec(t, t.TempDir(), "b.yaml", "version: 1\nname: sinks\nstages:\n  - "+tc.source+"\n  - "+tc.sink+"\n")
+			r := run(t, "bench", spec, "--step-time", "0")
+			if r.code != tc.code || !strings.Contains(r.stderr, tc.want) {
+				t.Errorf("%s\nwant exit %d and %q", r, tc.code, tc.want)
+			}
+		})
 	}
 }
