@@ -197,6 +197,16 @@ func TestPlanProbeOfAMisfit(t *testing.T) {
 	if r.code != 3 || !strings.HasPrefix(r.stdout, "pipeline quickstart: ") || strings.Contains(r.stdout, "~") || strings.Contains(r.stderr, "stuck") {
 		t.Errorf("%s\nwant exit 3, the plan unprobed and no stuck run", r)
 	}
+	// validate --probe likewise: the fit's error, no stuck probe.
+	r = run(t, "validate", spec, "--set", "resources.memory=3MiB", "--probe", "10")
+	for _, want := range []string{"--probe was not run: the buffers do not fit the budget even as far as they are known, and a run of them would stall", "resources.memory: buffers need at least 8.8MiB"} {
+		if !strings.Contains(r.stdout+r.stderr, want) {
+			t.Errorf("validate: output lacks %q", want)
+		}
+	}
+	if r.code != 1 || strings.Contains(r.stdout+r.stderr, "stuck") {
+		t.Errorf("validate: %s\nwant exit 1 and no stuck run", r)
+	}
 }
 
 // TestProbeCountsAFullBatch: a batch without drop_remainder is counted as
