@@ -704,7 +704,7 @@ func (r *BenchReport) text(w io.Writer) {
 	}
 	switch {
 	case r.Sequential.StepsPerS > 0 && len(r.Sequential.Others) > 0:
-		fmt.Fprintf(w, "naive sequential baseline: %.1f steps/s (%.2fs of CPU on one core between steps: the run's %.2fs less the share %s were busy, as they do not feed the trainer); piperun %.2f×\n",
+		fmt.Fprintf(w, "naive sequential baseline: %.1f steps/s (%.2fs of CPU on one core between steps: the run's %.2fs less the share of stages that do not feed the trainer: %s); piperun %.2f×\n",
 			r.Sequential.StepsPerS, r.Sequential.CPUS, r.CPUS, strings.Join(r.Sequential.Others, ", "), r.Sequential.Speedup)
 	case r.Sequential.StepsPerS > 0:
 		fmt.Fprintf(w, "naive sequential baseline: %.1f steps/s (the run's %.2fs of CPU on one core between steps); piperun %.2f×\n",

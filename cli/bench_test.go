@@ -257,7 +257,7 @@ stages:
 		t.Errorf("trainer %vs of %vs, %v steps/s, baseline %vs of %vs CPU; want steps/s over the trainer's span, well within the run, and the other branch's CPU left out",
 			br.TrainerS, br.ElapsedS, br.StepsPerS, br.Sequential.CPUS, br.CPUS)
 	}
-	want := "less the share side, slowside were busy, as they do not feed the trainer"
+	want := "less the share of stages that do not feed the trainer: side, slowside)"
 	if !strings.Contains(r.stdout, want) {
 		t.Errorf("stdout lacks %q:\n%s", want, r.stdout)
 	}
