@@ -111,9 +111,12 @@ func (r *Run) markIdle(byStage map[*spec.Stage]*node) {
 	for i := len(r.nodes) - 1; i >= 0; i-- {
 		n := r.nodes[i]
 		if _, ok := n.impl.(stages.Cacher); ok {
+			n.through = r.epochs() < 0 && takeAbove(n.st, map[*spec.Stage]bool{})
 			n.fillAbove = fillAbove(n, byStage)
 			n.passDone = make(chan struct{})
-			r.gateSources(n, n.passDone, byStage, map[*spec.Stage]bool{})
+			if !n.through {
+				r.gateSources(n, n.passDone, byStage, map[*spec.Stage]bool{})
+			}
 		}
 		if len(n.st.Outputs) == 0 {
 			continue
@@ -122,6 +125,7 @@ func (r *Run) markIdle(byStage map[*spec.Stage]*node) {
 		for _, o := range n.st.Outputs {
 			on := byStage[o]
 			c, isCache := on.impl.(stages.Cacher)
+			isCache = isCache && !on.through // it reads every epoch
 			if !on.idle && !(isCache && c.Complete()) {
 				idle = false
 			}
@@ -159,7 +163,13 @@ func (r *Run) runCache(ctx context.Context, n *node, c stages.Cacher) (err error
 	passOver := sync.OnceFunc(func() { close(n.passDone) })
 	defer passOver()
 	epoch := 0
-	if !c.Complete() {
+	// In an endless run a take above the cache ends the stream after its
+	// count, which may span epochs (repeat().take(n)): the cache then
+	// passes every epoch through, its stored samples standing in for the
+	// work above as in a resumed fill, and never completes, since a
+	// replay would know nothing of the count and run for ever.
+	through := n.through
+	if !c.Complete() || through {
 		for first := true; first; {
 			it, err := in.next()
 			if err != nil {
@@ -172,6 +182,13 @@ func (r *Run) runCache(ctx context.Context, n *node, c stages.Cacher) (err error
 					return n.fail(nil, err)
 				}
 				return o.flush()
+			case it.eoe && through:
+				if err := c.Commit(); err != nil {
+					return n.fail(nil, err)
+				}
+				if err := o.endEpoch(it.epoch); err != nil {
+					return err
+				}
 			case it.eoe:
 				if err := c.Commit(); err != nil {
 					return n.fail(nil, err)
@@ -221,4 +238,19 @@ func (r *Run) runCache(ctx context.Context, n *node, c stages.Cacher) (err error
 		}
 	}
 	return o.flush()
+}
+
+// takeAbove reports whether a take stage feeds st, directly or through
+// others.
+func takeAbove(st *spec.Stage, seen map[*spec.Stage]bool) bool {
+	for _, in := range st.Inputs {
+		if seen[in] {
+			continue
+		}
+		seen[in] = true
+		if in.Type == "take" || takeAbove(in, seen) {
+			return true
+		}
+	}
+	return false
 }

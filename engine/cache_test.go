@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 	"sort"
 	"strings"
 	"testing"
@@ -344,5 +345,49 @@ stages:
 		if got := rep.Sinks["out"].Samples; got != 600 {
 			t.Fatalf("run %d: %d samples, want 600", i, got)
 		}
+	}
+}
+
+// TestEndlessTakeAboveACache: with epochs: 0 a take above a cache ends the
+// run after its count, which spans epochs here (7 samples an epoch, a take
+// of 20), as without the cache; the cache stays partial and a second run
+// gives the same samples. The cache completed at the first epoch's end,
+// stopped the take above it and replayed its 7 samples for ever (a
+// new-user test: 1.1 million samples in 5 s).
+func TestEndlessTakeAboveACache(t *testing.T) {
+	const src = `version: 1
+name: endless-take
+epochs: 0
+stages:
+  - {name: src, type: range, count: 7}
+  - {name: t, type: take, count: 20}
+  - {name: m, type: map, set: {sq: 'index * index'}}
+  - {name: c, type: cache DIR}
+  - {name: out, type: write_jsonl, path: out.jsonl}
+`
+	var want []string
+	for i := range 20 {
+		want = append(want, fmt.Sprintf(`{"index":%d,"sq":%d}`, i%7, i%7*(i%7)))
+	}
+	for _, tc := range []struct{ name, dir string }{{"disk", ", dir: cache"}, {"memory", ""}} {
+		t.Run(tc.name, func(t *testing.T) {
+			dir := t.TempDir()
+			spec := strings.Replace(src, " DIR", tc.dir, 1)
+			for run := range 2 {
+				ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+				rep, err := runSpecCtx(ctx, t, dir, spec)
+				cancel()
+				if err != nil {
+					t.Fatalf("run %d: %v", run, err)
+				}
+				if got := readLines(t, filepath.Join(dir, "out.jsonl")); !slices.Equal(got, want) {
+					t.Fatalf("run %d wrote %d lines:\n%s\nwant\n%s", run, len(got), strings.Join(got, "\n"), strings.Join(want, "\n"))
+				}
+				c := rep.Caches["c"]
+				if c.Complete || tc.dir != "" && run == 1 && c.Resumed != 7 {
+					t.Errorf("run %d: cache %+v, want it partial (and 7 resumed by the second run)", run, c)
+				}
+			}
+		})
 	}
 }

@@ -142,6 +142,9 @@ type node struct {
 	// work is done for an epoch a cache will replay.
 	passDone chan struct{}
 	gates    []chan struct{}
+	// through, on a cache stage, is set in an endless run with a take
+	// above it: the cache reads every epoch and never replays (runCache).
+	through bool
 	// fillAbove, on a cache stage, lists the stages whose skips its fill
 	// loses (fillSkips).
 	fillAbove []*node
