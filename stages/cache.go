@@ -352,6 +352,12 @@ func Fingerprint(sp *spec.Spec, st *spec.Stage, seed uint64) (string, string, er
 	if random {
 		fmt.Fprintf(&b, "seed %d\n", seed)
 	}
+	if !sp.Deterministic {
+		// The stages above number samples in the order they finish, so a
+		// fill's IDs and order are its own: a deterministic run must not
+		// resume or replay it (DESIGN.md §4), and gets a cache of its own.
+		b.WriteString("deterministic false\n")
+	}
 	if SamplesVersion > 1 {
 		fmt.Fprintf(&b, "samples version %d\n", SamplesVersion)
 	}

@@ -74,6 +74,12 @@ stages:
 		{"an expression", "'index * 2'", "'index * 3'", false, false},
 		{"the source", "count: 10", "count: 11", false, false},
 		{"a name above randomness", "name: m,", "name: renamed,", true, false},
+		// With deterministic: false the stages above number samples in
+		// the order they finish: a deterministic run must not resume, or
+		// replay, such a fill (a new-user test: 250 samples twice and 250
+		// lost, for good once the cache completed).
+		{"deterministic: false", "seed: 1\n", "seed: 1\ndeterministic: false\n", false, false},
+		{"deterministic: true written out", "seed: 1\n", "seed: 1\ndeterministic: true\n", false, true},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			body := base
