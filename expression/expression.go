@@ -250,7 +250,14 @@ type Program struct {
 	fields []string
 	// files are the fields it reads as paths of files: read_file(path).
 	files []string
+	// literals are the paths it reads written as text: read_file("x").
+	literals []string
 }
+
+// LiteralFiles lists the paths of the files the expression reads that are
+// written in it as text (read_file("classes.txt")), as it resolved them,
+// so that a cache below can tell when one of them changes.
+func (p *Program) LiteralFiles() []string { return p.literals }
 
 // FilesRead lists the fields whose values the expression reads as the
 // paths of files (read_file(path), with path a field), so that a stage can
@@ -486,8 +493,9 @@ func (r *Registry) compile(src string, in sample.Schema, want sample.Kind, strip
 			return nil, &Error{Line: line, Column: col, Msg: fmt.Sprintf("%s is piperun's own name (random functions read the sample's identity through it); no field may be called so", CtxVar)}
 		}
 	}
-	if err == nil && r.dir != "" {
-		ast.Walk(&tree.Node, &literalPaths{dir: r.dir})
+	lits := &literalPaths{dir: r.dir}
+	if err == nil {
+		ast.Walk(&tree.Node, lits)
 	}
 	if err == nil && strip != nil && !strip(tree) {
 		return nil, nil
@@ -549,18 +557,30 @@ func (r *Registry) compile(src string, in sample.Schema, want sample.Kind, strip
 	if err != nil {
 		return nil, toError(err)
 	}
-	return &Program{Source: src, Type: t, program: prog, fields: fr.names, files: files.names}, nil
+	return &Program{Source: src, Type: t, program: prog, fields: fr.names, files: files.names, literals: lits.paths}, nil
 }
 
-// literalPaths makes the relative paths written as text in read_file
-// calls absolute, joined to dir.
-type literalPaths struct{ dir string }
+// literalPaths collects the paths written as text in read_file calls,
+// making the relative ones absolute, joined to dir, where dir is set.
+type literalPaths struct {
+	dir   string
+	paths []string
+}
 
 func (l *literalPaths) Visit(node *ast.Node) {
-	if c, ok := callOf(*node, "read_file", 1); ok {
-		if p, ok := c.Arguments[0].(*ast.StringNode); ok && p.Value != "" && !filepath.IsAbs(p.Value) {
-			p.Value = filepath.Join(l.dir, p.Value)
-		}
+	c, ok := callOf(*node, "read_file", 1)
+	if !ok {
+		return
+	}
+	p, ok := c.Arguments[0].(*ast.StringNode)
+	if !ok || p.Value == "" {
+		return
+	}
+	if l.dir != "" && !filepath.IsAbs(p.Value) {
+		p.Value = filepath.Join(l.dir, p.Value)
+	}
+	if !slices.Contains(l.paths, p.Value) {
+		l.paths = append(l.paths, p.Value)
 	}
 }
 

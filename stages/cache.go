@@ -323,6 +323,18 @@ func Fingerprint(sp *spec.Spec, st *spec.Stage, seed uint64) (string, string, er
 		}
 		fmt.Fprintf(&b, "stage %s type=%s inputs=%v on_error=%s config=%s\n", name(s), s.Type, ins, s.OnError, cfgs[i])
 		names = append(names, s.Name)
+		if lf, ok := s.Config.(interface{ literalFiles() []string }); ok {
+			// read_file("classes.txt"): the text names a file, whose
+			// contents the config does not hold; nor does it say which
+			// file a relative path names, which is the spec's folder's.
+			for _, f := range lf.literalFiles() {
+				if fi, err := os.Stat(f); err == nil {
+					fmt.Fprintf(&b, "file %s %d %d\n", f, fi.Size(), fi.ModTime().UnixNano())
+				} else {
+					fmt.Fprintf(&b, "file %s absent\n", f)
+				}
+			}
+		}
 		if fc, ok := s.Config.(*FilesConfig); ok {
 			// shard: auto reads the rank from the launcher's environment;
 			// each rank reads other files, so each needs its own cache

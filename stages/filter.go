@@ -19,6 +19,15 @@ type FilterConfig struct {
 	program *expression.Program
 }
 
+// literalFiles lists the files its condition reads by paths written as
+// text, for the fingerprint of a cache below.
+func (c *FilterConfig) literalFiles() []string {
+	if c.program == nil {
+		return nil
+	}
+	return c.program.LiteralFiles()
+}
+
 // PassesThrough implements spec.PassThrough: a filter passes samples on
 // untouched and reads only the fields its condition names.
 func (c *FilterConfig) PassesThrough(field string) bool { return !expression.Uses(c.Where, field) }

@@ -97,3 +97,64 @@ stages:
 		})
 	}
 }
+
+// TestFingerprintFollowsLiteralFiles: a file an expression names as text
+// (read_file("data.txt")) joins the fingerprint of a cache below, by its
+// resolved path, size and modification time: a copy of the spec in another
+// folder, next to other data, and a change to the file, fill caches of
+// their own (a review: a shared cache dir replayed folder A's data for
+// folder B's spec, and the old data after the file changed).
+func TestFingerprintFollowsLiteralFiles(t *testing.T) {
+	const body = `version: 1
+name: p
+stages:
+  - {name: src, type: range, count: 3}
+  - {name: m, type: map, set: {x: 'string(read_file("data.txt"))'}}
+  - {name: f, type: filter, where: 'len(read_file("keep.txt")) > 0'}
+  - {name: c, type: cache, dir: /nonexistent/cache}
+  - {name: out, type: discard}
+`
+	fpIn := func(dir string) string {
+		t.Helper()
+		p := filepath.Join(dir, "s.yaml")
+		if err := os.WriteFile(p, []byte(body), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		sp, diags := spec.Load(p, spec.Options{Catalog: stages.Default()})
+		if diags.HasErrors() {
+			t.Fatal(diags)
+		}
+		fp, _, err := stages.Fingerprint(sp, sp.Stages[3], 7)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return fp
+	}
+	write := func(path, text string) {
+		t.Helper()
+		if err := os.WriteFile(path, []byte(text), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	a, b := t.TempDir(), t.TempDir()
+	for _, d := range []string{a, b} {
+		write(filepath.Join(d, "data.txt"), "AAA")
+		write(filepath.Join(d, "keep.txt"), "y")
+	}
+	fa := fpIn(a)
+	if again := fpIn(a); again != fa {
+		t.Fatalf("the same spec and files: %s, then %s", fa, again)
+	}
+	if fb := fpIn(b); fb == fa {
+		t.Errorf("the spec in another folder, reading its own data.txt, has the same fingerprint %s", fa)
+	}
+	write(filepath.Join(a, "data.txt"), "ZZZZ")
+	if fz := fpIn(a); fz == fa {
+		t.Errorf("data.txt changed, and the fingerprint did not")
+	}
+	fz := fpIn(a)
+	write(filepath.Join(a, "keep.txt"), "yes")
+	if fk := fpIn(a); fk == fz {
+		t.Errorf("keep.txt, read by a filter, changed, and the fingerprint did not")
+	}
+}

@@ -24,6 +24,18 @@ type MapConfig struct {
 	programs []*expression.Program
 }
 
+// literalFiles lists the files its expressions read by paths written as
+// text, for the fingerprint of a cache below.
+func (c *MapConfig) literalFiles() []string {
+	var out []string
+	for _, p := range c.programs {
+		if p != nil {
+			out = append(out, p.LiteralFiles()...)
+		}
+	}
+	return out
+}
+
 // SetsField implements plan.FieldSetter: the map writes field, so a value
 // there comes from its expression, not from upstream.
 func (c *MapConfig) SetsField(field string) bool {
