@@ -336,6 +336,8 @@ type Watching struct {
 	m      *Monitor
 	cancel context.CancelFunc
 	done   chan struct{}
+	// closeErr is the source's Close error, set before done closes.
+	closeErr error
 }
 
 // Watch samples m at once, then every interval, in a goroutine of its
@@ -346,27 +348,30 @@ func (m *Monitor) Watch(every time.Duration) *Watching {
 	go func() {
 		defer close(w.done)
 		m.Run(ctx, every)
+		// A run shorter than the interval still gets a reading at its
+		// end. Taken here, with the close, so that Stop's limit covers
+		// them: either can hang as any NVML call can.
+		m.Sample()
+		w.closeErr = m.Close()
 	}()
 	return w
 }
 
-// Stop ends the sampling, takes a last sample (a run shorter than the
-// interval still gets one at its end), sums up and closes the source; the
-// error is the close's. When the sampling has not ended within wait, a
-// read hangs: Stop sums up the readings so far, says so in the verdict,
-// and neither samples nor closes the source, which the hung call still
-// uses.
+// Stop ends the sampling, which takes a last sample and closes the
+// source, and sums up; the error is the close's. When that has not ended
+// within wait, an NVML call hangs: Stop sums up the readings so far and
+// says so in the verdict, leaving the hung call to the goroutine that
+// made it.
 func (w *Watching) Stop(wait time.Duration) (*Summary, error) {
 	w.cancel()
 	t := time.NewTimer(wait)
 	defer t.Stop()
 	select {
 	case <-w.done:
+		return w.m.Summary(), w.closeErr
 	case <-t.C:
 		return w.m.stalled(wait), nil
 	}
-	w.m.Sample()
-	return w.m.Summary(), w.m.Close()
 }
 
 // stalled is the Summary of a Monitor whose read did not return within
@@ -374,7 +379,7 @@ func (w *Watching) Stop(wait time.Duration) (*Summary, error) {
 func (m *Monitor) stalled(wait time.Duration) *Summary {
 	s := m.Summary()
 	m.mu.Lock()
-	which := "a read"
+	which := "the close of NVML"
 	if m.reading >= 0 {
 		which = "the read of " + m.devices[m.reading].label()
 	}
