@@ -630,6 +630,48 @@ stages:
 // training scripts do; the client closes the stream at exit. (This case
 // also passed, 4 of 4 with busy cores, with that close taken out: the
 // script's exit comes long after its last acknowledgement went out.)
+// TestServePythonLoaderPerEpoch: a trainer making a new DataLoader over a
+// new PiperunDataset for each epoch, dropping the one before unclosed,
+// reads every epoch. The first dataset's connection stayed open (an atexit
+// hook held its stream), so the second waited for ever, without a word (a
+// new-user test).
+func TestServePythonLoaderPerEpoch(t *testing.T) {
+	py := pythonWith(t, "numpy, torch")
+	dir := t.TempDir()
+	listen := listenAddress(t, "unix", dir)
+	p := writeSpec(t, dir, "e.yaml", `version: 1
+name: per-epoch
+epochs: 3
+stages:
+  - {name: src, type: range, count: 100}
+  - {name: m, type: map, set: {label: index}}
+  - {name: batch, type: batch, size: 10}
+  - {name: out, type: serve, listen: '`+listen+`'}
+`)
+	done := applyInBackground(context.Background(), p)
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	out, err := exec.CommandContext(ctx, py, "testdata/serve_handover.py", listen, "0", "--loader-per-epoch", "3").Output()
+	if err != nil {
+		t.Fatalf("trainer: %v\n%s", err, out)
+	}
+	var by [][]int64
+	if err := json.Unmarshal(out, &by); err != nil {
+		t.Fatalf("trainer printed %q: %v", out, err)
+	}
+	if len(by) != 3 {
+		t.Fatalf("%d epochs read, want 3", len(by))
+	}
+	for e, got := range by {
+		if len(got) != 100 || got[0] != 0 || got[99] != 99 {
+			t.Errorf("epoch %d: %d labels (%v…), want 0 to 99", e, len(got), got[:min(3, len(got))])
+		}
+	}
+	if r := <-done; r.code != 0 {
+		t.Errorf("apply: %s", r)
+	}
+}
+
 func TestServePythonHandOver(t *testing.T) {
 	for _, tc := range []struct{ network, how string }{{"unix", "close"}, {"tcp", "close"}, {"tcp", "dataset at exit"}} {
 		t.Run(tc.network+", "+tc.how, func(t *testing.T) {

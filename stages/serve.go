@@ -162,6 +162,9 @@ type serveSink struct {
 	// sent counts sample frames queued for trainers, in all and in the
 	// current epoch.
 	sent, epochSent int64
+	// epochs counts the ends of epoch queued; delivered is the epoch of
+	// the last sample a trainer acknowledged, -1 before the first.
+	epochs, delivered int
 	// queue holds the frames no trainer has acknowledged, oldest first;
 	// the first written of them have gone to the current connection,
 	// which has acknowledged acked frames in all; ackBuf holds a part
@@ -242,7 +245,7 @@ func newServeSink(env *Env, c *ServeConfig) (*serveSink, error) {
 	if network == "unix" {
 		listen = network + "://" + addr // not the name it was bound under
 	}
-	return &serveSink{log: env.Log, listen: listen, network: network, addr: addr, ln: ln, hello: hello, window: c.window(env.Memory)}, nil
+	return &serveSink{log: env.Log, listen: listen, network: network, addr: addr, ln: ln, hello: hello, window: c.window(env.Memory), delivered: -1}, nil
 }
 
 // connect waits for a trainer unless one is connected, and greets it.
@@ -306,6 +309,15 @@ func (s *serveSink) adopt(ctx context.Context, c net.Conn) error {
 	s.conn = c
 	s.served = true
 	s.written, s.acked, s.ackBuf = 0, 0, s.ackBuf[:0]
+	// A trainer that left after an epoch's last sample, before its end
+	// of epoch, had that epoch: the next would take the end for an empty
+	// epoch of its own (a new-user test: a restarted trainer's loop, which
+	// ends at an empty epoch, stopped at once, and the run waited on).
+	for len(s.queue) > 0 && s.queue[0].smp == nil && s.queue[0].epoch == s.delivered {
+		s.queuedBytes -= s.queue[0].bytes
+		s.queue[0] = nil
+		s.queue = s.queue[1:]
+	}
 	if s.network == "tcp" {
 		s.log.Info("trainer connected", zap.String("from", c.RemoteAddr().String()))
 	} else {
@@ -442,8 +454,9 @@ func (s *serveSink) connErr(err error) error {
 // outFrame is a frame sent to trainers, kept until one acknowledges it.
 type outFrame struct {
 	bufs  net.Buffers    // the frame; copied for each write, which consumes it
-	smp   *sample.Sample // recycled once acknowledged; nil for other frames
+	smp   *sample.Sample // recycled once acknowledged; nil for an end of epoch
 	bytes int64
+	epoch int // the epoch the sample belongs to, or the end of epoch ends
 }
 
 // A frame counts as delivered when the trainer acknowledges it, not when
@@ -615,6 +628,7 @@ func (s *serveSink) take(b []byte) error {
 			s.queuedBytes -= f.bytes
 			if f.smp != nil {
 				f.smp.Recycle() // delivered: this sink was its last holder
+				s.delivered = f.epoch
 			}
 		}
 	}
@@ -630,21 +644,27 @@ func (s *serveSink) Write(ctx context.Context, smp *sample.Sample) error {
 	for _, b := range bufs {
 		n += int64(len(b))
 	}
+	// What the window holds is the memory the sample keeps, which the
+	// engine reserved for it: more than the frame where a short last batch
+	// sits in a full batch's buffer.
+	n = max(n, smp.Held)
 	s.sent++
 	s.epochSent++
+	epoch := s.epochs
 	s.batched = s.batched || smp.BatchSize > 0
-	return s.send(ctx, &outFrame{bufs: bufs, smp: smp, bytes: n})
+	return s.send(ctx, &outFrame{bufs: bufs, smp: smp, bytes: n, epoch: epoch})
 }
 
 // EndEpoch tells the trainer the epoch is over.
 func (s *serveSink) EndEpoch(ctx context.Context, epoch int, _ Emit) error {
-	n := s.epochSent
+	n, ended := s.epochSent, s.epochs
 	s.epochSent = 0
+	s.epochs++
 	b, err := serve.EncodeJSON(serve.KindEndOfEpoch, serve.EpochHeader{Epoch: epoch, Frames: n})
 	if err != nil {
 		return err
 	}
-	return s.send(ctx, &outFrame{bufs: net.Buffers{b}, bytes: int64(len(b))})
+	return s.send(ctx, &outFrame{bufs: net.Buffers{b}, bytes: int64(len(b)), epoch: ended})
 }
 
 // Commit is CommitContext without a way to stop it.

@@ -3,6 +3,7 @@ package stages
 import (
 	"context"
 	"errors"
+	"fmt"
 	"io"
 	"net"
 	"path/filepath"
@@ -368,5 +369,76 @@ func TestServeWindowSize(t *testing.T) {
 		if got := c.ReservedBytes(tc.memory); got != tc.want || c.window(tc.memory) != got {
 			t.Errorf("window %d under a budget of %d: reserved %d, window %d; want %d", tc.set, tc.memory, got, c.window(tc.memory), tc.want)
 		}
+	}
+}
+
+// TestServeNextTrainerStartsAtTheNextEpoch: a trainer that leaves after
+// an epoch's last sample, before its end of epoch, has had that epoch; the
+// next trainer starts with the next epoch's first sample, not with an end
+// of epoch, which its client would take for an empty epoch (a new-user
+// test: a restarted trainer's loop, which stops at an empty epoch, ended at
+// once and the run waited for another).
+func TestServeNextTrainerStartsAtTheNextEpoch(t *testing.T) {
+	sk, sock := testServeSink(t)
+	defer sk.Abort()
+	first := make(chan error, 1)
+	go func() {
+		c, err := serve.Dial("unix://" + sock)
+		if err == nil {
+			for range 3 {
+				if _, err = c.Next(); err != nil {
+					break
+				}
+			}
+			c.Close()
+		}
+		first <- err
+	}()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	write := func(x int64) {
+		t.Helper()
+		if err := sk.Write(ctx, &sample.Sample{Fields: map[string]any{"x": x}}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for i := range 3 {
+		write(int64(i))
+	}
+	if err := sk.EndEpoch(ctx, 0, nil); err != nil {
+		t.Fatal(err)
+	}
+	second := make(chan []string, 1)
+	go func() {
+		var got []string
+		defer func() { second <- got }()
+		c, err := serve.Dial("unix://" + sock)
+		if err != nil {
+			got = append(got, err.Error())
+			return
+		}
+		for range 3 {
+			s, err := c.Next()
+			switch {
+			case errors.Is(err, serve.ErrEndOfEpoch):
+				got = append(got, "end of epoch")
+			case err != nil:
+				got = append(got, err.Error())
+				return
+			default:
+				got = append(got, fmt.Sprint(s.Fields["x"]))
+			}
+		}
+	}()
+	write(10) // finds the first trainer gone, and waits for the second
+	if err := <-first; err != nil {
+		t.Fatal(err)
+	}
+	write(11)
+	if err := sk.EndEpoch(ctx, 1, nil); err != nil {
+		t.Fatal(err)
+	}
+	if got, want := <-second, []string{"10", "11", "end of epoch"}; !slices.Equal(got, want) {
+		t.Errorf("the second trainer read %q, want %q", got, want)
 	}
 }

@@ -2,7 +2,9 @@
 STOP is 0) with clients/python's client and leaves, and prints the labels it
 read as JSON, one list per epoch it saw begin. It leaves through
 Stream.close(), or with --dataset through a torch DataLoader over
-PiperunDataset that it never closes: the client closes it at exit."""
+PiperunDataset that it never closes: the client closes it at exit. With
+--loader-per-epoch N it reads N epochs, each through a new DataLoader over a
+new PiperunDataset, dropping the one before."""
 import json
 import os
 import sys
@@ -25,7 +27,19 @@ def read(epoch_iters):
                 return
 
 
-if "--dataset" in sys.argv:
+if "--loader-per-epoch" in sys.argv:
+    # A new DataLoader over a new PiperunDataset for every epoch, as a
+    # training function called once per epoch makes; the one before is
+    # never closed, only dropped.
+    import torch.utils.data
+    from piperun_client import PiperunDataset
+
+    for _ in range(int(sys.argv[sys.argv.index("--loader-per-epoch") + 1])):
+        loader = torch.utils.data.DataLoader(PiperunDataset(address, wait=5), batch_size=None)
+        epochs.append([int(x) for b in loader for x in b["label"]])
+    print(json.dumps(epochs))
+    sys.stdout.flush()
+elif "--dataset" in sys.argv:
     import torch.utils.data
     from piperun_client import PiperunDataset
 

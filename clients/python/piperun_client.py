@@ -16,13 +16,14 @@ PyTorch tensors.
 The wire format is documented in the Go package github.com/piperun/piperun/serve.
 Only the standard library and NumPy are needed; PyTorch only for PiperunDataset.
 """
-import atexit
 import base64
 import json
+import select
 import socket
 import struct
 import sys
 import time
+import weakref
 
 import numpy as np
 
@@ -124,18 +125,29 @@ class Stream:
 
     def __init__(self, address, torch=False, wait=0.0):
         self._sock = _open(address, wait)
-        self._sock.sendall(CLIENT_HELLO)
-        self._file = self._sock.makefile("rb", buffering=1 << 20)
-        self._torch = torch
-        self.epoch = None          # the last end-of-epoch header
-        self.end = None            # the end-of-stream header, once read
-        self._nread = 0            # frames read after the hello, acknowledged
-        kind, header, _ = self._frame()
-        if kind != HELLO:
-            raise RuntimeError("%s: first frame is of kind %d, not hello" % (address, kind))
-        if header.get("protocol") != PROTOCOL:
-            raise RuntimeError("%s serves protocol %s; this client speaks %d (use the client of the same piperun version)"
-                               % (address, header.get("protocol"), PROTOCOL))
+        try:
+            self._sock.sendall(CLIENT_HELLO)
+            # piperun greets one trainer at a time: the next waits, without
+            # a word, until the one before leaves. Say so, once.
+            if not select.select([self._sock], [], [], WAIT_NOTICE)[0]:
+                sys.stderr.write("piperun_client: connected to %s, but piperun serves another trainer (one at a time): "
+                                 "waiting until it leaves (another stream or PiperunDataset of this process still open?)\n"
+                                 % address)
+                sys.stderr.flush()
+            self._file = self._sock.makefile("rb", buffering=1 << 20)
+            self._torch = torch
+            self.epoch = None          # the last end-of-epoch header
+            self.end = None            # the end-of-stream header, once read
+            self._nread = 0            # frames read after the hello, acknowledged
+            kind, header, _ = self._frame()
+            if kind != HELLO:
+                raise RuntimeError("%s: first frame is of kind %d, not hello" % (address, kind))
+            if header.get("protocol") != PROTOCOL:
+                raise RuntimeError("%s serves protocol %s; this client speaks %d (use the client of the same piperun version)"
+                                   % (address, header.get("protocol"), PROTOCOL))
+        except BaseException:
+            self._sock.close()
+            raise
         self.hello = header
 
     def _read(self, n):
@@ -313,13 +325,16 @@ try:
                 self._stream = connect(self.address, torch=True, wait=self.wait)
                 self._epochs = self._stream.epochs()
                 # A training script rarely closes its dataset: leave through
-                # close() at exit, so its last acknowledgements are not lost.
-                atexit.register(self._stream.close)
+                # close() when the dataset goes (a new one made for the
+                # next epoch would otherwise wait on this one's open
+                # connection for ever) or at exit, so that the last
+                # acknowledgements are not lost.
+                self._close = weakref.finalize(self, self._stream.close)
             return next(self._epochs, iter(()))
 
         def close(self):
             """Leaves the stream (see Stream.close)."""
             if self._stream is not None:
-                self._stream.close()
+                self._close()
 except ImportError:  # NumPy users need no torch
     pass
