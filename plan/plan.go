@@ -358,9 +358,23 @@ func (p *Plan) Fit() []FitProblem { return p.fit(true) }
 // with the budget, so advice computed from today's budget crept up one
 // try at a time (a re-test went 16.26, 16.39, … 16.52MiB).
 func (p *Plan) leastBudget() int64 {
+	q := *p
+	q.Nodes = make([]*Node, len(p.Nodes))
+	for i, n := range p.Nodes {
+		c := *n
+		q.Nodes[i] = &c
+	}
 	fits := func(m int64) bool {
-		q := *p
+		// What a stage reserves may follow the budget (a serve sink's
+		// window), as it does when the spec is compiled with it: advice
+		// sized with the reservations of this budget did not fit (a
+		// review: 26.22MiB advised, 27.49MiB needed then, then more).
 		q.Memory = m
+		for _, n := range q.Nodes {
+			if rs, ok := n.Stage.Config.(Reserver); ok {
+				n.Reserved = rs.ReservedBytes(m)
+			}
+		}
 		for _, f := range q.fit(false) {
 			if !f.Warning {
 				return false
