@@ -15,6 +15,7 @@ import (
 	"github.com/spf13/cobra"
 	"go.uber.org/zap"
 
+	"github.com/piperun/piperun/budget"
 	"github.com/piperun/piperun/engine"
 	"github.com/piperun/piperun/plan"
 	"github.com/piperun/piperun/sample"
@@ -28,6 +29,12 @@ const trainerType = "piperun_bench_trainer"
 // waitedOver is the wait for data after which a step counts as one that
 // waited.
 const waitedOver = time.Millisecond
+
+// snapEvery is the least time between two of the trainer's snapshots of
+// the run's figures: taken at the end of a step, at most one a
+// millisecond, so that steps of microseconds are not slowed by them, and
+// the last one stands within a millisecond of the trainer's last step.
+const snapEvery = time.Millisecond
 
 func benchCmd(g *globals) *cobra.Command {
 	var set []string
@@ -138,10 +145,12 @@ type BenchReport struct {
 	// SteppedS is the steps' real time, which a timer on busy cores makes
 	// longer than Steps × StepTimeS.
 	SteppedS float64 `json:"stepped_s"`
-	// CPUS is the CPU time the process spent during the run.
-	CPUS       float64         `json:"cpu_s"`
-	Sequential BenchSequential `json:"sequential"`
-	Trainer    string          `json:"trainer"`
+	// CPUS is the CPU time the process spent during the run, TrainerCPUS
+	// the part of it spent in the trainer's span.
+	CPUS        float64         `json:"cpu_s"`
+	TrainerCPUS float64         `json:"trainer_cpu_s"`
+	Sequential  BenchSequential `json:"sequential"`
+	Trainer     string          `json:"trainer"`
 	// Bottleneck is the busiest stage feeding the trainer, or the trainer;
 	// "" where none was busy half the time (Why says so).
 	Bottleneck string         `json:"bottleneck"`
@@ -149,15 +158,19 @@ type BenchReport struct {
 	Stages     []BenchStage   `json:"stages"`
 	Shuffle    BenchShuffle   `json:"shuffle"`
 	Run        *engine.Report `json:"run"`
+	// otherSinks names the sinks besides the trainer, for the note on a
+	// run that fed them after its last step.
+	otherSinks []string
 }
 
 // BenchSequential is the naive baseline: the CPU time of the trainer's
-// branch spent on one core between the steps (as long as they really
-// took), with no overlap.
+// branch in its span spent on one core between the steps (as long as they
+// really took), with no overlap.
 type BenchSequential struct {
 	StepsPerS float64 `json:"steps_per_s"`
-	// CPUS is the CPU time counted: the run's, less the share of it that
-	// stages not feeding the trainer were busy, where there are any.
+	// CPUS is the CPU time counted: the run's in the trainer's span, less
+	// the share of it that stages not feeding the trainer were busy, where
+	// there are any.
 	CPUS float64 `json:"cpu_s"`
 	// Others names those stages.
 	Others []string `json:"others,omitempty"`
@@ -167,8 +180,8 @@ type BenchSequential struct {
 
 // BenchStage is how busy one stage feeding the trainer was: its own time
 // (its Next, Process or Write calls, less its waits for the stages below)
-// over the trainer's span and its workers. The busiest stage is the one
-// the others wait for.
+// in the trainer's span, over that span and its workers. The busiest
+// stage is the one the others wait for.
 type BenchStage struct {
 	Name    string  `json:"name"`
 	Type    string  `json:"type"`
@@ -193,13 +206,35 @@ type trainer struct {
 	step  time.Duration
 	limit int
 	stop  func()
+	// started, where set, is closed once progress is: the first step
+	// waits for it, as every step's end may read the run's figures.
+	started chan struct{}
 
 	mu sync.Mutex
+	// progress reads the run's figures (engine.Run.Progress); nil takes
+	// no snapshots.
+	progress func() *engine.Report
 	stepCounts
 	last time.Time
 	// stepped is the steps' real time (a timer on busy cores wakes late).
 	stepped time.Duration
 	epochs  [][]string
+	// snap is the run's figures after the latest step that took one.
+	snap benchSnapshot
+}
+
+// benchSnapshot is the run's figures as they stood at the end of one of
+// the trainer's steps. A stage shared with another sink's branch works on
+// after the trainer's last step: its busy time over the whole run, over
+// the trainer's span, came to 41451 %, and the whole run's CPU time went
+// into the baseline (found in review).
+type benchSnapshot struct {
+	at      time.Time
+	steps   int
+	stepped time.Duration
+	// cpu is the process's CPU time (cpuTime) then.
+	cpu time.Duration
+	rep *engine.Report
 }
 
 // stepCounts is what each step adds to a trainer's figures.
@@ -215,6 +250,9 @@ type stepCounts struct {
 }
 
 func (t *trainer) Write(ctx context.Context, s *sample.Sample) error {
+	if t.started != nil {
+		<-t.started
+	}
 	now := time.Now()
 	t.mu.Lock()
 	if t.limit > 0 && t.steps >= t.limit {
@@ -261,11 +299,26 @@ func (t *trainer) Write(ctx context.Context, s *sample.Sample) error {
 	t.mu.Lock()
 	t.last = time.Now()
 	t.stepped += t.last.Sub(now)
+	snap := t.progress != nil && (done || t.last.Sub(t.snap.at) >= snapEvery)
 	t.mu.Unlock()
+	if snap {
+		t.snapshot()
+	}
 	if done {
 		t.stop()
 	}
 	return nil
+}
+
+// snapshot reads the run's figures at the end of a step. The time it
+// takes counts as the step's end, not as a wait for data.
+func (t *trainer) snapshot() {
+	rep := t.progress()
+	cpu := cpuTime()
+	t.mu.Lock()
+	t.last = time.Now()
+	t.snap = benchSnapshot{at: t.last, steps: t.steps, stepped: t.stepped, cpu: cpu, rep: rep}
+	t.mu.Unlock()
 }
 
 // EndEpoch starts the next epoch's order.
@@ -294,14 +347,14 @@ func runBench(parent context.Context, g *globals, sp *spec.Spec, file string, st
 	ctx, cancel := context.WithCancel(parent)
 	defer cancel()
 	stopped := false
-	tr := &trainer{step: step, limit: limit, stop: func() { stopped = true; cancel() }}
+	tr := &trainer{step: step, limit: limit, stop: func() { stopped = true; cancel() }, started: make(chan struct{})}
 	reg := stages.Default()
 	reg.Register(&stages.Type{
 		StageType: spec.StageType{Name: trainerType, Role: spec.RoleSink, Doc: "bench's simulated trainer",
 			NewConfig: func() any { return &struct{}{} }},
 		Build: func(*stages.Env, any) (any, error) { return tr, nil },
 	})
-	var sinks []string
+	var sinks, otherSinks []string
 	for _, st := range sp.Stages {
 		if st.Role == spec.RoleSink {
 			sinks = append(sinks, st.Name)
@@ -319,6 +372,7 @@ func runBench(parent context.Context, g *globals, sp *spec.Spec, file string, st
 			st.Type, st.Config, found = trainerType, &struct{}{}, true
 		} else {
 			st.Type, st.Config = "discard", &stages.DiscardConfig{}
+			otherSinks = append(otherSinks, st.Name)
 		}
 	}
 	if !found {
@@ -340,6 +394,12 @@ func runBench(parent context.Context, g *globals, sp *spec.Spec, file string, st
 	start := time.Now()
 	tr.last = start
 	run, err := engine.Start(ctx, p, engine.Options{Registry: reg, Log: g.log, Profile: true})
+	if run != nil {
+		tr.mu.Lock()
+		tr.progress = run.Progress
+		tr.mu.Unlock()
+	}
+	close(tr.started)
 	if err != nil {
 		return nil, exit(ExitFailed, err)
 	}
@@ -389,9 +449,10 @@ func runBench(parent context.Context, g *globals, sp *spec.Spec, file string, st
 	if tr.steps > 0 {
 		span = tr.last.Sub(start)
 	}
+	at := tr.figures(start, cpu0, runRep, elapsed, cpu)
 	r := &BenchReport{StepTimeS: step.Seconds(), Steps: tr.steps, StepsAsked: limit, ElapsedS: elapsed.Seconds(), TrainerS: span.Seconds(), CPUS: cpu.Seconds(),
-		FirstWaitS: tr.first.Seconds(), WaitedS: tr.waited.Seconds(), MaxWaitS: tr.most.Seconds(), Run: runRep, Trainer: sinkName,
-		SteppedS: tr.stepped.Seconds()}
+		TrainerCPUS: at.cpu.Seconds(), FirstWaitS: tr.first.Seconds(), WaitedS: tr.waited.Seconds(), MaxWaitS: tr.most.Seconds(), Run: runRep, Trainer: sinkName,
+		SteppedS: tr.stepped.Seconds(), otherSinks: otherSinks}
 	if step > 0 {
 		r.IdealStepsPerS = 1 / step.Seconds()
 	}
@@ -406,12 +467,9 @@ func runBench(parent context.Context, g *globals, sp *spec.Spec, file string, st
 		if tr.steps > 1 {
 			r.WaitedStepsShare = float64(tr.waitedSteps) / float64(tr.steps-1)
 		}
-		r.Sequential.CPUS, r.Sequential.Others = branchCPU(p, runRep, sinkName, cpu)
-		seq := r.Sequential.CPUS + tr.stepped.Seconds() // the steps as they really took
-		r.Sequential.StepsPerS = float64(tr.steps) / seq
-		r.Sequential.Speedup = r.StepsPerS / r.Sequential.StepsPerS
+		r.Sequential = sequential(p, at, sinkName, r.StepsPerS)
 	}
-	r.Stages, r.Bottleneck, r.Why = bottleneck(p, runRep, span, sinkName, tr.stepped)
+	r.Stages, r.Bottleneck, r.Why = bottleneck(p, at.rep, at.span, sinkName, at.stepped)
 	r.Shuffle = shuffleCheck(tr.epochs, shuffleAbove(sp.Stage(sinkName)))
 	if runErr != nil {
 		r.Error = runErr.Error()
@@ -464,6 +522,40 @@ func loadForBench(g *globals, file string, set []string) (*spec.Spec, error) {
 		return nil, exit(ExitInvalid, pe)
 	}
 	return sp, nil
+}
+
+// figuresAt is what bench judges the pipeline by, as it stood at one
+// moment: span after the run's start, with steps taken by then, stepped
+// their real time and cpu the process's CPU time since the start.
+type figuresAt struct {
+	rep     *engine.Report
+	span    time.Duration
+	cpu     time.Duration
+	steps   int
+	stepped time.Duration
+}
+
+// figures returns what bench judges the run by: its figures as they stood
+// at the trainer's last step (within snapEvery), where a step took them,
+// else final's, of the whole run, with its elapsed and CPU time. start and
+// cpu0 are the run's start and the process's CPU time then. t.mu is held.
+func (t *trainer) figures(start time.Time, cpu0 time.Duration, final *engine.Report, elapsed, cpu time.Duration) figuresAt {
+	if s := t.snap; s.rep != nil {
+		return figuresAt{rep: s.rep, span: s.at.Sub(start), cpu: s.cpu - cpu0, steps: s.steps, stepped: s.stepped}
+	}
+	return figuresAt{rep: final, span: elapsed, cpu: cpu, steps: t.steps, stepped: t.stepped}
+}
+
+// sequential is the naive baseline of the figures at the trainer's last
+// step, against piperun's steps/s.
+func sequential(p *plan.Plan, at figuresAt, trainer string, stepsPerS float64) BenchSequential {
+	var b BenchSequential
+	b.CPUS, b.Others = branchCPU(p, at.rep, trainer, at.cpu)
+	if seq := b.CPUS + at.stepped.Seconds(); seq > 0 && at.steps > 0 { // the steps as they really took
+		b.StepsPerS = float64(at.steps) / seq
+		b.Speedup = stepsPerS / b.StepsPerS
+	}
+	return b
 }
 
 // feeding returns the names of the stages the trainer's sink reads from,
@@ -596,24 +688,105 @@ func cacheHint(p *plan.Plan, st *spec.Stage, feeds map[string]bool) string {
 	if c := st.Below(func(s *spec.Stage) bool { return s.Type == "cache" && (feeds == nil || feeds[s.Name]) }); c != nil {
 		return fmt.Sprintf("cache %q below it already keeps its results: this is the pass that fills it", c.Name)
 	}
-	if p.Spec != nil && p.Spec.Epochs == 1 {
+	if p.Spec == nil || p.Memory <= 0 {
+		if p.Spec != nil && p.Spec.Epochs == 1 {
+			return "in one epoch a cache replays nothing; a cache stage with dir: right after the expensive work lets later runs read its results"
+		}
+		return replays
+	}
+	// A cache on disk reserves its store's memory from the budget: at
+	// 16MiB the advice was a dir: that validate then refused (found in
+	// review). Advice names the budget it needs where it needs more.
+	onDisk, diskLeast := cacheFits(p, st, &stages.CacheConfig{Dir: "cache", CommitEvery: 512})
+	needs := fmt.Sprintf("resources.memory of at least %s, as its store reserves %s of the budget",
+		budget.FormatAtLeast(diskLeast), spec.ByteSize((&stages.CacheConfig{Dir: "cache"}).ReservedBytes(p.Memory)))
+	if p.Spec.Epochs == 1 {
+		if !onDisk {
+			return "in one epoch a cache replays nothing; a cache stage with dir: right after the expensive work would let later runs read its results, with " + needs
+		}
 		return "in one epoch a cache replays nothing; a cache stage with dir: right after the expensive work lets later runs read its results"
 	}
+	inMemory, memLeast := cacheFits(p, st, &stages.CacheConfig{CommitEvery: 512})
 	share := int64((&stages.CacheConfig{}).EpochShare())
 	bytes, exact := p.EpochBytes(st.Name)
 	switch room := p.Memory / share; {
-	case p.Spec == nil || p.Memory <= 0:
 	case bytes > room:
 		about := "about"
 		if !exact {
 			about = "at least"
 		}
-		return fmt.Sprintf("a cache stage with dir: right after the expensive work replays its results in later epochs: in memory, its first pass of %s %s would not fit the 1/%d of the budget (%s) a cache may fill",
-			about, spec.ByteSize(bytes), share, spec.ByteSize(room))
+		tooBig := fmt.Sprintf("in memory, its first pass of %s %s would not fit the 1/%d of the budget (%s) a cache may fill", about, spec.ByteSize(bytes), share, spec.ByteSize(room))
+		if !onDisk {
+			return "a cache stage right after the expensive work would replay its results in later epochs, but " + tooBig + ", and with dir: it needs " + needs
+		}
+		return "a cache stage with dir: right after the expensive work replays its results in later epochs: " + tooBig
+	case !inMemory:
+		// Its one sample in flight is more than the other stages leave.
+		return fmt.Sprintf("%s, with resources.memory of at least %s", replays, budget.FormatAtLeast(memLeast))
 	case bytes < 0 || !exact:
+		if !onDisk {
+			return replays + ", with dir: where the budget cannot hold a whole epoch of them, and then " + needs
+		}
 		return replays + ", with dir: where the budget cannot hold a whole epoch of them"
 	}
 	return replays
+}
+
+// cacheFits reports whether the plan fits its budget with a cache of cfg
+// right after st, as validate would judge the spec with that stage added,
+// and the least budget at which it does.
+func cacheFits(p *plan.Plan, st *spec.Stage, cfg *stages.CacheConfig) (bool, int64) {
+	i := slices.IndexFunc(p.Nodes, func(n *plan.Node) bool { return n.Stage == st })
+	if i < 0 {
+		return true, p.Memory
+	}
+	n := p.Nodes[i]
+	c := &spec.Stage{Name: "piperun_bench_cache", Type: "cache", Role: spec.RoleTransform, Config: cfg,
+		Inputs: []*spec.Stage{st}, Outputs: st.Outputs, InSchemas: []sample.Schema{st.Schema}, Schema: st.Schema, Valid: true}
+	// As plan.Compile has it: the cache passes its input on, and holds one
+	// sample of it (no buffer of its own).
+	cn := &plan.Node{Stage: c, Parallelism: 1, SampleBytes: n.SampleBytes, InSampleBytes: n.SampleBytes}
+	if n.SampleBytes >= 0 {
+		cn.Share = n.SampleBytes
+	} else {
+		cn.MinShare = st.Schema.MinBytes()
+	}
+	q := *p
+	q.Nodes = nil
+	for _, n := range p.Nodes {
+		c := *n
+		q.Nodes = append(q.Nodes, &c)
+	}
+	q.Nodes = slices.Insert(q.Nodes, i+1, cn)
+	fits := func(m int64) bool {
+		// What a stage reserves may follow the budget (a serve sink's
+		// window), as it does when the spec is compiled with it.
+		q.Memory = m
+		for _, n := range q.Nodes {
+			if rs, ok := n.Stage.Config.(plan.Reserver); ok {
+				n.Reserved = rs.ReservedBytes(m)
+			}
+		}
+		return !slices.ContainsFunc(q.Fit(), func(f plan.FitProblem) bool { return !f.Warning })
+	}
+	if fits(p.Memory) {
+		return true, p.Memory
+	}
+	lo, hi := p.Memory, 2*p.Memory
+	for !fits(hi) {
+		if hi > 1<<50 {
+			return false, hi
+		}
+		lo, hi = hi, 2*hi
+	}
+	for hi-lo > 1 {
+		if mid := lo + (hi-lo)/2; fits(mid) {
+			hi = mid
+		} else {
+			lo = mid
+		}
+	}
+	return false, hi
 }
 
 // randomMapAbove names a map above st that draws random numbers, or "".
@@ -693,8 +866,14 @@ func (r *BenchReport) text(w io.Writer) {
 	if r.OK && r.StepsAsked > 0 && r.Steps < r.StepsAsked {
 		fmt.Fprintf(w, "--steps %d: the data ran out after %d steps\n", r.StepsAsked, r.Steps)
 	}
-	if len(r.Sequential.Others) > 0 && r.ElapsedS > 1.05*r.TrainerS+0.01 {
-		fmt.Fprintf(w, "the run took %.2fs: stages that do not feed the trainer (%s) ran on after its last step\n", r.ElapsedS, strings.Join(r.Sequential.Others, ", "))
+	// The figures below stand at the trainer's last step; a run that went
+	// on after it is said to have, as its elapsed time shows nowhere else.
+	ranOn := r.Steps > 0 && r.ElapsedS > 1.05*r.TrainerS+0.01
+	switch {
+	case ranOn && len(r.Sequential.Others) > 0:
+		fmt.Fprintf(w, "the run took %.2fs: stages that do not feed the trainer (%s) ran on after its last step; the figures below stand as they were then\n", r.ElapsedS, strings.Join(r.Sequential.Others, ", "))
+	case ranOn && len(r.otherSinks) > 0:
+		fmt.Fprintf(w, "the run took %.2fs: it ran on after the trainer's last step, feeding the other sinks (%s); the figures below stand as they were then\n", r.ElapsedS, strings.Join(r.otherSinks, ", "))
 	}
 	fmt.Fprintf(w, "waited for data: %.1f%% of the time after the first step (%.2fs, longest %.0fms), before %.0f%% of the steps (over 1ms); %.2fs for the first\n",
 		100*r.WaitedShare, r.WaitedS, 1000*r.MaxWaitS, 100*r.WaitedStepsShare, r.FirstWaitS)
@@ -702,13 +881,20 @@ func (r *BenchReport) text(w io.Writer) {
 		fmt.Fprintf(w, "the steps took %.2fs, %.0f%% over %d × %s: the trainer's timer wakes late on busy cores, which counts neither as waiting nor as the pipeline's\n",
 			r.SteppedS, 100*(r.SteppedS/nominal-1), r.Steps, time.Duration(r.StepTimeS*float64(time.Second)))
 	}
+	until := ""
+	if ranOn {
+		until = " until the trainer's last step"
+	}
 	switch {
 	case r.Sequential.StepsPerS > 0 && len(r.Sequential.Others) > 0:
-		fmt.Fprintf(w, "naive sequential baseline: %.1f steps/s (%.2fs of CPU on one core between steps: the run's %.2fs less the share of stages that do not feed the trainer: %s); piperun %.2f×\n",
-			r.Sequential.StepsPerS, r.Sequential.CPUS, r.CPUS, strings.Join(r.Sequential.Others, ", "), r.Sequential.Speedup)
+		fmt.Fprintf(w, "naive sequential baseline: %.1f steps/s (%.2fs of CPU on one core between steps: the run's %.2fs%s less the share of stages that do not feed the trainer: %s); piperun %.2f×\n",
+			r.Sequential.StepsPerS, r.Sequential.CPUS, r.TrainerCPUS, until, strings.Join(r.Sequential.Others, ", "), r.Sequential.Speedup)
 	case r.Sequential.StepsPerS > 0:
-		fmt.Fprintf(w, "naive sequential baseline: %.1f steps/s (the run's %.2fs of CPU on one core between steps); piperun %.2f×\n",
-			r.Sequential.StepsPerS, r.CPUS, r.Sequential.Speedup)
+		if until != "" {
+			until += ","
+		}
+		fmt.Fprintf(w, "naive sequential baseline: %.1f steps/s (the run's %.2fs of CPU%s on one core between steps); piperun %.2f×\n",
+			r.Sequential.StepsPerS, r.TrainerCPUS, until, r.Sequential.Speedup)
 	}
 	if r.Why != "" {
 		fmt.Fprintf(w, "bottleneck: %s\n", r.Why)

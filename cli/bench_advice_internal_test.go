@@ -30,12 +30,15 @@ func benchPlan(t *testing.T, src string) *plan.Plan {
 // TestBottleneckCacheAdvice: the cache advice given with the busiest
 // stage fits the spec. A fixed hint advised a cache where one already sat
 // below the stage, an in-memory one that the budget could not hold, and a
-// replay in later epochs to a spec of one epoch (a new-user test).
+// replay in later epochs to a spec of one epoch (a new-user test); a dir:
+// whose store the budget could not hold either (found in review: at
+// 16MiB validate refused it), where the advice now names the budget it
+// needs.
 func TestBottleneckCacheAdvice(t *testing.T) {
 	const src = `version: 1
 name: c
 epochs: EPOCHS
-resources: {memory: 1MiB}
+resources: {memory: MEMORY}
 stages:
   - {name: r, type: range, count: COUNT}
   - {name: m, type: map, set: {x: 'one_hot(0, 2500)'}}
@@ -43,28 +46,35 @@ stages:
   - {name: out, type: discard}
 `
 	const head = `map "m" was busy 90% of the time of its worker; give it more parallelism, cores, or less to do`
+	const store = "resources.memory of at least 82.04MiB, as its store reserves 82MiB of the budget"
 	for _, tc := range []struct {
-		name, epochs, count, middle, top, want string
+		name, memory, epochs, count, middle, top, want string
 	}{
-		{"it fits in memory", "2", "40", "{name: p, type: prefetch, buffer: 1}", "m",
+		{"it fits in memory", "1MiB", "2", "40", "{name: p, type: prefetch, buffer: 1}", "m",
 			head + " (a cache stage right after the expensive work replays its results in later epochs)"},
-		{"a cache below", "2", "40", "{name: c, type: cache}", "m",
+		{"a cache below", "1MiB", "2", "40", "{name: c, type: cache}", "m",
 			head + ` (cache "c" below it already keeps its results: this is the pass that fills it)`},
-		{"a cache on disk below", "2", "40", "{name: c, type: cache, dir: cache}", "m",
+		{"a cache on disk below", "1MiB", "2", "40", "{name: c, type: cache, dir: cache}", "m",
 			head + ` (cache "c" below it already keeps its results: this is the pass that fills it)`},
-		{"the cache itself", "2", "40", "{name: c, type: cache, dir: cache}", "c",
+		{"the cache itself", "1MiB", "2", "40", "{name: c, type: cache, dir: cache}", "c",
 			`cache "c" was busy 90% of the time of its worker; give it more cores, or less to do`},
-		{"too much for memory", "2", "100", "{name: p, type: prefetch, buffer: 1}", "m",
-			head + " (a cache stage with dir: right after the expensive work replays its results in later epochs: in memory, its first pass of about 1009.18KiB would not fit the 1/2 of the budget (512KiB) a cache may fill)"},
-		{"an endless run", "0", "100", "{name: p, type: prefetch, buffer: 1}", "m",
-			head + " (a cache stage with dir: right after the expensive work replays its results in later epochs: in memory, its first pass of about 1009.18KiB would not fit the 1/2 of the budget (512KiB) a cache may fill)"},
-		{"one epoch", "1", "40", "{name: p, type: prefetch, buffer: 1}", "m",
+		{"too much for memory", "256MiB", "2", "20000", "{name: p, type: prefetch, buffer: 1}", "m",
+			head + " (a cache stage with dir: right after the expensive work replays its results in later epochs: in memory, its first pass of about 197.11MiB would not fit the 1/2 of the budget (128MiB) a cache may fill)"},
+		{"too much for memory and for a store", "1MiB", "2", "100", "{name: p, type: prefetch, buffer: 1}", "m",
+			head + " (a cache stage right after the expensive work would replay its results in later epochs, but in memory, its first pass of about 1009.18KiB would not fit the 1/2 of the budget (512KiB) a cache may fill, and with dir: it needs " + store + ")"},
+		{"an endless run", "1MiB", "0", "100", "{name: p, type: prefetch, buffer: 1}", "m",
+			head + " (a cache stage right after the expensive work would replay its results in later epochs, but in memory, its first pass of about 1009.18KiB would not fit the 1/2 of the budget (512KiB) a cache may fill, and with dir: it needs " + store + ")"},
+		{"one epoch", "256MiB", "1", "40", "{name: p, type: prefetch, buffer: 1}", "m",
 			head + " (in one epoch a cache replays nothing; a cache stage with dir: right after the expensive work lets later runs read its results)"},
-		{"a count unknown", "2", "40", "{name: f, type: filter, where: 'index > 2'}\n  - {name: m2, type: map, set: {y: 'index'}}", "m2",
+		{"one epoch, too little for a store", "1MiB", "1", "40", "{name: p, type: prefetch, buffer: 1}", "m",
+			head + " (in one epoch a cache replays nothing; a cache stage with dir: right after the expensive work would let later runs read its results, with " + store + ")"},
+		{"a count unknown", "256MiB", "2", "40", "{name: f, type: filter, where: 'index > 2'}\n  - {name: m2, type: map, set: {y: 'index'}}", "m2",
 			`map "m2" was busy 90% of the time of its worker; give it more parallelism, cores, or less to do (a cache stage right after the expensive work replays its results in later epochs, with dir: where the budget cannot hold a whole epoch of them)`},
+		{"a count unknown, too little for a store", "1MiB", "2", "40", "{name: f, type: filter, where: 'index > 2'}\n  - {name: m2, type: map, set: {y: 'index'}}", "m2",
+			`map "m2" was busy 90% of the time of its worker; give it more parallelism, cores, or less to do (a cache stage right after the expensive work replays its results in later epochs, with dir: where the budget cannot hold a whole epoch of them, and then ` + store + `)`},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			p := benchPlan(t, strings.NewReplacer("EPOCHS", tc.epochs, "COUNT", tc.count, "MIDDLE", tc.middle).Replace(src))
+			p := benchPlan(t, strings.NewReplacer("MEMORY", tc.memory, "EPOCHS", tc.epochs, "COUNT", tc.count, "MIDDLE", tc.middle).Replace(src))
 			rep := &engine.Report{Stages: map[string]engine.StageReport{tc.top: {BusyS: 0.9, Workers: 1}}}
 			_, name, why := bottleneck(p, rep, time.Second, "out", 100*time.Millisecond)
 			if name != tc.top || why != tc.want {

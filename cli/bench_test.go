@@ -216,6 +216,7 @@ stages:
 // ranks only the stages that feed it, and leaves the other branch out of
 // the baseline's CPU, naming it. A new-user test got the whole run's
 // steps/s, that branch named the bottleneck, and its CPU in the baseline.
+// It checks names and how the figures are made, not timings.
 func TestBenchTimesTheTrainersBranch(t *testing.T) {
 	dir := t.TempDir()
 	spec := writeSpec(t, dir, "b.yaml", `version: 1
@@ -253,9 +254,11 @@ stages:
 	if r.code != 0 || br.Steps != 10 || br.Bottleneck == "slowside" || !slices.Equal(ranked, []string{"batch", "src", "trainer"}) || !slices.Equal(br.Sequential.Others, []string{"side", "slowside"}) {
 		t.Errorf("%s\n%d steps, bottleneck %q, stages %v, baseline %+v; want 10 steps, not slowside, batch src trainer, side and slowside left out", r, br.Steps, br.Bottleneck, ranked, br.Sequential)
 	}
-	if br.TrainerS <= 0 || br.StepsPerS != float64(br.Steps)/br.TrainerS || br.TrainerS > br.ElapsedS/2 || br.Sequential.CPUS > br.CPUS/2 {
-		t.Errorf("trainer %vs of %vs, %v steps/s, baseline %vs of %vs CPU; want steps/s over the trainer's span, well within the run, and the other branch's CPU left out",
-			br.TrainerS, br.ElapsedS, br.StepsPerS, br.Sequential.CPUS, br.CPUS)
+	// No timings compared (the machine is shared): how the figures are
+	// made, each within the next.
+	if br.TrainerS <= 0 || br.StepsPerS != float64(br.Steps)/br.TrainerS || br.TrainerS > br.ElapsedS || br.Sequential.CPUS > br.TrainerCPUS || br.TrainerCPUS > br.CPUS {
+		t.Errorf("trainer %vs of %vs, %v steps/s, baseline %vs of %vs CPU in the span, %vs in all; want steps/s over the trainer's span, within the run, and the baseline's CPU within the span's",
+			br.TrainerS, br.ElapsedS, br.StepsPerS, br.Sequential.CPUS, br.TrainerCPUS, br.CPUS)
 	}
 	want := "less the share of stages that do not feed the trainer: side, slowside)"
 	if !strings.Contains(r.stdout, want) {

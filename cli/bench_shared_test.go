@@ -1,0 +1,69 @@
+package cli_test
+
+import (
+	"encoding/json"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+
+	"github.com/piperun/piperun/cli"
+)
+
+// TestBenchOfAStageSharedWithAnotherSink: a map feeds both a take of 10
+// above the trainer and a sink that reads all 6000 of its samples, 400KB
+// each, so the run goes on some hundred times the trainer's span after its
+// last step. Bench judges the map by its busy time at that step: no stage
+// is busier than 100 % of its workers, and the note says the run went on
+// feeding the other sink. Judged by the whole run's busy time over the
+// trainer's span, the map was busy 41451 % and no note came (found in
+// review).
+func TestBenchOfAStageSharedWithAnotherSink(t *testing.T) {
+	dir := t.TempDir()
+	spec := writeSpec(t, dir, "br.yaml", `version: 1
+name: br
+seed: 1
+epochs: 1
+resources: {memory: 256MiB}
+stages:
+  - {name: src, type: range, count: 6000}
+  - {name: m, type: map, parallelism: 1, set: {x: 'one_hot(index % 7, 100000)'}}
+  - {name: t, type: take, count: 10, input: m}
+  - {name: trainer, type: discard, input: t}
+  - {name: sideout, type: discard, input: m}
+`)
+	report := filepath.Join(dir, "bench.json")
+	r := run(t, "bench", spec, "--step-time", "0", "--report", report)
+	b, err := os.ReadFile(report)
+	if err != nil {
+		t.Fatalf("%s: %v", r, err)
+	}
+	var br cli.BenchReport
+	if err := json.Unmarshal(b, &br); err != nil {
+		t.Fatal(err)
+	}
+	var names []string
+	for _, s := range br.Stages {
+		names = append(names, s.Name)
+		if s.Busy > 1 {
+			t.Errorf("%s %q busy %.0f%% of the time of its %d workers, over 100%%", s.Type, s.Name, 100*s.Busy, s.Workers)
+		}
+	}
+	slices.Sort(names)
+	if r.code != 0 || br.Steps != 10 || !slices.Equal(names, []string{"m", "src", "t", "trainer"}) || len(br.Sequential.Others) != 0 {
+		t.Errorf("%s\n%d steps, stages %v, baseline leaving out %v; want 10 steps, m src t trainer, none left out", r, br.Steps, names, br.Sequential.Others)
+	}
+	// Each no more than the one before: the CPU time counted is within
+	// the trainer's span, which is within the run.
+	if br.TrainerS > br.ElapsedS || br.Sequential.CPUS > br.TrainerCPUS || br.TrainerCPUS > br.CPUS {
+		t.Errorf("trainer %vs of the run's %vs; CPU counted %vs, in the span %vs, in all %vs; want each within the next",
+			br.TrainerS, br.ElapsedS, br.Sequential.CPUS, br.TrainerCPUS, br.CPUS)
+	}
+	if want := "s: it ran on after the trainer's last step, feeding the other sinks (sideout); the figures below stand as they were then\n"; !strings.Contains(r.stdout, want) {
+		t.Errorf("stdout lacks %q:\n%s", want, r.stdout)
+	}
+	if want := " of CPU until the trainer's last step, on one core between steps); piperun "; !strings.Contains(r.stdout, want) {
+		t.Errorf("stdout lacks %q:\n%s", want, r.stdout)
+	}
+}
