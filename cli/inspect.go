@@ -288,12 +288,13 @@ func describeRecord(i int, rec []byte) inspectRecord {
 		out.Features = append(out.Features, describeFeature(k, ex.Features[k]))
 	}
 	lists, err := example.FeatureLists(rec)
-	if err != nil {
-		// Its field 2 is no SequenceExample's feature_lists, and an
-		// Example has no field 2: an unknown field, which protocol
-		// buffers (TensorFlow's parse, parse_example) pass over.
-		lists = nil
+	if err != nil && example.HasFeatureLists(rec) {
+		out.NotExample = err.Error() // a damaged SequenceExample
+		return out
 	}
+	// Otherwise its field 2 is no SequenceExample's feature_lists, and an
+	// Example has no field 2: an unknown field, which protocol buffers
+	// (TensorFlow's parse, parse_example) pass over.
 	keys = keys[:0]
 	for k := range lists {
 		keys = append(keys, k)

@@ -7,6 +7,7 @@ import (
 	"math"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 
@@ -139,11 +140,16 @@ func TestInspectUnknownFieldTwo(t *testing.T) {
 	rec := example.Marshal(&example.Example{Features: map[string]*example.Feature{
 		"x": {Kind: example.KindInt64, Ints: []int64{7}},
 	}})
+	// A damaged feature_lists (field 2, length-delimited) is not passed
+	// over: the record is shown as what it is not (a review).
+	damaged := append(slices.Clip(rec), 0x12, 0x03, 0x0a, 0xff, 0x01)
 	rec = append(rec, 0x10, 0x05) // field 2, varint 5
 	var buf bytes.Buffer
 	w := tfrecord.NewWriter(&buf, tfrecord.None)
-	if err := w.Write(rec); err != nil {
-		t.Fatal(err)
+	for _, r := range [][]byte{rec, damaged} {
+		if err := w.Write(r); err != nil {
+			t.Fatal(err)
+		}
 	}
 	if err := w.Close(); err != nil {
 		t.Fatal(err)
@@ -153,7 +159,7 @@ func TestInspectUnknownFieldTwo(t *testing.T) {
 		t.Fatal(err)
 	}
 	r := run(t, "inspect", path)
-	want := fmt.Sprintf("record 0: %d bytes, 1 feature\n  x  int64 [1]  7\n", len(rec))
+	want := fmt.Sprintf("record 0: %d bytes, 1 feature\n  x  int64 [1]  7\nrecord 1: not a tf.train.Example (", len(rec))
 	if r.code != 0 || !strings.Contains(r.stdout, want) {
 		t.Errorf("got %s\nwant stdout holding\n%s", r, want)
 	}

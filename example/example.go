@@ -342,6 +342,23 @@ func walkMap(fb []byte, what, entry string, values *[][]byte, fn func(key []byte
 	return nil
 }
 
+// HasFeatureLists reports whether b, a serialized message, holds a
+// length-delimited field 2, as a tf.train.SequenceExample's feature_lists
+// is: a field 2 of another wire type is an unknown field of an Example.
+func HasFeatureLists(b []byte) bool {
+	for i := 0; i < len(b); {
+		f, j, err := next(b, i)
+		if err != nil {
+			return false
+		}
+		if f.num == 2 && f.wire == wireBytes {
+			return true
+		}
+		i = j
+	}
+	return false
+}
+
 // FeatureLists decodes the feature_lists of a serialized
 // tf.train.SequenceExample: each key's steps, in order. The context of a
 // SequenceExample is in the field an Example keeps its features in, so

@@ -4,6 +4,7 @@ import (
 	"encoding/hex"
 	"errors"
 	"math"
+	"slices"
 	"strings"
 	"testing"
 
@@ -336,5 +337,27 @@ func TestFeatureListsEmpty(t *testing.T) {
 	lists, err := FeatureLists(b)
 	if steps, ok := lists["s"]; err != nil || !ok || steps == nil || len(steps) != 0 {
 		t.Errorf("FeatureLists = %v, %v; want s with no steps, not nil", lists, err)
+	}
+}
+
+// TestHasFeatureLists: only a length-delimited field 2 is a
+// SequenceExample's feature_lists; another wire type is an unknown field.
+func TestHasFeatureLists(t *testing.T) {
+	ex := Marshal(&Example{Features: map[string]*Feature{"x": {Kind: KindInt64, Ints: []int64{7}}}})
+	for _, tc := range []struct {
+		name string
+		b    []byte
+		want bool
+	}{
+		{"an Example", ex, false},
+		{"an Example and a varint field 2", append(slices.Clip(ex), 0x10, 0x05), false},
+		{"a fixed64 field 2", []byte{0x11, 1, 2, 3, 4, 5, 6, 7, 8}, false},
+		{"an empty feature_lists", append(slices.Clip(ex), 0x12, 0x00), true},
+		{"a damaged feature_lists", []byte{0x12, 0x03, 0x0a, 0xff, 0x01}, true},
+		{"cut before field 2", []byte{0x0a, 0x05, 0x01}, false},
+	} {
+		if got := HasFeatureLists(tc.b); got != tc.want {
+			t.Errorf("%s: %v, want %v", tc.name, got, tc.want)
+		}
 	}
 }
