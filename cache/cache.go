@@ -618,8 +618,16 @@ func (c *Cache) Put(id int64, s *sample.Sample) error {
 	if err != nil {
 		return fmt.Errorf("cache: put %d: %w", id, err)
 	}
-	c.buf = buf
 	size := int64(len(buf) - off)
+	if size > maxValueBytes {
+		// Badger refuses it at the commit, with the value's bytes in hex
+		// in its message (a new-user test: 68 lines of a log and a
+		// report), and the samples pending with it unwritten.
+		c.buf = buf[:off]
+		return fmt.Errorf("cache: sample %d takes %.1f MiB stored, more than the %.0f MiB a disk cache holds for one sample (Badger's value log file): cache below a stage that makes samples smaller, or in memory (no dir:)",
+			id, float64(size)/(1<<20), float64(maxValueBytes)/(1<<20))
+	}
+	c.buf = buf
 	if i, ok := c.pendAt[id]; ok {
 		old := c.pend[i]
 		c.bytes += size - int64(old.end-old.off)

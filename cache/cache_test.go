@@ -592,3 +592,37 @@ func TestMemoryBytes(t *testing.T) {
 		t.Fatalf("doubling memtables gave %d ≤ %d", bigger, got)
 	}
 }
+
+// TestPutRefusesWhatBadgerCannotHold: a sample larger than a value log file
+// is refused at Put, in words, and the cache goes on taking the others;
+// Badger refused it at the commit, with the value's bytes in hex in its
+// message, and the samples pending with it unwritten (a new-user test).
+func TestPutRefusesWhatBadgerCannotHold(t *testing.T) {
+	defer func(m int64) { maxValueBytes = m }(maxValueBytes)
+	maxValueBytes = 1 << 20
+	c := openT(t, t.TempDir(), "fp", Options{})
+	defer c.Close()
+	if err := c.Put(0, testSample(0)); err != nil {
+		t.Fatal(err)
+	}
+	big := &sample.Sample{ID: 1, Fields: map[string]any{"image": tensor.New(tensor.Uint8, 2<<20)}}
+	err := c.Put(1, big)
+	const want = "cache: sample 1 takes 2.0 MiB stored, more than the 1 MiB a disk cache holds for one sample (Badger's value log file): cache below a stage that makes samples smaller, or in memory (no dir:)"
+	if err == nil || err.Error() != want {
+		t.Fatalf("Put of 2 MiB: %v\nwant %s", err, want)
+	}
+	if err := c.Put(2, testSample(2)); err != nil {
+		t.Fatal(err)
+	}
+	if err := c.Commit(); err != nil {
+		t.Fatal(err)
+	}
+	if n := c.Count(); n != 2 {
+		t.Errorf("%d samples stored, want 2", n)
+	}
+	for _, id := range []int64{0, 2} {
+		if s, ok, err := c.Get(id); err != nil || !ok || !sameSample(s, testSample(id)) {
+			t.Errorf("sample %d: %v, %v", id, ok, err)
+		}
+	}
+}

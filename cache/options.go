@@ -82,6 +82,10 @@ const (
 	fixedOverhead = 8 << 20
 )
 
+// maxValueBytes is the largest stored sample Badger takes: a value may not
+// be larger than a value log file. A variable so that tests can lower it.
+var maxValueBytes int64 = valueLogFileSize
+
 func (o Options) withDefaults() Options {
 	if o.MemTableSize <= 0 {
 		o.MemTableSize = defaultMemTableSize
