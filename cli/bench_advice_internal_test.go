@@ -59,11 +59,11 @@ stages:
 		{"the cache itself", "1MiB", "2", "40", "{name: c, type: cache, dir: cache}", "c",
 			`cache "c" was busy 90% of the time of its worker; give it more cores, or less to do`},
 		{"too much for memory", "256MiB", "2", "20000", "{name: p, type: prefetch, buffer: 1}", "m",
-			head + " (a cache stage with dir: right after the expensive work replays its results in later epochs: in memory, its first pass of about 197.11MiB would not fit the 1/2 of the budget (128MiB) a cache may fill)"},
+			head + " (a cache stage with dir: right after the expensive work replays its results in later epochs: in memory, its first pass of about FIRSTPASS would not fit the 1/2 of the budget (128MiB) a cache may fill)"},
 		{"too much for memory and for a store", "1MiB", "2", "100", "{name: p, type: prefetch, buffer: 1}", "m",
-			head + " (a cache stage right after the expensive work would replay its results in later epochs, but in memory, its first pass of about 1009.18KiB would not fit the 1/2 of the budget (512KiB) a cache may fill, and with dir: it needs " + store + ")"},
+			head + " (a cache stage right after the expensive work would replay its results in later epochs, but in memory, its first pass of about FIRSTPASS would not fit the 1/2 of the budget (512KiB) a cache may fill, and with dir: it needs " + store + ")"},
 		{"an endless run", "1MiB", "0", "100", "{name: p, type: prefetch, buffer: 1}", "m",
-			head + " (a cache stage right after the expensive work would replay its results in later epochs, but in memory, its first pass of about 1009.18KiB would not fit the 1/2 of the budget (512KiB) a cache may fill, and with dir: it needs " + store + ")"},
+			head + " (a cache stage right after the expensive work would replay its results in later epochs, but in memory, its first pass of about FIRSTPASS would not fit the 1/2 of the budget (512KiB) a cache may fill, and with dir: it needs " + store + ")"},
 		{"one epoch", "256MiB", "1", "40", "{name: p, type: prefetch, buffer: 1}", "m",
 			head + " (in one epoch a cache replays nothing; a cache stage with dir: right after the expensive work lets later runs read its results)"},
 		{"one epoch, too little for a store", "1MiB", "1", "40", "{name: p, type: prefetch, buffer: 1}", "m",
@@ -77,8 +77,12 @@ stages:
 			p := benchPlan(t, strings.NewReplacer("MEMORY", tc.memory, "EPOCHS", tc.epochs, "COUNT", tc.count, "MIDDLE", tc.middle).Replace(src))
 			rep := &engine.Report{Stages: map[string]engine.StageReport{tc.top: {BusyS: 0.9, Workers: 1}}}
 			_, name, why := bottleneck(p, rep, time.Second, "out", 100*time.Millisecond)
-			if name != tc.top || why != tc.want {
-				t.Errorf("got %q, %q\nwant %q, %q", name, why, tc.top, tc.want)
+			// The first pass's size is plan's estimate (plan.EpochBytes),
+			// which this test does not pin down.
+			bytes, _ := p.EpochBytes(tc.top)
+			want := strings.ReplaceAll(tc.want, "FIRSTPASS", spec.ByteSize(bytes).String())
+			if name != tc.top || why != want {
+				t.Errorf("got %q, %q\nwant %q, %q", name, why, tc.top, want)
 			}
 		})
 	}

@@ -40,9 +40,9 @@ stages:
 		{"in memory", "16MiB", "2", "40",
 			head + " (a cache stage right after the expensive work replays its results in later epochs)"},
 		{"with dir:", "256MiB", "2", "20000",
-			head + " (a cache stage with dir: right after the expensive work replays its results in later epochs: in memory, its first pass of about 197.11MiB would not fit the 1/2 of the budget (128MiB) a cache may fill)"},
+			head + " (a cache stage with dir: right after the expensive work replays its results in later epochs: in memory, its first pass of about FIRSTPASS would not fit the 1/2 of the budget (128MiB) a cache may fill)"},
 		{"with dir: and a larger budget", "16MiB", "2", "5000",
-			head + " (a cache stage right after the expensive work would replay its results in later epochs, but in memory, its first pass of about 49.28MiB would not fit the 1/2 of the budget (8MiB) a cache may fill, and with dir: it needs " + store + ")"},
+			head + " (a cache stage right after the expensive work would replay its results in later epochs, but in memory, its first pass of about FIRSTPASS would not fit the 1/2 of the budget (8MiB) a cache may fill, and with dir: it needs " + store + ")"},
 		{"epochs: 1", "16MiB", "1", "40",
 			head + " (in one epoch a cache replays nothing; a cache stage with dir: right after the expensive work would let later runs read its results, with " + store + ")"},
 	} {
@@ -61,8 +61,11 @@ stages:
 			}
 			rep := &engine.Report{Stages: map[string]engine.StageReport{"m": {BusyS: 0.9, Workers: 1}}}
 			_, _, why := bottleneck(p, rep, time.Second, "out", 100*time.Millisecond)
-			if why != tc.want {
-				t.Errorf("advice %q\nwant %q", why, tc.want)
+			// The first pass's size is plan's estimate (plan.EpochBytes),
+			// which this test does not pin down.
+			first, _ := p.EpochBytes("m")
+			if want := strings.ReplaceAll(tc.want, "FIRSTPASS", spec.ByteSize(first).String()); why != want {
+				t.Errorf("advice %q\nwant %q", why, want)
 			}
 			cache := "{name: c, type: cache}"
 			if strings.Contains(why, "with dir:") {
