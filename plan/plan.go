@@ -63,6 +63,11 @@ type Counter interface {
 	EpochSamples(in int64) int64
 }
 
+// OriginAllowance is what the fit of an in-memory cache counts for each
+// sample's origin (sample.Sample.Origin: "data/train-3.tfrecord record
+// 17", a photo's path), which the run counts and no schema holds.
+const OriginAllowance = 128
+
 // EpochHolder is implemented by stage configs that hold a whole first pass
 // (the in-memory cache) in 1/EpochShare of the budget; 0 for none.
 type EpochHolder interface {
@@ -560,6 +565,10 @@ func (p *Plan) fitEpochs(add func(path string, warn bool, format string, args ..
 		if size <= 0 {
 			continue
 		}
+		// The run counts each sample's origin too (the file and record it
+		// came from, for messages), which no schema holds: following the
+		// advice without it failed the run (a new-user test, 70-byte paths).
+		size += OriginAllowance
 		room := p.Memory / int64(h.EpochShare())
 		if in > room/size {
 			need := in * size
@@ -600,7 +609,8 @@ func (p *Plan) epochCounts() (map[*spec.Stage]int64, func(*spec.Stage) int64) {
 }
 
 // EpochBytes estimates the bytes of one epoch of a stage's output, what
-// an in-memory cache right after it would hold: -1 where the count of its
+// an in-memory cache right after it would hold (each sample's origin
+// counted as OriginAllowance): -1 where the count of its
 // samples is unknown (a filter above it, an endless source). exact is
 // false where strings and bytes of unknown size were counted at their
 // least, making bytes a lower bound.
@@ -621,6 +631,7 @@ func (p *Plan) EpochBytes(name string) (bytes int64, exact bool) {
 	if count < 0 || size < 0 {
 		return -1, false
 	}
+	size += OriginAllowance // as the in-memory cache's fit counts it
 	if size > 0 && count > math.MaxInt64/size {
 		return math.MaxInt64, exact
 	}

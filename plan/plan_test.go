@@ -440,17 +440,17 @@ stages:
   - {name: out, type: discard}
 `
 	for _, tc := range []struct{ count, middle, want string }{
-		{"100", "{name: s, type: shuffle, buffer: 4}", `stage "c" holds its whole first pass in memory: 100 samples of about 10.09KiB each = 1009.18KiB, more than 512KiB, the 1/2 of resources.memory (1MiB) it may fill; set dir: to cache on disk, or raise the budget to at least 1.98MiB`},
+		{"100", "{name: s, type: shuffle, buffer: 4}", `stage "c" holds its whole first pass in memory: 100 samples of about 10.22KiB each = 1021.68KiB, more than 512KiB, the 1/2 of resources.memory (1MiB) it may fill; set dir: to cache on disk, or raise the budget to at least 2MiB`},
 		{"40", "{name: s, type: shuffle, buffer: 4}", ``},
 		{"100", "{name: f, type: filter, where: 'index % 10 == 0'}", ``},
 		// Counts through take, skip and batch (a re-test).
-		{"1000", "{name: k, type: skip, count: 900}", `stage "c" holds its whole first pass in memory: 100 samples of about 10.09KiB each = 1009.18KiB, more than 512KiB, the 1/2 of resources.memory (1MiB) it may fill; set dir: to cache on disk, or raise the budget to at least 1.98MiB`},
+		{"1000", "{name: k, type: skip, count: 900}", `stage "c" holds its whole first pass in memory: 100 samples of about 10.22KiB each = 1021.68KiB, more than 512KiB, the 1/2 of resources.memory (1MiB) it may fill; set dir: to cache on disk, or raise the budget to at least 2MiB`},
 		{"1000", "{name: k, type: skip, count: 960}", ``},
-		{"1000", "{name: k, type: take, count: 100}", `stage "c" holds its whole first pass in memory: 100 samples of about 10.09KiB each = 1009.18KiB, more than 512KiB, the 1/2 of resources.memory (1MiB) it may fill; set dir: to cache on disk, or raise the budget to at least 1.98MiB`},
+		{"1000", "{name: k, type: take, count: 100}", `stage "c" holds its whole first pass in memory: 100 samples of about 10.22KiB each = 1021.68KiB, more than 512KiB, the 1/2 of resources.memory (1MiB) it may fill; set dir: to cache on disk, or raise the budget to at least 2MiB`},
 		// A decode that skips bad samples emits fewer, by how many only
 		// the run knows (found in review).
 		{"100", "{name: s, type: map, on_error: skip, set: {y: 'index'}}", ``},
-		{"1000", "{name: k, type: batch, size: 10}", `stage "c" holds its whole first pass in memory: 100 samples of about 98.12KiB each = 9.58MiB, more than 512KiB, the 1/2 of resources.memory (1MiB) it may fill; set dir: to cache on disk, or raise the budget to at least 19.17MiB`},
+		{"1000", "{name: k, type: batch, size: 10}", `stage "c" holds its whole first pass in memory: 100 samples of about 98.24KiB each = 9.59MiB, more than 512KiB, the 1/2 of resources.memory (1MiB) it may fill; set dir: to cache on disk, or raise the budget to at least 19.19MiB`},
 	} {
 		s := strings.NewReplacer("COUNT", tc.count, "MIDDLE", tc.middle).Replace(src)
 		var got []string
@@ -515,9 +515,10 @@ stages:
 		bytes int64
 		exact bool
 	}{
-		{"r", 100 * 205, true},
-		{"m", 100 * 10334, true},  // 10.09KiB each, as TestFitInMemoryCache has it
-		{"s", 100 * 10399, false}, // and a string of at least nothing
+		// Each sample's origin is counted as plan.OriginAllowance, 128.
+		{"r", 100 * (205 + 128), true},
+		{"m", 100 * (10334 + 128), true},  // 10.22KiB each, as TestFitInMemoryCache has it
+		{"s", 100 * (10399 + 128), false}, // and a string of at least nothing
 		{"f", -1, false},
 		{"nope", -1, false},
 	} {
