@@ -730,7 +730,14 @@ type CorruptError struct {
 	// Err is why the stored bytes do not decode, or nil when Badger handed
 	// back no bytes at all.
 	Err error
+	// Unrecorded says the damage could not be written to the manifest (a
+	// read-only cache), so "prune --damaged" does not know of it.
+	Unrecorded bool
 }
+
+// unrecordedNote is what a damaged cache's error says when its manifest
+// could not record the damage.
+const unrecordedNote = "; its manifest could not record the damage (read-only?), so \"piperun cache prune --damaged\" does not know of it: remove the directory"
 
 // Error implements error.
 func (e *CorruptError) Error() string {
@@ -744,6 +751,9 @@ func (e *CorruptError) Error() string {
 	}
 	// The read that found the damage marked the manifest (markCorrupt),
 	// so "prune --damaged" removes this cache and leaves healthy ones.
+	if e.Unrecorded {
+		return fmt.Sprintf("cache %s: sample %d is corrupt (%s)%s (rm -r %s), then run again to refill it", e.Dir, e.ID, cause, unrecordedNote, e.Dir)
+	}
 	return fmt.Sprintf("cache %s: sample %d is corrupt (%s); remove the directory (rm -r %s) or run "+
 		"\"piperun cache prune %s --damaged\", then run again to refill it", e.Dir, e.ID, cause, e.Dir, filepath.Dir(e.Dir))
 }
@@ -773,10 +783,15 @@ type DamagedError struct {
 	Reason string
 	// Err is the error that revealed the damage, if any.
 	Err error
+	// Unrecorded says the damage could not be written to the manifest.
+	Unrecorded bool
 }
 
 // Error implements error.
 func (e *DamagedError) Error() string {
+	if e.Unrecorded {
+		return fmt.Sprintf("cache %s is damaged: %s%s (rm -r %s), then run again to refill it", e.Dir, e.Reason, unrecordedNote, e.Dir)
+	}
 	// "prune --damaged" removes only damaged caches: the healthy ones
 	// next to it may have cost hours to fill.
 	return fmt.Sprintf("cache %s is damaged: %s; remove it (rm -r %s) or run \"piperun cache prune %s --damaged\", "+
@@ -811,6 +826,7 @@ func (c *Cache) markDamaged(err error) {
 	// Best effort: the open fails with the same words either way.
 	if werr := writeManifest(c.dir, c.man); werr != nil {
 		c.logf("cache: %s: recording the damage in the manifest: %v", c.dir, werr)
+		de.Unrecorded = true
 	}
 }
 
@@ -840,6 +856,7 @@ func (c *Cache) markCorrupt(err error) {
 	}
 	if werr != nil {
 		c.logf("cache: %s: recording the damage in the manifest: %v", c.dir, werr)
+		ce.Unrecorded = true
 	}
 }
 

@@ -505,3 +505,36 @@ func TestUnreadableManifestIsKept(t *testing.T) {
 		t.Errorf("the unreadable cache lost its store: %v", err)
 	}
 }
+
+// TestDamageThatCannotBeRecorded: where the manifest cannot record the
+// damage (a read-only cache), the error says so and to remove the
+// directory, not to run "prune --damaged", which would find nothing to
+// remove (a new-user test).
+func TestDamageThatCannotBeRecorded(t *testing.T) {
+	dir := filepath.Join(t.TempDir(), "gone", "0123456789abcdef") // no folder to write a manifest in
+	c := &Cache{dir: dir, man: Manifest{Fingerprint: "0123456789abcdef"}}
+	ce := c.corrupt(5, nil)
+	c.markCorrupt(ce)
+	want := "cache " + dir + ": sample 5 is corrupt (checksum mismatch, truncated value or missing value log file); its manifest could not record the damage (read-only?), so \"piperun cache prune --damaged\" does not know of it: remove the directory (rm -r " + dir + "), then run again to refill it"
+	if !ce.Unrecorded || ce.Error() != want {
+		t.Errorf("got %q\nwant %q", ce.Error(), want)
+	}
+	de := &DamagedError{Dir: dir, Reason: "manifest is not JSON"}
+	c.man.Damaged = ""
+	c.markDamaged(de)
+	want = "cache " + dir + " is damaged: manifest is not JSON; its manifest could not record the damage (read-only?), so \"piperun cache prune --damaged\" does not know of it: remove the directory (rm -r " + dir + "), then run again to refill it"
+	if !de.Unrecorded || de.Error() != want {
+		t.Errorf("got %q\nwant %q", de.Error(), want)
+	}
+	// Recorded, the advice is prune's.
+	ok := t.TempDir()
+	c = &Cache{dir: filepath.Join(ok, "0123456789abcdef"), man: Manifest{Fingerprint: "0123456789abcdef"}}
+	if err := os.MkdirAll(c.dir, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	ce = c.corrupt(5, nil)
+	c.markCorrupt(ce)
+	if ce.Unrecorded || !strings.Contains(ce.Error(), "or run \"piperun cache prune "+ok+" --damaged\"") {
+		t.Errorf("recorded damage: %q", ce.Error())
+	}
+}
