@@ -23,7 +23,7 @@ var skipTypes = map[string]bool{"map": true, "filter": true, "parse_example": tr
 func skipChains(p *plan.Plan) map[*spec.Stage]*spec.Stage {
 	out := map[*spec.Stage]*spec.Stage{}
 	for _, n := range p.Nodes {
-		if n.Stage.Type != "cache" || len(n.Stage.Inputs) != 1 {
+		if n.Stage.Type != "cache" || len(n.Stage.Inputs) != 1 || stages.PassesThrough(p.Spec, n.Stage) {
 			continue
 		}
 		for cur := n.Stage.Inputs[0]; skipTypes[cur.Type] && len(cur.Outputs) == 1 && len(cur.Inputs) == 1; cur = cur.Inputs[0] {
@@ -113,7 +113,7 @@ func (r *Run) markIdle(byStage map[*spec.Stage]*node) {
 	for i := len(r.nodes) - 1; i >= 0; i-- {
 		n := r.nodes[i]
 		if _, ok := n.impl.(stages.Cacher); ok {
-			n.through = r.epochs() < 0 && takeAbove(n.st, map[*spec.Stage]bool{})
+			n.through = stages.PassesThrough(r.plan.Spec, n.st)
 			n.fillAbove = fillAbove(n, byStage)
 			n.passDone = make(chan struct{})
 			if !n.through {
@@ -164,14 +164,11 @@ func (r *Run) runCache(ctx context.Context, n *node, c stages.Cacher) (err error
 	defer r.end(n, o, &err, in)
 	passOver := sync.OnceFunc(func() { close(n.passDone) })
 	defer passOver()
+	if n.through {
+		return r.passThrough(n, o, in)
+	}
 	epoch := 0
-	// In an endless run a take above the cache ends the stream after its
-	// count, which may span epochs (repeat().take(n)): the cache then
-	// passes every epoch through, its stored samples standing in for the
-	// work above as in a resumed fill, and never completes, since a
-	// replay would know nothing of the count and run for ever.
-	through := n.through
-	if !c.Complete() || through {
+	if !c.Complete() {
 		for first := true; first; {
 			it, err := in.next()
 			if err != nil {
@@ -184,13 +181,6 @@ func (r *Run) runCache(ctx context.Context, n *node, c stages.Cacher) (err error
 					return n.fail(nil, err)
 				}
 				return o.flush()
-			case it.eoe && through:
-				if err := c.Commit(); err != nil {
-					return n.fail(nil, err)
-				}
-				if err := o.endEpoch(it.epoch); err != nil {
-					return err
-				}
 			case it.eoe:
 				if err := c.Commit(); err != nil {
 					return n.fail(nil, err)
@@ -260,17 +250,27 @@ func (r *Run) runCache(ctx context.Context, n *node, c stages.Cacher) (err error
 	return o.flush()
 }
 
-// takeAbove reports whether a take stage feeds st, directly or through
-// others.
-func takeAbove(st *spec.Stage, seen map[*spec.Stage]bool) bool {
-	for _, in := range st.Inputs {
-		if seen[in] {
-			continue
+// passThrough runs a cache that passes every sample on and stores none
+// (stages.PassesThrough: an endless run with a take above it); validate
+// warns that it does nothing.
+func (r *Run) passThrough(n *node, o *outlet, in *inlet) error {
+	for {
+		it, err := in.next()
+		if err != nil {
+			return err
 		}
-		seen[in] = true
-		if in.Type == "take" || takeAbove(in, seen) {
-			return true
+		switch {
+		case it.end:
+			return o.flush()
+		case it.eoe:
+			if err := o.endEpoch(it.epoch); err != nil {
+				return err
+			}
+		default:
+			n.in.Add(1)
+			if err := o.emit(it.s); err != nil {
+				return err
+			}
 		}
 	}
-	return false
 }

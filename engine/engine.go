@@ -143,7 +143,7 @@ type node struct {
 	passDone chan struct{}
 	gates    []chan struct{}
 	// through, on a cache stage, is set in an endless run with a take
-	// above it: the cache reads every epoch and never replays (runCache).
+	// above it: the cache passes every sample on (passThrough).
 	through bool
 	// fillAbove, on a cache stage, lists the stages whose skips its fill
 	// loses (fillSkips).

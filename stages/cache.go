@@ -74,6 +74,10 @@ func (c *CacheConfig) Check(cc *spec.CheckContext) sample.Schema {
 			}
 		}
 	}
+	if PassesThrough(cc.Spec, cc.Stage) {
+		cc.Warnf("", "this cache stores nothing: with epochs: 0 a take above it ends the stream after its count, which may span epochs, and a replay could not; put the take below the cache (after it, the take counts the replayed stream), or set epochs")
+		return cc.Input()
+	}
 	// Without a seed each run draws one, and a cache below anything random
 	// is keyed by it (Fingerprint): it would be refilled every run.
 	if c.Dir != "" && cc.Spec != nil && cc.Spec.Seed == nil {
@@ -250,6 +254,24 @@ func shuffleBelow(sp *spec.Spec, st *spec.Stage) *spec.Stage {
 		}
 	}
 	return nil
+}
+
+// PassesThrough reports whether cache stage st passes its samples on and
+// stores none: in an endless run a take above it ends the stream after its
+// count, which may span epochs (repeat().take(n)), so a replay, knowing
+// nothing of the count, would run for ever, and the epochs after the
+// first are not the first again (a shuffle, random maps, and IDs, which
+// are positions in an epoch, name other samples).
+func PassesThrough(sp *spec.Spec, st *spec.Stage) bool {
+	if sp == nil || sp.Epochs != 0 {
+		return false
+	}
+	for _, up := range upstream(st) {
+		if up.Type == "take" {
+			return true
+		}
+	}
+	return false
 }
 
 func upstream(st *spec.Stage) []*spec.Stage {

@@ -209,3 +209,38 @@ func TestCacheBelowRandomWarns(t *testing.T) {
 		}
 	}
 }
+
+// TestCacheBelowAnEndlessTakeWarns: in an endless run a cache with a take
+// above it stores nothing (PassesThrough), and validate says so, in place
+// of the warnings of what it would replay; with epochs set, or the take
+// below the cache, it caches as usual.
+func TestCacheBelowAnEndlessTakeWarns(t *testing.T) {
+	const warn = `warning: stages[3]: this cache stores nothing: with epochs: 0 a take above it ends the stream after its count, which may span epochs, and a replay could not; put the take below the cache (after it, the take counts the replayed stream), or set epochs`
+	for _, tc := range []struct{ epochs, order, want string }{
+		{"0", "take, cache", warn},
+		{"2", "take, cache", ""},
+		{"0", "cache, take", ""},
+	} {
+		stagesOf := map[string]string{"take": "  - {name: t, type: take, count: 20}\n", "cache": "  - {name: c, type: cache, dir: cache}\n"}
+		order := strings.Split(tc.order, ", ")
+		src := "version: 1\nname: c\nseed: 1\nepochs: " + tc.epochs + "\nstages:\n  - {name: r, type: range, count: 7}\n  - {name: aug, type: map, set: {x: 'index * 2'}}\n" +
+			stagesOf[order[0]] + stagesOf[order[1]] + "  - {name: out, type: discard}\n"
+		sp, diags := spec.Parse("c.yaml", []byte(src), spec.Options{Catalog: Default()})
+		got := ""
+		for _, d := range diags {
+			got += strings.SplitN(d.String(), ": ", 2)[1]
+		}
+		if got != tc.want {
+			t.Errorf("epochs %s, %s:\n got %q\nwant %q", tc.epochs, tc.order, got, tc.want)
+		}
+		var c *spec.Stage
+		for _, st := range sp.Stages {
+			if st.Type == "cache" {
+				c = st
+			}
+		}
+		if PassesThrough(sp, c) != (tc.want != "") {
+			t.Errorf("epochs %s, %s: PassesThrough %v", tc.epochs, tc.order, !(tc.want != ""))
+		}
+	}
+}
