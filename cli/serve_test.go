@@ -649,27 +649,32 @@ stages:
   - {name: batch, type: batch, size: 10}
   - {name: out, type: serve, listen: '`+listen+`'}
 `)
-	done := applyInBackground(context.Background(), p)
-	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
-	defer cancel()
-	out, err := exec.CommandContext(ctx, py, "testdata/serve_handover.py", listen, "0", "--loader-per-epoch", "3").Output()
-	if err != nil {
-		t.Fatalf("trainer: %v\n%s", err, out)
-	}
-	var by [][]int64
-	if err := json.Unmarshal(out, &by); err != nil {
-		t.Fatalf("trainer printed %q: %v", out, err)
-	}
-	if len(by) != 3 {
-		t.Fatalf("%d epochs read, want 3", len(by))
-	}
-	for e, got := range by {
-		if len(got) != 100 || got[0] != 0 || got[99] != 99 {
-			t.Errorf("epoch %d: %d labels (%v…), want 0 to 99", e, len(got), got[:min(3, len(got))])
+	// And `for b in PiperunDataset(...)`, which keeps only the iterator:
+	// the dataset's finalizer closed the stream after the first batch (a
+	// review of the fix).
+	for _, how := range []string{"--loader-per-epoch", "--for-dataset"} {
+		done := applyInBackground(context.Background(), p)
+		ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+		defer cancel()
+		out, err := exec.CommandContext(ctx, py, "testdata/serve_handover.py", listen, "0", how, "3").Output()
+		if err != nil {
+			t.Fatalf("%s: trainer: %v\n%s", how, err, out)
 		}
-	}
-	if r := <-done; r.code != 0 {
-		t.Errorf("apply: %s", r)
+		var by [][]int64
+		if err := json.Unmarshal(out, &by); err != nil {
+			t.Fatalf("%s: trainer printed %q: %v", how, out, err)
+		}
+		if len(by) != 3 {
+			t.Fatalf("%s: %d epochs read, want 3", how, len(by))
+		}
+		for e, got := range by {
+			if len(got) != 100 || got[0] != 0 || got[99] != 99 {
+				t.Errorf("%s: epoch %d: %d labels (%v…), want 0 to 99", how, e, len(got), got[:min(3, len(got))])
+			}
+		}
+		if r := <-done; r.code != 0 {
+			t.Errorf("%s: apply: %s", how, r)
+		}
 	}
 }
 

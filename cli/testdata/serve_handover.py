@@ -4,7 +4,8 @@ read as JSON, one list per epoch it saw begin. It leaves through
 Stream.close(), or with --dataset through a torch DataLoader over
 PiperunDataset that it never closes: the client closes it at exit. With
 --loader-per-epoch N it reads N epochs, each through a new DataLoader over a
-new PiperunDataset, dropping the one before."""
+new PiperunDataset, dropping the one before; with --for-dataset N, each in a
+for loop over a new PiperunDataset."""
 import json
 import os
 import sys
@@ -27,7 +28,16 @@ def read(epoch_iters):
                 return
 
 
-if "--loader-per-epoch" in sys.argv:
+if "--for-dataset" in sys.argv:
+    # `for b in PiperunDataset(...)`, a new one per epoch: the loop keeps
+    # only the iterator.
+    from piperun_client import PiperunDataset
+
+    for _ in range(int(sys.argv[sys.argv.index("--for-dataset") + 1])):
+        epochs.append([int(x) for b in PiperunDataset(address, wait=5) for x in b["label"]])
+    print(json.dumps(epochs))
+    sys.stdout.flush()
+elif "--loader-per-epoch" in sys.argv:
     # A new DataLoader over a new PiperunDataset for every epoch, as a
     # training function called once per epoch makes; the one before is
     # never closed, only dropped.

@@ -130,9 +130,9 @@ class Stream:
             # piperun greets one trainer at a time: the next waits, without
             # a word, until the one before leaves. Say so, once.
             if not select.select([self._sock], [], [], WAIT_NOTICE)[0]:
-                sys.stderr.write("piperun_client: connected to %s, but piperun serves another trainer (one at a time): "
-                                 "waiting until it leaves (another stream or PiperunDataset of this process still open?)\n"
-                                 % address)
+                sys.stderr.write("piperun_client: connected to %s, no hello yet: piperun is preparing its first sample, "
+                                 "or serving another trainer (one at a time: another stream or PiperunDataset of this "
+                                 "process still open?)\n" % address)
                 sys.stderr.flush()
             self._file = self._sock.makefile("rb", buffering=1 << 20)
             self._torch = torch
@@ -330,7 +330,13 @@ try:
                 # connection for ever) or at exit, so that the last
                 # acknowledgements are not lost.
                 self._close = weakref.finalize(self, self._stream.close)
-            return next(self._epochs, iter(()))
+            return self._holding(next(self._epochs, iter(())))
+
+        def _holding(self, epoch):
+            # Holds the dataset while its epoch is read: `for b in
+            # PiperunDataset(...)` keeps only this iterator, and the
+            # dataset's finalizer would close the stream under it.
+            yield from epoch
 
         def close(self):
             """Leaves the stream (see Stream.close)."""
