@@ -34,6 +34,7 @@ import (
 	badger "github.com/dgraph-io/badger/v4"
 
 	"github.com/piperun/piperun/sample"
+	"github.com/piperun/piperun/tensor"
 )
 
 // File names inside DIR/<fingerprint>/.
@@ -613,6 +614,12 @@ func (c *Cache) Put(id int64, s *sample.Sample) error {
 	if err := c.writable(); err != nil {
 		return err
 	}
+	if v := payloadBytes(s); v > maxValueBytes {
+		// Refused before encoding it: a copy of a sample that size is
+		// memory beyond the budget for nothing.
+		return fmt.Errorf("cache: sample %d takes at least %.1f MiB stored, more than the %.0f MiB a disk cache holds for one sample (Badger's value log file): cache below a stage that makes samples smaller, or in memory (no dir:)",
+			id, float64(v)/(1<<20), float64(maxValueBytes)/(1<<20))
+	}
 	off := len(c.buf)
 	buf, err := encode(c.buf, s)
 	if err != nil {
@@ -906,6 +913,31 @@ func (c *Cache) decodeStored(id int64, v []byte) (*sample.Sample, error) {
 		return nil, c.corrupt(id, err)
 	}
 	return s, nil
+}
+
+// payloadBytes is a lower bound of what s takes encoded: the bytes of its
+// tensors, strings and byte strings.
+func payloadBytes(s *sample.Sample) int64 {
+	var n int64
+	for _, v := range s.Fields {
+		switch x := v.(type) {
+		case *tensor.Tensor:
+			n += int64(len(x.Data))
+		case []byte:
+			n += int64(len(x))
+		case string:
+			n += int64(len(x))
+		case [][]byte:
+			for _, b := range x {
+				n += int64(len(b))
+			}
+		case []string:
+			for _, b := range x {
+				n += int64(len(b))
+			}
+		}
+	}
+	return n
 }
 
 // flush writes the pending samples to Badger, in as many transactions as

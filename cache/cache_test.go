@@ -607,9 +607,16 @@ func TestPutRefusesWhatBadgerCannotHold(t *testing.T) {
 	}
 	big := &sample.Sample{ID: 1, Fields: map[string]any{"image": tensor.New(tensor.Uint8, 2<<20)}}
 	err := c.Put(1, big)
-	const want = "cache: sample 1 takes 2.0 MiB stored, more than the 1 MiB a disk cache holds for one sample (Badger's value log file): cache below a stage that makes samples smaller, or in memory (no dir:)"
+	const want = "cache: sample 1 takes at least 2.0 MiB stored, more than the 1 MiB a disk cache holds for one sample (Badger's value log file): cache below a stage that makes samples smaller, or in memory (no dir:)"
 	if err == nil || err.Error() != want {
 		t.Fatalf("Put of 2 MiB: %v\nwant %s", err, want)
+	}
+	// Just under the limit in values, over it once encoded (names and
+	// headers): refused after encoding.
+	edge := &sample.Sample{ID: 3, Fields: map[string]any{"image": tensor.New(tensor.Uint8, 1<<20-4)}}
+	const wantEdge = "cache: sample 3 takes 1.0 MiB stored, more than the 1 MiB a disk cache holds for one sample (Badger's value log file): cache below a stage that makes samples smaller, or in memory (no dir:)"
+	if err := c.Put(3, edge); err == nil || err.Error() != wantEdge {
+		t.Fatalf("Put of 1 MiB less 4 bytes: %v\nwant %s", err, wantEdge)
 	}
 	if err := c.Put(2, testSample(2)); err != nil {
 		t.Fatal(err)
