@@ -65,8 +65,48 @@ type Counter interface {
 
 // OriginAllowance is what the fit of an in-memory cache counts for each
 // sample's origin (sample.Sample.Origin: "data/train-3.tfrecord record
-// 17", a photo's path), which the run counts and no schema holds.
+// 17", a photo's path), which the run counts and no schema holds, where
+// the sources do not know longer ones (OriginSizer).
 const OriginAllowance = 128
+
+// OriginSizer is implemented by source configs that know the longest
+// origin their samples carry: a files stage, its longest path (-1 where it
+// did not look at the machine).
+type OriginSizer interface {
+	OriginBytes() int64
+}
+
+// originOf estimates the origin of the samples st emits, for the fit of
+// an in-memory cache: a files stage's longest path (OriginSizer), a
+// reader's path and record number, a batch's "batch N (epoch E) of FIRST
+// … LAST"; 0 where nothing above knows. (optimize.go's originBytes bounds
+// the same from above, for another use.)
+func originOf(st *spec.Stage) int64 {
+	if o, ok := st.Config.(OriginSizer); ok {
+		return max(0, o.OriginBytes())
+	}
+	var in int64
+	for _, up := range st.Inputs {
+		in = max(in, originOf(up))
+	}
+	switch st.Type {
+	case "tfrecord", "jsonl":
+		return in + int64(len(" record 1000000000"))
+	case "batch":
+		return describeBytes + 2*max(in, describeBytes)
+	}
+	return in
+}
+
+// originFor is what each sample reaching st counts for its origin in the
+// fit: what the stages above tell, and at least OriginAllowance.
+func originFor(st *spec.Stage) int64 {
+	var in int64
+	for _, up := range st.Inputs {
+		in = max(in, originOf(up))
+	}
+	return max(OriginAllowance, in)
+}
 
 // EpochHolder is implemented by stage configs that hold a whole first pass
 // (the in-memory cache) in 1/EpochShare of the budget; 0 for none.
@@ -567,8 +607,9 @@ func (p *Plan) fitEpochs(add func(path string, warn bool, format string, args ..
 		}
 		// The run counts each sample's origin too (the file and record it
 		// came from, for messages), which no schema holds: following the
-		// advice without it failed the run (a new-user test, 70-byte paths).
-		size += OriginAllowance
+		// advice without it failed the run (a new-user test, 70-byte paths;
+		// a review, 230-byte ones).
+		size += originFor(n.Stage)
 		room := p.Memory / int64(h.EpochShare())
 		if in > room/size {
 			need := in * size
@@ -631,7 +672,7 @@ func (p *Plan) EpochBytes(name string) (bytes int64, exact bool) {
 	if count < 0 || size < 0 {
 		return -1, false
 	}
-	size += OriginAllowance // as the in-memory cache's fit counts it
+	size += originFor(n.Stage) // as the in-memory cache's fit counts it
 	if size > 0 && count > math.MaxInt64/size {
 		return math.MaxInt64, exact
 	}

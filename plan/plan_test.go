@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"os"
 	"os/exec"
+	"path/filepath"
 	"regexp"
 	"runtime"
 	"slices"
@@ -11,8 +12,10 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/piperun/piperun/budget"
 	"github.com/piperun/piperun/plan"
 	"github.com/piperun/piperun/spec"
+	"github.com/piperun/piperun/stages"
 )
 
 // TestIdentsStayApart: stage names that differ only in '-' and '_' get
@@ -450,7 +453,7 @@ stages:
 		// A decode that skips bad samples emits fewer, by how many only
 		// the run knows (found in review).
 		{"100", "{name: s, type: map, on_error: skip, set: {y: 'index'}}", ``},
-		{"1000", "{name: k, type: batch, size: 10}", `stage "c" holds its whole first pass in memory: 100 samples of about 98.24KiB each = 9.59MiB, more than 512KiB, the 1/2 of resources.memory (1MiB) it may fill; set dir: to cache on disk, or raise the budget to at least 19.19MiB`},
+		{"1000", "{name: k, type: batch, size: 10}", `stage "c" holds its whole first pass in memory: 100 samples of about 98.3KiB each = 9.6MiB, more than 512KiB, the 1/2 of resources.memory (1MiB) it may fill; set dir: to cache on disk, or raise the budget to at least 19.2MiB`},
 	} {
 		s := strings.NewReplacer("COUNT", tc.count, "MIDDLE", tc.middle).Replace(src)
 		var got []string
@@ -494,6 +497,57 @@ stages:
 	}
 	if !slices.Equal(got, want) {
 		t.Errorf("got\n%s\nwant\n%s", strings.Join(got, "\n"), strings.Join(want, "\n"))
+	}
+}
+
+// TestFitInMemoryCacheCountsLongPaths: each sample carries its path as its
+// origin, which the run counts: the fit counts the longest path matched,
+// where that is more than plan.OriginAllowance (a review: 230-byte paths,
+// and validate's budget failed the run).
+func TestFitInMemoryCacheCountsLongPaths(t *testing.T) {
+	dir := t.TempDir()
+	long := filepath.Join(dir, strings.Repeat("d", 200))
+	if err := os.MkdirAll(long, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	var longest int
+	for i := range 60 {
+		p := filepath.Join(long, fmt.Sprintf("f%02d.bin", i))
+		if err := os.WriteFile(p, []byte("x"), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		longest = max(longest, len(p))
+	}
+	src := `version: 1
+name: c
+resources: {memory: 1MiB}
+stages:
+  - {name: files, type: files, pattern: '` + long + `/*.bin'}
+  - {name: m, type: map, set: {x: 'one_hot(0, 2500)'}, keep: [x]}
+  - {name: c, type: cache}
+  - {name: out, type: discard}
+`
+	reg := stages.Default()
+	sp, diags := spec.Parse(filepath.Join(dir, "s.yaml"), []byte(src), spec.Options{Catalog: reg, Environment: true})
+	if diags.HasErrors() {
+		t.Fatal(diags)
+	}
+	p, err := plan.Compile(sp, reg, plan.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	each := p.Node("m").SampleBytes + int64(longest)
+	want := fmt.Sprintf("stage \"c\" holds its whole first pass in memory: 60 samples of about %s each = %s, more than 512KiB, the 1/2 of resources.memory (1MiB) it may fill; set dir: to cache on disk, or raise the budget to at least %s",
+		spec.ByteSize(each), spec.ByteSize(60*each), budget.FormatAtLeast(2*60*each))
+	var got []string
+	for _, f := range p.Fit() {
+		got = append(got, f.Message)
+	}
+	if !slices.Contains(got, want) {
+		t.Errorf("got %q\nwant %q", got, want)
+	}
+	if b, _ := p.EpochBytes("m"); b != 60*each {
+		t.Errorf("EpochBytes(m) = %d, want %d", b, 60*each)
 	}
 }
 

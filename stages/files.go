@@ -31,12 +31,22 @@ type FilesConfig struct {
 	Labels   string          `yaml:"labels" jsonschema:"enum=from_dir" jsonschema_description:"from_dir labels as torchvision's ImageFolder: class_name is the folder directly below the pattern's root (its path before the first wildcard) that holds the file, at any depth; label is its index among all the folders there (of every pattern's root, with several), sorted by code point (Zebra before apple). A class folder with no file matched, or a pattern whose files all sit in its root, is an error; files directly in the root beside class folders are left out, with a warning."`
 
 	// files is how many files this process reads an epoch, as Check
-	// found them on the machine; -1 when it did not look.
-	files int64
+	// found them on the machine; -1 when it did not look. longest is the
+	// longest path among them.
+	files, longest int64
 }
 
 // EpochSamples implements plan.Counter: one sample a file.
 func (c *FilesConfig) EpochSamples(int64) int64 { return c.files }
+
+// OriginBytes implements plan.OriginSizer: the longest path matched, which
+// each sample carries as its origin; -1 where the files are not known.
+func (c *FilesConfig) OriginBytes() int64 {
+	if c.files < 0 {
+		return -1
+	}
+	return c.longest
+}
 
 // Shard selects this process's share of the files: file i (in sorted order)
 // belongs to shard i mod count.
@@ -355,6 +365,13 @@ func (c *FilesConfig) Check(cc *spec.CheckContext) sample.Schema {
 		c.files = int64(len(fl.files))
 	} else if cc.Environment && len(byPattern) == len(pats) && c.Labels == "" {
 		c.files = filesOf(byPattern, matched)
+	}
+	if c.files >= 0 {
+		for _, b := range byPattern {
+			for _, f := range b.files {
+				c.longest = max(c.longest, int64(len(f)))
+			}
+		}
 	}
 	if c.files >= 0 {
 		// This process's share: file i is shard i mod count's.
