@@ -511,17 +511,7 @@ func loadForBench(g *globals, file string, set []string) (*spec.Spec, error) {
 			})
 		}
 	}
-	for _, d := range diags {
-		g.printDiag(d)
-	}
-	if sp == nil || diags.HasErrors() {
-		pe := &problemsError{file: file}
-		for _, d := range diags.Errors() {
-			pe.problems = append(pe.problems, d.String())
-		}
-		return nil, exit(ExitInvalid, pe)
-	}
-	return sp, nil
+	return g.loaded(file, sp, diags)
 }
 
 // figuresAt is what bench judges the pipeline by, as it stood at one

@@ -183,6 +183,12 @@ func exactArgs(n int, what string) cobra.PositionalArgs {
 // exit error with ExitInvalid when the spec has errors.
 func (g *globals) load(file string, set []string, environment bool) (*spec.Spec, error) {
 	sp, diags := spec.Load(file, spec.Options{Catalog: g.registry, Set: set, Environment: environment})
+	return g.loaded(file, sp, diags)
+}
+
+// loaded prints a loaded spec's diagnostics and returns it, or an exit
+// error with ExitInvalid when it has errors.
+func (g *globals) loaded(file string, sp *spec.Spec, diags spec.Diagnostics) (*spec.Spec, error) {
 	for _, d := range diags {
 		g.printDiag(d)
 	}
