@@ -30,7 +30,7 @@ The text table's columns:
           and bytes are known only at run time (--probe N measures them)
   OUTPUT  the schema of the stage's output samples
 The last line totals the shares, with memory stages reserve for their own
-use (an on-disk cache), against the budget; the queues between stages use
+use (an on-disk cache, a serve sink's window), against the budget; the queues use
 what is left. A plan whose buffers do not fit is shown, then rejected (exit
 3) as validate rejects it, and --probe is not run on it.
 
