@@ -23,6 +23,56 @@ import (
 	"github.com/piperun/piperun/stages"
 )
 
+// replaceSinks puts bench's trainer in place of the sink named (the
+// first, where none is) and a discard in place of the others, and returns
+// the trainer's sink and the others' names.
+func replaceSinks(sp *spec.Spec, file, sinkName string) (string, []string, error) {
+	var sinks, otherSinks []string
+	for _, st := range sp.Stages {
+		if st.Role == spec.RoleSink {
+			sinks = append(sinks, st.Name)
+		}
+	}
+	if sinkName == "" && len(sinks) > 0 {
+		sinkName = sinks[0]
+	}
+	found := false
+	for _, st := range sp.Stages {
+		if st.Role != spec.RoleSink {
+			continue
+		}
+		if st.Name == sinkName {
+			st.Type, st.Config, found = trainerType, &replacedSink{orig: st.Config}, true
+		} else {
+			st.Type, st.Config = "discard", &replacedSink{orig: st.Config}
+			otherSinks = append(otherSinks, st.Name)
+		}
+	}
+	if !found {
+		what := "has no such sink"
+		if st := sp.Stage(sinkName); st != nil {
+			what = fmt.Sprintf("has a %s stage of that name, not a sink", st.Type)
+		}
+		return "", nil, exit(ExitUsage, fmt.Errorf("--sink %q: %s %s (its sinks: %s)", sinkName, file, what, strings.Join(sinks, ", ")))
+	}
+	return sinkName, otherSinks, nil
+}
+
+// replacedSink is the config of a sink bench replaced (by its trainer or
+// a discard): it reserves what the spec's sink would (a serve sink's
+// window), so that the run is judged, and the advice sized, under the
+// budget the spec's run has (a re-test: advice that left a serve sink's
+// window out named a budget validate refused).
+type replacedSink struct{ orig any }
+
+// ReservedBytes implements plan.Reserver.
+func (r *replacedSink) ReservedBytes(memory int64) int64 {
+	if rs, ok := r.orig.(plan.Reserver); ok {
+		return rs.ReservedBytes(memory)
+	}
+	return 0
+}
+
 // trainerType is the sink bench puts in place of every sink of the spec.
 const trainerType = "piperun_bench_trainer"
 
@@ -354,33 +404,9 @@ func runBench(parent context.Context, g *globals, sp *spec.Spec, file string, st
 			NewConfig: func() any { return &struct{}{} }},
 		Build: func(*stages.Env, any) (any, error) { return tr, nil },
 	})
-	var sinks, otherSinks []string
-	for _, st := range sp.Stages {
-		if st.Role == spec.RoleSink {
-			sinks = append(sinks, st.Name)
-		}
-	}
-	if sinkName == "" && len(sinks) > 0 {
-		sinkName = sinks[0]
-	}
-	found := false
-	for _, st := range sp.Stages {
-		if st.Role != spec.RoleSink {
-			continue
-		}
-		if st.Name == sinkName {
-			st.Type, st.Config, found = trainerType, &struct{}{}, true
-		} else {
-			st.Type, st.Config = "discard", &stages.DiscardConfig{}
-			otherSinks = append(otherSinks, st.Name)
-		}
-	}
-	if !found {
-		what := "has no such sink"
-		if st := sp.Stage(sinkName); st != nil {
-			what = fmt.Sprintf("has a %s stage of that name, not a sink", st.Type)
-		}
-		return nil, exit(ExitUsage, fmt.Errorf("--sink %q: %s %s (its sinks: %s)", sinkName, file, what, strings.Join(sinks, ", ")))
+	sinkName, otherSinks, err := replaceSinks(sp, file, sinkName)
+	if err != nil {
+		return nil, err
 	}
 	p, err := plan.Compile(sp, reg, plan.Options{})
 	if err != nil {
