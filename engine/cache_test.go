@@ -461,3 +461,45 @@ stages:
 		}
 	}
 }
+
+// TestEndlessTakeIntoAJoin: with epochs: 0 a take feeding a zip, or a mix
+// with stop_on_empty, ends the join's stream where the take's ends, as
+// the zip ends with its shortest input; the other input went on with empty
+// epochs until a watchdog stopped the run, blaming a filter (a re-test).
+// A concat reads its other input on.
+func TestEndlessTakeIntoAJoin(t *testing.T) {
+	const src = `version: 1
+name: z
+seed: 1
+epochs: 0
+stages:
+  - {name: a, type: range, count: 40}
+  - {name: t, type: take, count: 70}
+  - {name: r, type: range, count: 25}
+  - {name: rm, type: map, set: {j: index}, keep: [j]}
+  - JOIN
+  - {name: out, type: discard}
+`
+	for _, tc := range []struct {
+		join string
+		want int64
+	}{
+		// Epochs of 25 zipped with the take's 40 and then 30: 25 + 25.
+		{"{name: z, type: zip, inputs: [t, rm]}", 50},
+		{"{name: z, type: mix, inputs: [t, rm], stop_on_empty: true}", -1},
+	} {
+		spec := strings.Replace(src, "JOIN", tc.join, 1)
+		if strings.Contains(tc.join, "mix") { // one schema for both inputs
+			spec = strings.Replace(spec, "set: {j: index}, keep: [j]", "set: {index: index + 1000}", 1)
+		}
+		ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+		rep, err := runSpecCtx(ctx, t, t.TempDir(), spec)
+		cancel()
+		if err != nil {
+			t.Fatalf("%s: %v", tc.join, err)
+		}
+		if got := rep.Sinks["out"].Samples; tc.want >= 0 && got != tc.want || got <= 0 {
+			t.Errorf("%s: %d samples, want %d", tc.join, got, tc.want)
+		}
+	}
+}

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"runtime"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -920,6 +921,13 @@ func (r *Run) runJoin(ctx context.Context, n *node, j stages.Joiner) (err error)
 		releasePulled(nil)
 		if err != nil {
 			return n.fail(nil, err)
+		}
+		if ie, ok := j.(stages.InputEnder); ok && r.epochs() < 0 && ie.EndsWithAnInput() && slices.Contains(state, closed) {
+			// An input's stream ended (a take in an endless run): so does
+			// this one, inside its epoch, as the take's does, where the
+			// other inputs would run on with empty epochs for ever (a
+			// re-test: a watchdog stopped it after 7685, blaming a filter).
+			return o.flush()
 		}
 		if last := r.epochs(); last > 0 && epoch == last-1 && !fills {
 			// The last epoch: what the joiner left is never needed, and

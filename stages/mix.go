@@ -104,6 +104,9 @@ type mixStage struct {
 	stopOnEmpty bool
 }
 
+// EndsWithAnInput implements InputEnder: with stop_on_empty.
+func (m *mixStage) EndsWithAnInput() bool { return m.stopOnEmpty }
+
 func (m *mixStage) JoinEpoch(_ context.Context, epoch, _ int, pull Pull, emit Emit) error {
 	rng := stageRand(m.env.Seed, m.env.Stage.Name, epoch)
 	w := append([]float64(nil), m.weights...)

@@ -103,6 +103,15 @@ type Joiner interface {
 	JoinEpoch(ctx context.Context, epoch, inputs int, pull Pull, emit Emit) error
 }
 
+// InputEnder is implemented by joiners whose output ends once one input
+// ends for good (zip ends with the shortest; mix with stop_on_empty): in an
+// endless run a take above one input ends its stream, and the join's
+// stream ends there too, where its other inputs would go on for ever with
+// empty epochs.
+type InputEnder interface {
+	EndsWithAnInput() bool
+}
+
 // Sink consumes samples. Commit is called once after the last epoch and
 // must make outputs appear whole (e.g. rename temporary files); Abort is
 // called instead when the run fails or is interrupted, and must leave no

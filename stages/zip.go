@@ -111,6 +111,9 @@ func stageType(cc *spec.CheckContext, name string) string {
 
 type zipStage struct{}
 
+// EndsWithAnInput implements InputEnder.
+func (zipStage) EndsWithAnInput() bool { return true }
+
 func (zipStage) JoinEpoch(_ context.Context, _, inputs int, pull Pull, emit Emit) error {
 	for id := int64(0); ; id++ {
 		var out *sample.Sample
