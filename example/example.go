@@ -636,12 +636,7 @@ func Marshal(ex *Example) []byte {
 	slices.Sort(keys)
 
 	// Sizes first, so the output is allocated exactly once.
-	featuresLen := 0
-	for _, k := range keys {
-		fl := featureLen(ex.Features[k])
-		entry := 1 + sizeVarint(uint64(len(k))) + len(k) + 1 + sizeVarint(uint64(fl)) + fl
-		featuresLen += 1 + sizeVarint(uint64(entry)) + entry
-	}
+	featuresLen := featuresLen(ex)
 	out := make([]byte, 0, 1+sizeVarint(uint64(featuresLen))+featuresLen)
 	out = append(out, 0x0a)
 	out = binary.AppendUvarint(out, uint64(featuresLen))
@@ -659,6 +654,26 @@ func Marshal(ex *Example) []byte {
 		out = appendFeature(out, f)
 	}
 	return out
+}
+
+// Size returns the length of Marshal(ex), without marshalling it.
+func Size(ex *Example) int {
+	if ex == nil || len(ex.Features) == 0 {
+		return 0
+	}
+	n := featuresLen(ex)
+	return 1 + sizeVarint(uint64(n)) + n
+}
+
+// featuresLen is the length of ex's features message.
+func featuresLen(ex *Example) int {
+	n := 0
+	for k, f := range ex.Features {
+		fl := featureLen(f)
+		entry := 1 + sizeVarint(uint64(len(k))) + len(k) + 1 + sizeVarint(uint64(fl)) + fl
+		n += 1 + sizeVarint(uint64(entry)) + entry
+	}
+	return n
 }
 
 func sizeVarint(v uint64) int {

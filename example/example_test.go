@@ -256,6 +256,25 @@ func TestMarshalRoundTrip(t *testing.T) {
 	if string(Marshal(got)) != string(b) {
 		t.Error("Marshal is not deterministic")
 	}
+	if n := Size(ex); n != len(b) {
+		t.Errorf("Size = %d, Marshal wrote %d bytes", n, len(b))
+	}
+}
+
+// TestSize: Size is Marshal's length, for Examples from empty to one
+// whose lengths need several varint bytes.
+func TestSize(t *testing.T) {
+	for _, ex := range []*Example{
+		nil,
+		{},
+		{Features: map[string]*Feature{"a": {}}},
+		{Features: map[string]*Feature{"a": {Kind: KindBytes, Bytes: [][]byte{make([]byte, 1<<21), nil}}, "b": {Kind: KindFloat, Floats: make([]float32, 40000)}}},
+		{Features: map[string]*Feature{strings.Repeat("k", 200): {Kind: KindInt64, Ints: []int64{-1, 1 << 62, 5}}}},
+	} {
+		if n, b := Size(ex), Marshal(ex); n != len(b) {
+			t.Errorf("Size = %d, Marshal wrote %d bytes", n, len(b))
+		}
+	}
 }
 
 func TestParseInto(t *testing.T) {

@@ -159,6 +159,11 @@ func (s *tfrecordSink) Write(_ context.Context, smp *sample.Sample) error {
 		return err
 	}
 	s.checkKinds(ex, smp)
+	if n := example.Size(ex); n > tfrecord.DefaultMaxRecordSize {
+		// Refused before it is marshalled: a copy of an Example that size
+		// took 23 s and 4.2 GB to be refused by the writer (a re-test).
+		return fmt.Errorf("write_tfrecord: an Example of %d bytes is over the %d a protocol buffer (a tf.train.Example) may hold, so neither TensorFlow nor piperun could read it back: %w", n, tfrecord.DefaultMaxRecordSize, tfrecord.ErrRecordTooLarge)
+	}
 	i := int(s.n % int64(len(s.writers)))
 	s.n++
 	err = s.writers[i].Write(example.Marshal(ex))
