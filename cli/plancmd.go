@@ -53,12 +53,17 @@ table's.`,
 			if err != nil {
 				return exit(ExitInvalid, err)
 			}
+			var probeErr error
 			if probeN > 0 && fits(p) {
 				avg, err := probe(cmd.Context(), g, p, probeN)
 				if err != nil {
-					return exit(ExitFailed, err)
+					// The plan is still shown, as far as it is known: its
+					// shares may say why the probe's run was stuck (a
+					// re-test got an empty stdout).
+					probeErr = exit(ExitFailed, err)
+				} else {
+					p.ApplyProbe(avg)
 				}
-				p.ApplyProbe(avg)
 			} else if probeN > 0 {
 				// A run of buffers that do not fit stalls: the probe hung
 				// and failed "stuck", and the plan that explains why was
@@ -73,6 +78,9 @@ table's.`,
 				p.Mermaid(g.stdout)
 			default:
 				p.Text(g.stdout)
+			}
+			if probeErr != nil {
+				return probeErr
 			}
 			// The plan is still shown, since its shares are what explain
 			// a misfit; but a spec validate rejects is invalid here too.

@@ -115,6 +115,11 @@ stages:
 		if r.code != tc.code || !strings.Contains(r.stdout+r.stderr, want) {
 			t.Errorf("%s --probe: %s\nwant exit %d and %q", tc.cmd, r, tc.code, want)
 		}
+		// plan still shows the plan, unprobed (a re-test got an empty
+		// stdout).
+		if tc.cmd == "plan" && !strings.HasPrefix(r.stdout, "pipeline starved: ") {
+			t.Errorf("plan --probe that fails printed no plan:\n%s", r)
+		}
 	}
 }
 
