@@ -5,7 +5,8 @@ Stream.close(), or with --dataset through a torch DataLoader over
 PiperunDataset that it never closes: the client closes it at exit. With
 --loader-per-epoch N it reads N epochs, each through a new DataLoader over a
 new PiperunDataset, dropping the one before; with --for-dataset N, each in a
-for loop over a new PiperunDataset."""
+for loop over a new PiperunDataset; with --break-early N, two batches of the
+first, a loop left early, then N-1 whole epochs."""
 import json
 import os
 import sys
@@ -28,7 +29,23 @@ def read(epoch_iters):
                 return
 
 
-if "--for-dataset" in sys.argv:
+if "--break-early" in sys.argv:
+    # Two batches of the first epoch, then a loop left early, then whole
+    # epochs: each must be an epoch, not the rest of the one left.
+    import torch.utils.data
+    from piperun_client import PiperunDataset
+
+    loader = torch.utils.data.DataLoader(PiperunDataset(address), batch_size=None)
+    epochs.append([])
+    for i, b in enumerate(loader):
+        epochs[-1].extend(int(x) for x in b["label"])
+        if i == 1:
+            break
+    for _ in range(int(sys.argv[sys.argv.index("--break-early") + 1]) - 1):
+        epochs.append([int(x) for b in loader for x in b["label"]])
+    print(json.dumps(epochs))
+    sys.stdout.flush()
+elif "--for-dataset" in sys.argv:
     # `for b in PiperunDataset(...)`, a new one per epoch: the loop keeps
     # only the iterator.
     from piperun_client import PiperunDataset

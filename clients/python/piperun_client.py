@@ -18,7 +18,7 @@ Only the standard library and NumPy are needed; PyTorch only for PiperunDataset.
 """
 import base64
 import json
-import select
+import selectors
 import socket
 import struct
 import sys
@@ -129,7 +129,12 @@ class Stream:
             self._sock.sendall(CLIENT_HELLO)
             # piperun greets one trainer at a time: the next waits, without
             # a word, until the one before leaves. Say so, once.
-            if not select.select([self._sock], [], [], WAIT_NOTICE)[0]:
+            # A selector, not select.select, which fails on a descriptor
+            # past 1023 (a process with many files open).
+            with selectors.DefaultSelector() as sel:
+                sel.register(self._sock, selectors.EVENT_READ)
+                greeted = sel.select(WAIT_NOTICE)
+            if not greeted:
                 sys.stderr.write("piperun_client: connected to %s, no hello yet: piperun is preparing its first sample, "
                                  "or serving another trainer (one at a time: another stream or PiperunDataset of this "
                                  "process still open?)\n" % address)
@@ -335,8 +340,12 @@ try:
         def _holding(self, epoch):
             # Holds the dataset while its epoch is read: `for b in
             # PiperunDataset(...)` keeps only this iterator, and the
-            # dataset's finalizer would close the stream under it.
-            yield from epoch
+            # dataset's finalizer would close the stream under it. Not
+            # `yield from`: closing this generator (a loop left early)
+            # would close the epoch's too, and the stream could not read
+            # the rest of the epoch, shifting every later one.
+            for sample in epoch:
+                yield sample
 
         def close(self):
             """Leaves the stream (see Stream.close)."""
