@@ -690,6 +690,11 @@ func cacheHint(p *plan.Plan, st *spec.Stage, feeds map[string]bool) string {
 	if st == nil {
 		return replays
 	}
+	// Such a cache would pass its samples on and store none (a review:
+	// bench advised one that validate then warned of).
+	if p.Spec != nil && p.Spec.Epochs == 0 && (st.Type == "take" || st.Above(func(s *spec.Stage) bool { return s.Type == "take" }) != nil) {
+		return "with epochs: 0 and a take above it, a cache after it would store nothing: to cache its work, put the take below the cache"
+	}
 	// A cache below random augmentation replays the first epoch's draws
 	// (a new-user test followed this advice and froze them).
 	if _, isMap := st.Config.(*stages.MapConfig); isMap && stages.IsRandom(st) {

@@ -168,3 +168,35 @@ stages:
 		}
 	}
 }
+
+// TestNoCacheAdviceBelowAnEndlessTake: in an endless run a cache below a
+// take stores nothing, so bench advises moving the take, not a cache that
+// validate would warn of (a review).
+func TestNoCacheAdviceBelowAnEndlessTake(t *testing.T) {
+	const src = `version: 1
+name: e
+epochs: EPOCHS
+stages:
+  - {name: r, type: range, count: 100}
+  - {name: t, type: take, count: 500}
+  - {name: m, type: map, set: {x: 'one_hot(0, 2500)'}}
+  - {name: out, type: discard}
+`
+	for _, tc := range []struct{ epochs, want string }{
+		{"0", "with epochs: 0 and a take above it, a cache after it would store nothing: to cache its work, put the take below the cache"},
+		{"2", "a cache stage right after the expensive work replays its results in later epochs"},
+	} {
+		reg := stages.Default()
+		sp, diags := spec.Parse("e.yaml", []byte(strings.Replace(src, "EPOCHS", tc.epochs, 1)), spec.Options{Catalog: reg})
+		if diags.HasErrors() {
+			t.Fatal(diags)
+		}
+		p, err := plan.Compile(sp, reg, plan.Options{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := cacheHint(p, sp.Stage("m"), map[string]bool{}); got != tc.want {
+			t.Errorf("epochs %s: %q\nwant %q", tc.epochs, got, tc.want)
+		}
+	}
+}

@@ -408,6 +408,14 @@ stages:
 			dir := t.TempDir()
 			write(dir)
 			spec := strings.Replace(src, "CACHE", tc.cache, 1)
+			// It opens no store: no folder made, nothing reserved (a
+			// review: it locked, made and described one).
+			if _, got := run(dir, spec); !slices.Equal(got, want) {
+				t.Fatalf("a first endless run wrote\n%s", strings.Join(got, "\n"))
+			}
+			if _, err := os.Stat(filepath.Join(dir, "cache")); !os.IsNotExist(err) {
+				t.Errorf("a cache that stores nothing made its folder: %v", err)
+			}
 			// A cache a run of one epoch completed is left alone too (a
 			// review: the endless run failed, putting into it).
 			ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)

@@ -24,6 +24,10 @@ import (
 type CacheConfig struct {
 	Dir         string `yaml:"dir" jsonschema_description:"Directory of the on-disk (Badger) cache, relative to the spec; no dir = in memory, inside the budget."`
 	CommitEvery int    `yaml:"commit_every" jsonschema:"minimum=1" jsonschema_description:"Samples between durable commits of the on-disk cache (default 512); a crash loses at most this many."`
+
+	// through is set by Check where the cache passes its samples on and
+	// stores none (PassesThrough): it then holds and reserves nothing.
+	through bool
 }
 
 func init() {
@@ -41,7 +45,7 @@ func (c *CacheConfig) EpochSamples(in int64) int64 { return in }
 // EpochShare implements plan.EpochHolder: an in-memory cache holds its
 // first pass in half the budget (memCache.Put); one on disk holds none.
 func (c *CacheConfig) EpochShare() int {
-	if c.Dir != "" {
+	if c.Dir != "" || c.through {
 		return 0
 	}
 	return 2
@@ -50,7 +54,7 @@ func (c *CacheConfig) EpochShare() int {
 // ReservedBytes implements plan.Reserver: what Badger itself may hold in
 // memory, counted inside the pipeline's budget.
 func (c *CacheConfig) ReservedBytes(int64) int64 {
-	if c.Dir == "" {
+	if c.Dir == "" || c.through {
 		return 0
 	}
 	return cache.Options{}.MemoryBytes()
@@ -74,7 +78,8 @@ func (c *CacheConfig) Check(cc *spec.CheckContext) sample.Schema {
 			}
 		}
 	}
-	if PassesThrough(cc.Spec, cc.Stage) {
+	c.through = PassesThrough(cc.Spec, cc.Stage)
+	if c.through {
 		cc.Warnf("", "this cache stores nothing: with epochs: 0 a take above it ends the stream after its count, which may span epochs, and a replay could not; put the take below the cache (after it, the take counts the replayed stream), or set epochs")
 		return cc.Input()
 	}
@@ -186,7 +191,10 @@ func storeOptions(env *Env) cache.Options {
 
 func buildCache(env *Env, cfg any) (any, error) {
 	c := cfg.(*CacheConfig)
-	if c.Dir == "" {
+	if c.Dir == "" || PassesThrough(env.Spec, env.Stage) {
+		// One that passes its samples on stores none: it opens no store,
+		// which would lock, make and describe a folder (a review: its
+		// report told of samples resumed from an earlier run's store).
 		return &memCache{env: env}, nil
 	}
 	fp, desc, err := Fingerprint(env.Spec, env.Stage, env.Seed)

@@ -242,5 +242,16 @@ func TestCacheBelowAnEndlessTakeWarns(t *testing.T) {
 		if PassesThrough(sp, c) != (tc.want != "") {
 			t.Errorf("epochs %s, %s: PassesThrough %v", tc.epochs, tc.order, !(tc.want != ""))
 		}
+		// One that stores nothing reserves nothing, and holds no first
+		// pass in memory (a review: validate refused such a spec over a
+		// first pass it would never hold).
+		cfg := c.Config.(*CacheConfig)
+		if through := tc.want != ""; (cfg.ReservedBytes(1<<30) == 0) != through {
+			t.Errorf("epochs %s, %s: reserves %d", tc.epochs, tc.order, cfg.ReservedBytes(1<<30))
+		}
+		mem := CacheConfig{through: cfg.through}
+		if got := mem.EpochShare(); (got == 0) != (tc.want != "") {
+			t.Errorf("epochs %s, %s: in memory, holds a 1/%d share", tc.epochs, tc.order, got)
+		}
 	}
 }

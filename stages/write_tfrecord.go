@@ -154,6 +154,12 @@ func buildWriteTFRecord(env *Env, cfg any) (any, error) {
 }
 
 func (s *tfrecordSink) Write(_ context.Context, smp *sample.Sample) error {
+	if n := exampleAtLeast(smp.Fields); n > tfrecord.DefaultMaxRecordSize {
+		// Refused before the Example is made: it copies float and int
+		// tensors (a review: 2.2 GiB of int64s made of a 1.1 GiB int32
+		// tensor before the size was checked).
+		return fmt.Errorf("write_tfrecord: an Example of at least %d bytes is over the %d a protocol buffer (a tf.train.Example) may hold, so neither TensorFlow nor piperun could read it back: %w", n, tfrecord.DefaultMaxRecordSize, tfrecord.ErrRecordTooLarge)
+	}
 	ex, err := toExample(smp.Fields, s.bools)
 	if err != nil {
 		return err
@@ -169,6 +175,37 @@ func (s *tfrecordSink) Write(_ context.Context, smp *sample.Sample) error {
 	err = s.writers[i].Write(example.Marshal(ex))
 	smp.Recycle() // the Example was marshalled into a copy
 	return err
+}
+
+// exampleAtLeast is a lower bound of the Example fields make: a uint8
+// tensor's bytes, 4 bytes a float, 1 (the least varint) an integer, and
+// the bytes of strings and byte strings.
+func exampleAtLeast(fields map[string]any) int64 {
+	var n int64
+	for _, v := range fields {
+		switch x := v.(type) {
+		case *tensor.Tensor:
+			switch x.DType {
+			case tensor.Float32, tensor.Float64:
+				n += 4 * int64(x.Len())
+			default:
+				n += int64(x.Len())
+			}
+		case []byte:
+			n += int64(len(x))
+		case string:
+			n += int64(len(x))
+		case [][]byte:
+			for _, b := range x {
+				n += int64(len(b))
+			}
+		case []string:
+			for _, b := range x {
+				n += int64(len(b))
+			}
+		}
+	}
+	return n
 }
 
 // checkKinds warns, once per key, of a feature written as another kind

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 
 	"go.uber.org/zap"
@@ -36,6 +37,14 @@ func TestWriteTFRecordRefusesBeforeMarshalling(t *testing.T) {
 	const want = "write_tfrecord: an Example of 2147483680 bytes is over the 2147483647 a protocol buffer (a tf.train.Example) may hold, so neither TensorFlow nor piperun could read it back: record too large"
 	if err == nil || err.Error() != want || !errors.Is(err, tfrecord.ErrRecordTooLarge) {
 		t.Fatalf("Write: %v\nwant %s", err, want)
+	}
+	// A float32 tensor over the limit is refused before it is copied into
+	// a float list: the message gives the least it could take.
+	floats := tensor.New(tensor.Float32, 1<<29+1)
+	err = s.Write(context.Background(), &sample.Sample{Fields: map[string]any{"x": floats}})
+	const wantFloats = "write_tfrecord: an Example of at least 2147483652 bytes is over"
+	if err == nil || !errors.Is(err, tfrecord.ErrRecordTooLarge) || !strings.HasPrefix(err.Error(), wantFloats) {
+		t.Fatalf("Write of a float32 tensor: %v\nwant %s…", err, wantFloats)
 	}
 	if err := s.Abort(); err != nil {
 		t.Fatal(err)
