@@ -63,6 +63,9 @@ func FuzzUnmarshal(f *testing.F) {
 			return
 		}
 		b := Marshal(ex)
+		if n := Size(ex); n != len(b) {
+			t.Fatalf("Size = %d, Marshal wrote %d bytes", n, len(b))
+		}
 		back, err := Unmarshal(b)
 		if err != nil {
 			t.Fatalf("Marshal output does not parse: %v", err)
