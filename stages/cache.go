@@ -65,7 +65,8 @@ func (c *CacheConfig) Check(cc *spec.CheckContext) sample.Schema {
 	if c.CommitEvery < 1 {
 		cc.Errorf("commit_every", "must be at least 1, got %d", c.CommitEvery)
 	}
-	if c.Dir != "" && cc.Environment {
+	c.through = PassesThrough(cc.Spec, cc.Stage)
+	if c.Dir != "" && cc.Environment && !c.through { // one that stores nothing opens no folder
 		// Named as what it is: a cache's directory is no output.
 		if err := checkDirFor(filepath.Join(cc.Resolve(c.Dir), "x"), "cache directory"); err != nil {
 			// A complete cache there can still be read (prepared once,
@@ -78,7 +79,6 @@ func (c *CacheConfig) Check(cc *spec.CheckContext) sample.Schema {
 			}
 		}
 	}
-	c.through = PassesThrough(cc.Spec, cc.Stage)
 	if c.through {
 		cc.Warnf("", "this cache stores nothing: with epochs: 0 a take above it ends the stream after its count, which may span epochs, and a replay could not; put the take below the cache (after it, the take counts the replayed stream), or set epochs")
 		return cc.Input()
@@ -127,7 +127,7 @@ func (c *CacheConfig) Check(cc *spec.CheckContext) sample.Schema {
 // other cache may share (two with the same stages above would have the
 // same fingerprint) and no sink may write.
 func (c *CacheConfig) OutputPaths(resolve func(string) string) []string {
-	if c.Dir == "" {
+	if c.Dir == "" || c.through {
 		return nil
 	}
 	return []string{resolve(c.Dir)}
