@@ -920,21 +920,10 @@ func (c *Cache) decodeStored(id int64, v []byte) (*sample.Sample, error) {
 func payloadBytes(s *sample.Sample) int64 {
 	var n int64
 	for _, v := range s.Fields {
-		switch x := v.(type) {
-		case *tensor.Tensor:
-			n += int64(len(x.Data))
-		case []byte:
-			n += int64(len(x))
-		case string:
-			n += int64(len(x))
-		case [][]byte:
-			for _, b := range x {
-				n += int64(len(b))
-			}
-		case []string:
-			for _, b := range x {
-				n += int64(len(b))
-			}
+		if t, ok := v.(*tensor.Tensor); ok {
+			n += int64(len(t.Data))
+		} else {
+			n += sample.TextBytes(v)
 		}
 	}
 	return n

@@ -1,14 +1,9 @@
 package cli_test
 
 import (
-	"encoding/json"
-	"os"
-	"path/filepath"
 	"slices"
 	"strings"
 	"testing"
-
-	"github.com/piperun/piperun/cli"
 )
 
 // TestBenchOfAStageSharedWithAnotherSink: a map feeds both a take of 10
@@ -33,16 +28,7 @@ stages:
   - {name: trainer, type: discard, input: t}
   - {name: sideout, type: discard, input: m}
 `)
-	report := filepath.Join(dir, "bench.json")
-	r := run(t, "bench", spec, "--step-time", "0", "--report", report)
-	b, err := os.ReadFile(report)
-	if err != nil {
-		t.Fatalf("%s: %v", r, err)
-	}
-	var br cli.BenchReport
-	if err := json.Unmarshal(b, &br); err != nil {
-		t.Fatal(err)
-	}
+	r, br := benchReport(t, spec, "--step-time", "0")
 	var names []string
 	for _, s := range br.Stages {
 		names = append(names, s.Name)

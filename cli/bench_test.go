@@ -30,6 +30,23 @@ stages:
   - {name: other, type: write_jsonl, input: batch, path: out/never2.jsonl}
 `
 
+// benchReport runs bench on spec with args and a --report beside it, and
+// returns what it printed and the report, which it must have written.
+func benchReport(t *testing.T, spec string, args ...string) (result, cli.BenchReport) {
+	t.Helper()
+	report := filepath.Join(filepath.Dir(spec), "bench.json")
+	r := run(t, append([]string{"bench", spec, "--report", report}, args...)...)
+	b, err := os.ReadFile(report)
+	if err != nil {
+		t.Fatalf("%s: %v", r, err)
+	}
+	var br cli.BenchReport
+	if err := json.Unmarshal(b, &br); err != nil {
+		t.Fatal(err)
+	}
+	return r, br
+}
+
 func benchRun(t *testing.T, width, shuffle string, args ...string) (result, cli.BenchReport) {
 	t.Helper()
 	dir := t.TempDir()
@@ -106,14 +123,7 @@ func TestBenchFixedShuffle(t *testing.T) {
 func TestBenchSaysARandomSeed(t *testing.T) {
 	dir := t.TempDir()
 	p := writeSpec(t, dir, "b.yaml", strings.NewReplacer("seed: 1\n", "", "WIDTH", "4", "SHUFFLE", "40").Replace(benchSpec))
-	rep := filepath.Join(dir, "bench.json")
-	r := run(t, "bench", "--step-time", "0", "--report", rep, p)
-	var br cli.BenchReport
-	if b, err := os.ReadFile(rep); err != nil {
-		t.Fatal(err)
-	} else if err := json.Unmarshal(b, &br); err != nil {
-		t.Fatal(err)
-	}
+	r, br := benchReport(t, p, "--step-time", "0")
 	if r.code != 0 || br.Run == nil || !br.Run.SeedRandom || br.Run.Seed == nil {
 		t.Fatalf("bench: %s\nrun %+v; want a random seed in the report", r, br.Run)
 	}
@@ -236,16 +246,7 @@ stages:
     set: {x: 'resize(cast([[[1.0]]], "float32"), 2000, 2000, "bicubic")'}
   - {name: sideout, type: discard}
 `)
-	report := filepath.Join(dir, "bench.json")
-	r := run(t, "bench", spec, "--step-time", "1ms", "--sink", "trainer", "--report", report)
-	b, err := os.ReadFile(report)
-	if err != nil {
-		t.Fatalf("%s: %v", r, err)
-	}
-	var br cli.BenchReport
-	if err := json.Unmarshal(b, &br); err != nil {
-		t.Fatal(err)
-	}
+	r, br := benchReport(t, spec, "--step-time", "1ms", "--sink", "trainer")
 	var ranked []string
 	for _, s := range br.Stages {
 		ranked = append(ranked, s.Name)

@@ -83,6 +83,28 @@ func (s *Sample) Sizes() (own, values int64) {
 	return own, values
 }
 
+// TextBytes is the bytes of v's text where v is a string, a byte string
+// or a list of either, and 0 for any other value: a lower bound of what
+// writing it out takes.
+func TextBytes(v any) int64 {
+	var n int64
+	switch x := v.(type) {
+	case []byte:
+		n = int64(len(x))
+	case string:
+		n = int64(len(x))
+	case [][]byte:
+		for _, b := range x {
+			n += int64(len(b))
+		}
+	case []string:
+		for _, b := range x {
+			n += int64(len(b))
+		}
+	}
+	return n
+}
+
 // ValueBytes is the part of Size that the field values hold; the rest is
 // the sample's own struct and field map, which every copy has its own of.
 func (s *Sample) ValueBytes() int64 {

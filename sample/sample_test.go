@@ -97,3 +97,23 @@ func TestNormalizeNamesWhatItRefuses(t *testing.T) {
 		}
 	}
 }
+
+// TestTextBytes: the bytes of text values, and 0 for the rest.
+func TestTextBytes(t *testing.T) {
+	for _, tc := range []struct {
+		v    any
+		want int64
+	}{
+		{"héllo", 6},
+		{[]byte{1, 2, 3}, 3},
+		{[][]byte{{1}, nil, {2, 3}}, 3},
+		{[]string{"ab", "", "c"}, 3},
+		{int64(7), 0},
+		{tensor.New(tensor.Uint8, 10), 0},
+		{nil, 0},
+	} {
+		if got := TextBytes(tc.v); got != tc.want {
+			t.Errorf("TextBytes(%#v) = %d, want %d", tc.v, got, tc.want)
+		}
+	}
+}

@@ -183,26 +183,14 @@ func (s *tfrecordSink) Write(_ context.Context, smp *sample.Sample) error {
 func exampleAtLeast(fields map[string]any) int64 {
 	var n int64
 	for _, v := range fields {
-		switch x := v.(type) {
-		case *tensor.Tensor:
-			switch x.DType {
-			case tensor.Float32, tensor.Float64:
-				n += 4 * int64(x.Len())
-			default:
-				n += int64(x.Len())
-			}
-		case []byte:
-			n += int64(len(x))
-		case string:
-			n += int64(len(x))
-		case [][]byte:
-			for _, b := range x {
-				n += int64(len(b))
-			}
-		case []string:
-			for _, b := range x {
-				n += int64(len(b))
-			}
+		t, ok := v.(*tensor.Tensor)
+		switch {
+		case !ok:
+			n += sample.TextBytes(v)
+		case t.DType == tensor.Float32 || t.DType == tensor.Float64:
+			n += 4 * int64(t.Len())
+		default:
+			n += int64(t.Len())
 		}
 	}
 	return n
