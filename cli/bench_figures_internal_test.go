@@ -53,15 +53,12 @@ func TestBenchTrainerSnapshotsItsSteps(t *testing.T) {
 	}
 }
 
-// TestBenchJudgesTheTrainersLastStep: with a map shared by the trainer's
-// branch and another sink's, busy for 0.45s of a run of 0.7s whose
-// trainer took its last step at 10ms, bench judges the figures of that
-// step: a busy share of 90 %, not 4500 %, and a baseline of the CPU time
-// until then (found in review: 41451 %, and a baseline 434 times slower
-// than piperun).
-func TestBenchJudgesTheTrainersLastStep(t *testing.T) {
-	p := benchPlan(t, `version: 1
+// SharedStageSpec has a map feeding both a take of 10 above the trainer
+// and a sink that reads all 6000 of its samples; the external tests use it
+// too (TestBenchOfAStageSharedWithAnotherSink).
+const SharedStageSpec = `version: 1
 name: br
+seed: 1
 epochs: 1
 resources: {memory: 256MiB}
 stages:
@@ -70,7 +67,16 @@ stages:
   - {name: t, type: take, count: 10, input: m}
   - {name: trainer, type: discard, input: t}
   - {name: sideout, type: discard, input: m}
-`)
+`
+
+// TestBenchJudgesTheTrainersLastStep: with a map shared by the trainer's
+// branch and another sink's, busy for 0.45s of a run of 0.7s whose
+// trainer took its last step at 10ms, bench judges the figures of that
+// step: a busy share of 90 %, not 4500 %, and a baseline of the CPU time
+// until then (found in review: 41451 %, and a baseline 434 times slower
+// than piperun).
+func TestBenchJudgesTheTrainersLastStep(t *testing.T) {
+	p := benchPlan(t, SharedStageSpec)
 	start, cpu0 := time.Now(), 3*time.Second
 	tr := &trainer{stepCounts: stepCounts{steps: 10}, stepped: 7 * time.Millisecond, last: start.Add(12 * time.Millisecond),
 		snap: benchSnapshot{at: start.Add(10 * time.Millisecond), steps: 10, stepped: 7 * time.Millisecond, cpu: cpu0 + 13*time.Millisecond,

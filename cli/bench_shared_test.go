@@ -4,6 +4,8 @@ import (
 	"slices"
 	"strings"
 	"testing"
+
+	"github.com/piperun/piperun/cli"
 )
 
 // TestBenchOfAStageSharedWithAnotherSink: a map feeds both a take of 10
@@ -16,18 +18,7 @@ import (
 // review).
 func TestBenchOfAStageSharedWithAnotherSink(t *testing.T) {
 	dir := t.TempDir()
-	spec := writeSpec(t, dir, "br.yaml", `version: 1
-name: br
-seed: 1
-epochs: 1
-resources: {memory: 256MiB}
-stages:
-  - {name: src, type: range, count: 6000}
-  - {name: m, type: map, parallelism: 1, set: {x: 'one_hot(index % 7, 100000)'}}
-  - {name: t, type: take, count: 10, input: m}
-  - {name: trainer, type: discard, input: t}
-  - {name: sideout, type: discard, input: m}
-`)
+	spec := writeSpec(t, dir, "br.yaml", cli.SharedStageSpec)
 	r, br := benchReport(t, spec, "--step-time", "0")
 	var names []string
 	for _, s := range br.Stages {

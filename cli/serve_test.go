@@ -571,16 +571,7 @@ func TestServeHandOverKeepsWhatTheSocketHeld(t *testing.T) {
 		t.Run(network, func(t *testing.T) {
 			dir := t.TempDir()
 			listen := listenAddress(t, network, dir)
-			p := writeSpec(t, dir, "h.yaml", `version: 1
-name: handover
-seed: 3
-epochs: 2
-stages:
-  - {name: src, type: range, count: 400}
-  - {name: m, type: map, set: {label: index}}
-  - {name: batch, type: batch, size: 4}
-  - {name: out, type: serve, listen: '`+listen+`'}
-`)
+			p := labelSpec(t, dir, listen, "seed: 3\nepochs: 2", 400, 4)
 			done := applyInBackground(context.Background(), p)
 			a := dialWhenUp(t, listen)
 			var got []int64
@@ -641,15 +632,7 @@ func TestServePythonLoaderPerEpoch(t *testing.T) {
 	py := pythonWith(t, "numpy, torch")
 	dir := t.TempDir()
 	listen := listenAddress(t, "unix", dir)
-	p := writeSpec(t, dir, "e.yaml", `version: 1
-name: per-epoch
-epochs: 3
-stages:
-  - {name: src, type: range, count: 100}
-  - {name: m, type: map, set: {label: index}}
-  - {name: batch, type: batch, size: 10}
-  - {name: out, type: serve, listen: '`+listen+`'}
-`)
+	p := labelSpec(t, dir, listen, "epochs: 3", 100, 10)
 	// And `for b in PiperunDataset(...)`, which keeps only the iterator:
 	// the dataset's finalizer closed the stream after the first batch (a
 	// review of the fix).
@@ -702,15 +685,7 @@ func TestServePythonHandOver(t *testing.T) {
 			}
 			dir := t.TempDir()
 			listen := listenAddress(t, tc.network, dir)
-			p := writeSpec(t, dir, "h.yaml", `version: 1
-name: handover
-epochs: 3
-stages:
-  - {name: src, type: range, count: 1000}
-  - {name: m, type: map, set: {label: index}}
-  - {name: batch, type: batch, size: 10}
-  - {name: out, type: serve, listen: '`+listen+`'}
-`)
+			p := labelSpec(t, dir, listen, "epochs: 3", 1000, 10)
 			done := applyInBackground(context.Background(), p)
 			c := dialWhenUp(t, listen) // up: the trainers need not wait
 			c.Close()
@@ -773,14 +748,7 @@ func TestServeRefusesBadAcknowledgements(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			dir := t.TempDir()
 			sock := filepath.Join(dir, "p.sock")
-			p := writeSpec(t, dir, "a.yaml", `version: 1
-name: acks
-stages:
-  - {name: src, type: range, count: 40}
-  - {name: m, type: map, set: {label: index}}
-  - {name: batch, type: batch, size: 4}
-  - {name: out, type: serve, listen: 'unix://`+sock+`'}
-`)
+			p := labelSpec(t, dir, "unix://"+sock, "epochs: 1", 40, 4)
 			done := applyInBackground(context.Background(), p)
 			var conn net.Conn
 			var err error
@@ -1026,4 +994,20 @@ except ConnectionError as e:
 		!strings.HasSuffix(got, "s more for piperun apply (a run that has already ended serves nothing)\n") {
 		t.Errorf("stderr %q, want one notice that it waits", got)
 	}
+}
+
+// labelSpec writes a spec serving count samples, each labelled with its
+// index, in batches of batch, to listen; head holds the top-level keys
+// (seed, epochs) as YAML lines.
+func labelSpec(t *testing.T, dir, listen, head string, count, batch int) string {
+	t.Helper()
+	return writeSpec(t, dir, "labels.yaml", fmt.Sprintf(`version: 1
+name: labels
+%s
+stages:
+  - {name: src, type: range, count: %d}
+  - {name: m, type: map, set: {label: index}}
+  - {name: batch, type: batch, size: %d}
+  - {name: out, type: serve, listen: '%s'}
+`, head, count, batch, listen))
 }
