@@ -609,20 +609,6 @@ func TestServeHandOverKeepsWhatTheSocketHeld(t *testing.T) {
 	}
 }
 
-// TestServePythonHandOver: a Python trainer reads 50 batches and leaves
-// through the client's close(), a second reads the rest, and between them
-// every sample of every epoch arrives once. Over TCP the first one's last
-// acknowledgements were held back by Nagle's algorithm (or, on a busy
-// machine, TCP's small queues) and dropped with the reset that closing a
-// socket with unread data sends, so the second got 30–370 samples again
-// (found by a tester, every time; under load one run in three after the
-// first fix, which only set TCP_NODELAY).
-//
-// In "tcp, dataset at exit" the first trainer reads through a DataLoader
-// over PiperunDataset and ends its script without closing anything, as
-// training scripts do; the client closes the stream at exit. (This case
-// also passed, 4 of 4 with busy cores, with that close taken out: the
-// script's exit comes long after its last acknowledgement went out.)
 // TestServePythonLoaderPerEpoch: a trainer making a new DataLoader over a
 // new PiperunDataset for each epoch, dropping the one before unclosed,
 // reads every epoch. The first dataset's connection stayed open (an atexit
@@ -674,6 +660,21 @@ func TestServePythonLoaderPerEpoch(t *testing.T) {
 	}
 }
 
+// TestServePythonHandOver: a Python trainer reads 50 batches and leaves
+// through the client's close(), a second reads the rest, and between them
+// every sample of every epoch arrives once. Over TCP the first one's last
+// acknowledgements were held back by Nagle's algorithm (or, on a busy
+// machine, TCP's small queues) and dropped with the reset that closing a
+// socket with unread data sends, so the second got 30–370 samples again
+// (found by a tester, every time; under load one run in three after the
+// first fix, which only set TCP_NODELAY).
+//
+// In "tcp, dataset at exit" the first trainer reads through a DataLoader
+// over PiperunDataset and ends its script without closing anything, as
+// training scripts do; the dataset's stream closes when it is dropped, or
+// at exit. (This case
+// also passed, 4 of 4 with busy cores, with that close taken out: the
+// script's exit comes long after its last acknowledgement went out.)
 func TestServePythonHandOver(t *testing.T) {
 	for _, tc := range []struct{ network, how string }{{"unix", "close"}, {"tcp", "close"}, {"tcp", "dataset at exit"}} {
 		t.Run(tc.network+", "+tc.how, func(t *testing.T) {
@@ -993,6 +994,62 @@ except ConnectionError as e:
 	if got := stderr.String(); strings.Count(got, "piperun_client: nothing serves at unix://"+sock+" yet; waiting up to") != 1 ||
 		!strings.HasSuffix(got, "s more for piperun apply (a run that has already ended serves nothing)\n") {
 		t.Errorf("stderr %q, want one notice that it waits", got)
+	}
+}
+
+// TestPythonClientClosesWhatItRefused: a client that refuses the server's
+// hello, or is interrupted before it, closes its connection at once, even
+// while its exception (and the half-built stream) is still held, as a
+// notebook holds the last traceback: a connection left open behind a
+// Ctrl-C would be adopted by serve and hold up the next trainer.
+func TestPythonClientClosesWhatItRefused(t *testing.T) {
+	py := pythonWith(t, "numpy")
+	sock := filepath.Join(t.TempDir(), "s.sock")
+	ln, err := net.Listen("unix", sock)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	hello, err := serve.EncodeJSON(serve.KindHello, serve.Hello{Protocol: 99})
+	if err != nil {
+		t.Fatal(err)
+	}
+	code := `import sys, time; sys.path.insert(0, "../clients/python")
+from piperun_client import connect
+try:
+    connect(sys.argv[1])
+except RuntimeError as e:
+    kept = e
+    print("refused:", e, flush=True)
+    time.sleep(30)
+`
+	cmd := exec.Command(py, "-c", code, "unix://"+sock)
+	out, err := cmd.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = cmd.Process.Kill(); _ = cmd.Wait() }()
+	conn, err := ln.Accept()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	if _, err := io.ReadFull(conn, make([]byte, len(serve.ClientHello))); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := conn.Write(hello); err != nil {
+		t.Fatal(err)
+	}
+	line, err := bufio.NewReader(out).ReadString('\n')
+	if err != nil || !strings.Contains(line, "serves protocol 99; this client speaks 2") {
+		t.Fatalf("client printed %q (%v), want its refusal", line, err)
+	}
+	_ = conn.SetReadDeadline(time.Now().Add(5 * time.Second))
+	if n, err := conn.Read(make([]byte, 1)); err != io.EOF {
+		t.Errorf("read %d bytes, %v, want the end of the connection while the client holds its exception", n, err)
 	}
 }
 

@@ -190,10 +190,10 @@ type serveSink struct {
 	idleSince atomic.Int64
 }
 
-// IdleTime implements Idler: the time between trainers.
-// Idle implements stages.Idler: a trainer left and none has come since.
+// Idle implements Idler: a trainer left and none has come since.
 func (s *serveSink) Idle() bool { return s.idleSince.Load() > 0 }
 
+// IdleTime implements Idler: the time between trainers.
 func (s *serveSink) IdleTime() time.Duration {
 	d := s.idle.Load()
 	if t := s.idleSince.Load(); t > 0 {

@@ -151,6 +151,13 @@ class Stream:
                 raise RuntimeError("%s serves protocol %s; this client speaks %d (use the client of the same piperun version)"
                                    % (address, header.get("protocol"), PROTOCOL))
         except BaseException:
+            # The socket stays open while its makefile does, and a notebook
+            # keeps this half-built stream alive through the traceback: a
+            # connection left open would be served, and hold up the next
+            # trainer.
+            f = getattr(self, "_file", None)
+            if f is not None:
+                f.close()
             self._sock.close()
             raise
         self.hello = header
