@@ -513,3 +513,37 @@ stages:
 		}
 	}
 }
+
+// TestEndlessTakeIntoAJoinFillsTheCacheAbove: when a take below one of a
+// zip's inputs ends an endless run, a cache above another input still
+// completes its fill: ending inside the epoch left it partial in every
+// run, at 0, 192, 256 and 256 samples in four runs (a review).
+func TestEndlessTakeIntoAJoinFillsTheCacheAbove(t *testing.T) {
+	const spec = `version: 1
+name: zc
+seed: 1
+epochs: 0
+stages:
+  - {name: a, type: range, count: 400}
+  - {name: c, type: cache, dir: cachedir}
+  - {name: r, type: range, count: 25}
+  - {name: t, type: take, count: 10}
+  - {name: rm, type: map, set: {j: index}, keep: [j]}
+  - {name: z, type: zip, inputs: [c, rm]}
+  - {name: out, type: discard}
+`
+	dir := t.TempDir()
+	for run, want := range []struct{ written, fromCache int64 }{{400, 0}, {0, 10}} {
+		ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+		rep, err := runSpecCtx(ctx, t, dir, spec)
+		cancel()
+		if err != nil {
+			t.Fatalf("run %d: %v", run, err)
+		}
+		c := rep.Caches["c"]
+		if got := rep.Sinks["out"].Samples; got != 10 || !c.Complete || c.Written != want.written || c.FromCache < want.fromCache {
+			t.Errorf("run %d: %d samples out, cache complete %v, written %d, from cache %d; want 10, true, %d, at least %d",
+				run, got, c.Complete, c.Written, c.FromCache, want.written, want.fromCache)
+		}
+	}
+}

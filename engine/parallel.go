@@ -922,11 +922,14 @@ func (r *Run) runJoin(ctx context.Context, n *node, j stages.Joiner) (err error)
 		if err != nil {
 			return n.fail(nil, err)
 		}
-		if ie, ok := j.(stages.InputEnder); ok && r.epochs() < 0 && ie.EndsWithAnInput() && slices.Contains(state, closed) {
-			// An input's stream ended (a take in an endless run): so does
-			// this one, inside its epoch, as the take's does, where the
-			// other inputs would run on with empty epochs for ever (a
-			// re-test: a watchdog stopped it after 7685, blaming a filter).
+		// An input's stream ended (a take in an endless run): so does this
+		// one, as the take's does, where the other inputs would run on with
+		// empty epochs for ever (a re-test: a watchdog stopped it after
+		// 7685, blaming a filter). It ends inside its epoch unless a cache
+		// above fills, which the rest of the epoch completes.
+		ie, ok := j.(stages.InputEnder)
+		inputEnded := ok && r.epochs() < 0 && ie.EndsWithAnInput() && slices.Contains(state, closed)
+		if inputEnded && !fills {
 			return o.flush()
 		}
 		if last := r.epochs(); last > 0 && epoch == last-1 && !fills {
@@ -957,7 +960,7 @@ func (r *Run) runJoin(ctx context.Context, n *node, j stages.Joiner) (err error)
 				allClosed = false
 			}
 		}
-		if allClosed {
+		if allClosed || inputEnded {
 			return o.flush()
 		}
 		if err := o.endEpoch(epoch); err != nil {
