@@ -482,11 +482,15 @@ func (r *Registry) compile(src string, in sample.Schema, want sample.Kind, strip
 		// With an open schema expr takes an unknown name for a field it
 		// cannot see, even one that is called: find those calls here, or
 		// `resiz(x)` below a stage with an error would pass validate.
-		u := &unknownCalls{known: cfg.Functions}
+		u := &unknownCalls{known: cfg.Functions, clock: -1}
 		ast.Walk(&tree.Node, u)
 		if u.name != "" {
 			line, col := position(src, u.at)
 			return nil, &Error{Line: line, Column: col, Msg: fmt.Sprintf("unknown function %s (functions: %s)", u.name, strings.Join(r.Names(), ", "))}
+		}
+		if u.clock >= 0 {
+			line, col := position(src, u.clock)
+			return nil, &Error{Line: line, Column: col, Msg: "now() reads the clock, so the samples would differ from run to run; piperun's runs are reproducible (draw with the random functions, or store a date(…) of a fixed time)"}
 		}
 		if at := reservedAt(tree.Node); at >= 0 {
 			line, col := position(src, at)
@@ -637,18 +641,27 @@ type unknownCalls struct {
 	known map[string]*builtin.Function
 	name  string
 	at    int
+	// clock is where the source first calls now(), or -1.
+	clock int
 }
 
 func (u *unknownCalls) Visit(node *ast.Node) {
-	c, ok := (*node).(*ast.CallNode)
-	if !ok || u.name != "" {
-		return
+	var name string
+	switch c := (*node).(type) {
+	case *ast.CallNode:
+		if id, ok := c.Callee.(*ast.IdentifierNode); ok {
+			name = id.Value
+		}
+	case *ast.BuiltinNode:
+		name = c.Name
 	}
-	id, ok := c.Callee.(*ast.IdentifierNode)
-	if !ok || u.known[id.Value] != nil || builtinNames[id.Value] {
-		return
+	switch {
+	case name == "now" && u.known[name] == nil && u.clock < 0:
+		u.clock = (*node).Location().From
+	case name == "" || u.name != "" || u.known[name] != nil || builtinNames[name]:
+	default:
+		u.name, u.at = name, (*node).Location().From
 	}
-	u.name, u.at = id.Value, c.Location().From
 }
 
 // reservedAt is where the source names CtxVar, or -1: a spec that reads
@@ -858,7 +871,7 @@ func unstorable(t reflect.Type) string {
 	case t == nil:
 		return ""
 	case t == reflect.TypeOf(time.Time{}):
-		return "a time (now(), date()) cannot be a sample's value; store a number such as date(…).Unix() or a string such as date(…).Format(\"2006-01-02\")"
+		return "a time (date()) cannot be a sample's value; store a number such as date(…).Unix() or a string such as date(…).Format(\"2006-01-02\")"
 	case t == reflect.TypeOf(time.Duration(0)):
 		return "a duration cannot be a sample's value; store a number such as duration(…).Seconds()"
 	case t.Kind() == reflect.Map:

@@ -66,7 +66,11 @@ func init() {
 			if err != nil {
 				return nil, err
 			}
-			return imageops.Resize(img, h, w, optString(a, 3))
+			m, err := method(a, 3)
+			if err != nil {
+				return nil, err
+			}
+			return imageops.Resize(img, h, w, m)
 		},
 	})
 	r.Register(decodeResizeFunc("__decode_resize", "resize(decode_image(bytes, channels), h, w[, method])",
@@ -501,8 +505,12 @@ func decodeResizeFunc(name, sig string, dt tensor.DType,
 			if err != nil {
 				return nil, fmt.Errorf("resize: %w", err) // the caret points at decode_image
 			}
-			opts.ScaleHint = imageops.ScaleHintFor(h, w, optString(a, 4))
-			return run(data, c, h, w, optString(a, 4), opts)
+			m, err := method(a, 4)
+			if err != nil {
+				return nil, fmt.Errorf("resize: %w", err)
+			}
+			opts.ScaleHint = imageops.ScaleHintFor(h, w, m)
+			return run(data, c, h, w, m, opts)
 		},
 	}
 }
@@ -568,12 +576,18 @@ func imgHW(a []any) (*tensor.Tensor, int, int, error) {
 	return img, h, w, err
 }
 
-func optString(a []any, i int) string {
-	if i < len(a) {
-		s, _ := a[i].(string)
-		return s
+// method is resize's optional method argument, "" where it is left out.
+// The checker passes a value typed only at run time (a field of JSON
+// lines): anything but a string is refused here, not read as bilinear.
+func method(a []any, i int) (string, error) {
+	if i >= len(a) {
+		return "", nil
 	}
-	return ""
+	s, ok := a[i].(string)
+	if !ok {
+		return "", fmt.Errorf("%w: method must be a string, got %s", imageops.ErrArgument, typeName(a[i]))
+	}
+	return s, nil
 }
 
 func scales(a []any, i int) (float64, float64, error) {

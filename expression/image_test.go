@@ -478,38 +478,48 @@ func TestScaleRangeFromFieldsIsChecked(t *testing.T) {
 // channels-first image (resize, crops, flips) and a flip probability
 // outside [0, 1] (a new-user test: p from -20 to 20 ran without a word).
 func TestImageFunctionsCheckAtRunTime(t *testing.T) {
-	in := sample.Schema{Fields: []sample.Field{{Name: "x", Type: sample.Type{Kind: sample.Tensor}}, {Name: "p", Type: sample.TFloat}}}
+	in := sample.Schema{Fields: []sample.Field{{Name: "x", Type: sample.Type{Kind: sample.Tensor}}, {Name: "p", Type: sample.TFloat},
+		{Name: "m", Type: sample.TAny}, {Name: "b", Type: sample.TBytes}}}
 	chw := tensor.New(tensor.Uint8, 3, 8, 10)
 	hwc := tensor.New(tensor.Uint8, 8, 10, 3)
+	jpg := gradientJPEG(t, 10, 8)
 	const cf = "argument 1 looks channels-first (uint8[3 8 10]): image functions take HWC [H, W, C]; apply them before transpose"
 	for _, tc := range []struct {
 		src  string
 		x    *tensor.Tensor
 		p    float64
+		m    any    // a method known only at run time
 		want string // the error; "" for none
 	}{
-		{`resize(x, 4, 4)`, chw, 0, cf},
-		{`center_crop(x, 2, 2)`, chw, 0, cf},
-		{`random_crop(x, 2, 2)`, chw, 0, cf},
-		{`random_resized_crop(x, 4, 4)`, chw, 0, cf},
-		{`flip_left_right(x, p)`, chw, 0.5, cf},
-		{`flip_left_right(x, p)`, hwc, -20, "probability -20 is outside [0, 1]"},
-		{`flip_left_right(x, p)`, hwc, 1.5, "probability 1.5 is outside [0, 1]"},
-		{`flip_left_right(x, p)`, hwc, math.NaN(), "probability NaN is outside [0, 1]"},
-		{`flip_left_right(x, p)`, hwc, 1, ""},
-		{`resize(x, 4, 4)`, hwc, 0, ""},
+		// A method of another type was taken for bilinear (a new-user test).
+		{`resize(x, 4, 4, m)`, hwc, 0, int64(3), `method must be a string, got int64`},
+		{`resize(x, 4, 4, m)`, hwc, 0, nil, `method must be a string, got null`},
+		{`resize(decode_image(b, 3), 4, 4, m)`, hwc, 0, []any{"nearest"}, `method must be a string, got list`},
+		{`resize(x, 4, 4, m)`, hwc, 0, "lanczos", `resize method "lanczos" (want bilinear, nearest, area or bicubic)`},
+		{`resize(x, 4, 4, m)`, hwc, 0, "nearest", ""},
+		{`resize(decode_image(b, 3), 4, 4, m)`, hwc, 0, "area", ""},
+		{`resize(x, 4, 4)`, chw, 0, nil, cf},
+		{`center_crop(x, 2, 2)`, chw, 0, nil, cf},
+		{`random_crop(x, 2, 2)`, chw, 0, nil, cf},
+		{`random_resized_crop(x, 4, 4)`, chw, 0, nil, cf},
+		{`flip_left_right(x, p)`, chw, 0.5, nil, cf},
+		{`flip_left_right(x, p)`, hwc, -20, nil, "probability -20 is outside [0, 1]"},
+		{`flip_left_right(x, p)`, hwc, 1.5, nil, "probability 1.5 is outside [0, 1]"},
+		{`flip_left_right(x, p)`, hwc, math.NaN(), nil, "probability NaN is outside [0, 1]"},
+		{`flip_left_right(x, p)`, hwc, 1, nil, ""},
+		{`resize(x, 4, 4)`, hwc, 0, nil, ""},
 	} {
 		p, err := expression.Default().Compile(tc.src, in, sample.Any)
 		if err != nil {
 			t.Fatalf("%s: %v", tc.src, err)
 		}
-		_, err = p.Run(nil, map[string]any{"x": tc.x, "p": tc.p, expression.CtxVar: &expression.RunCtx{Seed: 1}})
+		_, err = p.Run(nil, map[string]any{"x": tc.x, "p": tc.p, "m": tc.m, "b": jpg, expression.CtxVar: &expression.RunCtx{Seed: 1}})
 		got := ""
 		if err != nil {
 			got = err.Error()
 		}
 		if tc.want == "" && got != "" || tc.want != "" && !strings.Contains(got, tc.want) {
-			t.Errorf("%s with x %s, p %v: error %q, want %q", tc.src, tc.x, tc.p, got, tc.want)
+			t.Errorf("%s with x %s, p %v, m %#v: error %q, want %q", tc.src, tc.x, tc.p, tc.m, got, tc.want)
 		}
 	}
 }

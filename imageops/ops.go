@@ -66,7 +66,10 @@ func CenterCrop(img *tensor.Tensor, h, w int) (*tensor.Tensor, error) {
 
 // fits checks that an h×w crop fits an ih×iw image; crops never pad.
 func fits(h, w, ih, iw int) error {
-	if h <= 0 || w <= 0 || h > ih || w > iw {
+	if h <= 0 || w <= 0 {
+		return fmt.Errorf("%w: a %d×%d (height×width) crop: sizes must be positive", ErrArgument, h, w)
+	}
+	if h > ih || w > iw {
 		return fmt.Errorf("%w: a %d×%d (height×width) crop does not fit the %d×%d image", ErrArgument, h, w, ih, iw)
 	}
 	return nil

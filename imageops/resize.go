@@ -246,7 +246,7 @@ func resize(img *tensor.Tensor, oh, ow int, method string, alloc func(int) []byt
 		return nil, err
 	}
 	if oh <= 0 || ow <= 0 {
-		return nil, fmt.Errorf("%w: target size %dx%d (height×width)", ErrArgument, oh, ow)
+		return nil, fmt.Errorf("%w: a %d×%d (height×width) resize: sizes must be positive", ErrArgument, oh, ow)
 	}
 	if method == "" {
 		method = Bilinear
