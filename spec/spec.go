@@ -294,6 +294,32 @@ func (sp *Spec) Resolve(p string) string {
 	return filepath.Join(sp.Dir, p)
 }
 
+// ResolvePattern is Resolve for a glob pattern: the spec's directory is
+// taken literally, its wildcard characters escaped, so that a spec in
+// "sp[1]" matches its own files, not those of a folder "sp1" beside it.
+func (sp *Spec) ResolvePattern(p string) string {
+	if p == "" || filepath.IsAbs(p) {
+		return p
+	}
+	return filepath.Join(EscapeGlob(sp.Dir), p)
+}
+
+// EscapeGlob escapes the characters filepath.Match reads as wildcards,
+// so that the pattern matches path alone.
+func EscapeGlob(path string) string {
+	if !strings.ContainsAny(path, `*?[\`) {
+		return path
+	}
+	var b strings.Builder
+	for _, r := range path {
+		if strings.ContainsRune(`*?[\`, r) {
+			b.WriteByte('\\')
+		}
+		b.WriteRune(r)
+	}
+	return b.String()
+}
+
 // Stage returns the stage with the given name.
 func (sp *Spec) Stage(name string) *Stage {
 	for _, s := range sp.Stages {
@@ -1055,3 +1081,6 @@ func (c *CheckContext) Pos(field string) Pos { return c.Spec.rawPosOf(c.FieldPat
 
 // Resolve makes a spec-relative path absolute.
 func (c *CheckContext) Resolve(p string) string { return c.Spec.Resolve(p) }
+
+// ResolvePattern is Spec.ResolvePattern.
+func (c *CheckContext) ResolvePattern(p string) string { return c.Spec.ResolvePattern(p) }

@@ -307,11 +307,11 @@ func (c *FilesConfig) Check(cc *spec.CheckContext) sample.Schema {
 			continue
 		}
 		if cc.Environment {
-			m, err := Glob(cc.Resolve(p))
+			m, err := Glob(cc.ResolvePattern(p))
 			if err != nil {
 				cc.Errorf(field, "%v", err)
 			} else if len(m) == 0 {
-				cc.Errorf(field, "%s", noMatch(p, cc.Resolve(p)))
+				cc.Errorf(field, "%s", noMatch(p, cc.ResolvePattern(p)))
 			} else if msg := unreadable(m); msg != "" {
 				// A warning: a run whose stages skip errors reads on past
 				// them, as it did before validate looked (found in
@@ -319,7 +319,7 @@ func (c *FilesConfig) Check(cc *spec.CheckContext) sample.Schema {
 				cc.Warnf(field, "pattern %q %s: reading one fails the run unless the stage that reads it has on_error: skip", p, msg)
 			}
 			labelsOK = labelsOK && err == nil && len(m) > 0
-			byPattern = append(byPattern, labelPattern{pattern: p, abs: cc.Resolve(p), files: m})
+			byPattern = append(byPattern, labelPattern{pattern: p, abs: cc.ResolvePattern(p), files: m})
 			// Only the shard warnings read them: a million files need
 			// not be counted twice for nothing.
 			if c.Shard.Count > 1 {
@@ -423,12 +423,15 @@ func (c *FilesConfig) Check(cc *spec.CheckContext) sample.Schema {
 // it but for case (*.jpeg against ImageNet's *.JPEG).
 func noMatch(p, abs string) string {
 	msg := fmt.Sprintf("pattern %q matches no file (resolved to %s)", p, abs)
-	if st, err := os.Stat(abs); err == nil && st.IsDir() {
+	if st, err := os.Stat(unescapeGlob(abs)); err == nil && st.IsDir() {
 		return msg + fmt.Sprintf("; it is a folder: match the files in it with %s", filepath.Join(p, "*"))
+	}
+	if hint := literalHint(p, abs); hint != "" {
+		return msg + hint
 	}
 	// Not with **: a folded folder name defeats the walk's literal
 	// start, which would then be the root of the file system.
-	if !strings.Contains(abs, "[") && !strings.Contains(abs, "**") {
+	if !strings.ContainsAny(abs, `[\`) && !strings.Contains(abs, "**") {
 		var fold strings.Builder
 		for _, r := range abs {
 			if lo, up := unicode.ToLower(r), unicode.ToUpper(r); lo != up {
@@ -447,9 +450,10 @@ func noMatch(p, abs string) string {
 	}
 	// The deepest folder named before any wildcard, and the file's.
 	dir := filepath.Dir(abs)
-	for strings.ContainsAny(dir, "*?[") {
+	for hasMeta(dir) {
 		dir = filepath.Dir(dir)
 	}
+	dir = unescapeGlob(dir)
 	if _, err := os.Stat(dir); err != nil {
 		return msg + fmt.Sprintf("; folder %s does not exist", dir)
 	}
@@ -467,6 +471,36 @@ func noMatch(p, abs string) string {
 		}
 	}
 	return msg
+}
+
+// literalHint says that a name in pattern p (resolved to abs) exists as
+// written, wildcard characters and all, with the pattern that matches it,
+// or "": a file "c[3].jpg" or a folder "photos [2024]" matched nothing,
+// without a word on why (a new-user test).
+func literalHint(p, abs string) string {
+	segs := strings.Split(filepath.ToSlash(p), "/")
+	absSegs := strings.Split(filepath.ToSlash(abs), "/")
+	off := len(absSegs) - len(segs)
+	if path.Clean(filepath.ToSlash(p)) != filepath.ToSlash(p) || off < 0 {
+		return ""
+	}
+	for i, seg := range segs {
+		if !hasMeta(seg) {
+			continue
+		}
+		lit := filepath.FromSlash(unescapeGlob(strings.Join(absSegs[:off+i+1], "/")))
+		if _, err := os.Lstat(lit); err != nil {
+			return ""
+		}
+		fixed := slices.Clone(segs)
+		for j := 0; j <= i; j++ {
+			if hasMeta(fixed[j]) {
+				fixed[j] = spec.EscapeGlob(fixed[j])
+			}
+		}
+		return fmt.Sprintf("; %s exists, but *, ? and [ are wildcards: escape them with a backslash to match them as they stand (%s)", lit, strings.Join(fixed, "/"))
+	}
+	return ""
 }
 
 // unreadable says how many of the files matched this process cannot read
@@ -520,7 +554,7 @@ type folderLabels struct {
 func patternRoot(p string) (root, rest string) {
 	segs := strings.Split(p, "/")
 	n := 0
-	for n < len(segs)-1 && !strings.ContainsAny(segs[n], "*?[") {
+	for n < len(segs)-1 && !hasMeta(segs[n]) {
 		n++
 	}
 	root = strings.Join(segs[:n], "/")
@@ -568,7 +602,7 @@ func imageFolder(pats []labelPattern) (*folderLabels, []labelProblem) {
 	absRoot := make([]string, len(pats))
 	for i, lp := range pats {
 		r, _ := patternRoot(filepath.ToSlash(lp.abs))
-		r = filepath.Clean(filepath.FromSlash(r))
+		r = filepath.Clean(filepath.FromSlash(unescapeGlob(r)))
 		absRoot[i] = r
 		ri := roots[r]
 		if ri == nil {
@@ -757,14 +791,15 @@ func buildFiles(env *Env, cfg any) (any, error) {
 	var all []string
 	var byPattern []labelPattern
 	for _, p := range c.patterns() {
-		m, err := Glob(env.Resolve(p))
+		abs := env.ResolvePattern(p)
+		m, err := Glob(abs)
 		if err != nil {
 			return nil, err
 		}
 		if len(m) == 0 {
-			return nil, errors.New(noMatch(p, env.Resolve(p)))
+			return nil, errors.New(noMatch(p, abs))
 		}
-		byPattern = append(byPattern, labelPattern{pattern: p, abs: env.Resolve(p), files: m})
+		byPattern = append(byPattern, labelPattern{pattern: p, abs: abs, files: m})
 		for _, f := range m {
 			if !seen[f] {
 				seen[f] = true
@@ -877,6 +912,35 @@ func checkGlob(p string) error {
 	return nil
 }
 
+// hasMeta reports whether a pattern holds a wildcard that is not escaped.
+func hasMeta(p string) bool {
+	for i := 0; i < len(p); i++ {
+		switch p[i] {
+		case '\\':
+			i++
+		case '*', '?', '[':
+			return true
+		}
+	}
+	return false
+}
+
+// unescapeGlob is the path a pattern without wildcards names: its
+// escapes removed (the spec's folder is escaped into every pattern).
+func unescapeGlob(p string) string {
+	if !strings.Contains(p, `\`) {
+		return p
+	}
+	var b strings.Builder
+	for i := 0; i < len(p); i++ {
+		if p[i] == '\\' && i+1 < len(p) {
+			i++
+		}
+		b.WriteByte(p[i])
+	}
+	return b.String()
+}
+
 // Glob returns the files matching pattern, where a "**" segment matches
 // any number of directories. Directories themselves are not returned.
 func Glob(pattern string) ([]string, error) {
@@ -894,12 +958,12 @@ func Glob(pattern string) ([]string, error) {
 	segs := strings.Split(filepath.ToSlash(pattern), "/")
 	root := []string{}
 	for _, s := range segs {
-		if strings.ContainsAny(s, "*?[") {
+		if hasMeta(s) {
 			break
 		}
 		root = append(root, s)
 	}
-	base := strings.Join(root, "/")
+	base := unescapeGlob(strings.Join(root, "/"))
 	if base == "" {
 		base = "."
 		if strings.HasPrefix(pattern, "/") {
@@ -908,9 +972,17 @@ func Glob(pattern string) ([]string, error) {
 	}
 	rest := segs[len(root):]
 	var out []string
-	err := filepath.WalkDir(filepath.FromSlash(base), func(p string, d fs.DirEntry, err error) error {
+	// The walk follows no symlink, but the root's own is followed (a
+	// trailing separator makes its Lstat read the target): data ->
+	// /mnt/dataset is common, and following the folder named cannot loop
+	// (a new-user test: ** found nothing there).
+	start := filepath.FromSlash(base)
+	if !strings.HasSuffix(start, string(filepath.Separator)) {
+		start += string(filepath.Separator)
+	}
+	err := filepath.WalkDir(start, func(p string, d fs.DirEntry, err error) error {
 		if err != nil {
-			if p == filepath.FromSlash(base) && os.IsNotExist(err) {
+			if p == start && os.IsNotExist(err) {
 				return filepath.SkipAll
 			}
 			return err

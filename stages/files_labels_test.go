@@ -63,6 +63,7 @@ func TestFromDirIsImageFolder(t *testing.T) {
 		tree     []string
 		patterns []string
 		more     string // more settings of the stage
+		at       string // the spec's folder in the tree, "" for its top
 		// want is "path label class_name" per file, in path order, or the
 		// diagnostics ("warning: ..." or the error), ROOT for the case's
 		// folder.
@@ -184,17 +185,55 @@ data/dog/2.jpg 1 dog`,
 			diags: `every file pattern "data/cat/*.jpg" matches sits directly in ROOT/data/cat, the folder it starts from, so none has a class: a file's class is the folder directly in ROOT/data/cat that holds it (ROOT/data/cat/<class>/…, torchvision's ImageFolder layout); match files in class folders (data/cat/*/*.jpg, or data/*/*.jpg if cat is itself one class's folder), or drop labels: from_dir
 every file pattern "data/dog/*.jpg" matches sits directly in ROOT/data/dog, the folder it starts from, so none has a class: a file's class is the folder directly in ROOT/data/dog that holds it (ROOT/data/dog/<class>/…, torchvision's ImageFolder layout); match files in class folders (data/dog/*/*.jpg, or data/*/*.jpg if dog is itself one class's folder), or drop labels: from_dir`,
 		},
+		{
+			// The spec's own folder is taken literally: a spec in "sp[1]"
+			// read "sp1"'s files (a new-user test).
+			name: "a spec folder with wildcard characters",
+			tree: []string{"sp[1]/data/cat/a.jpg", "sp[1]/data/dog/b.jpg", "sp1/data/cat/other.jpg", "sp1/data/bird/x.jpg",
+				"sp*/data/ant/y.jpg"},
+			at:       "sp[1]",
+			patterns: []string{"data/*/*.jpg", "data/**/*.jpg"},
+			want: `sp[1]/data/cat/a.jpg 0 cat
+sp[1]/data/dog/b.jpg 1 dog`,
+		},
+		{
+			name:     "a spec folder with a star, under **",
+			tree:     []string{"sp*/data/ant/y.jpg", "spx/data/cat/a.jpg"},
+			at:       "sp*",
+			patterns: []string{"data/**/*.jpg"},
+			want:     `sp*/data/ant/y.jpg 0 ant`,
+		},
+		{
+			// An escaped bracket is no wildcard: the root is "photos
+			// [2024]", whose folders are the classes; every file was
+			// class "photos [2024]" (a new-user test).
+			name:     "an escaped bracket in the root",
+			tree:     []string{"photos [2024]/cat/a.jpg", "photos [2024]/dog/b.jpg"},
+			patterns: []string{`photos \[2024\]/*/*.jpg`, `photos \[2024\]/**/*.jpg`},
+			want: `photos [2024]/cat/a.jpg 0 cat
+photos [2024]/dog/b.jpg 1 dog`,
+		},
+		{
+			// A root that is a symlink to a folder is walked (data ->
+			// /mnt/dataset); ** found nothing there (a new-user test).
+			name:     "a symlinked root under **",
+			tree:     []string{"d/cat/a.jpg", "d/dog/b.jpg", "g/dlink -> ../d"},
+			patterns: []string{"g/dlink/**/*.jpg"},
+			want: `g/dlink/cat/a.jpg 0 cat
+g/dlink/dog/b.jpg 1 dog`,
+		},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			dir := t.TempDir()
 			makeTree(t, dir, tc.tree)
+			specDir := filepath.Join(dir, filepath.FromSlash(tc.at))
 			var pats []string
 			for _, p := range tc.patterns {
 				pats = append(pats, "'"+p+"'")
 			}
 			src := fmt.Sprintf("version: 1\nname: f\nstages:\n  - {name: f, type: files, patterns: [%s], labels: from_dir%s}\n  - {name: out, type: discard}\n", strings.Join(pats, ", "), tc.more)
 			reg := stages.Default()
-			_, diags := spec.Parse(filepath.Join(dir, "f.yaml"), []byte(src), spec.Options{Catalog: reg, Environment: true})
+			_, diags := spec.Parse(filepath.Join(specDir, "f.yaml"), []byte(src), spec.Options{Catalog: reg, Environment: true})
 			var got []string
 			for _, d := range diags {
 				// Less the position and the field.
@@ -208,7 +247,7 @@ every file pattern "data/dog/*.jpg" matches sits directly in ROOT/data/dog, the 
 
 			// Built without the checks (a Go caller, or a tree changed
 			// since): the same errors and warnings, and the labels.
-			sp, _ := spec.Parse(filepath.Join(dir, "f.yaml"), []byte(src), spec.Options{Catalog: reg})
+			sp, _ := spec.Parse(filepath.Join(specDir, "f.yaml"), []byte(src), spec.Options{Catalog: reg})
 			if sp == nil {
 				t.Fatal("no spec")
 			}

@@ -233,6 +233,9 @@ type Dropper interface {
 // Resolve makes a spec-relative path absolute.
 func (e *Env) Resolve(p string) string { return e.Spec.Resolve(p) }
 
+// ResolvePattern is Spec.ResolvePattern.
+func (e *Env) ResolvePattern(p string) string { return e.Spec.ResolvePattern(p) }
+
 // Type is one registered stage type.
 type Type struct {
 	spec.StageType

@@ -410,7 +410,7 @@ func toF(v any) float64 {
 // as they have no class folder; class folders are not (a new-user test).
 func TestFilesSaysWhyNothingMatched(t *testing.T) {
 	dir := t.TempDir()
-	for _, f := range []string{"flat/a.JPEG", "flat/b.JPEG", "root/cat/c.jpg", "root/dog/d.jpg", "root/MANIFEST.tsv"} {
+	for _, f := range []string{"flat/a.JPEG", "flat/b.JPEG", "root/cat/c.jpg", "root/dog/d.jpg", "root/MANIFEST.tsv", "flat/c[3].jpg", "photos [2024]/cat/e.jpg"} {
 		if err := os.MkdirAll(filepath.Dir(filepath.Join(dir, f)), 0o755); err != nil {
 			t.Fatal(err)
 		}
@@ -435,6 +435,10 @@ func TestFilesSaysWhyNothingMatched(t *testing.T) {
 		{"flat/A.jpeg", "", `stages[0].pattern: pattern "flat/A.jpeg" matches no file (resolved to ` + filepath.Join(dir, "flat/A.jpeg") + `); 1 matches it but for case, such as ` + filepath.Join(dir, "flat/a.JPEG")},
 		{"flat", "", `stages[0].pattern: pattern "flat" matches no file (resolved to ` + filepath.Join(dir, "flat") + `); it is a folder: match the files in it with flat/*`},
 		{"FLAT/*.JPEG", "", `stages[0].pattern: pattern "FLAT/*.JPEG" matches no file (resolved to ` + filepath.Join(dir, "FLAT/*.JPEG") + `); 2 match it but for case, such as ` + filepath.Join(dir, "flat/a.JPEG")},
+		// A name with a wildcard character in it (a new-user test).
+		{"flat/c[3].jpg", "", `stages[0].pattern: pattern "flat/c[3].jpg" matches no file (resolved to ` + filepath.Join(dir, "flat/c[3].jpg") + `); ` + filepath.Join(dir, "flat/c[3].jpg") + ` exists, but *, ? and [ are wildcards: escape them with a backslash to match them as they stand (flat/c\[3].jpg)`},
+		{"photos [2024]/*/*.jpg", "", `stages[0].pattern: pattern "photos [2024]/*/*.jpg" matches no file (resolved to ` + filepath.Join(dir, "photos [2024]/*/*.jpg") + `); ` + filepath.Join(dir, "photos [2024]") + ` exists, but *, ? and [ are wildcards: escape them with a backslash to match them as they stand (photos \[2024]/*/*.jpg)`},
+		{`photos \[2024]/*/*.jpg`, "", ``},
 	} {
 		src := fmt.Sprintf("version: 1\nname: f\nstages:\n  - {name: f, type: files, pattern: '%s'%s}\n  - {name: out, type: discard}\n", tc.pattern, map[bool]string{true: ", labels: from_dir"}[tc.labels != ""])
 		_, diags := spec.Parse(filepath.Join(dir, "f.yaml"), []byte(src), spec.Options{Catalog: stages.Default(), Environment: true})
