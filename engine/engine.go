@@ -191,10 +191,11 @@ func (n *node) skip(s *sample.Sample, err error) {
 		c.sample, c.epoch, c.id = true, s.Epoch, s.ID
 		c.text = n.describe(s) + ": " + c.text
 	}
-	// The report keeps the first line: an expression's caret drawing
-	// below it is for the log, and in JSON reads as escaped noise.
+	// The report leaves out an expression's caret drawing: it is for the
+	// log, and in JSON reads as escaped noise. Only the drawing: a file's
+	// name may hold a newline.
 	full := c.text
-	c.text, _, _ = strings.Cut(full, "\n")
+	c.text, _, _ = strings.Cut(full, "\n | ")
 	n.mu.Lock()
 	n.skipped++
 	c.seq = n.skipped

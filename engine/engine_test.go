@@ -533,6 +533,38 @@ stages:
 	}
 }
 
+// TestSkipCauseKeepsAFileNameWhole: a skip cause loses the expression's
+// caret drawing only; one of a file named with a newline was cut inside
+// the name, keeping neither the name nor the reason (a new-user test).
+func TestSkipCauseKeepsAFileNameWhole(t *testing.T) {
+	dir := t.TempDir()
+	bad := filepath.Join(dir, "img", "bad\nname.jpg")
+	if err := os.MkdirAll(filepath.Dir(bad), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(bad, []byte("not a jpeg"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	rep, err := runSpec(t, dir, `
+version: 1
+name: skip
+stages:
+  - {name: src, type: files, pattern: 'img/*.jpg'}
+  - name: m
+    type: map
+    on_error: skip
+    set: {img: 'decode_image(read_file(path), 3)'}
+  - {name: out, type: discard}
+`)
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := rep.SkipCauses["m"]
+	if len(c) != 1 || !strings.HasPrefix(c[0], bad+": set img (") || !strings.Contains(c[0], "decode_image: ") || strings.Contains(c[0], "\n | ") {
+		t.Errorf("causes: %q, want %s's whole name and the reason, without the caret drawing", c, bad)
+	}
+}
+
 func TestOnErrorSkipCounts(t *testing.T) {
 	src := `
 version: 1
