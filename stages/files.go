@@ -424,6 +424,23 @@ func (c *FilesConfig) Check(cc *spec.CheckContext) sample.Schema {
 func noMatch(p, abs string) string {
 	msg := fmt.Sprintf("pattern %q matches no file (resolved to %s)", p, abs)
 	if st, err := os.Stat(unescapeGlob(abs)); err == nil && st.IsDir() {
+		// A folder of class folders holds no file directly: tree/* would
+		// match nothing either (a new-user test).
+		ents, _ := os.ReadDir(unescapeGlob(abs))
+		files, dirs := 0, 0
+		for _, e := range ents {
+			if e.IsDir() {
+				dirs++
+			} else {
+				files++
+			}
+		}
+		switch {
+		case len(ents) == 0:
+			return msg + "; it is an empty folder"
+		case files == 0 && dirs > 0:
+			return msg + fmt.Sprintf("; it is a folder of folders: match the files in them with %s, or at any depth with %s", path.Join(filepath.ToSlash(p), "*/*"), path.Join(filepath.ToSlash(p), "**"))
+		}
 		return msg + fmt.Sprintf("; it is a folder: match the files in it with %s", filepath.Join(p, "*"))
 	}
 	if hint := literalHint(p, abs); hint != "" {
@@ -462,6 +479,9 @@ func noMatch(p, abs string) string {
 	ents, err := os.ReadDir(dir)
 	if err != nil {
 		return msg + fmt.Sprintf("; folder %s cannot be read: %v", dir, errors.Unwrap(err))
+	}
+	if len(ents) == 0 {
+		return msg + fmt.Sprintf("; folder %s is empty", dir)
 	}
 	// One with read but not execute permission lists its names, but the
 	// glob cannot look any of them up, so each vanishes (a new-user test).

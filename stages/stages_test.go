@@ -410,13 +410,17 @@ func toF(v any) float64 {
 // as they have no class folder; class folders are not (a new-user test).
 func TestFilesSaysWhyNothingMatched(t *testing.T) {
 	dir := t.TempDir()
-	for _, f := range []string{"flat/a.JPEG", "flat/b.JPEG", "root/cat/c.jpg", "root/dog/d.jpg", "root/MANIFEST.tsv", "flat/c[3].jpg", "photos [2024]/cat/e.jpg"} {
+	for _, f := range []string{"flat/a.JPEG", "flat/b.JPEG", "root/cat/c.jpg", "root/dog/d.jpg", "root/MANIFEST.tsv", "flat/c[3].jpg", "photos [2024]/cat/e.jpg",
+		"tree/cat/x.jpg", "tree/dog/y.jpg"} {
 		if err := os.MkdirAll(filepath.Dir(filepath.Join(dir, f)), 0o755); err != nil {
 			t.Fatal(err)
 		}
 		if err := os.WriteFile(filepath.Join(dir, f), nil, 0o644); err != nil {
 			t.Fatal(err)
 		}
+	}
+	if err := os.Mkdir(filepath.Join(dir, "empty"), 0o755); err != nil {
+		t.Fatal(err)
 	}
 	for _, tc := range []struct{ pattern, labels, want string }{
 		{"flat/*.jpeg", "", `stages[0].pattern: pattern "flat/*.jpeg" matches no file (resolved to ` + filepath.Join(dir, "flat/*.jpeg") + `); 2 match it but for case, such as ` + filepath.Join(dir, "flat/a.JPEG")},
@@ -439,6 +443,10 @@ func TestFilesSaysWhyNothingMatched(t *testing.T) {
 		{"flat/c[3].jpg", "", `stages[0].pattern: pattern "flat/c[3].jpg" matches no file (resolved to ` + filepath.Join(dir, "flat/c[3].jpg") + `); ` + filepath.Join(dir, "flat/c[3].jpg") + ` exists, but *, ? and [ are wildcards: escape them with a backslash to match them as they stand (flat/c\[3].jpg)`},
 		{"photos [2024]/*/*.jpg", "", `stages[0].pattern: pattern "photos [2024]/*/*.jpg" matches no file (resolved to ` + filepath.Join(dir, "photos [2024]/*/*.jpg") + `); ` + filepath.Join(dir, "photos [2024]") + ` exists, but *, ? and [ are wildcards: escape them with a backslash to match them as they stand (photos \[2024]/*/*.jpg)`},
 		{`photos \[2024]/*/*.jpg`, "", ``},
+		// A folder of class folders, and an empty one (a new-user test).
+		{"tree", "from_dir", `stages[0].pattern: pattern "tree" matches no file (resolved to ` + filepath.Join(dir, "tree") + `); it is a folder of folders: match the files in them with tree/*/*, or at any depth with tree/**`},
+		{"empty", "", `stages[0].pattern: pattern "empty" matches no file (resolved to ` + filepath.Join(dir, "empty") + `); it is an empty folder`},
+		{"empty/*", "", `stages[0].pattern: pattern "empty/*" matches no file (resolved to ` + filepath.Join(dir, "empty/*") + `); folder ` + filepath.Join(dir, "empty") + ` is empty`},
 	} {
 		src := fmt.Sprintf("version: 1\nname: f\nstages:\n  - {name: f, type: files, pattern: '%s'%s}\n  - {name: out, type: discard}\n", tc.pattern, map[bool]string{true: ", labels: from_dir"}[tc.labels != ""])
 		_, diags := spec.Parse(filepath.Join(dir, "f.yaml"), []byte(src), spec.Options{Catalog: stages.Default(), Environment: true})
