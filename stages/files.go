@@ -446,6 +446,29 @@ func noMatch(p, abs string) string {
 	if hint := literalHint(p, abs); hint != "" {
 		return msg + hint
 	}
+	// Names that match but are no regular file: links into a dataset that
+	// is not mounted, or folders, were passed over without a word (a
+	// new-user test).
+	if raw, _ := filepath.Glob(abs); len(raw) > 0 && !strings.Contains(abs, "**") {
+		var broken, dirs []string
+		for _, m := range raw {
+			st, err := os.Stat(m)
+			switch {
+			case err != nil:
+				broken = append(broken, m)
+			case st.IsDir():
+				dirs = append(dirs, m)
+			}
+		}
+		msg += fmt.Sprintf("; %d %s, none a regular file", len(raw), oneOrMany(len(raw), "name matches", "names match"))
+		if len(dirs) > 0 {
+			msg += fmt.Sprintf("; %d %s (such as %s): match the files in them with %s", len(dirs), oneOrMany(len(dirs), "is a folder", "are folders"), dirs[0], path.Join(filepath.ToSlash(p), "*"))
+		}
+		if len(broken) > 0 {
+			msg += fmt.Sprintf("; %d %s nowhere (such as %s): is its target mounted?", len(broken), oneOrMany(len(broken), "is a symlink that leads", "are symlinks that lead"), broken[0])
+		}
+		return msg
+	}
 	// Not with **: a folded folder name defeats the walk's literal
 	// start, which would then be the root of the file system.
 	if !strings.ContainsAny(abs, `[\`) && !strings.Contains(abs, "**") {
@@ -491,6 +514,14 @@ func noMatch(p, abs string) string {
 		}
 	}
 	return msg
+}
+
+// oneOrMany is one or many by n.
+func oneOrMany(n int, one, many string) string {
+	if n == 1 {
+		return one
+	}
+	return many
 }
 
 // literalHint says that a name in pattern p (resolved to abs) exists as

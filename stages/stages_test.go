@@ -422,6 +422,14 @@ func TestFilesSaysWhyNothingMatched(t *testing.T) {
 	if err := os.Mkdir(filepath.Join(dir, "empty"), 0o755); err != nil {
 		t.Fatal(err)
 	}
+	for _, l := range []string{"links/a.jpg", "links/b.jpg"} {
+		if err := os.MkdirAll(filepath.Join(dir, "links"), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.Symlink("/mnt/not-mounted/x.jpg", filepath.Join(dir, l)); err != nil {
+			t.Fatal(err)
+		}
+	}
 	for _, tc := range []struct{ pattern, labels, want string }{
 		{"flat/*.jpeg", "", `stages[0].pattern: pattern "flat/*.jpeg" matches no file (resolved to ` + filepath.Join(dir, "flat/*.jpeg") + `); 2 match it but for case, such as ` + filepath.Join(dir, "flat/a.JPEG")},
 		{"nope/*.jpeg", "", `stages[0].pattern: pattern "nope/*.jpeg" matches no file (resolved to ` + filepath.Join(dir, "nope/*.jpeg") + `); folder ` + filepath.Join(dir, "nope") + ` does not exist`},
@@ -446,6 +454,10 @@ func TestFilesSaysWhyNothingMatched(t *testing.T) {
 		// A folder of class folders, and an empty one (a new-user test).
 		{"tree", "from_dir", `stages[0].pattern: pattern "tree" matches no file (resolved to ` + filepath.Join(dir, "tree") + `); it is a folder of folders: match the files in them with tree/*/*, or at any depth with tree/**`},
 		{"empty", "", `stages[0].pattern: pattern "empty" matches no file (resolved to ` + filepath.Join(dir, "empty") + `); it is an empty folder`},
+		// Names that match but are no file: links into a dataset not
+		// mounted, folders (a new-user test).
+		{"links/*.jpg", "", `stages[0].pattern: pattern "links/*.jpg" matches no file (resolved to ` + filepath.Join(dir, "links/*.jpg") + `); 2 names match, none a regular file; 2 are symlinks that lead nowhere (such as ` + filepath.Join(dir, "links/a.jpg") + `): is its target mounted?`},
+		{"tree/*", "", `stages[0].pattern: pattern "tree/*" matches no file (resolved to ` + filepath.Join(dir, "tree/*") + `); 2 names match, none a regular file; 2 are folders (such as ` + filepath.Join(dir, "tree/cat") + `): match the files in them with tree/*/*`},
 		{"empty/*", "", `stages[0].pattern: pattern "empty/*" matches no file (resolved to ` + filepath.Join(dir, "empty/*") + `); folder ` + filepath.Join(dir, "empty") + ` is empty`},
 	} {
 		src := fmt.Sprintf("version: 1\nname: f\nstages:\n  - {name: f, type: files, pattern: '%s'%s}\n  - {name: out, type: discard}\n", tc.pattern, map[bool]string{true: ", labels: from_dir"}[tc.labels != ""])
