@@ -745,6 +745,45 @@ func (p *Plan) stagePath(st *spec.Stage, key string) string {
 	return "resources.memory"
 }
 
+// DiskStorer is a config that keeps what it stores past the run (a cache
+// with a folder).
+type DiskStorer interface {
+	StoresOnDisk() bool
+}
+
+// CacheDiagnostics warns of a disk cache that a take below it keeps from
+// ever completing: in a run of one epoch, or an endless one, the take ends
+// the stream inside the cache's first pass, so the cache stays partial and
+// every run stores the same first samples again (tf.data warns of
+// cache().take(k) as it runs). In a longer run the take reads its earlier
+// epochs to their end, and the first pass fills.
+func (p *Plan) CacheDiagnostics() spec.Diagnostics {
+	if p.Spec == nil || p.Spec.Epochs > 1 {
+		return nil
+	}
+	counts, in := p.epochCounts()
+	epoch, advice := "the run's only epoch", "put the take above the cache, whose store then holds what the take passes"
+	if p.Spec.Epochs == 0 {
+		epoch = "the first of endless epochs"
+		advice = "set epochs, and put the take above the cache, whose store then holds what the take passes (with endless epochs a cache below a take stores nothing)"
+	}
+	var out spec.Diagnostics
+	for _, n := range p.Nodes {
+		if ds, ok := n.Stage.Config.(DiskStorer); !ok || !ds.StoresOnDisk() || !p.takeBelow(n.Stage, in) {
+			continue
+		}
+		take := n.Stage.Below(func(s *spec.Stage) bool { return s.Type == "take" })
+		msg := fmt.Sprintf("take %q below this cache may end the run inside the cache's first pass (%s): the cache then stays partial", take.Name, epoch)
+		if c, pass := counts[take], counts[n.Stage]; c >= 0 && pass >= 0 && in(take) == pass {
+			msg = fmt.Sprintf("take %q below this cache ends the run after %d samples, inside the cache's first pass of %d (%s): the cache stays partial", take.Name, c, pass, epoch)
+		}
+		path := p.stagePath(n.Stage, "")
+		out = append(out, spec.Diagnostic{Pos: p.Spec.PosOf(path), Path: path, Severity: spec.SevWarning,
+			Message: msg + ", and every run stores the same first samples again; " + advice})
+	}
+	return out
+}
+
 // FitDiagnostics returns Fit's problems as diagnostics at their positions
 // in the spec: errors for what a run cannot do, warnings for what it copes
 // with.

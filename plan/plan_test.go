@@ -425,6 +425,49 @@ stages:
 	}
 }
 
+// TestCacheDiagnostics: a take below a disk cache that may end a run of
+// one epoch, or an endless one, inside the cache's first pass leaves the
+// cache partial in every run, storing the same first samples again (a
+// review: four runs of a take of 10 below a cache of 4000 samples left
+// 256 stored each time, logged as incomplete only). tf.data warns of
+// cache().take(k) at run time; validate says so before.
+func TestCacheDiagnostics(t *testing.T) {
+	const src = `version: 1
+name: c
+epochs: EPOCHS
+stages:
+  - {name: r, type: range, count: 4000}
+  - FIRST
+  - SECOND
+  - {name: out, type: discard}
+`
+	const cache, mem = "{name: c, type: cache, dir: cachedir}", "{name: c, type: cache}"
+	const warn = `warning: stages[1]: take "t" below this cache ends the run after 10 samples, inside the cache's first pass of 4000 (the run's only epoch): the cache stays partial, and every run stores the same first samples again; put the take above the cache, whose store then holds what the take passes`
+	for _, tc := range []struct{ epochs, first, second, want string }{
+		{"1", cache, "{name: t, type: take, count: 10}", warn},
+		{"0", cache, "{name: t, type: take, count: 10}", strings.NewReplacer("the run's only epoch", "the first of endless epochs",
+			"put the take above", "set epochs, and put the take above").Replace(warn) + " (with endless epochs a cache below a take stores nothing)"},
+		// Earlier epochs read to their end: the first pass fills.
+		{"2", cache, "{name: t, type: take, count: 10}", ``},
+		{"1", cache, "{name: t, type: take, count: 4000}", ``},
+		{"1", "{name: t, type: take, count: 10}", cache, ``},
+		// In memory, nothing outlives the run.
+		{"1", mem, "{name: t, type: take, count: 10}", ``},
+		// Through a filter the count is unknown: it may.
+		{"1", cache, "{name: f, type: filter, where: 'index % 2 == 0'}\n  - {name: t, type: take, count: 10}",
+			`warning: stages[1]: take "t" below this cache may end the run inside the cache's first pass (the run's only epoch): the cache then stays partial, and every run stores the same first samples again; put the take above the cache, whose store then holds what the take passes`},
+	} {
+		s := strings.NewReplacer("EPOCHS", tc.epochs, "FIRST", tc.first, "SECOND", tc.second).Replace(src)
+		var got []string
+		for _, d := range compileWith(t, s, plan.Options{}).CacheDiagnostics() {
+			got = append(got, string(d.Severity)+": "+d.Path+": "+d.Message)
+		}
+		if strings.Join(got, "\n") != tc.want {
+			t.Errorf("epochs %s, %s, %s:\n got %q\nwant %q", tc.epochs, tc.first, tc.second, got, tc.want)
+		}
+	}
+}
+
 // TestFitInMemoryCache: an in-memory cache holds its whole first pass in
 // half the budget; where the count of samples reaching it is known (a
 // range, a files stage's matches, through maps, shuffles and prefetches)

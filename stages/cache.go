@@ -60,6 +60,9 @@ func (c *CacheConfig) ReservedBytes(int64) int64 {
 	return cache.Options{}.MemoryBytes()
 }
 
+// StoresOnDisk implements plan.DiskStorer.
+func (c *CacheConfig) StoresOnDisk() bool { return c.Dir != "" && !c.through }
+
 // Check implements spec.Checker.
 func (c *CacheConfig) Check(cc *spec.CheckContext) sample.Schema {
 	if c.CommitEvery < 1 {
