@@ -555,7 +555,23 @@ func (r *Run) work(ctx context.Context, n *node, p stages.Processor, j *job, win
 		j.out = append(j.out, s)
 		return nil
 	}
+	// abandon ends the job with err, releasing what it holds and rest.
+	abandon := func(err error, rest []*sample.Sample) {
+		j.err = err
+		releaseAll(r.budget, rest)
+		releaseAll(r.budget, j.out)
+		j.out = nil
+		win.held.Add(-j.early)
+		j.early = 0
+	}
 	for i, s := range j.in {
+		if err := ctx.Err(); err != nil {
+			// Stopped: a worker whose job is not the collector's next
+			// would go on through it (a Ctrl-C during 2 s decodes took
+			// 6 s to act; a new-user test).
+			abandon(err, j.in[i:])
+			return
+		}
 		cur, passed = s, false
 		t0 := r.clock()
 		err := p.Process(ctx, s, emit)
@@ -565,12 +581,7 @@ func (r *Run) work(ctx context.Context, n *node, p stages.Processor, j *job, win
 			release(r.budget, s)
 		}
 		if err := n.handle(s, err); err != nil {
-			j.err = err
-			releaseAll(r.budget, j.in[i+1:])
-			releaseAll(r.budget, j.out)
-			j.out = nil
-			win.held.Add(-j.early)
-			j.early = 0
+			abandon(err, j.in[i+1:])
 			return
 		}
 	}
