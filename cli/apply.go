@@ -10,6 +10,7 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
+	"sync/atomic"
 	"time"
 
 	"github.com/spf13/cobra"
@@ -82,6 +83,16 @@ func applyCmd(g *globals) *cobra.Command {
 				g.log.Info("rewritten: "+r.Why, zap.String("stage", r.Stage), zap.Strings("past", r.Past), zap.Bool("same_order", r.SameOrder))
 			}
 			defer tuneMemory(p.Memory)()
+			start := time.Now()
+			var stoppedAt atomic.Int64 // since start, once interrupted
+			// Said at once: stopping can take a while (a sample being
+			// decoded, a commit under way), and a second signal is the way
+			// out of a stage stuck in a system call (Main).
+			unwatch := context.AfterFunc(cmd.Context(), func() {
+				stoppedAt.Store(int64(max(1, time.Since(start))))
+				g.log.Warn("interrupted: stopping (interrupt again to quit at once; the next run removes the temporary files left)")
+			})
+			defer unwatch()
 			run, err := engine.Start(cmd.Context(), p, engine.Options{Registry: g.registry, Log: g.log})
 			if err != nil {
 				return failed(exit(ExitFailed, err), p)
@@ -103,8 +114,16 @@ func applyCmd(g *globals) *cobra.Command {
 						break
 					}
 				}
-				runErr = fmt.Errorf("interrupted after %.1fs; %s", rep.ElapsedS, msg)
+				at := time.Duration(stoppedAt.Load()).Seconds()
+				if at == 0 { // cancelled other than by a signal
+					at = rep.ElapsedS
+				}
+				runErr = fmt.Errorf("interrupted at %.1fs, stopped at %.1fs; %s", at, rep.ElapsedS, msg)
 				rep.Error = runErr.Error()
+			} else if runErr == nil && stoppedAt.Load() > 0 {
+				// The outputs were being committed: they are whole, and
+				// stopping half-way would have left them mixed.
+				g.log.Warn("the interrupt came as the outputs were being committed: the run finished, and they are whole")
 			}
 			if reportPath != "" {
 				if err := writeReport(reportPath, rep); err != nil {

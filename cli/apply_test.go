@@ -10,6 +10,7 @@ import (
 	"regexp"
 	"sort"
 	"strings"
+	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -359,8 +360,11 @@ stages:
   - {name: out, type: write_tfrecord, path: out/slow.tfrecord}
 `
 
+// TestApplySignals: SIGINT, SIGTERM and SIGHUP (a closed terminal, which
+// ended the run at once, its temporary files left; a new-user test) stop
+// a run: it says so at once, commits nothing, and exits 1.
 func TestApplySignals(t *testing.T) {
-	for _, sig := range []syscall.Signal{syscall.SIGINT, syscall.SIGTERM} {
+	for _, sig := range []syscall.Signal{syscall.SIGINT, syscall.SIGTERM, syscall.SIGHUP} {
 		t.Run(sig.String(), func(t *testing.T) {
 			dir := t.TempDir()
 			p := writeSpec(t, dir, "slow.yaml", slowSpec)
@@ -409,7 +413,8 @@ func TestApplySignals(t *testing.T) {
 			if code := cmd.ProcessState.ExitCode(); code != 1 {
 				t.Errorf("exit code %d, want 1\n%s", code, stderr.String())
 			}
-			if !strings.Contains(stderr.String(), "piperun: interrupted after ") || !strings.Contains(stderr.String(), "no output was committed") {
+			if !regexp.MustCompile(`WARN\tinterrupted: stopping \(interrupt again to quit at once; the next run removes the temporary files left\)\n` +
+				`piperun: interrupted at \d+\.\ds, stopped at \d+\.\ds; no output was committed\n`).MatchString(stderr.String()) {
 				t.Errorf("stderr does not say it was interrupted:\n%s", stderr.String())
 			}
 			if _, err := os.Stat(filepath.Join(outDir, "slow.tfrecord")); !os.IsNotExist(err) {
@@ -417,6 +422,91 @@ func TestApplySignals(t *testing.T) {
 			}
 			assertFiles(t, outDir)
 		})
+	}
+}
+
+// syncBuffer is a bytes.Buffer a process writes while a test reads it.
+type syncBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (b *syncBuffer) Write(p []byte) (int, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.b.Write(p)
+}
+
+func (b *syncBuffer) String() string {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.b.String()
+}
+
+// TestApplySecondSignalQuits: a stage stuck in a system call (here the
+// open of a named pipe nobody writes, as a hung mount would be) cannot see
+// the first signal; a second one ends the process at once. Both signals
+// were swallowed, and only kill -9 ended the run (a new-user test).
+func TestApplySecondSignalQuits(t *testing.T) {
+	dir := t.TempDir()
+	fifo := filepath.Join(dir, "fifo")
+	if err := syscall.Mkfifo(fifo, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(dir, "man.jsonl"), []byte(`{"path": "`+fifo+`"}`+"\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	p := writeSpec(t, dir, "hang.yaml", `version: 1
+name: hang
+stages:
+  - {name: m, type: files, pattern: man.jsonl}
+  - {name: j, type: jsonl}
+  - {name: t, type: tfrecord}
+  - {name: out, type: discard}
+`)
+	var stderr syncBuffer
+	cmd := exec.Command(binary, "apply", "--progress", "never", p)
+	cmd.Stderr = &stderr
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	exited := make(chan error, 1)
+	go func() { exited <- cmd.Wait() }()
+	defer func() {
+		if cmd.ProcessState == nil {
+			_ = cmd.Process.Kill()
+			<-exited
+		}
+	}()
+	waitFor := func(what string) {
+		t.Helper()
+		for deadline := time.Now().Add(30 * time.Second); !strings.Contains(stderr.String(), what); time.Sleep(10 * time.Millisecond) {
+			if time.Now().After(deadline) {
+				t.Fatalf("no %q on stderr after 30 s:\n%s", what, stderr.String())
+			}
+		}
+	}
+	waitFor("starting")
+	time.Sleep(200 * time.Millisecond) // into the open
+	if err := cmd.Process.Signal(syscall.SIGINT); err != nil {
+		t.Fatal(err)
+	}
+	waitFor("interrupted: stopping")
+	select {
+	case err := <-exited:
+		t.Fatalf("exited on the first signal (%v), stuck in its open as it was:\n%s", err, stderr.String())
+	case <-time.After(300 * time.Millisecond):
+	}
+	if err := cmd.Process.Signal(syscall.SIGINT); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case <-exited:
+	case <-time.After(10 * time.Second):
+		t.Fatalf("still running 10 s after the second signal:\n%s", stderr.String())
+	}
+	if ws, ok := cmd.ProcessState.Sys().(syscall.WaitStatus); !ok || !ws.Signaled() || ws.Signal() != syscall.SIGINT {
+		t.Errorf("ended %v, want by the second SIGINT", cmd.ProcessState)
 	}
 }
 

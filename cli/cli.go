@@ -97,8 +97,15 @@ type globals struct {
 // (spareProcs), which Run, for tests in a shared process, does not.
 func Main(args []string, stdout, stderr io.Writer) int {
 	setProcs()
-	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	// SIGHUP too: a closed terminal or a dropped ssh session ended the run
+	// at once, its temporary files left and no report written.
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM, syscall.SIGHUP)
 	defer stop()
+	// After the first signal the next has its default action and ends the
+	// process at once: a stage stuck in a system call (a hung mount, a
+	// named pipe nobody writes) never sees the first, and the run could
+	// only be killed (a new-user test).
+	context.AfterFunc(ctx, stop)
 	return Run(ctx, args, stdout, stderr)
 }
 
