@@ -944,7 +944,11 @@ func (r *Run) runProcess(ctx context.Context, g *errgroup.Group, n *node, p stag
 			if !em.passed && !retains {
 				release(r.budget, it.s)
 			}
-			yield.tick()
+			if yield.tick(); yield.slow {
+				if err := o.flush(); err != nil {
+					return err
+				}
+			}
 			if err != nil {
 				if errors.Is(err, io.EOF) {
 					// The stage needs no more input (take). With a set

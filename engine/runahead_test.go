@@ -140,3 +140,52 @@ func TestParallelStageStopsBetweenSamples(t *testing.T) {
 		t.Errorf("%d samples begun after the run was cancelled (of %d), want none", n, calls.Load())
 	}
 }
+
+// firstSink records how many samples the stage above had processed when
+// its first sample arrived.
+type firstSink struct {
+	slowSink
+	done *atomic.Int64
+	seen *atomic.Int64
+}
+
+func (f firstSink) Write(context.Context, *sample.Sample) error {
+	f.seen.CompareAndSwap(-1, f.done.Load())
+	return nil
+}
+
+// TestSlowSamplesGoDownAtOnce: a stage of one worker whose samples are slow
+// (a 7000×7000 photo's 2 s decode) hands each one down as it is done. They
+// waited in its outlet until 64 had piled up, as its input (the files
+// source) never blocked: a Ctrl-C after 10 s of decodes found none of them
+// in the cache below, and the rerun did the work again (a new-user test).
+func TestSlowSamplesGoDownAtOnce(t *testing.T) {
+	reg := benchRegistry()
+	var done, seen atomic.Int64
+	seen.Store(-1)
+	reg.Register(&stages.Type{
+		StageType: spec.StageType{Name: "slow", Role: spec.RoleTransform, NewConfig: func() any { return &passConfig{} }},
+		Build:     func(*stages.Env, any) (any, error) { return slowStage{&done}, nil },
+	})
+	reg.Register(&stages.Type{
+		StageType: spec.StageType{Name: "first_sink", Role: spec.RoleSink, NewConfig: func() any { return &passConfig{} }},
+		Build:     func(*stages.Env, any) (any, error) { return firstSink{done: &done, seen: &seen}, nil },
+	})
+	const src = "version: 1\nname: slow\nresources: {memory: 64MiB}\nstages:\n" +
+		"  - {name: src, type: range, count: 8}\n  - {name: s, type: slow}\n  - {name: out, type: first_sink}\n"
+	if _, err := runSpecWith(context.Background(), t, reg, t.TempDir(), src); err != nil {
+		t.Fatal(err)
+	}
+	if n := seen.Load(); n < 1 || n > 3 {
+		t.Errorf("the sink's first sample came once %d of 8 slow samples were done, want 1 to 3", n)
+	}
+}
+
+// slowStage takes 60 ms a sample.
+type slowStage struct{ n *atomic.Int64 }
+
+func (c slowStage) Process(_ context.Context, s *sample.Sample, emit stages.Emit) error {
+	time.Sleep(60 * time.Millisecond)
+	c.n.Add(1)
+	return emit(s)
+}

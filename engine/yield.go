@@ -38,7 +38,16 @@ type yielder struct {
 	stride, n     int
 	now           func() time.Time // time.Now unless a test sets it
 	yield         func()           // runtime.Gosched unless a test sets it
+	// slow is whether the samples between the last two clock reads took
+	// slowSample or more each.
+	slow bool
 }
+
+// slowSample is how long a sample must take for a stage on one goroutine
+// to hand each one down as it is done, rather than in chunks of up to 64:
+// a chunk of 7000×7000 photos' 2 s decodes waited minutes for its 64th,
+// and a Ctrl-C found none of them in the cache below (a new-user test).
+const slowSample = 10 * time.Millisecond
 
 func newYielder() *yielder {
 	return &yielder{stride: 1, now: time.Now, yield: runtime.Gosched}
@@ -55,7 +64,9 @@ func (y *yielder) tick() {
 		y.yielded, y.read = t, t
 		return
 	}
-	switch gap := t.Sub(y.read); {
+	gap := t.Sub(y.read)
+	y.slow = gap >= slowSample*time.Duration(y.stride)
+	switch {
 	case gap >= yieldEvery:
 		y.stride = 1
 	case gap < yieldEvery/8 && y.stride < maxYieldStride:

@@ -18,6 +18,7 @@ func TestYielder(t *testing.T) {
 		name                  string
 		phases                []phase
 		yields, reads, stride int
+		slow                  bool // at the end
 	}{
 		{
 			// A photo's decode: every sample is past yieldEvery, so
@@ -49,6 +50,22 @@ func TestYielder(t *testing.T) {
 			},
 			yields: 1 + 96, reads: 252 + 2 + 96*2, stride: 1,
 		},
+		{
+			// Past slowSample each: handed down one by one. After the
+			// cheap ones (252 reads, stride 4) the 4th slow sample reads
+			// the clock, 120 ms on (4 × 30 ms, slow), and yields; the 5th
+			// too.
+			name:   "very slow",
+			phases: []phase{{1000, 100 * time.Nanosecond}, {5, 30 * time.Millisecond}},
+			yields: 2, reads: 252 + 2*2, stride: 1, slow: true,
+		},
+		{
+			// The first read starts the clock, each later slow sample
+			// reads and yields; the cheap ones after are not slow.
+			name:   "very slow, then cheap",
+			phases: []phase{{5, 30 * time.Millisecond}, {1000, 100 * time.Nanosecond}},
+			yields: 4, reads: 1 + 4*2 + 251, stride: maxYieldStride,
+		},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			clock := time.Unix(1000, 0)
@@ -63,8 +80,8 @@ func TestYielder(t *testing.T) {
 					y.tick()
 				}
 			}
-			if yields != tc.yields || reads != tc.reads || y.stride != tc.stride {
-				t.Errorf("yields %d, clock reads %d, stride %d; want %d, %d, %d", yields, reads, y.stride, tc.yields, tc.reads, tc.stride)
+			if yields != tc.yields || reads != tc.reads || y.stride != tc.stride || y.slow != tc.slow {
+				t.Errorf("yields %d, clock reads %d, stride %d, slow %v; want %d, %d, %d, %v", yields, reads, y.stride, y.slow, tc.yields, tc.reads, tc.stride, tc.slow)
 			}
 		})
 	}
