@@ -190,6 +190,9 @@ func init() {
 			if n < 1 {
 				return sample.TAny, fmt.Errorf("n must be at least 1, got %d", n)
 			}
+			if i, ok := constInt(a[0]); ok && (i < 0 || i >= n) {
+				return sample.TAny, fmt.Errorf("index %d out of range [0, %d)", i, n)
+			}
 			return sample.TensorOf(tensor.Float32, n), nil
 		},
 		Impl: func(_ *Call, a []any) (any, error) {

@@ -167,6 +167,28 @@ func TestUnknownNamesInArguments(t *testing.T) {
 	}
 }
 
+// TestOneHotConstantIndex: an index written as a number is checked
+// against n by validate, as it fails every sample at run time (a new-user
+// test).
+func TestOneHotConstantIndex(t *testing.T) {
+	in := sample.Schema{Fields: []sample.Field{{Name: "index", Type: sample.TInt}}}
+	for _, tc := range []struct{ src, want string }{
+		{`one_hot(5, 3)`, `one_hot: index 5 out of range [0, 3) (line 1, column 1 of the expression)`},
+		{`one_hot(-1, 3)`, `one_hot: index -1 out of range [0, 3) (line 1, column 1 of the expression)`},
+		{`one_hot(2, 3)`, ``},
+		{`one_hot(index, 3)`, ``},
+	} {
+		_, err := expression.Default().Compile(tc.src, in, sample.Any)
+		got := ""
+		if err != nil {
+			got = err.Error()
+		}
+		if got != tc.want {
+			t.Errorf("%s:\ngot  %q\nwant %q", tc.src, got, tc.want)
+		}
+	}
+}
+
 // TestNowIsRefused: now() reads the clock, so a deterministic spec would
 // give other samples on every run, without a word (a new-user test: a
 // filter on now().UnixNano() % 2 passed validate).
