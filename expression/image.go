@@ -274,12 +274,8 @@ func init() {
 					return sample.TAny, fmt.Errorf("%s has %d values, want %s for the image's %d channel%s",
 						[]string{"", "mean", "std"}[i], len(v), oneOr(channels), channels, plural(channels))
 				}
-				if i == 2 {
-					for _, s := range v {
-						if s == 0 {
-							return sample.TAny, fmt.Errorf("std must not be 0")
-						}
-					}
+				if err := finiteNormalize(i, a[i].Const); err != nil {
+					return sample.TAny, err
 				}
 			}
 			return sample.Type{Kind: sample.Tensor, DType: tensor.Float32, Shape: img.Shape}, nil
@@ -651,6 +647,35 @@ func plural(n int) string {
 		return ""
 	}
 	return "s"
+}
+
+// finiteNormalize refuses a constant mean or std (argument i) that
+// normalize's float32 arithmetic would turn into infinities or NaNs in
+// every pixel: one beyond float32's range, or a std of 0 or one so small
+// that its reciprocal, by which normalize multiplies, overflows (1e-50 is
+// 0 as a float32, and was said to be 0; a new-user test).
+func finiteNormalize(i int, v any) error {
+	l, ok := v.([]any)
+	if !ok {
+		l = []any{v}
+	}
+	name := []string{"", "mean", "std"}[i]
+	for _, e := range l {
+		f, ok := toFloat(e)
+		if !ok {
+			continue
+		}
+		f32 := float32(f)
+		switch {
+		case i == 2 && f == 0:
+			return fmt.Errorf("std must not be 0")
+		case math.IsInf(float64(f32), 0) || math.IsNaN(f):
+			return fmt.Errorf("%s %g is beyond float32's range (±3.4e38)", name, f)
+		case i == 2 && math.IsInf(float64(1/f32), 0):
+			return fmt.Errorf("std %g is too small for float32: its reciprocal, which normalize multiplies by, overflows (the least is about 3e-39)", f)
+		}
+	}
+	return nil
 }
 
 func floatList(v any) ([]float32, bool) {

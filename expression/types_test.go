@@ -130,6 +130,13 @@ func TestNormalizeChannels(t *testing.T) {
 		{`normalize(rgb, 0.5, [0.2, 0.2])`, "normalize: std has 2 values, want 1 or 3 for the image's 3 channels (line 1, column 1 of the expression)"},
 		{`normalize(gray, 0.5, 0.2)`, ""},
 		{`normalize(rgb, [0.5, 0.4, 0.3], [0.2, 0.2, 0.2])`, ""},
+		// Constants float32 arithmetic turns into infinities (a new-user
+		// test: 1e-50 was "std must not be 0").
+		{`normalize(rgb, 0.5, 1e-50)`, "normalize: std 1e-50 is too small for float32: its reciprocal, which normalize multiplies by, overflows (the least is about 3e-39) (line 1, column 1 of the expression)"},
+		{`normalize(rgb, 0.5, [0.2, 1e-40, 0.2])`, "normalize: std 1e-40 is too small for float32: its reciprocal, which normalize multiplies by, overflows (the least is about 3e-39) (line 1, column 1 of the expression)"},
+		{`normalize(rgb, [0.5, 1e39, 0.5], 0.2)`, "normalize: mean 1e+39 is beyond float32's range (±3.4e38) (line 1, column 1 of the expression)"},
+		{`normalize(rgb, 0.5, 0)`, "normalize: std must not be 0 (line 1, column 1 of the expression)"},
+		{`normalize(rgb, 0.5, 1e-30)`, ""},
 		// Channels known only at run time: checked then.
 		{`normalize(any, [0.5, 0.4], 0.2)`, ""},
 	} {
