@@ -1063,19 +1063,23 @@ stages:
 // source goes round: the run fails saying so, instead of spinning for ever
 // (found by the re-test; samples move, so the stuck check never fired).
 func TestEndlessRunWithNothingForTheSinks(t *testing.T) {
-	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
-	defer cancel()
-	_, err := runSpecCtx(ctx, t, t.TempDir(), `version: 1
+	// And an empty source, which the message blamed on a stage (a
+	// new-user test).
+	for _, src := range []string{"{name: src, type: range, count: 5}", "{name: src, type: range, count: 0}"} {
+		ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+		_, err := runSpecCtx(ctx, t, t.TempDir(), `version: 1
 name: endless
 epochs: 0
 stages:
-  - {name: src, type: range, count: 5}
+  - `+src+`
   - {name: sk, type: skip, count: 9}
   - {name: t, type: take, count: 7}
   - {name: out, type: discard}
 `)
-	if !errors.Is(err, engine.ErrNothingReachesTheSinks) || ctx.Err() != nil {
-		t.Fatalf("err = %v, want ErrNothingReachesTheSinks before the deadline", err)
+		if !errors.Is(err, engine.ErrNothingReachesTheSinks) || ctx.Err() != nil || !strings.Contains(err.Error(), " epochs: the sources give none, or a stage drops every sample of an epoch (") {
+			t.Errorf("%s: err = %v, want ErrNothingReachesTheSinks before the deadline, naming both causes", src, err)
+		}
+		cancel()
 	}
 }
 
@@ -1152,5 +1156,37 @@ stages:
 	}
 	if n := logs.FilterMessageSnippet("further skips at this stage are logged at debug level").FilterLevelExact(zapcore.WarnLevel).Len(); n != 1 {
 		t.Errorf("%d lines say later skips go to debug, want 1", n)
+	}
+}
+
+// TestPadOfAFieldTypedAtRunTime: a batch's pad of a jsonl key, whose type
+// only the run knows, is refused where it could not pad, as validate
+// refuses it for a known type: a list, a number, a key no sample has. The
+// batch stacked the lists unpadded, and exited 0 (a new-user test).
+func TestPadOfAFieldTypedAtRunTime(t *testing.T) {
+	const lines = `{"i": 0, "toks": [0]}
+{"i": 1, "toks": [0, 1]}
+{"i": 2, "toks": [0, 1, 2]}
+`
+	for _, tc := range []struct{ pad, want string }{
+		{"{toks: -1}", `batch 0 (epoch 0) of data.jsonl:1 … data.jsonl:3: pad applies to tensor fields; "toks" is list<any> in data.jsonl:1 (cast it to a tensor in a map first: cast(toks, "int64"))`},
+		{"{i: 0}", `batch 0 (epoch 0) of data.jsonl:1 … data.jsonl:3: pad applies to tensor fields; "i" is int64 in data.jsonl:1`},
+		{"{nothere: 0}", `batch 0 (epoch 0) of data.jsonl:1 … data.jsonl:3: pad names field "nothere", which data.jsonl:1 does not have`},
+	} {
+		dir := t.TempDir()
+		if err := os.WriteFile(filepath.Join(dir, "data.jsonl"), []byte(lines), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		_, err := runSpec(t, dir, `version: 1
+name: pad
+stages:
+  - {name: f, type: files, pattern: data.jsonl}
+  - {name: j, type: jsonl}
+  - {name: b, type: batch, size: 3, pad: `+tc.pad+`}
+  - {name: out, type: discard}
+`)
+		if err == nil || !strings.Contains(strings.ReplaceAll(err.Error(), dir+"/", ""), tc.want) {
+			t.Errorf("pad %s: %v\nwant an error containing %s", tc.pad, err, tc.want)
+		}
 	}
 }

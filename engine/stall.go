@@ -102,7 +102,7 @@ func (r *Run) watch(ctx context.Context) {
 			case in != sunk:
 				sunk, openedThen = in, opened
 			case opened-openedThen >= emptyEpochs:
-				r.fail(fmt.Errorf("%w in %d epochs: a stage drops every sample of an epoch (a skip or batch larger than one, a filter that passes none); the run would never end", ErrNothingReachesTheSinks, opened-openedThen))
+				r.fail(fmt.Errorf("%w in %d epochs: the sources give none, or a stage drops every sample of an epoch (a skip or batch larger than one, a filter that passes none); the run would never end", ErrNothingReachesTheSinks, opened-openedThen))
 				r.cancel()
 				return
 			}

@@ -334,6 +334,14 @@ func (b *batchStage) flush(emit Emit) error {
 			}
 		}
 	}
+	// A pad of a key no sample has (validate refuses it where the schema
+	// is known) would be ignored without a word (a new-user test).
+	for k := range b.pad {
+		if _, ok := first.Fields[k]; !ok {
+			b.Drop()
+			return fmt.Errorf("%s: pad names field %q, which %s does not have", out.Origin, k, first.Describe())
+		}
+	}
 	var holds []*sample.Sample // of the batches convertAhead began
 	for k := range first.Fields {
 		var v any
@@ -436,6 +444,18 @@ func stack(ss []*sample.Sample, k string, pad map[string]float64, rows int) (any
 	v0, err := get(0)
 	if err != nil {
 		return nil, err
+	}
+	if _, padded := pad[k]; padded {
+		// Refused by validate where the type is known; a jsonl key's is
+		// known only here, and its lists were stacked unpadded, without a
+		// word (a new-user test).
+		if _, ok := v0.(*tensor.Tensor); !ok {
+			hint := ""
+			if _, ok := v0.([]any); ok {
+				hint = fmt.Sprintf(" (cast it to a tensor in a map first: cast(%s, \"int64\"))", k)
+			}
+			return nil, fmt.Errorf("pad applies to tensor fields; %q is %s in %s%s", k, typeName(v0), ss[0].Describe(), hint)
+		}
 	}
 	switch v0.(type) {
 	case int64, float64, bool:
