@@ -523,7 +523,7 @@ epochs: 2
 stages:
   - {name: r, type: range, count: 2}
   - {name: b, type: batch, size: 1}
-  - {name: m, type: map, on_error: skip, set: {x: 'one_hot(-5, 2)'}}
+  - {name: m, type: map, on_error: skip, set: {x: 'one_hot(len(index) - 6, 2)'}}
   - {name: out, type: discard}
 `)
 		if err != nil {
