@@ -425,6 +425,59 @@ func TestApplySignals(t *testing.T) {
 	}
 }
 
+// TestApplyUnderNohup: a run started with SIGHUP ignored (nohup) keeps
+// running when its terminal goes; piperun's handler for SIGHUP had undone
+// nohup's ignoring it (a review).
+func TestApplyUnderNohup(t *testing.T) {
+	nohup, err := exec.LookPath("nohup")
+	if err != nil {
+		t.Skip("no nohup")
+	}
+	dir := t.TempDir()
+	p := writeSpec(t, dir, "slow.yaml", slowSpec)
+	var stderr syncBuffer
+	cmd := exec.Command(nohup, binary, "apply", "--progress", "never", p)
+	cmd.Stdout, cmd.Stderr = &stderr, &stderr
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	exited := make(chan error, 1)
+	go func() { exited <- cmd.Wait() }()
+	defer func() {
+		if cmd.ProcessState == nil {
+			_ = cmd.Process.Kill()
+			<-exited
+		}
+	}()
+	for deadline := time.Now().Add(30 * time.Second); ; time.Sleep(10 * time.Millisecond) {
+		if tmps, _ := filepath.Glob(filepath.Join(dir, "out", ".slow.tfrecord.tmp-*")); len(tmps) > 0 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("no temporary output after 30 s:\n%s", stderr.String())
+		}
+	}
+	if err := cmd.Process.Signal(syscall.SIGHUP); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case err := <-exited:
+		t.Fatalf("exited on SIGHUP under nohup (%v):\n%s", err, stderr.String())
+	case <-time.After(time.Second):
+	}
+	if err := cmd.Process.Signal(syscall.SIGINT); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case <-exited:
+	case <-time.After(10 * time.Second):
+		t.Fatalf("still running 10 s after SIGINT:\n%s", stderr.String())
+	}
+	if code := cmd.ProcessState.ExitCode(); code != 1 || !strings.Contains(stderr.String(), "no output was committed") {
+		t.Errorf("exit %d, want 1 and the interrupt's message:\n%s", code, stderr.String())
+	}
+}
+
 // syncBuffer is a bytes.Buffer a process writes while a test reads it.
 type syncBuffer struct {
 	mu sync.Mutex

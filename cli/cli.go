@@ -98,8 +98,13 @@ type globals struct {
 func Main(args []string, stdout, stderr io.Writer) int {
 	setProcs()
 	// SIGHUP too: a closed terminal or a dropped ssh session ended the run
-	// at once, its temporary files left and no report written.
-	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM, syscall.SIGHUP)
+	// at once, its temporary files left and no report written. Not under
+	// nohup, which ignores it: Notify would undo that (a review).
+	sigs := []os.Signal{os.Interrupt, syscall.SIGTERM}
+	if !signal.Ignored(syscall.SIGHUP) {
+		sigs = append(sigs, syscall.SIGHUP)
+	}
+	ctx, stop := signal.NotifyContext(context.Background(), sigs...)
 	defer stop()
 	// After the first signal the next has its default action and ends the
 	// process at once: a stage stuck in a system call (a hung mount, a
