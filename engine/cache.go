@@ -137,6 +137,15 @@ func (r *Run) markIdle(byStage map[*spec.Stage]*node) {
 		}
 		n.idle, n.cached = idle, cached
 	}
+	for _, n := range r.nodes {
+		if _, ok := n.impl.(stages.Joiner); ok {
+			n.fills = n.st.Above(func(s *spec.Stage) bool {
+				up := byStage[s]
+				c, ok := up.impl.(stages.Cacher)
+				return ok && !up.through && !c.Complete()
+			}) != nil
+		}
+	}
 }
 
 func (r *Run) gateSources(n *node, done chan struct{}, byStage map[*spec.Stage]*node, seen map[*spec.Stage]bool) {

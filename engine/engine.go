@@ -136,6 +136,9 @@ type node struct {
 	// idle is set for stages whose every output ends in a cache that is
 	// already complete: they are never started.
 	idle bool
+	// fills, on a join, says a cache above it fills its first pass in
+	// this run, which the join then reads to the end (runJoin).
+	fills bool
 	// passDone, on a cache stage, is closed when its first pass has ended;
 	// gates, on a source, are the passDone channels of the caches below
 	// it, which it waits for before starting its second epoch, so that no

@@ -393,7 +393,7 @@ stages:
 // input reads that input to the end in a one-epoch run, so the cache fills
 // in the first run and the second replays it (stopping early left it
 // partial in every run, and with deterministic: false refilled each time;
-// found in review).
+// found in review), as far as the zip needs.
 func TestJoinAboveAFillingCacheReadsOn(t *testing.T) {
 	dir := t.TempDir()
 	src := `
@@ -409,14 +409,18 @@ stages:
   - {name: z, type: zip, inputs: [s, cache]}
   - {name: out, type: discard}
 `
-	for run, want := range []stages.CacheStats{{Written: 5000, Complete: true}, {FromCache: 5000, Complete: true}} {
+	// The second run reads the complete cache only as far as the zip
+	// needs: it read all 5000 again on every run (a review).
+	for run, want := range []struct {
+		written, fromCache, most int64
+	}{{5000, 0, 0}, {0, 10, 4999}} {
 		rep, err := runSpec(t, dir, src)
 		if err != nil {
 			t.Fatal(err)
 		}
 		c := rep.Caches["cache"]
-		if c.Written != want.Written || c.FromCache != want.FromCache || c.Complete != want.Complete || rep.Sinks["out"].Samples != 10 {
-			t.Errorf("run %d: cache %+v and %d samples out, want %d written, %d from the cache, complete, and 10 out", run+1, c, rep.Sinks["out"].Samples, want.Written, want.FromCache)
+		if c.Written != want.written || c.FromCache < want.fromCache || c.FromCache > want.most || !c.Complete || rep.Sinks["out"].Samples != 10 {
+			t.Errorf("run %d: cache %+v and %d samples out, want %d written, %d to %d from the cache, complete, and 10 out", run+1, c, rep.Sinks["out"].Samples, want.written, want.fromCache, want.most)
 		}
 	}
 }

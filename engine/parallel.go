@@ -14,7 +14,6 @@ import (
 	"golang.org/x/sync/errgroup"
 
 	"github.com/piperun/piperun/sample"
-	"github.com/piperun/piperun/spec"
 	"github.com/piperun/piperun/stages"
 )
 
@@ -888,8 +887,10 @@ func (r *Run) runJoin(ctx context.Context, n *node, j stages.Joiner) (err error)
 	)
 	// A cache above fills in its first pass: a one-epoch run that stopped
 	// it would leave it partial in every run, never filled (found in
-	// review), so such a join reads its inputs to the end as before.
-	fills := n.st.Above(func(s *spec.Stage) bool { return s.Type == "cache" }) != nil
+	// review), so such a join reads its inputs to the end as before; one
+	// complete from an earlier run is read only as far as needed (a
+	// review: every run read its whole epoch again).
+	fills := n.fills
 	for epoch := 0; ; epoch++ {
 		state := make([]int, len(ins))
 		var pulled []*sample.Sample
@@ -951,18 +952,23 @@ func (r *Run) runJoin(ctx context.Context, n *node, j stages.Joiner) (err error)
 		}
 		// Drop what the joiner left of this epoch (zip past the shortest
 		// input, mix with stop_on_empty): the next epoch begins only once
-		// every source's has ended.
-		for i := range ins {
-			for state[i] == active {
-				s, err := pull(i)
-				if errors.Is(err, io.EOF) {
-					break
+		// every source's has ended. One sample of each input in turn:
+		// inputs reading one stage are fed together, and drained one
+		// after another the first filled the queue of the next, which
+		// stalled the run (a review).
+		for draining := true; draining; {
+			draining = false
+			for i := range ins {
+				if state[i] != active {
+					continue
 				}
-				if err != nil {
+				if _, err := pull(i); errors.Is(err, io.EOF) {
+					continue
+				} else if err != nil {
 					return err
 				}
 				releasePulled(nil)
-				_ = s
+				draining = true
 			}
 		}
 		allClosed := true
