@@ -769,10 +769,14 @@ func (p *Plan) CacheDiagnostics() spec.Diagnostics {
 	}
 	var out spec.Diagnostics
 	for _, n := range p.Nodes {
-		if ds, ok := n.Stage.Config.(DiskStorer); !ok || !ds.StoresOnDisk() || !p.takeBelow(n.Stage, in) {
+		ds, ok := n.Stage.Config.(DiskStorer)
+		if !ok || !ds.StoresOnDisk() {
 			continue
 		}
-		take := n.Stage.Below(func(s *spec.Stage) bool { return s.Type == "take" })
+		take := cutBelow(n.Stage, in)
+		if take == nil {
+			continue
+		}
 		msg := fmt.Sprintf("take %q below this cache may end the run inside the cache's first pass (%s): the cache then stays partial", take.Name, epoch)
 		if c, pass := counts[take], counts[n.Stage]; c >= 0 && pass >= 0 && in(take) == pass {
 			msg = fmt.Sprintf("take %q below this cache ends the run after %d samples, inside the cache's first pass of %d (%s): the cache stays partial", take.Name, c, pass, epoch)
@@ -782,6 +786,44 @@ func (p *Plan) CacheDiagnostics() spec.Diagnostics {
 			Message: msg + ", and every run stores the same first samples again; " + advice})
 	}
 	return out
+}
+
+// cutBelow returns a take that may end the stream inside st's first pass
+// on a path from st to a sink, where every such path has one, or nil: a
+// branch that reads the whole pass (a sink beside the take) fills a cache
+// anyway (a review: validate warned of one that completed). in gives the
+// count that reaches a stage.
+func cutBelow(st *spec.Stage, in func(*spec.Stage) int64) *spec.Stage {
+	var first *spec.Stage
+	seen := map[*spec.Stage]bool{}
+	// uncut says whether a path from s reaches a sink without a take that
+	// cuts; a stage seen before said no, or the walk would have ended.
+	var uncut func(s *spec.Stage) bool
+	uncut = func(s *spec.Stage) bool {
+		for _, o := range s.Outputs {
+			if seen[o] {
+				continue
+			}
+			seen[o] = true
+			if o.Type == "take" {
+				c, ok := o.Config.(Counter)
+				if n := in(o); !ok || n < 0 || c.EpochSamples(n) < n {
+					if first == nil {
+						first = o
+					}
+					continue
+				}
+			}
+			if len(o.Outputs) == 0 || uncut(o) {
+				return true
+			}
+		}
+		return false
+	}
+	if uncut(st) {
+		return nil
+	}
+	return first
 }
 
 // FitDiagnostics returns Fit's problems as diagnostics at their positions

@@ -453,6 +453,11 @@ stages:
 		{"1", "{name: t, type: take, count: 10}", cache, ``},
 		// In memory, nothing outlives the run.
 		{"1", mem, "{name: t, type: take, count: 10}", ``},
+		// A branch beside the take reads the whole pass, which fills the
+		// cache (a review: validate warned, and the cache completed).
+		{"1", cache, "{name: o1, type: discard, input: c}\n  - {name: t, type: take, count: 10, input: c}", ``},
+		{"1", cache, "{name: t1, type: take, count: 4000, input: c}\n  - {name: o1, type: discard, input: t1}\n  - {name: t, type: take, count: 10, input: c}", ``},
+		{"1", cache, "{name: t, type: take, count: 10, input: c}\n  - {name: o1, type: discard, input: t}\n  - {name: t2, type: take, count: 5, input: c}", warn},
 		// Through a filter the count is unknown: it may.
 		{"1", cache, "{name: f, type: filter, where: 'index % 2 == 0'}\n  - {name: t, type: take, count: 10}",
 			`warning: stages[1]: take "t" below this cache may end the run inside the cache's first pass (the run's only epoch): the cache then stays partial, and every run stores the same first samples again; put the take above the cache, whose store then holds what the take passes`},
