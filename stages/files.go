@@ -311,7 +311,7 @@ func (c *FilesConfig) Check(cc *spec.CheckContext) sample.Schema {
 			if err != nil {
 				cc.Errorf(field, "%v", err)
 			} else if len(m) == 0 {
-				cc.Errorf(field, "%s", noMatch(p, cc.ResolvePattern(p)))
+				cc.Errorf(field, "%s", noMatch(p, cc.Spec.Dir))
 			} else if msg := unreadable(m); msg != "" {
 				// A warning: a run whose stages skip errors reads on past
 				// them, as it did before validate looked (found in
@@ -421,9 +421,17 @@ func (c *FilesConfig) Check(cc *spec.CheckContext) sample.Schema {
 // noMatch says that pattern p, resolved to abs, matches no file, and why
 // where it can tell: the folder it looks in is not there, or files match
 // it but for case (*.jpeg against ImageNet's *.JPEG).
-func noMatch(p, abs string) string {
-	msg := fmt.Sprintf("pattern %q matches no file (resolved to %s)", p, abs)
-	if st, err := os.Stat(unescapeGlob(abs)); err == nil && st.IsDir() {
+func noMatch(p, specDir string) string {
+	abs, shown := p, p
+	if !filepath.IsAbs(p) {
+		// The spec's folder as it is named, not as escaped into the
+		// pattern (a review: "sp\[1]" named a folder that does not exist).
+		abs, shown = filepath.Join(spec.EscapeGlob(specDir), p), filepath.Join(specDir, p)
+	}
+	msg := fmt.Sprintf("pattern %q matches no file (resolved to %s)", p, shown)
+	// Only a pattern without wildcards names a folder: one named "[abc]"
+	// was told to match "[abc]/*", which matches nothing either (a review).
+	if st, err := os.Stat(unescapeGlob(abs)); err == nil && st.IsDir() && !hasMeta(abs) {
 		// A folder of class folders holds no file directly: tree/* would
 		// match nothing either (a new-user test).
 		ents, _ := os.ReadDir(unescapeGlob(abs))
@@ -449,7 +457,7 @@ func noMatch(p, abs string) string {
 	// Names that match but are no regular file: links into a dataset that
 	// is not mounted, or folders, were passed over without a word (a
 	// new-user test).
-	if raw, _ := filepath.Glob(abs); len(raw) > 0 && !strings.Contains(abs, "**") {
+	if raw, _ := globAll(abs); len(raw) > 0 && !strings.Contains(abs, "**") {
 		var broken, dirs []string
 		for _, m := range raw {
 			st, err := os.Stat(m)
@@ -471,9 +479,14 @@ func noMatch(p, abs string) string {
 	}
 	// Not with **: a folded folder name defeats the walk's literal
 	// start, which would then be the root of the file system.
-	if !strings.ContainsAny(abs, `[\`) && !strings.Contains(abs, "**") {
+	// Only the pattern as written is folded, not the spec's folder
+	// escaped into it (a review: a spec in "case[1]" lost the hint).
+	if !strings.ContainsAny(p, `[\`) && !strings.Contains(p, "**") {
 		var fold strings.Builder
-		for _, r := range abs {
+		if !filepath.IsAbs(p) {
+			fold.WriteString(spec.EscapeGlob(specDir) + string(filepath.Separator))
+		}
+		for _, r := range p {
 			if lo, up := unicode.ToLower(r), unicode.ToUpper(r); lo != up {
 				fold.WriteString("[" + string(lo) + string(up) + "]")
 			} else {
@@ -848,7 +861,7 @@ func buildFiles(env *Env, cfg any) (any, error) {
 			return nil, err
 		}
 		if len(m) == 0 {
-			return nil, errors.New(noMatch(p, abs))
+			return nil, errors.New(noMatch(p, env.Spec.Dir))
 		}
 		byPattern = append(byPattern, labelPattern{pattern: p, abs: abs, files: m})
 		for _, f := range m {
@@ -999,7 +1012,7 @@ func Glob(pattern string) ([]string, error) {
 		return nil, err
 	}
 	if !strings.Contains(pattern, "**") {
-		m, err := filepath.Glob(pattern)
+		m, err := globAll(pattern)
 		if err != nil {
 			return nil, err
 		}
@@ -1026,9 +1039,10 @@ func Glob(pattern string) ([]string, error) {
 	// The walk follows no symlink, but the root's own is followed (a
 	// trailing separator makes its Lstat read the target): data ->
 	// /mnt/dataset is common, and following the folder named cannot loop
-	// (a new-user test: ** found nothing there).
+	// (a new-user test: ** found nothing there). Only a folder's: on a
+	// file, file/** matches the file, as before.
 	start := filepath.FromSlash(base)
-	if !strings.HasSuffix(start, string(filepath.Separator)) {
+	if st, err := os.Stat(start); err == nil && st.IsDir() && !strings.HasSuffix(start, string(filepath.Separator)) {
 		start += string(filepath.Separator)
 	}
 	err := filepath.WalkDir(start, func(p string, d fs.DirEntry, err error) error {
@@ -1051,6 +1065,40 @@ func Glob(pattern string) ([]string, error) {
 	// As with a plain pattern, only what opens as a regular file: not a
 	// broken symlink, which the walk lists like a file.
 	return regularFiles(out), err
+}
+
+// globAll is filepath.Glob of a pattern without "**", directories and
+// all, that reads its literal prefix as a path: a folder named there need
+// not be listed, only opened, as a spec's folder escaped into every
+// pattern ("sp\[1]") was, below a parent that lets no one list it (a
+// review).
+func globAll(pattern string) ([]string, error) {
+	segs := strings.Split(filepath.ToSlash(pattern), "/")
+	k := 0
+	for k < len(segs) && !hasMeta(segs[k]) {
+		k++
+	}
+	base := unescapeGlob(strings.Join(segs[:k], "/"))
+	switch {
+	case k == len(segs):
+		if _, err := os.Lstat(base); err != nil {
+			return nil, nil
+		}
+		return []string{filepath.FromSlash(base)}, nil
+	case base == "" && k > 0: // the root: "/*"
+		base = "/"
+	case base == "":
+		base = "."
+	}
+	rel, err := fs.Glob(os.DirFS(filepath.FromSlash(base)), strings.Join(segs[k:], "/"))
+	if err != nil {
+		return nil, err
+	}
+	out := make([]string, len(rel))
+	for i, r := range rel {
+		out[i] = filepath.Join(filepath.FromSlash(base), filepath.FromSlash(r))
+	}
+	return out, nil
 }
 
 func regularFiles(m []string) []string {

@@ -36,6 +36,12 @@ func TestGlob(t *testing.T) {
 		{"a/**", "a/b/c/z.tfrecord a/b/note.txt a/b/y.tfrecord a/x.tfrecord"},
 		{"nope/**/*.tfrecord", ""},
 		{"a", ""}, // a directory is not a file
+		// A file's ** is the file, as before a symlinked root was
+		// followed ("not a directory"; a review).
+		{"top.tfrecord/**", "top.tfrecord"},
+		{"top.tfrecord", "top.tfrecord"},
+		{"a/x.tfrecord", "a/x.tfrecord"},
+		{`a/\x.tfrecord`, "a/x.tfrecord"},
 	}
 	for _, tc := range tests {
 		got, err := stages.Glob(filepath.Join(dir, tc.pattern))
@@ -468,6 +474,37 @@ func TestFilesSaysWhyNothingMatched(t *testing.T) {
 		}
 		if strings.Join(got, "\n") != tc.want {
 			t.Errorf("%s %s:\n got %q\nwant %q", tc.pattern, tc.labels, got, tc.want)
+		}
+	}
+}
+
+// TestNoMatchInAFolderWithWildcards: a spec in a folder whose name holds
+// wildcard characters is told about its patterns in the folder's own name
+// ("sp\[1]" named no folder), gets the hint for a case that differs, and a
+// pattern that is itself wildcards is not taken for a folder (a review).
+func TestNoMatchInAFolderWithWildcards(t *testing.T) {
+	dir := filepath.Join(t.TempDir(), "case[1]")
+	for _, d := range []string{"flat", "[abc]"} {
+		if err := os.MkdirAll(filepath.Join(dir, d), 0o755); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := os.WriteFile(filepath.Join(dir, "flat", "a.JPEG"), nil, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct{ pattern, want string }{
+		{"flat/*.jpeg", `stages[0].pattern: pattern "flat/*.jpeg" matches no file (resolved to ` + filepath.Join(dir, "flat/*.jpeg") + `); 1 matches it but for case, such as ` + filepath.Join(dir, "flat/a.JPEG")},
+		{"[abc]", `stages[0].pattern: pattern "[abc]" matches no file (resolved to ` + filepath.Join(dir, "[abc]") + `); ` + filepath.Join(dir, "[abc]") + ` exists, but *, ? and [ are wildcards: escape them with a backslash to match them as they stand (\[abc])`},
+		{"flat", `stages[0].pattern: pattern "flat" matches no file (resolved to ` + filepath.Join(dir, "flat") + `); it is a folder: match the files in it with flat/*`},
+	} {
+		src := fmt.Sprintf("version: 1\nname: f\nstages:\n  - {name: f, type: files, pattern: '%s'}\n  - {name: out, type: discard}\n", tc.pattern)
+		_, diags := spec.Parse(filepath.Join(dir, "f.yaml"), []byte(src), spec.Options{Catalog: stages.Default(), Environment: true})
+		var got []string
+		for _, d := range diags {
+			got = append(got, strings.SplitN(d.String(), ": ", 2)[1])
+		}
+		if strings.Join(got, "\n") != tc.want {
+			t.Errorf("%s:\n got %q\nwant %q", tc.pattern, got, tc.want)
 		}
 	}
 }
