@@ -672,9 +672,9 @@ func TestServePythonLoaderPerEpoch(t *testing.T) {
 // In "tcp, dataset at exit" the first trainer reads through a DataLoader
 // over PiperunDataset and ends its script without closing anything, as
 // training scripts do; the dataset's stream closes when it is dropped, or
-// at exit. (This case
-// also passed, 4 of 4 with busy cores, with that close taken out: the
-// script's exit comes long after its last acknowledgement went out.)
+// at exit. (This case also passed, 4 of 4 with busy cores, with that close
+// taken out: the script's exit comes long after its last acknowledgement
+// went out.)
 func TestServePythonHandOver(t *testing.T) {
 	for _, tc := range []struct{ network, how string }{{"unix", "close"}, {"tcp", "close"}, {"tcp", "dataset at exit"}} {
 		t.Run(tc.network+", "+tc.how, func(t *testing.T) {

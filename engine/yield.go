@@ -38,8 +38,10 @@ type yielder struct {
 	stride, n     int
 	now           func() time.Time // time.Now unless a test sets it
 	yield         func()           // runtime.Gosched unless a test sets it
-	// slow is whether the samples between the last two clock reads took
-	// slowSample or more each.
+	// slow is whether the time between the last two clock reads came to
+	// slowSample or more a sample: the stage's work or its waits, so a
+	// cheap stage below a slow one hands each sample down too, which at
+	// that rate costs nothing.
 	slow bool
 }
 

@@ -10,6 +10,7 @@ import (
 	"reflect"
 	"slices"
 	"strings"
+	"syscall"
 	"unicode/utf8"
 
 	"github.com/expr-lang/expr/vm/runtime"
@@ -725,34 +726,38 @@ func readPooled(path string) (*pooledFile, error) {
 
 // openWhole opens a file read_file may read whole, and gives its size: a
 // regular file no larger than the bound on a value (the run's memory
-// budget). Anything else is refused before it is opened: /dev/zero named
-// in a manifest grew a process to 24 GB outside a 64 MiB budget, and a
-// named pipe blocked a run past Ctrl-C, in its open (a new-user test).
+// budget). Anything else is refused: /dev/zero named in a manifest grew a
+// process to 24 GB outside a 64 MiB budget, and a named pipe blocked a run
+// past Ctrl-C, in its open (a new-user test). The open does not wait for a
+// pipe's writer (O_NONBLOCK), and what it opened is checked, not the name
+// before: a pipe put in a file's place between the two would block (a
+// review).
 func openWhole(path string) (*os.File, int64, error) {
-	st, err := os.Stat(path)
-	if pe, ok := err.(*fs.PathError); ok {
-		pe.Op = "open" // as reading it says, whatever the order of the calls
-	}
+	f, err := os.OpenFile(path, os.O_RDONLY|syscall.O_NONBLOCK, 0)
 	if err != nil {
 		return nil, 0, err
 	}
-	if !st.Mode().IsRegular() {
-		kind := "device"
+	st, err := f.Stat()
+	if err == nil && !st.Mode().IsRegular() {
 		switch {
 		case st.IsDir():
-			kind = "folder"
-		case st.Mode()&fs.ModeNamedPipe != 0:
-			kind = "named pipe"
-		case st.Mode()&fs.ModeSocket != 0:
-			kind = "socket"
+			err = fmt.Errorf("read_file: %s is a folder, not a file", path)
+		default:
+			kind := "device"
+			switch {
+			case st.Mode()&fs.ModeNamedPipe != 0:
+				kind = "named pipe"
+			case st.Mode()&fs.ModeSocket != 0:
+				kind = "socket"
+			}
+			err = fmt.Errorf("read_file: %s is a %s, not a regular file: read_file reads files whole, and this would never end or could block", path, kind)
 		}
-		return nil, 0, fmt.Errorf("read_file: %s is a %s, not a regular file: read_file reads files whole, and this would never end or could block", path, kind)
 	}
-	if err := fileFits(path, st.Size()); err != nil {
-		return nil, 0, err
+	if err == nil {
+		err = fileFits(path, st.Size(), false)
 	}
-	f, err := os.Open(path)
 	if err != nil {
+		f.Close()
 		return nil, 0, err
 	}
 	return f, st.Size(), nil
@@ -766,26 +771,33 @@ func readGrown(f *os.File, path string, head []byte) ([]byte, error) {
 	if err != nil {
 		return nil, err
 	}
-	if err := fileFits(path, int64(len(head)+len(rest))); err != nil {
+	// Past the limit the read stopped: the file is longer than that.
+	n := int64(len(head) + len(rest))
+	if err := fileFits(path, n, n > limit); err != nil {
 		return nil, err
 	}
 	return append(append([]byte(nil), head...), rest...), nil
 }
 
-// fileFits refuses a file of size bytes larger than the bound on a value.
-func fileFits(path string, size int64) error {
+// fileFits refuses a file of size bytes larger than the bound on a value;
+// cut says the read stopped at size, short of the file's end.
+func fileFits(path string, size int64, cut bool) error {
 	limit := maxValue.Load()
 	if size <= limit {
 		return nil
 	}
 	s, bound := byteWords(size), byteWords(limit)
-	if s == bound {
+	if s == bound && !cut {
 		s, bound = fmt.Sprintf("%d bytes", size), fmt.Sprintf("%d bytes", limit)
 	}
+	what := fmt.Sprintf("the run's memory budget (%s)", bound)
 	if limit == DefaultMaxValueBytes {
-		return fmt.Errorf("read_file: %s takes %s, more than the %s any sample may take", path, s, bound)
+		what = fmt.Sprintf("the %s any sample may take", bound)
 	}
-	return fmt.Errorf("read_file: %s takes %s, more than the run's memory budget (%s)", path, s, bound)
+	if cut {
+		return fmt.Errorf("read_file: %s takes more than %s", path, what)
+	}
+	return fmt.Errorf("read_file: %s takes %s, more than %s", path, s, what)
 }
 
 // checkRawShape accepts dimensions of at least 0 and at most one -1, and
