@@ -36,10 +36,10 @@ func applyCmd(g *globals) *cobra.Command {
 		Args: exactArgs(1, "one spec file"),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			if progress != "auto" && progress != "always" && progress != "never" {
-				return exit(ExitUsage, fmt.Errorf("--progress must be auto, always or never"))
+				return exit(ExitUsage, fmt.Errorf("--progress must be auto, always or never, got %q", progress))
 			}
 			if gpuMode != "auto" && gpuMode != "off" {
-				return exit(ExitUsage, fmt.Errorf("--gpu must be auto or off"))
+				return exit(ExitUsage, fmt.Errorf("--gpu must be auto or off, got %q", gpuMode))
 			}
 
 			// A CI job reads the report to learn why a run failed, also one

@@ -216,7 +216,7 @@ func TestApplyGPU(t *testing.T) {
 			t.Errorf("--gpu %s: gpu = %s, want %s", tc.mode, got, tc.want)
 		}
 	}
-	if r := run(t, "apply", "--gpu", "on", p); r.code != 2 || !strings.Contains(r.stderr, "--gpu must be auto or off") {
+	if r := run(t, "apply", "--gpu", "on", p); r.code != 2 || !strings.Contains(r.stderr, "--gpu must be auto or off, got \"on\"") {
 		t.Errorf("--gpu on: %s\nwant exit 2 and the modes", r)
 	}
 }

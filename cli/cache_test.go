@@ -242,3 +242,22 @@ func TestCacheCommands(t *testing.T) {
 		t.Errorf("after prune: %q", r.stdout)
 	}
 }
+
+// TestCacheUnknownCommand: `cache rm DIR` is a usage error, as `piperun
+// foo` is; it printed the help and exited 0, so a script calling it
+// seemed to succeed (a new-user test).
+func TestCacheUnknownCommand(t *testing.T) {
+	for _, tc := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"cache", "rm", "out/cache"}, "piperun: unknown command \"rm\" for \"piperun cache\" (its commands: info, ls, prune)\n"},
+		{[]string{"cache", "lss", "out/cache"}, "piperun: unknown command \"lss\" for \"piperun cache\" (its commands: info, ls, prune; did you mean ls?)\n"},
+		{[]string{"cache"}, "piperun: cache needs a command: info, ls or prune\n"},
+	} {
+		r := run(t, tc.args...)
+		if r.code != 2 || r.stderr != tc.want {
+			t.Errorf("%v: %s\nwant exit 2 and %q", tc.args, r, tc.want)
+		}
+	}
+}

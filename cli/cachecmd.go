@@ -182,6 +182,27 @@ func cacheCmd(g *globals) *cobra.Command {
 	prune.Flags().IntVar(&keepLast, "keep-last", 0, "always keep this many most recently used caches per directory")
 	prune.Flags().BoolVar(&damaged, "damaged", false, "remove damaged caches (every prune does); alone, remove only them")
 	cmd.AddCommand(ls, info, prune)
+	// Without a Run of its own cobra printed the help for `cache rm DIR`
+	// and exited 0, so a script calling it seemed to succeed (a new-user
+	// test); `piperun foo` is a usage error, and so is this.
+	cmd.SuggestionsMinimumDistance = 1 // "lss" is ls; "rm" is not
+	cmd.Args = cobra.ArbitraryArgs
+	cmd.RunE = func(cmd *cobra.Command, args []string) error {
+		var names []string
+		for _, c := range cmd.Commands() {
+			if c.IsAvailableCommand() {
+				names = append(names, c.Name())
+			}
+		}
+		if len(args) == 0 {
+			return exit(ExitUsage, fmt.Errorf("cache needs a command: %s or %s", strings.Join(names[:len(names)-1], ", "), names[len(names)-1]))
+		}
+		msg := fmt.Sprintf("unknown command %q for %q (its commands: %s", args[0], cmd.CommandPath(), strings.Join(names, ", "))
+		if s := cmd.SuggestionsFor(args[0]); len(s) > 0 {
+			msg += "; did you mean " + strings.Join(s, " or ") + "?"
+		}
+		return exit(ExitUsage, errors.New(msg+")"))
+	}
 	return cmd
 }
 

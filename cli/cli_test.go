@@ -483,9 +483,11 @@ stages:
   - {name: out, type: discard}
 `)
 	r := run(t, "validate", p)
-	want := p + `:6:5: stages[1]: missing required field "buffer"` + "\n" +
-		p + `:6:36: stages[1].bufer: unknown field "bufer" (did you mean "buffer"?)` + "\n" +
-		p + ": warning: resources.memory: the memory fit was not checked: it needs the problems above fixed first\n"
+	// At resources.memory, where the spec sets it (a new-user test: with
+	// no position, JSON read "line": 0).
+	want := p + ":3:21: warning: resources.memory: the memory fit was not checked: it needs the spec's errors fixed first\n" +
+		p + `:6:5: stages[1]: missing required field "buffer"` + "\n" +
+		p + `:6:36: stages[1].bufer: unknown field "bufer" (did you mean "buffer"?)` + "\n"
 	if r.code != 1 || r.stdout != want || r.stderr != "2 problems, 1 warning\n" {
 		t.Errorf("got %s\nwant exit 1 and\n%s", r, want)
 	}
@@ -714,7 +716,7 @@ stages:
 	r := run(t, "validate", p)
 	want := p + `:4:37: stages[0].pattern: pattern "data/*.jsonl" matches ` + filepath.Join(dir, "data", "in.jsonl") + `, which stage "over" writes` + "\n" +
 		p + `:8:5: stages[4]: writes ` + filepath.Join(dir, "lnk", "q.jsonl") + `, which stage "a" writes too` + "\n" +
-		p + ": warning: resources.memory: the memory fit was not checked: it needs the problems above fixed first\n"
+		p + ": warning: resources.memory: the memory fit was not checked: it needs the spec's errors fixed first\n"
 	if r.code != 1 || r.stdout != want {
 		t.Errorf("got %s\nwant exit 1 and\n%s", r, want)
 	}

@@ -133,8 +133,10 @@ func checkFile(ctx context.Context, g *globals, file string, set []string, envir
 	if diags.HasErrors() {
 		// A spec with errors of its own cannot be planned, so its fit is
 		// not known: say so, or a fixed typo would bring a surprise.
-		notChecked := spec.Diagnostic{Pos: spec.Pos{File: file}, Path: "resources.memory", Severity: spec.SevWarning,
-			Message: "the memory fit was not checked: it needs the problems above fixed first"}
+		// At resources.memory where the spec sets it; "the problems
+		// above" meant nothing in JSON (a new-user test).
+		notChecked := spec.Diagnostic{Pos: sp.PosOf("resources.memory"), Path: "resources.memory", Severity: spec.SevWarning,
+			Message: "the memory fit was not checked: it needs the spec's errors fixed first"}
 		if !environment {
 			return append(diags, notChecked)
 		}
