@@ -28,6 +28,12 @@ type atomicFile struct {
 }
 
 func createAtomic(path string) (*atomicFile, error) {
+	return createAtomicSwept(path, tempSweeper{})
+}
+
+// createAtomicSwept is createAtomic with the folder listings of sweep,
+// which a sink writing many files shares among them.
+func createAtomicSwept(path string, sweep tempSweeper) (*atomicFile, error) {
 	path, err := outputPath(path)
 	if err != nil {
 		return nil, err
@@ -48,7 +54,7 @@ func createAtomic(path string) (*atomicFile, error) {
 		removeEmpty(made) // those it made before it failed
 		return nil, fmt.Errorf("create output directory: %w", err)
 	}
-	removeStale(path)
+	sweep.removeStale(path)
 	f, err := os.CreateTemp(dir, fmt.Sprintf(".%s.tmp-%d-*", filepath.Base(path), os.Getpid()))
 	if err != nil {
 		removeEmpty(made)
@@ -80,16 +86,28 @@ func forget(dirs []string) {
 
 func (a *atomicFile) Write(p []byte) (int, error) { return a.w.Write(p) }
 
+// tempSweeper holds the listings of the folders removeStale looked in,
+// so that a sink's many files (shards) list their folder once: 4000 shards
+// listed it 4000 times, 12 s before the run began (a re-test).
+type tempSweeper map[string][]os.DirEntry
+
+// readDir lists a folder for tempSweeper; a test counts the calls.
+var readDir = os.ReadDir
+
 // removeStale removes the temporary files of earlier runs writing path
 // that were killed (kill -9, the OOM killer) before they could: their
 // names carry the writer's process ID, and no process has it now. A run
 // writing the same path at this moment keeps its file. (Names from before
-// the ID was in them parse as IDs beyond any process's, and go too.)
-func removeStale(path string) {
+// the ID was in them parse as IDs beyond any process's, and go too.) A
+// folder's listing is taken once: files made after it are this process's
+// or a live one's, which stay anyway.
+func (sw tempSweeper) removeStale(path string) {
 	prefix := "." + filepath.Base(path) + ".tmp-"
-	ents, err := os.ReadDir(filepath.Dir(path))
-	if err != nil {
-		return
+	dir := filepath.Dir(path)
+	ents, ok := sw[dir]
+	if !ok {
+		ents, _ = readDir(dir)
+		sw[dir] = ents
 	}
 	for _, e := range ents {
 		rest, ok := strings.CutPrefix(e.Name(), prefix)

@@ -141,8 +141,9 @@ func buildWriteTFRecord(env *Env, cfg any) (any, error) {
 		return nil, err
 	}
 	s := &tfrecordSink{env: env, bools: c.bools, kinds: map[string]firstKind{}, warned: map[string]bool{}}
+	sweep := tempSweeper{}
 	for i := 0; i < c.Shards; i++ {
-		f, err := createAtomic(env.Resolve(ShardPath(c.Path, i, c.Shards)))
+		f, err := createAtomicSwept(env.Resolve(ShardPath(c.Path, i, c.Shards)), sweep)
 		if err != nil {
 			s.Abort()
 			return nil, err
