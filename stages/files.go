@@ -447,6 +447,9 @@ func noMatch(p, specDir string) string {
 		case len(ents) == 0:
 			return msg + "; it is an empty folder"
 		case files == 0 && dirs > 0:
+			if m, _ := Glob(abs + "/**"); len(m) == 0 {
+				return msg + "; it is a folder of folders, which hold no file"
+			}
 			return msg + fmt.Sprintf("; it is a folder of folders: match the files in them with %s, or at any depth with %s", path.Join(filepath.ToSlash(p), "*/*"), path.Join(filepath.ToSlash(p), "**"))
 		}
 		return msg + fmt.Sprintf("; it is a folder: match the files in it with %s", filepath.Join(p, "*"))
@@ -470,7 +473,12 @@ func noMatch(p, specDir string) string {
 		}
 		msg += fmt.Sprintf("; %d %s, none a regular file", len(raw), oneOrMany(len(raw), "name matches", "names match"))
 		if len(dirs) > 0 {
-			msg += fmt.Sprintf("; %d %s (such as %s): match the files in them with %s", len(dirs), oneOrMany(len(dirs), "is a folder", "are folders"), dirs[0], path.Join(filepath.ToSlash(p), "*"))
+			msg += fmt.Sprintf("; %d %s (such as %s)", len(dirs), oneOrMany(len(dirs), "is a folder", "are folders"), dirs[0])
+			if m, _ := Glob(abs + "/*"); len(m) > 0 {
+				msg += fmt.Sprintf(": match the files in them with %s", path.Join(filepath.ToSlash(p), "*"))
+			} else {
+				msg += oneOrMany(len(dirs), ", which holds no file", ", which hold no file")
+			}
 		}
 		if len(broken) > 0 {
 			msg += fmt.Sprintf("; %d %s nowhere (such as %s): is its target mounted?", len(broken), oneOrMany(len(broken), "is a symlink that leads", "are symlinks that lead"), broken[0])
@@ -562,7 +570,16 @@ func literalHint(p, abs string) string {
 				fixed[j] = spec.EscapeGlob(fixed[j])
 			}
 		}
-		return fmt.Sprintf("; %s exists, but *, ? and [ are wildcards: escape them with a backslash to match them as they stand (%s)", lit, strings.Join(fixed, "/"))
+		if st, err := os.Stat(lit); err == nil && st.IsDir() && i == len(segs)-1 {
+			fixed = append(fixed, "*") // a folder's files
+		}
+		hint := fmt.Sprintf("; %s exists, but *, ? and [ are wildcards: escape them with a backslash to match them as they stand (%s", lit, strings.Join(fixed, "/"))
+		// Said where it would still match nothing, not to send the user
+		// to another pattern that fails in silence (a re-test).
+		if m, _ := Glob(strings.Join(append(absSegs[:off:off], fixed...), "/")); len(m) == 0 {
+			hint += ", which matches no file either: check the rest of the pattern"
+		}
+		return hint + ")"
 	}
 	return ""
 }
@@ -855,6 +872,9 @@ func buildFiles(env *Env, cfg any) (any, error) {
 	var all []string
 	var byPattern []labelPattern
 	for _, p := range c.patterns() {
+		if err := checkGlob(p); err != nil {
+			return nil, err
+		}
 		abs := env.ResolvePattern(p)
 		m, err := Glob(abs)
 		if err != nil {
@@ -965,6 +985,12 @@ func (f *filesSource) Next(context.Context) (*sample.Sample, error) {
 }
 
 func checkGlob(p string) error {
+	// Read as written, before a Join drops the slash: "data/*/" matched the
+	// files in data, where a shell and Python's glob match its folders
+	// (a re-test).
+	if q := filepath.ToSlash(p); len(q) > 1 && strings.HasSuffix(q, "/") {
+		return fmt.Errorf("pattern %q ends with /, which matches folders, not files: match the files in them with %s*", p, q)
+	}
 	for _, seg := range strings.Split(filepath.ToSlash(p), "/") {
 		if seg == "**" {
 			continue

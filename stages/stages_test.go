@@ -484,7 +484,7 @@ func TestFilesSaysWhyNothingMatched(t *testing.T) {
 // pattern that is itself wildcards is not taken for a folder (a review).
 func TestNoMatchInAFolderWithWildcards(t *testing.T) {
 	dir := filepath.Join(t.TempDir(), "case[1]")
-	for _, d := range []string{"flat", "[abc]"} {
+	for _, d := range []string{"flat", "[abc]", "empty/x.jpg"} {
 		if err := os.MkdirAll(filepath.Join(dir, d), 0o755); err != nil {
 			t.Fatal(err)
 		}
@@ -494,7 +494,12 @@ func TestNoMatchInAFolderWithWildcards(t *testing.T) {
 	}
 	for _, tc := range []struct{ pattern, want string }{
 		{"flat/*.jpeg", `stages[0].pattern: pattern "flat/*.jpeg" matches no file (resolved to ` + filepath.Join(dir, "flat/*.jpeg") + `); 1 matches it but for case, such as ` + filepath.Join(dir, "flat/a.JPEG")},
-		{"[abc]", `stages[0].pattern: pattern "[abc]" matches no file (resolved to ` + filepath.Join(dir, "[abc]") + `); ` + filepath.Join(dir, "[abc]") + ` exists, but *, ? and [ are wildcards: escape them with a backslash to match them as they stand (\[abc])`},
+		{"[abc]", `stages[0].pattern: pattern "[abc]" matches no file (resolved to ` + filepath.Join(dir, "[abc]") + `); ` + filepath.Join(dir, "[abc]") + ` exists, but *, ? and [ are wildcards: escape them with a backslash to match them as they stand (\[abc]/*, which matches no file either: check the rest of the pattern)`},
+		// Hints that would lead to another pattern matching nothing say
+		// so (a re-test).
+		{"empty/*.jpg", `stages[0].pattern: pattern "empty/*.jpg" matches no file (resolved to ` + filepath.Join(dir, "empty/*.jpg") + `); 1 name matches, none a regular file; 1 is a folder (such as ` + filepath.Join(dir, "empty/x.jpg") + `), which holds no file`},
+		{"empty", `stages[0].pattern: pattern "empty" matches no file (resolved to ` + filepath.Join(dir, "empty") + `); it is a folder of folders, which hold no file`},
+		{"flat/", `stages[0].pattern: pattern "flat/" ends with /, which matches folders, not files: match the files in them with flat/*`},
 		{"flat", `stages[0].pattern: pattern "flat" matches no file (resolved to ` + filepath.Join(dir, "flat") + `); it is a folder: match the files in it with flat/*`},
 	} {
 		src := fmt.Sprintf("version: 1\nname: f\nstages:\n  - {name: f, type: files, pattern: '%s'}\n  - {name: out, type: discard}\n", tc.pattern)
