@@ -334,6 +334,26 @@ stages:
 	}
 }
 
+// TestMixOfOneSourceWarns: a mix draws its inputs at random, so of two
+// branches of one stage one runs ahead of the other by a random walk's
+// reach, and the run stalls once that passes the queue between them (a
+// re-test: 2 runs of 3 at 50000 samples). validate said nothing, where it
+// warns of the same shape for concat and zip.
+func TestMixOfOneSourceWarns(t *testing.T) {
+	_, diags := spec.Parse("mix.yaml", []byte(`version: 1
+name: mix-shared
+seed: 1
+stages:
+  - {name: src, type: range, count: 50000}
+  - {name: m1, type: map, input: src, set: {x: 'index'}}
+  - {name: m2, type: map, input: src, set: {x: 'index + 1'}}
+  - {name: z, type: mix, inputs: [m1, m2]}
+  - {name: out, type: discard}
+`), spec.Options{Catalog: stages.Default()})
+	want := `mix.yaml:8:34: warning: stages[3].inputs: inputs "m1" and "m2" both read from stage "src", and mix draws them at random: one branch runs ahead of the other, by more the longer the epoch, and once that passes the queue between them (a few chunks of samples) the run stops. Give each input its own source, or use zip`
+	wantOnlyDiag(t, diags, want)
+}
+
 // TestOneDiagnosticPerProblem: a config field the decoder reports, missing
 // or of the wrong type, is not reported again by the stage's own check of
 // the zero value it is left with; a bad value that decodes still is.

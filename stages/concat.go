@@ -28,26 +28,34 @@ func init() {
 // input, and the run hangs at any memory budget. An epoch that fits in
 // the queue (a few chunks of samples) still runs.
 func (c *ConcatConfig) Check(cc *spec.CheckContext) sample.Schema {
-	ins := cc.Stage.Inputs
+	switch a, b, common := sharedStage(cc.Stage.Inputs); {
+	case common == nil:
+	case a == b:
+		cc.Warnf("inputs", "inputs name %q twice, and concat reads it to its end before it reads it again: unless an epoch of %q fits in the queue to the second input (a few chunks of samples), the run stops. To see every sample twice, use a second source stage, or epochs",
+			a.Name, a.Name)
+	default:
+		cc.Warnf("inputs", "inputs %q and %q both read from stage %q, and concat reads %q to its end before it reads %q: unless an epoch of %q fits in the queue to %q (a few chunks of samples), the run stops. Use mix or zip, or give each input its own source",
+			a.Name, b.Name, common.Name, a.Name, b.Name, a.Name, b.Name)
+	}
+	return sameSchema(cc)
+}
+
+// sharedStage returns the first two inputs that read one stage, in the
+// order given, and the nearest stage both read (the input itself where one
+// is named twice), or nils.
+func sharedStage(ins []*spec.Stage) (a, b, common *spec.Stage) {
 	for i := range ins {
 		reads := map[*spec.Stage]bool{ins[i]: true}
 		for _, s := range upstream(ins[i]) {
 			reads[s] = true
 		}
 		for j := i + 1; j < len(ins); j++ {
-			if ins[j] == ins[i] {
-				cc.Warnf("inputs", "inputs name %q twice, and concat reads it to its end before it reads it again: unless an epoch of %q fits in the queue to the second input (a few chunks of samples), the run stops. To see every sample twice, use a second source stage, or epochs",
-					ins[i].Name, ins[i].Name)
-				return sameSchema(cc)
-			}
-			if common := firstCommon(ins[j], reads); common != nil {
-				cc.Warnf("inputs", "inputs %q and %q both read from stage %q, and concat reads %q to its end before it reads %q: unless an epoch of %q fits in the queue to %q (a few chunks of samples), the run stops. Use mix or zip, or give each input its own source",
-					ins[i].Name, ins[j].Name, common.Name, ins[i].Name, ins[j].Name, ins[i].Name, ins[j].Name)
-				return sameSchema(cc)
+			if c := firstCommon(ins[j], reads); c != nil {
+				return ins[i], ins[j], c
 			}
 		}
 	}
-	return sameSchema(cc)
+	return nil, nil, nil
 }
 
 // firstCommon returns st if it is in set, else the first stage upstream of
