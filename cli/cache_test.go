@@ -251,7 +251,8 @@ func TestCacheUnknownCommand(t *testing.T) {
 		args []string
 		want string
 	}{
-		{[]string{"cache", "rm", "out/cache"}, "piperun: unknown command \"rm\" for \"piperun cache\" (its commands: info, ls, prune)\n"},
+		{[]string{"cache", "rm", "out/cache"}, "piperun: unknown command \"rm\" for \"piperun cache\" (its commands: info, ls, prune; did you mean prune?)\n"},
+		{[]string{"cache", "stats", "out/cache"}, "piperun: unknown command \"stats\" for \"piperun cache\" (its commands: info, ls, prune)\n"},
 		{[]string{"cache", "lss", "out/cache"}, "piperun: unknown command \"lss\" for \"piperun cache\" (its commands: info, ls, prune; did you mean ls?)\n"},
 		{[]string{"cache"}, "piperun: cache needs a command: info, ls or prune\n"},
 	} {

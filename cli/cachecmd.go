@@ -181,6 +181,8 @@ func cacheCmd(g *globals) *cobra.Command {
 	prune.Flags().Lookup("older-than").DefValue = ""
 	prune.Flags().IntVar(&keepLast, "keep-last", 0, "always keep this many most recently used caches per directory")
 	prune.Flags().BoolVar(&damaged, "damaged", false, "remove damaged caches (every prune does); alone, remove only them")
+	// rm and its kin are what a user types for prune (a re-test).
+	prune.SuggestFor = []string{"rm", "remove", "delete", "clean", "purge"}
 	cmd.AddCommand(ls, info, prune)
 	// Without a Run of its own cobra printed the help for `cache rm DIR`
 	// and exited 0, so a script calling it seemed to succeed (a new-user

@@ -163,7 +163,7 @@ func Run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 func newLogger(format, level string, w io.Writer) (*zap.Logger, error) {
 	var lvl zapcore.Level
 	if err := lvl.UnmarshalText([]byte(level)); err != nil {
-		return nil, fmt.Errorf("--log-level: %w", err)
+		return nil, fmt.Errorf("--log-level must be debug, info, warn or error, got %q", level)
 	}
 	ec := zap.NewProductionEncoderConfig()
 	ec.EncodeTime = zapcore.ISO8601TimeEncoder

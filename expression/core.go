@@ -744,11 +744,8 @@ func openWhole(path string) (*os.File, int64, error) {
 			err = fmt.Errorf("read_file: %s is a folder, not a file", path)
 		default:
 			kind := "device"
-			switch {
-			case st.Mode()&fs.ModeNamedPipe != 0:
+			if st.Mode()&fs.ModeNamedPipe != 0 {
 				kind = "named pipe"
-			case st.Mode()&fs.ModeSocket != 0:
-				kind = "socket"
 			}
 			err = fmt.Errorf("read_file: %s is a %s, not a regular file: read_file reads files whole, and this would never end or could block", path, kind)
 		}
