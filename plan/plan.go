@@ -63,6 +63,13 @@ type Counter interface {
 	EpochSamples(in int64) int64
 }
 
+// JoinCounter is implemented by join configs that know how many samples
+// they emit an epoch, given how many each input emits (-1 when unknown):
+// -1 where they cannot tell.
+type JoinCounter interface {
+	EpochSamplesOf(ins []int64) int64
+}
+
 // OriginAllowance is what the fit of an in-memory cache counts for each
 // sample's origin (sample.Sample.Origin: "data/train-3.tfrecord record
 // 17", a photo's path), which the run counts and no schema holds, where
@@ -644,6 +651,18 @@ func (p *Plan) epochCounts() (map[*spec.Stage]int64, func(*spec.Stage) int64) {
 		// spec that runs over the line (found in review).
 		if c, ok := n.Stage.Config.(Counter); ok && len(n.Stage.Inputs) <= 1 && !n.Stage.Skip() {
 			counts[n.Stage] = c.EpochSamples(inCount(n.Stage))
+		}
+		// A join counts from all its inputs (a re-test: a take of a whole
+		// epoch below a zip was taken for one that cuts it).
+		if c, ok := n.Stage.Config.(JoinCounter); ok && len(n.Stage.Inputs) > 1 && !n.Stage.Skip() {
+			ins := make([]int64, len(n.Stage.Inputs))
+			for i, in := range n.Stage.Inputs {
+				ins[i] = -1
+				if k, ok := counts[in]; ok {
+					ins[i] = k
+				}
+			}
+			counts[n.Stage] = c.EpochSamplesOf(ins)
 		}
 	}
 	return counts, inCount

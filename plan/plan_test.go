@@ -458,6 +458,12 @@ stages:
 		{"1", cache, "{name: o1, type: discard, input: c}\n  - {name: t, type: take, count: 10, input: c}", ``},
 		{"1", cache, "{name: t1, type: take, count: 4000, input: c}\n  - {name: o1, type: discard, input: t1}\n  - {name: t, type: take, count: 10, input: c}", ``},
 		{"1", cache, "{name: t, type: take, count: 10, input: c}\n  - {name: o1, type: discard, input: t}\n  - {name: t2, type: take, count: 5, input: c}", warn},
+		// Through a zip of two branches of the cache, counted as its
+		// shortest input: a take that covers the epoch does not cut (a
+		// re-test: validate warned, and the cache completed).
+		{"1", cache, "{name: m1, type: map, input: c, set: {a: index}, keep: [a]}\n  - {name: m2, type: map, input: c, set: {b: index}, keep: [b]}\n  - {name: z, type: zip, inputs: [m1, m2]}\n  - {name: t, type: take, count: 7000}", ``},
+		{"1", cache, "{name: m1, type: map, input: c, set: {a: index}, keep: [a]}\n  - {name: m2, type: map, input: c, set: {b: index}, keep: [b]}\n  - {name: z, type: zip, inputs: [m1, m2]}\n  - {name: t, type: take, count: 10}", warn},
+		{"1", cache, "{name: r2, type: range, count: 50}\n  - {name: k, type: concat, inputs: [c, r2]}\n  - {name: t, type: take, count: 4050}", ``},
 		// Through a filter the count is unknown: it may.
 		{"1", cache, "{name: f, type: filter, where: 'index % 2 == 0'}\n  - {name: t, type: take, count: 10}",
 			`warning: stages[1]: take "t" below this cache may end the run inside the cache's first pass (the run's only epoch): the cache then stays partial, and every run stores the same first samples again; put the take above the cache, whose store then holds what the take passes`},

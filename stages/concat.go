@@ -13,6 +13,25 @@ import (
 // ConcatConfig configures concat, which takes only inputs.
 type ConcatConfig struct{}
 
+// EpochSamplesOf implements plan.JoinCounter: the inputs' counts summed.
+func (c *ConcatConfig) EpochSamplesOf(ins []int64) int64 { return sumCounts(ins, nil) }
+
+// sumCounts sums the counts of the inputs whose weight is not 0 (all,
+// for nil weights), or -1 where one is unknown.
+func sumCounts(ins []int64, weights []float64) int64 {
+	var sum int64
+	for i, n := range ins {
+		if len(weights) == len(ins) && weights[i] == 0 {
+			continue
+		}
+		if n < 0 {
+			return -1
+		}
+		sum += n
+	}
+	return sum
+}
+
 func init() {
 	register(&Type{
 		StageType: spec.StageType{Name: "concat", Role: spec.RoleJoin, Doc: "All samples of the first input, then of the next, each epoch.",

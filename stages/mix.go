@@ -17,6 +17,16 @@ type MixConfig struct {
 	StopOnEmpty bool      `yaml:"stop_on_empty" jsonschema_description:"End the epoch when any input runs out, rather than drawing from the rest."`
 }
 
+// EpochSamplesOf implements plan.JoinCounter: the counts of the inputs it
+// draws from summed, unknown with stop_on_empty, which ends where the
+// draws say.
+func (c *MixConfig) EpochSamplesOf(ins []int64) int64 {
+	if c.StopOnEmpty {
+		return -1
+	}
+	return sumCounts(ins, c.Weights)
+}
+
 func init() {
 	register(&Type{
 		StageType: spec.StageType{Name: "mix", Role: spec.RoleJoin, Doc: "Draws each sample from a randomly chosen input, by weight.",

@@ -570,3 +570,26 @@ func TestPadMustFitExactly(t *testing.T) {
 		}
 	}
 }
+
+// TestJoinCounts: what a join emits an epoch, from its inputs' counts (-1
+// unknown), for plan's estimates.
+func TestJoinCounts(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		c    interface{ EpochSamplesOf([]int64) int64 }
+		ins  []int64
+		want int64
+	}{
+		{"zip", &stages.ZipConfig{}, []int64{40, 25, 70}, 25},
+		{"zip, one unknown", &stages.ZipConfig{}, []int64{40, -1}, -1},
+		{"concat", &stages.ConcatConfig{}, []int64{40, 25}, 65},
+		{"concat, one unknown", &stages.ConcatConfig{}, []int64{-1, 25}, -1},
+		{"mix", &stages.MixConfig{}, []int64{40, 25}, 65},
+		{"mix, a weight of 0", &stages.MixConfig{Weights: []float64{1, 0}}, []int64{40, 25}, 40},
+		{"mix, stop_on_empty", &stages.MixConfig{StopOnEmpty: true}, []int64{40, 25}, -1},
+	} {
+		if got := tc.c.EpochSamplesOf(tc.ins); got != tc.want {
+			t.Errorf("%s of %v: %d, want %d", tc.name, tc.ins, got, tc.want)
+		}
+	}
+}

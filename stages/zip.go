@@ -13,6 +13,20 @@ import (
 // ZipConfig configures zip, which takes only inputs.
 type ZipConfig struct{}
 
+// EpochSamplesOf implements plan.JoinCounter: the shortest input's count.
+func (c *ZipConfig) EpochSamplesOf(ins []int64) int64 {
+	least := int64(-1)
+	for _, n := range ins {
+		if n < 0 {
+			return -1
+		}
+		if least < 0 || n < least {
+			least = n
+		}
+	}
+	return least
+}
+
 func init() {
 	register(&Type{
 		StageType: spec.StageType{Name: "zip", Role: spec.RoleJoin, Doc: "Merges the i-th sample of every input into one; ends with the shortest input. Field names must not clash.",
