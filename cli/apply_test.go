@@ -372,17 +372,7 @@ func TestApplySignals(t *testing.T) {
 			var stdout, stderr bytes.Buffer
 			cmd := exec.Command(binary, "apply", "--progress", "never", p)
 			cmd.Stdout, cmd.Stderr = &stdout, &stderr
-			if err := cmd.Start(); err != nil {
-				t.Fatal(err)
-			}
-			exited := make(chan error, 1)
-			go func() { exited <- cmd.Wait() }()
-			defer func() {
-				if cmd.ProcessState == nil {
-					cmd.Process.Kill()
-					<-exited
-				}
-			}()
+			exited := start(t, cmd).exited
 
 			// Wait until the sink has its temporary file, so the signal
 			// lands mid-write.
@@ -438,17 +428,7 @@ func TestApplyUnderNohup(t *testing.T) {
 	var stderr syncBuffer
 	cmd := exec.Command(nohup, binary, "apply", "--progress", "never", p)
 	cmd.Stdout, cmd.Stderr = &stderr, &stderr
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	exited := make(chan error, 1)
-	go func() { exited <- cmd.Wait() }()
-	defer func() {
-		if cmd.ProcessState == nil {
-			_ = cmd.Process.Kill()
-			<-exited
-		}
-	}()
+	exited := start(t, cmd).exited
 	for deadline := time.Now().Add(30 * time.Second); ; time.Sleep(10 * time.Millisecond) {
 		if tmps, _ := filepath.Glob(filepath.Join(dir, "out", ".slow.tfrecord.tmp-*")); len(tmps) > 0 {
 			break
@@ -496,6 +476,37 @@ func (b *syncBuffer) String() string {
 	return b.b.String()
 }
 
+// started is a piperun process a test signals, and the result of its
+// Wait once it ends.
+type started struct {
+	cmd    *exec.Cmd
+	exited chan error
+	done   chan struct{}
+}
+
+// start starts cmd, which is killed when the test ends if it still runs.
+func start(t *testing.T, cmd *exec.Cmd) *started {
+	t.Helper()
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	s := &started{cmd: cmd, exited: make(chan error, 1), done: make(chan struct{})}
+	go func() {
+		err := cmd.Wait()
+		s.exited <- err
+		close(s.done)
+	}()
+	t.Cleanup(func() {
+		select {
+		case <-s.done:
+		default:
+			_ = cmd.Process.Kill()
+			<-s.done
+		}
+	})
+	return s
+}
+
 // TestApplySecondSignalQuits: a stage stuck in a system call (here the
 // open of a named pipe nobody writes, as a hung mount would be) cannot see
 // the first signal; a second one ends the process at once. Both signals
@@ -520,17 +531,7 @@ stages:
 	var stderr syncBuffer
 	cmd := exec.Command(binary, "apply", "--progress", "never", p)
 	cmd.Stderr = &stderr
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	exited := make(chan error, 1)
-	go func() { exited <- cmd.Wait() }()
-	defer func() {
-		if cmd.ProcessState == nil {
-			_ = cmd.Process.Kill()
-			<-exited
-		}
-	}()
+	exited := start(t, cmd).exited
 	waitFor := func(what string) {
 		t.Helper()
 		for deadline := time.Now().Add(30 * time.Second); !strings.Contains(stderr.String(), what); time.Sleep(10 * time.Millisecond) {

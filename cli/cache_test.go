@@ -103,11 +103,7 @@ func TestCacheSurvivesInterrupt(t *testing.T) {
 			cmd := exec.Command(binary, "apply", "--progress", "never", spec)
 			var stderr bytes.Buffer
 			cmd.Stderr = &stderr
-			if err := cmd.Start(); err != nil {
-				t.Fatal(err)
-			}
-			exited := make(chan error, 1)
-			go func() { exited <- cmd.Wait() }()
+			exited := start(t, cmd).exited
 			deadline := time.Now().Add(60 * time.Second)
 			for committed(dir) < 3000 { // about half of the 6000-sample first epoch
 				select {

@@ -140,15 +140,18 @@ func TestNormalizeChannels(t *testing.T) {
 		// Channels known only at run time: checked then.
 		{`normalize(any, [0.5, 0.4], 0.2)`, ""},
 	} {
-		_, err := expression.Default().Compile(tc.src, in, sample.Any)
-		got := ""
-		if err != nil {
-			got = err.Error()
-		}
-		if got != tc.err {
+		if got := compileError(tc.src, in); got != tc.err {
 			t.Errorf("%s:\ngot  %q\nwant %q", tc.src, got, tc.err)
 		}
 	}
+}
+
+// compileError is the error compiling src for in gives, "" for none.
+func compileError(src string, in sample.Schema) string {
+	if _, err := expression.Default().Compile(src, in, sample.Any); err != nil {
+		return err.Error()
+	}
+	return ""
 }
 
 // TestUnknownNamesInArguments: a name that is neither a field nor a function
@@ -185,12 +188,7 @@ func TestOneHotConstantIndex(t *testing.T) {
 		{`one_hot(2, 3)`, ``},
 		{`one_hot(index, 3)`, ``},
 	} {
-		_, err := expression.Default().Compile(tc.src, in, sample.Any)
-		got := ""
-		if err != nil {
-			got = err.Error()
-		}
-		if got != tc.want {
+		if got := compileError(tc.src, in); got != tc.want {
 			t.Errorf("%s:\ngot  %q\nwant %q", tc.src, got, tc.want)
 		}
 	}
@@ -207,12 +205,7 @@ func TestNowIsRefused(t *testing.T) {
 		{`index > 1 ? now().Nanosecond() : 0`, refused + ` (line 1, column 13 of the expression)`},
 		{`date("2026-12-07").Unix()`, ``},
 	} {
-		_, err := expression.Default().Compile(tc.src, in, sample.Any)
-		got := ""
-		if err != nil {
-			got = err.Error()
-		}
-		if got != tc.want {
+		if got := compileError(tc.src, in); got != tc.want {
 			t.Errorf("%s:\ngot  %q\nwant %q", tc.src, got, tc.want)
 		}
 	}
@@ -275,12 +268,7 @@ func TestMapsAreNoValues(t *testing.T) {
 		{`sum(map([duration("1h"), duration("2m")], #.Seconds()))`, ``},
 		{`len([{"a": 1}])`, ``},
 	} {
-		_, err := expression.Default().Compile(tc.src, in, sample.Any)
-		got := ""
-		if err != nil {
-			got = err.Error()
-		}
-		if got != tc.want {
+		if got := compileError(tc.src, in); got != tc.want {
 			t.Errorf("%s: %q\nwant %q", tc.src, got, tc.want)
 		}
 	}

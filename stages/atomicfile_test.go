@@ -67,10 +67,7 @@ func TestStaleTemporariesAreRemoved(t *testing.T) {
 		t.Skip("process IDs as on Linux")
 	}
 	dir := t.TempDir()
-	// A process that has exited: its ID is free (until reused).
-	cmd := exec.Command("true")
-	mustOK(t, cmd.Run())
-	dead := cmd.Process.Pid
+	dead := deadPID(t)
 	// One that has exited and is not reaped yet: a zombie, as a writer
 	// killed with its parent (timeout -s KILL) is until init reaps it.
 	zcmd := exec.Command("true")
@@ -105,6 +102,14 @@ func TestStaleTemporariesAreRemoved(t *testing.T) {
 	}
 }
 
+// deadPID is the ID of a process that has exited: free, until reused.
+func deadPID(t *testing.T) int {
+	t.Helper()
+	cmd := exec.Command("true")
+	mustOK(t, cmd.Run())
+	return cmd.Process.Pid
+}
+
 // procState is the start of /proc/pid/stat, with the state after the name.
 func procState(pid int) string {
 	b, _ := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
@@ -120,9 +125,7 @@ func TestShardsListTheirFolderOnce(t *testing.T) {
 		t.Skip("process IDs as on Linux")
 	}
 	dir := t.TempDir()
-	cmd := exec.Command("true")
-	mustOK(t, cmd.Run())
-	dead := cmd.Process.Pid
+	dead := deadPID(t)
 	for i := range 3 {
 		name := fmt.Sprintf(".s-%05d-of-00003.tfrecord.tmp-%d-1", i, dead)
 		mustOK(t, os.WriteFile(filepath.Join(dir, name), []byte("partial"), 0o644))
