@@ -63,6 +63,15 @@ type Counter interface {
 	EpochSamples(in int64) int64
 }
 
+// ExactCounter is implemented by configs whose Counter gives a bound the
+// fit can use rather than what they emit (a batch counts its full
+// batches): EpochSamplesExact gives what they emit, for deciding whether a
+// take cuts an epoch (a review: a take of 2 batches of 149999 samples by
+// 50000 was taken for one of the whole epoch).
+type ExactCounter interface {
+	EpochSamplesExact(in int64) int64
+}
+
 // JoinCounter is implemented by join configs that know how many samples
 // they emit an epoch, given how many each input emits (-1 when unknown):
 // -1 where they cannot tell.
@@ -594,12 +603,13 @@ func (p *Plan) fit(advise bool) []FitProblem {
 // keep the count), and returns how many it reported. The run found out
 // only when the cache had filled its part of the budget (a new-user test).
 func (p *Plan) fitEpochs(add func(path string, warn bool, format string, args ...any)) int {
-	_, inCount := p.epochCounts()
+	_, inCount := p.epochCounts(false)
+	_, exactIn := p.epochCounts(true)
 	errs := 0
 	for _, n := range p.Nodes {
 		in := inCount(n.Stage)
 		h, ok := n.Stage.Config.(EpochHolder)
-		if !ok || h.EpochShare() < 1 || in <= 0 || p.takeBelow(n.Stage, inCount) {
+		if !ok || h.EpochShare() < 1 || in <= 0 || p.takeBelow(n.Stage, exactIn) {
 			continue
 		}
 		// Strings and bytes are known only at run time: their samples are
@@ -633,8 +643,9 @@ func (p *Plan) fitEpochs(add func(path string, warn bool, format string, args ..
 
 // epochCounts returns how many samples each stage emits an epoch (-1
 // where unknown), and a function giving the count that reaches a stage of
-// one input.
-func (p *Plan) epochCounts() (map[*spec.Stage]int64, func(*spec.Stage) int64) {
+// one input; exact counts what stages emit (ExactCounter) where the fit's
+// bounds would do otherwise.
+func (p *Plan) epochCounts(exact bool) (map[*spec.Stage]int64, func(*spec.Stage) int64) {
 	counts := map[*spec.Stage]int64{}
 	inCount := func(st *spec.Stage) int64 {
 		if len(st.Inputs) == 1 {
@@ -651,6 +662,9 @@ func (p *Plan) epochCounts() (map[*spec.Stage]int64, func(*spec.Stage) int64) {
 		// spec that runs over the line (found in review).
 		if c, ok := n.Stage.Config.(Counter); ok && len(n.Stage.Inputs) <= 1 && !n.Stage.Skip() {
 			counts[n.Stage] = c.EpochSamples(inCount(n.Stage))
+			if ec, ok := c.(ExactCounter); ok && exact {
+				counts[n.Stage] = ec.EpochSamplesExact(inCount(n.Stage))
+			}
 		}
 		// A join counts from all its inputs (a re-test: a take of a whole
 		// epoch below a zip was taken for one that cuts it).
@@ -679,7 +693,7 @@ func (p *Plan) EpochBytes(name string) (bytes int64, exact bool) {
 	if n == nil {
 		return -1, false
 	}
-	counts, _ := p.epochCounts()
+	counts, _ := p.epochCounts(false)
 	count := counts[n.Stage]
 	size, exact := n.SampleBytes, true
 	if size < 0 {
@@ -780,7 +794,7 @@ func (p *Plan) CacheDiagnostics() spec.Diagnostics {
 	if p.Spec == nil || p.Spec.Epochs > 1 {
 		return nil
 	}
-	counts, in := p.epochCounts()
+	counts, in := p.epochCounts(true)
 	epoch, advice := "the run's only epoch", "put the take above the cache, whose store then holds what the take passes"
 	if p.Spec.Epochs == 0 {
 		epoch = "the first of endless epochs"

@@ -47,6 +47,18 @@ func (c *BatchConfig) EpochSamples(in int64) int64 {
 	return in / int64(c.Size)
 }
 
+// EpochSamplesExact implements plan.ExactCounter: with the last smaller
+// batch, unless drop_remainder drops it.
+func (c *BatchConfig) EpochSamplesExact(in int64) int64 {
+	if in < 0 || c.Size < 1 {
+		return -1
+	}
+	if c.DropRemainder {
+		return in / int64(c.Size)
+	}
+	return (in + int64(c.Size) - 1) / int64(c.Size)
+}
+
 // BufferKey implements plan.BufferKeyer: a batch's buffer is its size.
 func (c *BatchConfig) BufferKey() string { return "size" }
 
