@@ -161,8 +161,10 @@ func Run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 }
 
 func newLogger(format, level string, w io.Writer) (*zap.Logger, error) {
-	var lvl zapcore.Level
-	if err := lvl.UnmarshalText([]byte(level)); err != nil {
+	// Only the levels the help names: zap also takes fatal, which hid
+	// warnings such as the seed to repeat a run (a review).
+	lvl, ok := map[string]zapcore.Level{"debug": zapcore.DebugLevel, "info": zapcore.InfoLevel, "warn": zapcore.WarnLevel, "error": zapcore.ErrorLevel}[level]
+	if !ok {
 		return nil, fmt.Errorf("--log-level must be debug, info, warn or error, got %q", level)
 	}
 	ec := zap.NewProductionEncoderConfig()

@@ -728,8 +728,10 @@ stages:
 // TestLogLevelSaysTheLevels: a bad --log-level lists the levels (a
 // re-test: "unrecognized level" named none).
 func TestLogLevelSaysTheLevels(t *testing.T) {
-	r := run(t, "--log-level", "loud", "version")
-	if want := "piperun: --log-level must be debug, info, warn or error, got \"loud\"\n"; r.code != 2 || r.stderr != want {
-		t.Errorf("%s\nwant exit 2 and %q", r, want)
+	for _, level := range []string{"loud", "fatal", "WARNING"} {
+		r := run(t, "--log-level", level, "version")
+		if want := "piperun: --log-level must be debug, info, warn or error, got \"" + level + "\"\n"; r.code != 2 || r.stderr != want {
+			t.Errorf("%s\nwant exit 2 and %q", r, want)
+		}
 	}
 }

@@ -2,6 +2,7 @@ package expression
 
 import (
 	"encoding/binary"
+	"errors"
 	"fmt"
 	"io"
 	"io/fs"
@@ -734,6 +735,12 @@ func readPooled(path string) (*pooledFile, error) {
 // review).
 func openWhole(path string) (*os.File, int64, error) {
 	f, err := os.OpenFile(path, os.O_RDONLY|syscall.O_NONBLOCK, 0)
+	if errors.Is(err, syscall.ENXIO) {
+		// What opening a socket says ("no such device or address").
+		if st, serr := os.Stat(path); serr == nil && st.Mode()&fs.ModeSocket != 0 {
+			return nil, 0, fmt.Errorf("read_file: %s is a socket, not a regular file: read_file reads files whole", path)
+		}
+	}
 	if err != nil {
 		return nil, 0, err
 	}

@@ -1,6 +1,7 @@
 package expression_test
 
 import (
+	"net"
 	"os"
 	"path/filepath"
 	"strings"
@@ -32,6 +33,12 @@ func TestReadFileRefusesWhatItCannotHold(t *testing.T) {
 	if err := os.WriteFile(small, make([]byte, 4096), 0o644); err != nil {
 		t.Fatal(err)
 	}
+	sock := filepath.Join(dir, "sock")
+	ln, err := net.Listen("unix", sock)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
 	defer expression.SetMaxValueBytes(4096)()
 	in := sample.Schema{Fields: []sample.Field{{Name: "path", Type: sample.TString}}}
 	for _, src := range []string{"read_file(path)", "decode_image(read_file(path), 3)"} {
@@ -43,6 +50,8 @@ func TestReadFileRefusesWhatItCannotHold(t *testing.T) {
 			{"/dev/zero", "read_file: /dev/zero is a device, not a regular file: read_file reads files whole, and this would never end or could block"},
 			{fifo, "read_file: " + fifo + " is a named pipe, not a regular file: read_file reads files whole, and this would never end or could block"},
 			{dir, "read_file: " + dir + " is a folder, not a file"},
+			// Its open says "no such device or address" (a review).
+			{sock, "read_file: " + sock + " is a socket, not a regular file: read_file reads files whole"},
 			// A file longer than its size says (/proc's say 0): the read
 			// stops past the bound, and says so (a review: it gave the
 			// bytes read as the file's size).

@@ -352,6 +352,17 @@ stages:
 `), spec.Options{Catalog: stages.Default()})
 	want := `mix.yaml:8:34: warning: stages[3].inputs: inputs "m1" and "m2" both read from stage "src", and mix draws them at random: one branch runs ahead of the other, by more the longer the epoch, and once that passes the queue between them (a few chunks of samples) the run stops. Give each input its own source, or use zip`
 	wantOnlyDiag(t, diags, want)
+	// One input named twice (a review: "inputs a and a both read from
+	// stage a").
+	_, diags = spec.Parse("twice.yaml", []byte(`version: 1
+name: mix-twice
+seed: 1
+stages:
+  - {name: a, type: range, count: 50000}
+  - {name: z, type: mix, inputs: [a, a]}
+  - {name: out, type: discard}
+`), spec.Options{Catalog: stages.Default()})
+	wantOnlyDiag(t, diags, `twice.yaml:6:34: warning: stages[1].inputs: inputs name "a" twice, and mix draws them at random: one runs ahead of the other, by more the longer the epoch, and once that passes the queue between them (a few chunks of samples) the run stops. To draw each sample twice, use a second source stage`)
 }
 
 // TestOneDiagnosticPerProblem: a config field the decoder reports, missing

@@ -447,7 +447,7 @@ func noMatch(p, specDir string) string {
 		case len(ents) == 0:
 			return msg + "; it is an empty folder"
 		case files == 0 && dirs > 0:
-			if m, _ := Glob(abs + "/**"); len(m) == 0 {
+			if !anyFile(unescapeGlob(abs)) {
 				return msg + "; it is a folder of folders, which hold no file"
 			}
 			return msg + fmt.Sprintf("; it is a folder of folders: match the files in them with %s, or at any depth with %s", path.Join(filepath.ToSlash(p), "*/*"), path.Join(filepath.ToSlash(p), "**"))
@@ -474,9 +474,16 @@ func noMatch(p, specDir string) string {
 		msg += fmt.Sprintf("; %d %s, none a regular file", len(raw), oneOrMany(len(raw), "name matches", "names match"))
 		if len(dirs) > 0 {
 			msg += fmt.Sprintf("; %d %s (such as %s)", len(dirs), oneOrMany(len(dirs), "is a folder", "are folders"), dirs[0])
-			if m, _ := Glob(abs + "/*"); len(m) > 0 {
+			deep := false
+			for _, d := range dirs {
+				deep = deep || anyFile(d)
+			}
+			switch m, _ := Glob(abs + "/*"); {
+			case len(m) > 0:
 				msg += fmt.Sprintf(": match the files in them with %s", path.Join(filepath.ToSlash(p), "*"))
-			} else {
+			case deep:
+				msg += fmt.Sprintf(", with files only deeper down: match them with %s", path.Join(filepath.ToSlash(p), "**"))
+			default:
 				msg += oneOrMany(len(dirs), ", which holds no file", ", which hold no file")
 			}
 		}
@@ -537,6 +544,20 @@ func noMatch(p, specDir string) string {
 	return msg
 }
 
+// anyFile reports whether a regular file lies anywhere below dir, stopping
+// at the first: a hint need not walk an ImageNet tree (a review).
+func anyFile(dir string) bool {
+	found := false
+	_ = filepath.WalkDir(dir, func(p string, d fs.DirEntry, err error) error {
+		if err == nil && d.Type().IsRegular() {
+			found = true
+			return filepath.SkipAll
+		}
+		return nil
+	})
+	return found
+}
+
 // oneOrMany is one or many by n.
 func oneOrMany(n int, one, many string) string {
 	if n == 1 {
@@ -571,12 +592,21 @@ func literalHint(p, abs string) string {
 			}
 		}
 		if st, err := os.Stat(lit); err == nil && st.IsDir() && i == len(segs)-1 {
-			fixed = append(fixed, "*") // a folder's files
+			// A folder's files, those in it or, where it holds none
+			// directly, those deeper down (a review).
+			switch m, _ := Glob(filepath.Join(lit, "*")); {
+			case len(m) > 0:
+				fixed = append(fixed, "*")
+			case anyFile(lit):
+				fixed = append(fixed, "**")
+			default:
+				return fmt.Sprintf("; %s exists, but it is a folder that holds no file (and *, ? and [ are wildcards: a backslash escapes them)", lit)
+			}
 		}
 		hint := fmt.Sprintf("; %s exists, but *, ? and [ are wildcards: escape them with a backslash to match them as they stand (%s", lit, strings.Join(fixed, "/"))
 		// Said where it would still match nothing, not to send the user
 		// to another pattern that fails in silence (a re-test).
-		if m, _ := Glob(strings.Join(append(absSegs[:off:off], fixed...), "/")); len(m) == 0 {
+		if m, _ := Glob(path.Join(append([]string{spec.EscapeGlob(filepath.ToSlash(lit))}, fixed[i+1:]...)...)); len(m) == 0 {
 			hint += ", which matches no file either: check the rest of the pattern"
 		}
 		return hint + ")"
@@ -990,6 +1020,16 @@ func checkGlob(p string) error {
 	// (a re-test).
 	if q := filepath.ToSlash(p); len(q) > 1 && strings.HasSuffix(q, "/") {
 		return fmt.Errorf("pattern %q ends with /, which matches folders, not files: match the files in them with %s*", p, q)
+	}
+	// Resolving the pattern cleans "d/*/." to "d/*" and "d/*/../x" to
+	// "d/x", through the wildcard, which a shell reads otherwise (a
+	// review).
+	wild := false
+	for _, seg := range strings.Split(filepath.ToSlash(p), "/") {
+		if (seg == "." || seg == "..") && wild {
+			return fmt.Errorf("pattern %q has %s after a wildcard, which would be read as if the folder before it were named: write the folders without wildcards before . and ..", p, seg)
+		}
+		wild = wild || hasMeta(seg)
 	}
 	for _, seg := range strings.Split(filepath.ToSlash(p), "/") {
 		if seg == "**" {

@@ -77,7 +77,12 @@ func (c *MixConfig) Check(cc *spec.CheckContext) sample.Schema {
 	// by a random walk's reach; past the queue between them the shared
 	// stage waits for the branch behind, which waits for it (a re-test:
 	// 2 runs of 3 stalled at 50000 samples, and validate said nothing).
-	if a, b, common := sharedStage(cc.Stage.Inputs); common != nil {
+	switch a, b, common := sharedStage(cc.Stage.Inputs); {
+	case common == nil:
+	case a == b:
+		cc.Warnf("inputs", "inputs name %q twice, and mix draws them at random: one runs ahead of the other, by more the longer the epoch, and once that passes the queue between them (a few chunks of samples) the run stops. To draw each sample twice, use a second source stage",
+			a.Name)
+	default:
 		cc.Warnf("inputs", "inputs %q and %q both read from stage %q, and mix draws them at random: one branch runs ahead of the other, by more the longer the epoch, and once that passes the queue between them (a few chunks of samples) the run stops. Give each input its own source, or use zip",
 			a.Name, b.Name, common.Name)
 	}

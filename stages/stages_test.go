@@ -484,17 +484,28 @@ func TestFilesSaysWhyNothingMatched(t *testing.T) {
 // pattern that is itself wildcards is not taken for a folder (a review).
 func TestNoMatchInAFolderWithWildcards(t *testing.T) {
 	dir := filepath.Join(t.TempDir(), "case[1]")
-	for _, d := range []string{"flat", "[abc]", "empty/x.jpg"} {
+	for _, d := range []string{"flat", "[abc]", "empty/x.jpg", "[deep]/sub", "deep/x.jpg/sub"} {
 		if err := os.MkdirAll(filepath.Join(dir, d), 0o755); err != nil {
 			t.Fatal(err)
 		}
 	}
-	if err := os.WriteFile(filepath.Join(dir, "flat", "a.JPEG"), nil, 0o644); err != nil {
-		t.Fatal(err)
+	for _, f := range []string{"flat/a.JPEG", "[deep]/sub/1.jpg", "deep/x.jpg/sub/1.jpg"} {
+		if err := os.WriteFile(filepath.Join(dir, f), nil, 0o644); err != nil {
+			t.Fatal(err)
+		}
 	}
 	for _, tc := range []struct{ pattern, want string }{
 		{"flat/*.jpeg", `stages[0].pattern: pattern "flat/*.jpeg" matches no file (resolved to ` + filepath.Join(dir, "flat/*.jpeg") + `); 1 matches it but for case, such as ` + filepath.Join(dir, "flat/a.JPEG")},
-		{"[abc]", `stages[0].pattern: pattern "[abc]" matches no file (resolved to ` + filepath.Join(dir, "[abc]") + `); ` + filepath.Join(dir, "[abc]") + ` exists, but *, ? and [ are wildcards: escape them with a backslash to match them as they stand (\[abc]/*, which matches no file either: check the rest of the pattern)`},
+		{"[abc]", `stages[0].pattern: pattern "[abc]" matches no file (resolved to ` + filepath.Join(dir, "[abc]") + `); ` + filepath.Join(dir, "[abc]") + ` exists, but it is a folder that holds no file (and *, ? and [ are wildcards: a backslash escapes them)`},
+		// Files only deeper down: ** (a review).
+		{"[deep]", `stages[0].pattern: pattern "[deep]" matches no file (resolved to ` + filepath.Join(dir, "[deep]") + `); ` + filepath.Join(dir, "[deep]") + ` exists, but *, ? and [ are wildcards: escape them with a backslash to match them as they stand (\[deep]/**)`},
+		{"deep/*.jpg", `stages[0].pattern: pattern "deep/*.jpg" matches no file (resolved to ` + filepath.Join(dir, "deep/*.jpg") + `); 1 name matches, none a regular file; 1 is a folder (such as ` + filepath.Join(dir, "deep/x.jpg") + `), with files only deeper down: match them with deep/*.jpg/**`},
+		// . and .. after a wildcard would be cleaned through it (a review).
+		{"flat/*/.", `stages[0].pattern: pattern "flat/*/." has . after a wildcard, which would be read as if the folder before it were named: write the folders without wildcards before . and ..`},
+		{"flat/*/../a.JPEG", `stages[0].pattern: pattern "flat/*/../a.JPEG" has .. after a wildcard, which would be read as if the folder before it were named: write the folders without wildcards before . and ..`},
+		// The escaped pattern it suggests matches (its check went one
+		// folder too high past the leading ..).
+		{"../case[1]/flat/*.JPEG", `stages[0].pattern: pattern "../case[1]/flat/*.JPEG" matches no file (resolved to ` + filepath.Join(dir, "../case[1]/flat/*.JPEG") + `); ` + dir + ` exists, but *, ? and [ are wildcards: escape them with a backslash to match them as they stand (../case\[1]/flat/*.JPEG)`},
 		// Hints that would lead to another pattern matching nothing say
 		// so (a re-test).
 		{"empty/*.jpg", `stages[0].pattern: pattern "empty/*.jpg" matches no file (resolved to ` + filepath.Join(dir, "empty/*.jpg") + `); 1 name matches, none a regular file; 1 is a folder (such as ` + filepath.Join(dir, "empty/x.jpg") + `), which holds no file`},
