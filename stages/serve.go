@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"io/fs"
 	"net"
 	"os"
 	"path/filepath"
@@ -152,6 +153,9 @@ type serveSink struct {
 	listen  string
 	network string
 	addr    string
+	// sock is the socket file this sink made at addr (unix), which it
+	// removes at the end only if it is still there.
+	sock    os.FileInfo
 	ln      net.Listener
 	conn    net.Conn
 	hello   []byte
@@ -227,7 +231,7 @@ func newServeSink(env *Env, c *ServeConfig) (*serveSink, error) {
 			return nil, fmt.Errorf("listen on %s: %w", c.Listen, err)
 		}
 	}
-	ln, err := listen(network, addr)
+	ln, sock, err := listen(network, addr)
 	if err != nil {
 		return nil, fmt.Errorf("listen on %s: %w", c.Listen, err)
 	}
@@ -245,7 +249,7 @@ func newServeSink(env *Env, c *ServeConfig) (*serveSink, error) {
 	if network == "unix" {
 		listen = network + "://" + addr // not the name it was bound under
 	}
-	return &serveSink{log: env.Log, listen: listen, network: network, addr: addr, ln: ln, hello: hello, window: c.window(env.Memory), delivered: -1}, nil
+	return &serveSink{log: env.Log, listen: listen, network: network, addr: addr, sock: sock, ln: ln, hello: hello, window: c.window(env.Memory), delivered: -1}, nil
 }
 
 // connect waits for a trainer unless one is connected, and greets it.
@@ -811,34 +815,55 @@ func (s *serveSink) shut() {
 	}
 	s.pending = nil
 	s.ln.Close()
-	if s.network == "unix" {
+	// Only its own: a run that lost the race for the path removed the
+	// winner's socket, and the winner served no one (a test of concurrent
+	// runs).
+	if st, err := os.Lstat(s.addr); s.network == "unix" && err == nil && s.sock != nil && os.SameFile(st, s.sock) {
 		os.Remove(s.addr)
 	}
 }
 
-// listen listens on addr. A unix socket is bound and listening under a
-// temporary name first, then renamed into place, so that a trainer that
-// waits for the file to appear never finds it before the sink listens
-// (between bind and listen a connect is refused).
-func listen(network, addr string) (net.Listener, error) {
+// listen listens on addr, and gives a unix socket's file. A unix socket is
+// bound and listening under a temporary name first, then linked into
+// place, so that a trainer that waits for the file to appear never finds
+// it before the sink listens (between bind and listen a connect is
+// refused). A link, not a rename: two runs that both found the path free
+// each renamed their socket onto it, one silently replacing the other's,
+// whose run then waited for a trainer that could never reach it (a test
+// of concurrent runs); a link fails where a file is.
+func listen(network, addr string) (net.Listener, os.FileInfo, error) {
 	if network != "unix" {
-		return net.Listen(network, addr)
+		ln, err := net.Listen(network, addr)
+		return ln, nil, err
 	}
 	tmp := filepath.Join(filepath.Dir(addr), fmt.Sprintf(".%s.tmp-%d", filepath.Base(addr), os.Getpid()))
 	if len(tmp) > maxUnixPath { // the temporary name is longer: bind in place
-		return net.Listen(network, addr)
+		ln, err := net.Listen(network, addr)
+		if err != nil {
+			return nil, nil, err
+		}
+		ln.(*net.UnixListener).SetUnlinkOnClose(false) // shut removes its own
+		st, err := os.Lstat(addr)
+		return ln, st, err
 	}
 	os.Remove(tmp)
 	ln, err := net.Listen(network, tmp)
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
-	// The file moves; the sink removes it by its final name (shut).
+	// The file gets another name; the sink removes it by that one (shut).
 	ln.(*net.UnixListener).SetUnlinkOnClose(false)
-	if err := os.Rename(tmp, addr); err != nil {
-		ln.Close()
-		os.Remove(tmp)
-		return nil, err
+	st, err := os.Lstat(tmp)
+	if err == nil {
+		err = os.Link(tmp, addr)
+		if errors.Is(err, fs.ErrExist) {
+			err = fmt.Errorf("another process serves at %s", addr)
+		}
 	}
-	return ln, nil
+	os.Remove(tmp)
+	if err != nil {
+		ln.Close()
+		return nil, nil, err
+	}
+	return ln, st, nil
 }

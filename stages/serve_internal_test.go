@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"net"
+	"os"
 	"path/filepath"
 	"slices"
 	"testing"
@@ -440,5 +441,41 @@ func TestServeNextTrainerStartsAtTheNextEpoch(t *testing.T) {
 	}
 	if got, want := <-second, []string{"10", "11", "end of epoch"}; !slices.Equal(got, want) {
 		t.Errorf("the second trainer read %q, want %q", got, want)
+	}
+}
+
+// TestListenRefusesATakenSocketPath: of two sinks listening on one unix
+// socket path, the second is refused, however close together they start,
+// and one that stops removes the path only if its own socket is there.
+// Both renamed their socket onto the path, one replacing the other's,
+// whose run then waited for a trainer that could not reach it, and removed
+// the winner's socket when stopped (a test of concurrent runs).
+func TestListenRefusesATakenSocketPath(t *testing.T) {
+	addr := filepath.Join(t.TempDir(), "s.sock")
+	lnA, sockA, err := listen("unix", addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, _, err := listen("unix", addr); err == nil || err.Error() != "another process serves at "+addr {
+		t.Errorf("second listen: %v, want it refused", err)
+	}
+	// A sink whose socket was replaced leaves the path alone.
+	loser := &serveSink{network: "unix", addr: addr, ln: lnA, sock: sockA}
+	if err := os.Remove(addr); err != nil {
+		t.Fatal(err)
+	}
+	lnB, _, err := listen("unix", addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer lnB.Close()
+	loser.shut()
+	if _, err := os.Lstat(addr); err != nil {
+		t.Errorf("the other sink's socket was removed: %v", err)
+	}
+	if c, err := net.Dial("unix", addr); err != nil {
+		t.Errorf("the other sink's socket does not answer: %v", err)
+	} else {
+		c.Close()
 	}
 }
