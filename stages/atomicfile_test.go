@@ -151,3 +151,49 @@ func TestShardsListTheirFolderOnce(t *testing.T) {
 		t.Errorf("the folder was listed %d times for 3 shards, want once", lists)
 	}
 }
+
+// TestShardsOfAnotherWriterAreRefused: a set of shards another live
+// process is writing is refused when the sink is made, and at its commit
+// where the other began after it: two runs committing together left a set
+// mixed from both, both exiting 0 (a test of concurrent runs).
+func TestShardsOfAnotherWriterAreRefused(t *testing.T) {
+	if runtime.GOOS != "linux" {
+		t.Skip("process IDs as on Linux")
+	}
+	dir := t.TempDir()
+	live := os.Getppid() // the test binary's parent: alive
+	sp, diags := spec.Parse(filepath.Join(dir, "s.yaml"), []byte("version: 1\nname: s\nstages:\n  - {name: r, type: range, count: 3}\n  - {name: w, type: write_tfrecord, path: 's-{shard}.tfrecord', shards: 3}\n"), spec.Options{Catalog: Default()})
+	if diags.HasErrors() {
+		t.Fatal(diags)
+	}
+	build := func() (*tfrecordSink, error) {
+		sink, err := buildWriteTFRecord(&Env{Spec: sp, Stage: sp.Stages[1]}, sp.Stages[1].Config)
+		if err != nil {
+			return nil, err
+		}
+		return sink.(*tfrecordSink), nil
+	}
+	other := filepath.Join(dir, fmt.Sprintf(".s-00001.tfrecord.tmp-%d-7", live))
+	want := fmt.Sprintf("another process (pid %d) is writing %s: committing beside it would leave a set of shards mixed from both runs; run one at a time, or write elsewhere", live, filepath.Join(dir, "s-00001.tfrecord"))
+
+	mustOK(t, os.WriteFile(other, nil, 0o644))
+	if _, err := build(); err == nil || err.Error() != want {
+		t.Errorf("made beside another writer: %v\nwant %s", err, want)
+	}
+	mustOK(t, os.Remove(other))
+
+	sink, err := build()
+	mustOK(t, err)
+	mustOK(t, os.WriteFile(other, nil, 0o644)) // another run begins
+	if err := sink.Prepare(); err == nil || err.Error() != want {
+		t.Errorf("committed beside another writer: %v\nwant %s", err, want)
+	}
+	mustOK(t, sink.Abort())
+	if _, err := os.Stat(filepath.Join(dir, "s-00000.tfrecord")); !os.IsNotExist(err) {
+		t.Errorf("a shard was committed: %v", err)
+	}
+	mustOK(t, os.Remove(other))
+	sink, err = build()
+	mustOK(t, err)
+	mustOK(t, sink.Commit())
+}

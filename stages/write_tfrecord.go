@@ -118,6 +118,7 @@ type tfrecordSink struct {
 	env     *Env
 	bools   map[string]bool
 	files   []*atomicFile
+	paths   []string // the shards' paths, as the spec names them
 	writers []*tfrecord.Writer
 	n       int64
 	// kinds is the list kind each feature was first written as, and where,
@@ -143,7 +144,15 @@ func buildWriteTFRecord(env *Env, cfg any) (any, error) {
 	s := &tfrecordSink{env: env, bools: c.bools, kinds: map[string]firstKind{}, warned: map[string]bool{}}
 	sweep := tempSweeper{}
 	for i := 0; i < c.Shards; i++ {
-		f, err := createAtomicSwept(env.Resolve(ShardPath(c.Path, i, c.Shards)), sweep)
+		s.paths = append(s.paths, env.Resolve(ShardPath(c.Path, i, c.Shards)))
+	}
+	// Before the run's work, where another writer is known already; and
+	// again before the commit (Prepare), for one that began beside it.
+	if err := s.alone(sweep); err != nil {
+		return nil, err
+	}
+	for _, p := range s.paths {
+		f, err := createAtomicSwept(p, sweep)
 		if err != nil {
 			s.Abort()
 			return nil, err
@@ -152,6 +161,26 @@ func buildWriteTFRecord(env *Env, cfg any) (any, error) {
 		s.writers = append(s.writers, tfrecord.NewWriter(f, comp))
 	}
 	return s, nil
+}
+
+// alone refuses to write shards another live process is writing: a set of
+// several files is renamed into place one by one, and two runs committing
+// together left a set mixed from both. One file is replaced whole, the
+// last run's, as a shell's > replaces it.
+func (s *tfrecordSink) alone(sweep tempSweeper) error {
+	if len(s.paths) < 2 {
+		return nil
+	}
+	finals := make([]string, len(s.paths))
+	for i, p := range s.paths {
+		if finals[i], _ = outputPath(p); finals[i] == "" {
+			finals[i] = p // what stands there is said when it is made
+		}
+	}
+	if pid, p := sweep.otherWriter(finals); pid != 0 {
+		return fmt.Errorf("another process (pid %d) is writing %s: committing beside it would leave a set of shards mixed from both runs; run one at a time, or write elsewhere", pid, p)
+	}
+	return nil
 }
 
 func (s *tfrecordSink) Write(_ context.Context, smp *sample.Sample) error {
@@ -270,6 +299,9 @@ func dtypeOf(k example.Kind) string {
 // Prepare implements Preparer: every shard is written whole before any
 // is renamed into place.
 func (s *tfrecordSink) Prepare() error {
+	if err := s.alone(tempSweeper{}); err != nil {
+		return err
+	}
 	for i, w := range s.writers {
 		if w == nil {
 			continue
