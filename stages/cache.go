@@ -210,8 +210,10 @@ func buildCache(env *Env, cfg any) (any, error) {
 	if ms, err := cache.List(dir); err == nil {
 		for _, m := range ms {
 			if m.Fingerprint != fp && m.Pipeline == env.Spec.Name && m.Stage == env.Stage.Name {
-				env.Log.Info("upstream changed: not using the older cache", zap.String("old", m.Fingerprint), zap.String("new", fp),
-					zap.Int64("old_samples", m.Samples), zap.Bool("old_complete", m.Complete))
+				// Not "older": with ranks sharing a folder, the others' current
+				// caches are listed too (a test of concurrent runs).
+				env.Log.Info("not using another cache of this stage (another upstream, seed or rank)", zap.String("other", m.Fingerprint), zap.String("this", fp),
+					zap.Int64("other_samples", m.Samples), zap.Bool("other_complete", m.Complete))
 			}
 		}
 	}

@@ -233,6 +233,15 @@ func newServeSink(env *Env, c *ServeConfig) (*serveSink, error) {
 	}
 	ln, sock, err := listen(network, addr)
 	if err != nil {
+		// Not the address twice ("listen on tcp://h:p: listen tcp h:p:"),
+		// and what a port in use means (a test of concurrent runs).
+		var op *net.OpError
+		if errors.As(err, &op) {
+			err = op.Err
+		}
+		if errors.Is(err, syscall.EADDRINUSE) {
+			return nil, fmt.Errorf("listen on %s: %w (another process listens there)", c.Listen, err)
+		}
 		return nil, fmt.Errorf("listen on %s: %w", c.Listen, err)
 	}
 	hello, err := serve.EncodeJSON(serve.KindHello, serve.Hello{Protocol: serve.Protocol, Pipeline: env.Spec.Name, Stage: env.Stage.Name, Seed: env.Seed, Epochs: env.Spec.Epochs})

@@ -479,3 +479,20 @@ func TestListenRefusesATakenSocketPath(t *testing.T) {
 		c.Close()
 	}
 }
+
+// TestServeOnAPortInUse: a port another process listens on is said so,
+// with the address once (it read "listen on tcp://h:p: listen tcp h:p:
+// bind: ..."; a test of concurrent runs).
+func TestServeOnAPortInUse(t *testing.T) {
+	held, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer held.Close()
+	env := &Env{Spec: &spec.Spec{Name: "t", Epochs: 1}, Stage: &spec.Stage{Name: "out"}, Log: zap.NewNop()}
+	listen := "tcp://" + held.Addr().String()
+	_, err = newServeSink(env, &ServeConfig{Listen: listen})
+	if want := "listen on " + listen + ": bind: address already in use (another process listens there)"; err == nil || err.Error() != want {
+		t.Errorf("%v\nwant %s", err, want)
+	}
+}
