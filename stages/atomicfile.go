@@ -25,6 +25,17 @@ type atomicFile struct {
 	// made are the directories created for it, deepest first: an abort
 	// removes those left empty, so a failed run leaves no trace.
 	made []string
+	// lock holds the temporary file's flock until it is renamed or
+	// removed (lockTemp).
+	lock *os.File
+}
+
+// unlock drops the temporary file's flock.
+func (a *atomicFile) unlock() {
+	if a.lock != nil {
+		a.lock.Close()
+		a.lock = nil
+	}
 }
 
 func createAtomic(path string) (*atomicFile, error) {
@@ -69,7 +80,7 @@ func createAtomicSwept(path string, sweep tempSweeper) (*atomicFile, error) {
 		removeEmpty(made)
 		return nil, fmt.Errorf("create output: %w", err)
 	}
-	return &atomicFile{final: path, tmp: f, w: bufio.NewWriterSize(f, 1<<20), made: made}, nil
+	return &atomicFile{final: path, tmp: f, w: bufio.NewWriterSize(f, 1<<20), made: made, lock: lockTemp(f.Name())}, nil
 }
 
 // madeDirs are the output directories this process made, by path.
@@ -119,8 +130,9 @@ func (sw tempSweeper) removeStale(path string) {
 		sw[dir] = ents
 	}
 	for _, e := range ents {
-		if pid := writerOf(e, prefix); pid > 0 && pid != os.Getpid() && !processAlive(pid) {
-			os.Remove(filepath.Join(filepath.Dir(path), e.Name()))
+		full := filepath.Join(dir, e.Name())
+		if pid := writerOf(e, prefix); pid > 0 && pid != os.Getpid() && !tempHeld(full, pid) {
+			os.Remove(full)
 		}
 	}
 }
@@ -140,12 +152,12 @@ func writerOf(e os.DirEntry, prefix string) int {
 	return pid
 }
 
-// otherWriter returns another live process writing one of paths (its
-// temporary file beside it) and that path, or 0: two runs writing one set
-// of shards at once each renamed its files into place, and the set held
-// some of each, samples duplicated and lost, both runs exiting 0 (a test
-// of concurrent runs, 2 pairs of 25). sw's listings are taken fresh.
-func (sw tempSweeper) otherWriter(paths []string) (int, string) {
+// otherWriter returns another live process writing one of paths and its
+// temporary file there, or 0: two runs writing one set of shards at once
+// each renamed its files into place, and the set held some of each,
+// samples duplicated and lost, both runs exiting 0 (a test of concurrent
+// runs, 2 pairs of 25). sw's listings are taken fresh.
+func (sw tempSweeper) otherWriter(paths []string) (pid int, path, tmp string) {
 	for _, p := range paths {
 		dir := filepath.Dir(p)
 		ents, ok := sw[dir]
@@ -155,12 +167,13 @@ func (sw tempSweeper) otherWriter(paths []string) (int, string) {
 		}
 		prefix := "." + filepath.Base(p) + ".tmp-"
 		for _, e := range ents {
-			if pid := writerOf(e, prefix); pid > 0 && pid != os.Getpid() && processAlive(pid) {
-				return pid, p
+			full := filepath.Join(dir, e.Name())
+			if pid := writerOf(e, prefix); pid > 0 && pid != os.Getpid() && tempHeld(full, pid) {
+				return pid, p, full
 			}
 		}
 	}
-	return 0, ""
+	return 0, "", ""
 }
 
 // prepare does all that commit can fail at but the rename: it flushes,
@@ -202,6 +215,7 @@ func (a *atomicFile) commit() error {
 	if err != nil {
 		os.Remove(a.tmp.Name())
 	}
+	a.unlock()
 	a.tmp = nil
 	if a.committed = err == nil; a.committed {
 		forget(a.made)
@@ -287,6 +301,7 @@ func (a *atomicFile) abort() error {
 		err = errors.Join(err, os.Remove(a.tmp.Name()))
 		a.tmp = nil
 	}
+	a.unlock()
 	removeEmpty(a.made)
 	a.made = nil
 	return err

@@ -84,13 +84,21 @@ func TestStaleTemporariesAreRemoved(t *testing.T) {
 		fmt.Sprintf(".out.jsonl.tmp-%d-123", dead):         false,
 		fmt.Sprintf(".out.jsonl.tmp-%d-124", zombie):       false,
 		".out.jsonl.tmp-3926397686":                        false, // the old naming
-		fmt.Sprintf(".out.jsonl.tmp-%d-456", os.Getppid()): true,  // alive
+		fmt.Sprintf(".out.jsonl.tmp-%d-456", os.Getppid()): true,  // alive, its flock held
 		fmt.Sprintf(".other.jsonl.tmp-%d-789", dead):       true,  // another output
 		"out.jsonl.tmp-1-2":                                true,  // not ours
+		// A live process's ID, reused: no flock, so a dead writer's (a
+		// review: pid 1 kept it, and refused every later run).
+		".out.jsonl.tmp-1-3": false,
 	}
 	for name := range files {
 		mustOK(t, os.WriteFile(filepath.Join(dir, name), []byte("partial"), 0o644))
 	}
+	held := lockTemp(filepath.Join(dir, fmt.Sprintf(".out.jsonl.tmp-%d-456", os.Getppid())))
+	if held == nil {
+		t.Fatal("no flock")
+	}
+	defer held.Close()
 	f, err := createAtomic(filepath.Join(dir, "out.jsonl"))
 	mustOK(t, err)
 	mustOK(t, f.commit())
@@ -174,17 +182,27 @@ func TestShardsOfAnotherWriterAreRefused(t *testing.T) {
 		return sink.(*tfrecordSink), nil
 	}
 	other := filepath.Join(dir, fmt.Sprintf(".s-00001.tfrecord.tmp-%d-7", live))
-	want := fmt.Sprintf("another process (pid %d) is writing %s: committing beside it would leave a set of shards mixed from both runs; run one at a time, or write elsewhere", live, filepath.Join(dir, "s-00001.tfrecord"))
+	want := fmt.Sprintf("another process (pid %d) is writing %s (its temporary file %s): committing beside it would leave a set of shards mixed from both runs; run one at a time, or write elsewhere", live, filepath.Join(dir, "s-00001.tfrecord"), other)
+	// write makes the other writer's temporary file, holding its flock.
+	write := func() *os.File {
+		mustOK(t, os.WriteFile(other, nil, 0o644))
+		f := lockTemp(other)
+		if f == nil {
+			t.Fatal("no flock")
+		}
+		return f
+	}
 
-	mustOK(t, os.WriteFile(other, nil, 0o644))
+	held := write()
 	if _, err := build(); err == nil || err.Error() != want {
 		t.Errorf("made beside another writer: %v\nwant %s", err, want)
 	}
+	held.Close()
 	mustOK(t, os.Remove(other))
 
 	sink, err := build()
 	mustOK(t, err)
-	mustOK(t, os.WriteFile(other, nil, 0o644)) // another run begins
+	held = write() // another run begins
 	if err := sink.Prepare(); err == nil || err.Error() != want {
 		t.Errorf("committed beside another writer: %v\nwant %s", err, want)
 	}
@@ -192,8 +210,26 @@ func TestShardsOfAnotherWriterAreRefused(t *testing.T) {
 	if _, err := os.Stat(filepath.Join(dir, "s-00000.tfrecord")); !os.IsNotExist(err) {
 		t.Errorf("a shard was committed: %v", err)
 	}
+	held.Close()
 	mustOK(t, os.Remove(other))
+
+	// Prepared, it commits whatever begins after (refusing then would
+	// leave other sinks' outputs committed and not this one's; a review).
+	sink, err = build()
+	mustOK(t, err)
+	mustOK(t, sink.Prepare())
+	held = write()
+	mustOK(t, sink.Commit())
+	held.Close()
+	mustOK(t, os.Remove(other))
+
+	// One whose writer is dead, its ID reused by a live process, is no
+	// writer: it is removed (a review: pid 1 refused every run).
+	mustOK(t, os.WriteFile(other, nil, 0o644))
 	sink, err = build()
 	mustOK(t, err)
 	mustOK(t, sink.Commit())
+	if _, err := os.Stat(other); !os.IsNotExist(err) {
+		t.Errorf("a dead writer's temporary file stayed: %v", err)
+	}
 }

@@ -154,8 +154,10 @@ type serveSink struct {
 	network string
 	addr    string
 	// sock is the socket file this sink made at addr (unix), which it
-	// removes at the end only if it is still there.
+	// removes at the end only if it is still there; lock is held while it
+	// serves there (lockSocket).
 	sock    os.FileInfo
+	lock    *os.File
 	ln      net.Listener
 	conn    net.Conn
 	hello   []byte
@@ -222,17 +224,33 @@ func newServeSink(env *Env, c *ServeConfig) (*serveSink, error) {
 	if err != nil {
 		return nil, err
 	}
+	var lock *os.File
 	if network == "unix" {
-		if err := staleSocket(addr); err != nil {
+		if err := os.MkdirAll(filepath.Dir(addr), 0o755); err != nil {
+			return nil, fmt.Errorf("listen on %s: %w", c.Listen, err)
+		}
+		if lock, err = lockSocket(addr); err != nil {
+			return nil, err
+		}
+		if err := staleSocket(addr); err != nil { // one of a run without the lock
+			lock.Close()
 			return nil, err
 		}
 		os.Remove(addr) // a dead socket from a run that crashed
-		if err := os.MkdirAll(filepath.Dir(addr), 0o755); err != nil {
-			return nil, fmt.Errorf("listen on %s: %w", c.Listen, err)
+		// And the temporary name a run killed between its listen and its
+		// link left: under the lock, no other run is between the two (a
+		// review: they stayed for good).
+		if old, err := filepath.Glob(spec.EscapeGlob(filepath.Join(filepath.Dir(addr), "."+filepath.Base(addr)+".tmp-")) + "*"); err == nil {
+			for _, o := range old {
+				os.Remove(o)
+			}
 		}
 	}
 	ln, sock, err := listen(network, addr)
 	if err != nil {
+		if lock != nil {
+			lock.Close()
+		}
 		// Not the address twice ("listen on tcp://h:p: listen tcp h:p:"),
 		// and what a port in use means (a test of concurrent runs).
 		var op *net.OpError
@@ -249,6 +267,7 @@ func newServeSink(env *Env, c *ServeConfig) (*serveSink, error) {
 		ln.Close()
 		if network == "unix" {
 			os.Remove(addr)
+			lock.Close()
 		}
 		return nil, err
 	}
@@ -258,7 +277,7 @@ func newServeSink(env *Env, c *ServeConfig) (*serveSink, error) {
 	if network == "unix" {
 		listen = network + "://" + addr // not the name it was bound under
 	}
-	return &serveSink{log: env.Log, listen: listen, network: network, addr: addr, sock: sock, ln: ln, hello: hello, window: c.window(env.Memory), delivered: -1}, nil
+	return &serveSink{log: env.Log, listen: listen, network: network, addr: addr, sock: sock, lock: lock, ln: ln, hello: hello, window: c.window(env.Memory), delivered: -1}, nil
 }
 
 // connect waits for a trainer unless one is connected, and greets it.
@@ -829,6 +848,10 @@ func (s *serveSink) shut() {
 	// runs).
 	if st, err := os.Lstat(s.addr); s.network == "unix" && err == nil && s.sock != nil && os.SameFile(st, s.sock) {
 		os.Remove(s.addr)
+	}
+	if s.lock != nil {
+		s.lock.Close()
+		s.lock = nil
 	}
 }
 

@@ -496,3 +496,55 @@ func TestServeOnAPortInUse(t *testing.T) {
 		t.Errorf("%v\nwant %s", err, want)
 	}
 }
+
+// TestServeLocksItsSocketPath: with a dead run's socket at the path, a
+// second sink is refused while the first serves, and takes the path once
+// the first has stopped. Checking the old socket was dead and then
+// removing it let a run remove another's live socket, which then served no
+// one (a review).
+func TestServeLocksItsSocketPath(t *testing.T) {
+	addr := filepath.Join(t.TempDir(), "s.sock")
+	dead, err := net.Listen("unix", addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	dead.(*net.UnixListener).SetUnlinkOnClose(false)
+	dead.Close() // the file stays, as a run killed with kill -9 leaves it
+	// And the temporary name of one killed between its listen and link.
+	left := filepath.Join(filepath.Dir(addr), ".s.sock.tmp-99999")
+	if err := os.WriteFile(left, nil, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	env := &Env{Spec: &spec.Spec{Name: "t", Epochs: 1}, Stage: &spec.Stage{Name: "out"}, Log: zap.NewNop()}
+	// A run that has found the old socket dead and is about to replace it
+	// holds the lock: another finds the same socket dead, and is refused.
+	held, err := lockSocket(addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := newServeSink(env, &ServeConfig{Listen: "unix://" + addr}); err == nil || err.Error() != "another process serves at "+addr {
+		t.Errorf("beside a run replacing the dead socket: %v, want it refused", err)
+	}
+	held.Close()
+	a, err := newServeSink(env, &ServeConfig{Listen: "unix://" + addr})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := os.Lstat(left); !os.IsNotExist(err) {
+		t.Errorf("a dead run's temporary socket name stayed: %v", err)
+	}
+	if _, err := newServeSink(env, &ServeConfig{Listen: "unix://" + addr}); err == nil || err.Error() != "another process serves at "+addr {
+		t.Errorf("second sink: %v, want it refused", err)
+	}
+	if c, err := net.Dial("unix", addr); err != nil {
+		t.Errorf("the first sink's socket does not answer: %v", err)
+	} else {
+		c.Close()
+	}
+	a.shut()
+	c, err := newServeSink(env, &ServeConfig{Listen: "unix://" + addr})
+	if err != nil {
+		t.Fatalf("after the first stopped: %v", err)
+	}
+	c.shut()
+}

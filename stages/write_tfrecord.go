@@ -119,6 +119,7 @@ type tfrecordSink struct {
 	bools   map[string]bool
 	files   []*atomicFile
 	paths   []string // the shards' paths, as the spec names them
+	checked bool     // whether Prepare looked for another writer
 	writers []*tfrecord.Writer
 	n       int64
 	// kinds is the list kind each feature was first written as, and where,
@@ -177,8 +178,8 @@ func (s *tfrecordSink) alone(sweep tempSweeper) error {
 			finals[i] = p // what stands there is said when it is made
 		}
 	}
-	if pid, p := sweep.otherWriter(finals); pid != 0 {
-		return fmt.Errorf("another process (pid %d) is writing %s: committing beside it would leave a set of shards mixed from both runs; run one at a time, or write elsewhere", pid, p)
+	if pid, p, tmp := sweep.otherWriter(finals); pid != 0 {
+		return fmt.Errorf("another process (pid %d) is writing %s (its temporary file %s): committing beside it would leave a set of shards mixed from both runs; run one at a time, or write elsewhere", pid, p, tmp)
 	}
 	return nil
 }
@@ -299,8 +300,14 @@ func dtypeOf(k example.Kind) string {
 // Prepare implements Preparer: every shard is written whole before any
 // is renamed into place.
 func (s *tfrecordSink) Prepare() error {
-	if err := s.alone(tempSweeper{}); err != nil {
-		return err
+	// Once, before the files are closed: Commit prepares again, after
+	// other sinks may have committed, when a refusal would leave the
+	// outputs part committed (a review).
+	if !s.checked {
+		s.checked = true
+		if err := s.alone(tempSweeper{}); err != nil {
+			return err
+		}
 	}
 	for i, w := range s.writers {
 		if w == nil {
