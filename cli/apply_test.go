@@ -507,63 +507,6 @@ func start(t *testing.T, cmd *exec.Cmd) *started {
 	return s
 }
 
-// TestApplySecondSignalQuits: a stage stuck in a system call (here the
-// open of a named pipe nobody writes, as a hung mount would be) cannot see
-// the first signal; a second one ends the process at once. Both signals
-// were swallowed, and only kill -9 ended the run (a new-user test).
-func TestApplySecondSignalQuits(t *testing.T) {
-	dir := t.TempDir()
-	fifo := filepath.Join(dir, "fifo")
-	if err := syscall.Mkfifo(fifo, 0o644); err != nil {
-		t.Fatal(err)
-	}
-	if err := os.WriteFile(filepath.Join(dir, "man.jsonl"), []byte(`{"path": "`+fifo+`"}`+"\n"), 0o644); err != nil {
-		t.Fatal(err)
-	}
-	p := writeSpec(t, dir, "hang.yaml", `version: 1
-name: hang
-stages:
-  - {name: m, type: files, pattern: man.jsonl}
-  - {name: j, type: jsonl}
-  - {name: t, type: tfrecord}
-  - {name: out, type: discard}
-`)
-	var stderr syncBuffer
-	cmd := exec.Command(binary, "apply", "--progress", "never", p)
-	cmd.Stderr = &stderr
-	exited := start(t, cmd).exited
-	waitFor := func(what string) {
-		t.Helper()
-		for deadline := time.Now().Add(30 * time.Second); !strings.Contains(stderr.String(), what); time.Sleep(10 * time.Millisecond) {
-			if time.Now().After(deadline) {
-				t.Fatalf("no %q on stderr after 30 s:\n%s", what, stderr.String())
-			}
-		}
-	}
-	waitFor("starting")
-	time.Sleep(200 * time.Millisecond) // into the open
-	if err := cmd.Process.Signal(syscall.SIGINT); err != nil {
-		t.Fatal(err)
-	}
-	waitFor("interrupted: stopping")
-	select {
-	case err := <-exited:
-		t.Fatalf("exited on the first signal (%v), stuck in its open as it was:\n%s", err, stderr.String())
-	case <-time.After(300 * time.Millisecond):
-	}
-	if err := cmd.Process.Signal(syscall.SIGINT); err != nil {
-		t.Fatal(err)
-	}
-	select {
-	case <-exited:
-	case <-time.After(10 * time.Second):
-		t.Fatalf("still running 10 s after the second signal:\n%s", stderr.String())
-	}
-	if ws, ok := cmd.ProcessState.Sys().(syscall.WaitStatus); !ok || !ws.Signaled() || ws.Signal() != syscall.SIGINT {
-		t.Errorf("ended %v, want by the second SIGINT", cmd.ProcessState)
-	}
-}
-
 // TestApplyWarnsOfAnEmptyShard: a data-parallel rank whose shard of the
 // files is empty is told so (found by the tester: it ran with no data and
 // no word, which would leave the other ranks waiting for it).
