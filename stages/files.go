@@ -1027,7 +1027,7 @@ func checkGlob(p string) error {
 	wild := false
 	for _, seg := range strings.Split(filepath.ToSlash(p), "/") {
 		if (seg == "." || seg == "..") && wild {
-			return fmt.Errorf("pattern %q has %s after a wildcard, which would be read as if the folder before it were named: write the folders without wildcards before . and ..", p, seg)
+			return fmt.Errorf("pattern %q has %s after a wildcard, which would be read as if the folder before it were named: write . and .. only after folders named in full", p, seg)
 		}
 		wild = wild || hasMeta(seg)
 	}

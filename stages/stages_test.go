@@ -501,8 +501,8 @@ func TestNoMatchInAFolderWithWildcards(t *testing.T) {
 		{"[deep]", `stages[0].pattern: pattern "[deep]" matches no file (resolved to ` + filepath.Join(dir, "[deep]") + `); ` + filepath.Join(dir, "[deep]") + ` exists, but *, ? and [ are wildcards: escape them with a backslash to match them as they stand (\[deep]/**)`},
 		{"deep/*.jpg", `stages[0].pattern: pattern "deep/*.jpg" matches no file (resolved to ` + filepath.Join(dir, "deep/*.jpg") + `); 1 name matches, none a regular file; 1 is a folder (such as ` + filepath.Join(dir, "deep/x.jpg") + `), with files only deeper down: match them with deep/*.jpg/**`},
 		// . and .. after a wildcard would be cleaned through it (a review).
-		{"flat/*/.", `stages[0].pattern: pattern "flat/*/." has . after a wildcard, which would be read as if the folder before it were named: write the folders without wildcards before . and ..`},
-		{"flat/*/../a.JPEG", `stages[0].pattern: pattern "flat/*/../a.JPEG" has .. after a wildcard, which would be read as if the folder before it were named: write the folders without wildcards before . and ..`},
+		{"flat/*/.", `stages[0].pattern: pattern "flat/*/." has . after a wildcard, which would be read as if the folder before it were named: write . and .. only after folders named in full`},
+		{"flat/*/../a.JPEG", `stages[0].pattern: pattern "flat/*/../a.JPEG" has .. after a wildcard, which would be read as if the folder before it were named: write . and .. only after folders named in full`},
 		// The escaped pattern it suggests matches (its check went one
 		// folder too high past the leading ..).
 		{"../case[1]/flat/*.JPEG", `stages[0].pattern: pattern "../case[1]/flat/*.JPEG" matches no file (resolved to ` + filepath.Join(dir, "../case[1]/flat/*.JPEG") + `); ` + dir + ` exists, but *, ? and [ are wildcards: escape them with a backslash to match them as they stand (../case\[1]/flat/*.JPEG)`},
