@@ -88,11 +88,20 @@ func applyCmd(g *globals) *cobra.Command {
 			// Said at once: stopping can take a while (a sample being
 			// decoded, a commit under way), and a second signal is the way
 			// out of a stage stuck in a system call (Main).
+			said := make(chan struct{})
 			unwatch := context.AfterFunc(cmd.Context(), func() {
+				defer close(said)
 				stoppedAt.Store(int64(max(1, time.Since(start))))
 				g.log.Warn("interrupted: stopping (interrupt again to quit at once; the next run removes the temporary files left)")
 			})
-			defer unwatch()
+			// AfterFunc's stop does not wait for a call under way, whose
+			// line could then come after apply's last (and race with a
+			// caller of Run reading stderr).
+			defer func() {
+				if !unwatch() {
+					<-said
+				}
+			}()
 			run, err := engine.Start(cmd.Context(), p, engine.Options{Registry: g.registry, Log: g.log})
 			if err != nil {
 				return failed(exit(ExitFailed, err), p)

