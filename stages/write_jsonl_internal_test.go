@@ -1,0 +1,83 @@
+package stages
+
+import (
+	"bytes"
+	"io"
+	"testing"
+
+	"github.com/piperun/piperun/tensor"
+)
+
+// biggestWrite records what is written to it, and the largest write.
+type biggestWrite struct {
+	bytes.Buffer
+	most int
+}
+
+func (w *biggestWrite) Write(p []byte) (int, error) {
+	w.most = max(w.most, len(p))
+	return w.Buffer.Write(p)
+}
+
+// TestJSONLineIsWrittenInChunks: write_jsonl hands a line to the file in
+// pieces of about jsonChunk bytes, never holding it whole, and the pieces
+// make the line AppendJSON builds. A batch of 128 float32 images, written
+// as one 204 MiB line built whole, made the process hold about 6 times
+// the batch beyond its memory budget (a budget test).
+func TestJSONLineIsWrittenInChunks(t *testing.T) {
+	img := tensor.New(tensor.Float32, 64, 64, 3)
+	for i := range img.Len() {
+		img.Set(i, float64(i)/7)
+	}
+	raw := make([]byte, 1<<20+1) // base64 in steps, the last one padded
+	for i := range raw {
+		raw[i] = byte(i * 31)
+	}
+	fields := map[string]any{"image": img, "raw": raw, "label": int64(3), "names": []string{"a", "b"}}
+	whole, err := AppendJSON(nil, fields)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var w biggestWrite
+	o := jsonOut{w: &w}
+	if err := o.object(fields); err != nil {
+		t.Fatal(err)
+	}
+	if w.most == 0 || w.most > jsonChunk+4*base64Step/3 || len(o.b) > jsonChunk+4*base64Step/3 {
+		t.Errorf("largest write %d bytes, %d left over; want some, none over %d", w.most, len(o.b), jsonChunk+4*base64Step/3)
+	}
+	w.Write(o.b)
+	if !bytes.Equal(w.Bytes(), whole) {
+		t.Errorf("the chunks make %d bytes, not the %d of the whole line", w.Len(), len(whole))
+	}
+}
+
+// BenchmarkJSONLine writes one 224×224×3 float32 image as a JSON line:
+// built whole (AppendJSON) and in chunks to a writer (write_jsonl).
+func BenchmarkJSONLine(b *testing.B) {
+	img := tensor.New(tensor.Float32, 224, 224, 3)
+	for i := range img.Len() {
+		img.Set(i, float64(i%255)/255)
+	}
+	fields := map[string]any{"image": img, "label": int64(1)}
+	b.Run("whole", func(b *testing.B) {
+		b.SetBytes(int64(img.Bytes()))
+		var buf []byte
+		for b.Loop() {
+			var err error
+			if buf, err = AppendJSON(buf[:0], fields); err != nil {
+				b.Fatal(err)
+			}
+		}
+	})
+	b.Run("chunks", func(b *testing.B) {
+		b.SetBytes(int64(img.Bytes()))
+		o := jsonOut{w: io.Discard}
+		for b.Loop() {
+			o.b = o.b[:0]
+			if err := o.object(fields); err != nil {
+				b.Fatal(err)
+			}
+		}
+	})
+}
