@@ -431,29 +431,30 @@ func TestServeWaitingTrainerGetsTheEndAfterTheFirstLeft(t *testing.T) {
 		err           error
 	}
 	got := make(chan result, 1)
-	trainerB := func() {
+	// trainerB reads what the sink sends B's connection: the hello, then
+	// (it reads nothing else here) the end of the stream.
+	trainerB := func(bc net.Conn) {
 		var r result
-		b, err := serve.Dial("unix://" + sock)
-		if err != nil {
-			got <- result{err: err}
-			return
-		}
-		defer b.Close()
-		for {
-			_, err := b.Next()
+		br := bufio.NewReader(bc)
+		for i := 0; ; i++ {
+			f, err := serve.ReadFrame(br)
 			switch {
-			case errors.Is(err, io.EOF):
-				got <- r
-				return
-			case errors.Is(err, serve.ErrEndOfEpoch):
-				r.ends++
 			case err != nil:
 				r.err = err
-				got <- r
-				return
+			case i == 0 && f.Kind != serve.KindHello:
+				r.err = fmt.Errorf("first frame of kind %d, want the hello", f.Kind)
+			case i == 0:
+				continue
+			case f.Kind == serve.KindEndOfStream:
+			case f.Kind == serve.KindEndOfEpoch:
+				r.ends++
+				continue
 			default:
 				r.samples++
+				continue
 			}
+			got <- r
+			return
 		}
 	}
 	for batches := 0; batches < 4; {
@@ -463,8 +464,18 @@ func TestServeWaitingTrainerGetsTheEndAfterTheFirstLeft(t *testing.T) {
 			t.Fatal(err)
 		}
 		if batches == 3 {
-			go trainerB()
-			time.Sleep(300 * time.Millisecond) // B's connection and greeting are in
+			// B connects here, not in a goroutine given 300 ms: a connect
+			// to a listening Unix socket completes at once, into the
+			// backlog, where the sink finds B when A leaves.
+			bc, err := net.Dial("unix", sock)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer bc.Close()
+			if _, err := io.WriteString(bc, serve.ClientHello); err != nil {
+				t.Fatal(err)
+			}
+			go trainerB(bc)
 			batches++
 			if _, err := a.Next(); err != nil {
 				t.Fatal(err)

@@ -119,7 +119,8 @@ func (c cancelling) Process(ctx context.Context, s *sample.Sample, emit stages.E
 // parallel stage's workers process no more samples than the ones in their
 // hands: a worker whose job was not the collector's next took memory and
 // went on to its job's next sample, and a Ctrl-C during 2 s decodes of
-// large photos took 6 s to act (a new-user test).
+// large photos took 6 s to act (a new-user test). Without the engine's
+// check it sees 2 or more in 18 runs of 20.
 func TestParallelStageStopsBetweenSamples(t *testing.T) {
 	reg := benchRegistry()
 	ctx, cancel := context.WithCancel(context.Background())
@@ -136,8 +137,11 @@ func TestParallelStageStopsBetweenSamples(t *testing.T) {
 	if _, err := runSpecWith(ctx, t, reg, t.TempDir(), src); !errors.Is(err, context.Canceled) {
 		t.Fatalf("run: %v, want it cancelled", err)
 	}
-	if n := after.Load(); n > 0 {
-		t.Errorf("%d samples begun after the run was cancelled (of %d), want none", n, calls.Load())
+	// The other worker may have passed the engine's check of ctx just
+	// before the cancel, and see it cancelled in Process: one such sample
+	// (a delay injected after the check made that 17 runs of 50).
+	if n := after.Load(); n > 1 {
+		t.Errorf("%d samples begun after the run was cancelled (of %d), want at most the other worker's one", n, calls.Load())
 	}
 }
 

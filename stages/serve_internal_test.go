@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"io"
 	"net"
 	"os"
 	"path/filepath"
@@ -267,21 +266,34 @@ func TestServeWaitingTrainerIsToldTheEnd(t *testing.T) {
 	if err := <-aDone; err != nil {
 		t.Fatal(err)
 	}
-	bDone := make(chan error, 1)
+	// B connects and greets here, before the commit, not in a goroutine
+	// given 100 ms: a connect to a listening Unix socket completes at
+	// once, into the backlog, where the commit finds B.
+	b, err := net.Dial("unix", sock)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer b.Close()
+	if _, err := b.Write([]byte(serve.ClientHello)); err != nil {
+		t.Fatal(err)
+	}
+	kinds := make(chan []uint8, 1)
 	go func() {
-		c, err := serve.Dial("unix://" + sock)
-		if err == nil {
-			_, err = c.Next()
-			c.Close()
+		var got []uint8
+		defer func() { kinds <- got }()
+		for {
+			f, err := serve.ReadFrame(b)
+			if err != nil {
+				return
+			}
+			got = append(got, f.Kind)
 		}
-		bDone <- err
 	}()
-	time.Sleep(100 * time.Millisecond) // B connected and greeted, waiting
 	if err := sk.CommitContext(ctx); err != nil {
 		t.Fatalf("commit: %v", err)
 	}
-	if err := <-bDone; !errors.Is(err, io.EOF) {
-		t.Errorf("trainer B, waiting when A left: %v; want the hello, then io.EOF at the end of the stream", err)
+	if got, want := <-kinds, []uint8{serve.KindHello, serve.KindEndOfStream}; !slices.Equal(got, want) {
+		t.Errorf("trainer B, waiting when A left, read frames of kinds %v; want %v (the hello, then the end of the stream)", got, want)
 	}
 }
 
