@@ -510,16 +510,35 @@ func start(t *testing.T, cmd *exec.Cmd) *started {
 }
 
 // TestApplyWarnsOfAnEmptyShard: a data-parallel rank whose shard of the
-// files is empty is told so (found by the tester: it ran with no data and
-// no word, which would leave the other ranks waiting for it).
+// files is empty is told so, once (found by the tester: it ran with no
+// data and no word, which would leave the other ranks waiting for it).
 func TestApplyWarnsOfAnEmptyShard(t *testing.T) {
 	p := shardSpec(t, 1)
 	t.Setenv("RANK", "3")
 	t.Setenv("WORLD_SIZE", "4")
 	r := run(t, "apply", "--progress", "never", p)
-	want := "shard 3 of 4 has no files: the 1 files matched all go to other shards; this process emits no samples"
-	if r.code != 0 || !strings.Contains(r.stderr, want) {
-		t.Errorf("apply: %s\nwant exit 0 and %q", r, want)
+	want := "shard 3 of 4 gets no files: the 1 files matched all go to other shards (sharding is by file), so this process emits no samples"
+	if r.code != 0 || strings.Count(r.stderr, want) != 1 || strings.Contains(r.stderr, "has no files") {
+		t.Errorf("apply: %s\nwant exit 0 and %q once", r, want)
+	}
+	// Files that do not divide into the shards put DDP ranks out of
+	// step, said once; a take of the smaller shards' count evens them (a
+	// new-user test's DDP job, told the ranks would wait at the end,
+	// averaged two epochs' gradients, then failed).
+	p = shardSpec(t, 5)
+	t.Setenv("RANK", "1")
+	t.Setenv("WORLD_SIZE", "2")
+	r = run(t, "apply", "--progress", "never", p)
+	if want := "the 5 files matched do not divide into 2 shards: shard 0 gets 3 files, the others 2 (this one, 1: 2), so the ranks see different numbers of samples an epoch: ranks that step together (DDP) fall out of step"; r.code != 0 || strings.Count(r.stderr, want) != 1 {
+		t.Errorf("apply, 5 files in 2 shards: %s\nwant exit 0 and %q once", r, want)
+	}
+	body, err := os.ReadFile(p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	p = writeSpec(t, filepath.Dir(p), "take.yaml", strings.Replace(string(body), "  - {name: out", "  - {name: even, type: take, count: 2}\n  - {name: out", 1))
+	if r = run(t, "apply", "--progress", "never", p); r.code != 0 || strings.Contains(r.stderr, "do not divide") || !strings.Contains(r.stderr, "out: 2 samples") {
+		t.Errorf("apply with a take of 2: %s\nwant exit 0, 2 samples and no warning", r)
 	}
 }
 

@@ -34,6 +34,9 @@ type FilesConfig struct {
 	// found them on the machine; -1 when it did not look. longest is the
 	// longest path among them.
 	files, longest int64
+	// shardWarned says Check warned of this process's shard (empty, or
+	// unlike the others), which the run then does not say again.
+	shardWarned bool
 }
 
 // EpochSamples implements plan.Counter: one sample a file.
@@ -288,7 +291,16 @@ func (c *FilesConfig) Check(cc *spec.CheckContext) sample.Schema {
 		cc.Errorf("", "set pattern or patterns")
 	}
 	c.files = -1
+	c.shardWarned = false
 	matched := map[string]bool{}
+	// This process's shard, for the shard warnings; shard: auto's from
+	// its launcher's variables.
+	shardIndex, shardCount := c.Shard.Index, c.Shard.Count
+	if c.Shard.Auto {
+		if i, n, err := ShardFromEnv(os.LookupEnv); err == nil {
+			shardIndex, shardCount = i, n
+		}
+	}
 	// Each pattern's matches, for labels: from_dir, which is not checked
 	// once a pattern fails (that is said already).
 	var byPattern []labelPattern
@@ -322,7 +334,7 @@ func (c *FilesConfig) Check(cc *spec.CheckContext) sample.Schema {
 			byPattern = append(byPattern, labelPattern{pattern: p, abs: cc.ResolvePattern(p), files: m})
 			// Only the shard warnings read them: a million files need
 			// not be counted twice for nothing.
-			if c.Shard.Count > 1 {
+			if shardCount > 1 {
 				for _, f := range m {
 					matched[f] = true
 				}
@@ -356,7 +368,7 @@ func (c *FilesConfig) Check(cc *spec.CheckContext) sample.Schema {
 			}
 		}
 		// The files left out (those in a pattern's root) are no shard's.
-		if c.Shard.Count > 1 {
+		if shardCount > 1 {
 			matched = map[string]bool{}
 			for _, f := range fl.files {
 				matched[f] = true
@@ -389,12 +401,14 @@ func (c *FilesConfig) Check(cc *spec.CheckContext) sample.Schema {
 	// Files are dealt to shards one by one: with fewer files than shards
 	// some get none, and a rank without data leaves the others waiting in
 	// a collective step. apply warns too; validate can say it first.
-	if !c.Shard.Auto && c.Shard.Count > 1 && cc.Environment && len(matched) > 0 && c.Shard.Index >= len(matched) {
-		cc.Warnf("shard", "shard %d of %d gets no files: the %d files matched all go to other shards (sharding is by file)", c.Shard.Index, c.Shard.Count, len(matched))
-	}
-	if !c.Shard.Auto && c.Shard.Count > 1 && cc.Environment && len(matched) > c.Shard.Index {
-		if w := unevenShards(c.Shard.Index, c.Shard.Count, len(matched)); w != "" {
+	index, count := shardIndex, shardCount
+	if count > 1 && cc.Environment && len(matched) > 0 && index >= len(matched) {
+		cc.Warnf("shard", "shard %d of %d gets no files: the %d files matched all go to other shards (sharding is by file), so this process emits no samples", index, count, len(matched))
+		c.shardWarned = true
+	} else if count > 1 && cc.Environment && len(matched) > 0 && !evenedByTake(cc.Stage, len(matched)/count) {
+		if w := unevenShards(index, count, len(matched)); w != "" {
 			cc.Warnf("shard", "%s", w)
+			c.shardWarned = true
 		}
 	}
 	if c.Shard.Auto && cc.Environment {
@@ -966,12 +980,16 @@ func buildFiles(env *Env, cfg any) (any, error) {
 				fs.labels = []int32{} // still labelled
 			}
 		}
-		if len(fs.files) == 0 && env.Log != nil {
-			// A rank without data ends at once while the others train, and
-			// a collective step then waits for it forever: say so.
-			env.Log.Warn(fmt.Sprintf("shard %d of %d has no files: the %d files matched all go to other shards; this process emits no samples", index, count, len(all)))
-		} else if w := unevenShards(index, count, len(all)); w != "" && env.Log != nil {
-			env.Log.Warn(w)
+		// Said once: validate (which apply runs) said it already where
+		// it could list the files.
+		if !c.shardWarned && env.Log != nil {
+			if len(fs.files) == 0 {
+				// A rank without data ends at once while the others train,
+				// and a collective step then waits for it forever: say so.
+				env.Log.Warn(fmt.Sprintf("shard %d of %d has no files: the %d files matched all go to other shards; this process emits no samples", index, count, len(all)))
+			} else if w := unevenShards(index, count, len(all)); w != "" && !evenedByTake(env.Stage, len(all)/count) {
+				env.Log.Warn(w)
+			}
 		}
 	}
 	if c.Shard.Auto && env.Log != nil {
@@ -1198,8 +1216,11 @@ func matchSegs(pat, name []string) bool {
 
 // unevenShards says how files that do not divide by count fall to the
 // shards, or "" when they divide: ranks that read fewer files see fewer
-// samples an epoch, and in a job whose ranks step together (DDP) the
-// longer ones then wait for a step the shorter never take.
+// samples an epoch, and in a job whose ranks step together (DDP) they fall
+// out of step, a longer rank's last steps of one epoch paired with a
+// shorter one's first of the next, until at the end the longer ones wait
+// for steps the others never take (a new-user test's DDP job averaged two
+// epochs' gradients without a word, then failed).
 func unevenShards(index, count, files int) string {
 	if count <= 1 || files%count == 0 {
 		return ""
@@ -1213,8 +1234,28 @@ func unevenShards(index, count, files int) string {
 	if more == 1 {
 		first = "shard 0 gets"
 	}
-	return fmt.Sprintf("the %d files matched do not divide into %d shards: %s %s, the others %d (this one, %d: %d), so the ranks see different numbers of samples an epoch, and ranks that step together (DDP) wait at the end for the shorter ones; match a multiple of %d files, or end every rank's epoch at the same count with a take",
-		files, count, first, plural(files/count+1, "file"), files/count, index, mine, count)
+	fix := fmt.Sprintf("match a multiple of %d files, or put a take of %d (the smaller shards' files) right after this stage", count, files/count)
+	if files < count {
+		fix = fmt.Sprintf("match %d files or a multiple of them", count)
+	}
+	return fmt.Sprintf("the %d files matched do not divide into %d shards: %s %s, the others %d (this one, %d: %d), so the ranks see different numbers of samples an epoch: ranks that step together (DDP) fall out of step, the longer ones' last steps of an epoch meeting the shorter ones' first of the next, and at the end the longer ones wait for steps the others never take; %s",
+		files, count, first, plural(files/count+1, "file"), files/count, index, mine, fix)
+}
+
+// evenedByTake reports whether every stage reading st is a take of at
+// most per samples: files emits one sample a file, so such a take ends
+// every rank's epoch at the same count however the files fall to the
+// shards, and the warning of unevenShards does not apply.
+func evenedByTake(st *spec.Stage, per int) bool {
+	if st == nil || len(st.Outputs) == 0 {
+		return false
+	}
+	for _, o := range st.Outputs {
+		if c, ok := o.Config.(*CountConfig); !ok || c.skip || c.Count > int64(per) {
+			return false
+		}
+	}
+	return true
 }
 
 // plural writes n and the noun, with an s unless n is 1.

@@ -3,6 +3,7 @@ package stages
 import (
 	"fmt"
 	"io/fs"
+	"net"
 	"os"
 	"path/filepath"
 	"runtime"
@@ -83,8 +84,10 @@ func TestFilesSaysWhatCannotBeRead(t *testing.T) {
 // without a word).
 func TestFilesWithoutShardUnderALauncher(t *testing.T) {
 	dir := t.TempDir()
-	if err := os.WriteFile(filepath.Join(dir, "a.jsonl"), nil, 0o644); err != nil {
-		t.Fatal(err)
+	for _, f := range []string{"a.jsonl", "b.jsonl", "c.jsonl"} { // one for each of the 3 ranks
+		if err := os.WriteFile(filepath.Join(dir, f), nil, 0o644); err != nil {
+			t.Fatal(err)
+		}
 	}
 	t.Setenv("RANK", "1")
 	t.Setenv("WORLD_SIZE", "3")
@@ -93,7 +96,7 @@ func TestFilesWithoutShardUnderALauncher(t *testing.T) {
 		", shard: auto":                 "",
 		", shard: {index: 0, count: 1}": "",
 	} {
-		src := "version: 1\nname: f\nstages:\n  - {name: f, type: files, pattern: 'a.jsonl'" + shard + "}\n  - {name: out, type: discard}\n"
+		src := "version: 1\nname: f\nstages:\n  - {name: f, type: files, pattern: '*.jsonl'" + shard + "}\n  - {name: out, type: discard}\n"
 		_, diags := spec.Parse(filepath.Join(dir, "f.yaml"), []byte(src), spec.Options{Catalog: Default(), Environment: true})
 		var got []string
 		for _, d := range diags {
@@ -111,8 +114,10 @@ func TestFilesWithoutShardUnderALauncher(t *testing.T) {
 // replaces the others' output (a new-user test lost 60 of 140 samples).
 func TestShardedRunsWriteApart(t *testing.T) {
 	dir := t.TempDir()
-	if err := os.WriteFile(filepath.Join(dir, "a.jsonl"), nil, 0o644); err != nil {
-		t.Fatal(err)
+	for _, f := range []string{"a.jsonl", "b.jsonl", "c.jsonl"} { // one for each of the 3 ranks
+		if err := os.WriteFile(filepath.Join(dir, f), nil, 0o644); err != nil {
+			t.Fatal(err)
+		}
 	}
 	t.Setenv("RANK", "1")
 	t.Setenv("WORLD_SIZE", "3")
@@ -128,7 +133,7 @@ func TestShardedRunsWriteApart(t *testing.T) {
 		{"{index: 0, count: 2}", "out/all.jsonl", nil, `warning: stages[1].path: stage "f"'s shard says this is one of 2 processes, and each writes out/all.jsonl: the last to finish replaces the others' output; give each process a path of its own (--set stages.out.path=out/all-0.jsonl, as you set its shard)`},
 		{"{index: 0, count: 1}", "out/all.jsonl", nil, ""},
 	} {
-		src := "version: 1\nname: f\nstages:\n  - {name: f, type: files, pattern: 'a.jsonl', shard: " + tc.shard + "}\n  - {name: out, type: write_jsonl, path: '" + tc.path + "'}\n"
+		src := "version: 1\nname: f\nstages:\n  - {name: f, type: files, pattern: '*.jsonl', shard: " + tc.shard + "}\n  - {name: out, type: write_jsonl, path: '" + tc.path + "'}\n"
 		_, diags := spec.Parse(filepath.Join(dir, "f.yaml"), []byte(src), spec.Options{Catalog: Default(), Environment: true, Set: tc.set})
 		var got []string
 		for _, d := range diags {
@@ -141,7 +146,7 @@ func TestShardedRunsWriteApart(t *testing.T) {
 		}
 	}
 	// A path that is an alias of a value reading the rank varies too.
-	src := "x-out: &out 'out/part-${RANK}.jsonl'\nversion: 1\nname: f\nstages:\n  - {name: f, type: files, pattern: 'a.jsonl', shard: auto}\n  - {name: out, type: write_jsonl, path: *out}\n"
+	src := "x-out: &out 'out/part-${RANK}.jsonl'\nversion: 1\nname: f\nstages:\n  - {name: f, type: files, pattern: '*.jsonl', shard: auto}\n  - {name: out, type: write_jsonl, path: *out}\n"
 	if _, diags := spec.Parse(filepath.Join(dir, "f.yaml"), []byte(src), spec.Options{Catalog: Default(), Environment: true}); len(diags) != 0 {
 		t.Errorf("a path aliasing ${RANK}: %v", diags)
 	}
@@ -252,6 +257,53 @@ func TestCacheBelowAnEndlessTakeWarns(t *testing.T) {
 		mem := CacheConfig{through: cfg.through}
 		if got := mem.EpochShare(); (got == 0) != (tc.want != "") {
 			t.Errorf("epochs %s, %s: in memory, holds a 1/%d share", tc.epochs, tc.order, got)
+		}
+	}
+}
+
+// TestShardedRunsServeApart: N processes running one sharded spec each
+// listen at a serve sink's address; where it is the same in every process
+// validate warns that on one machine only the first can listen there, and
+// an address another process serves says why it matters (a new-user
+// test's second rank was refused as an invalid spec, with no word of the
+// rank).
+func TestShardedRunsServeApart(t *testing.T) {
+	dir := t.TempDir()
+	for _, f := range []string{"a.jsonl", "b.jsonl", "c.jsonl"} {
+		if err := os.WriteFile(filepath.Join(dir, f), nil, 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	t.Setenv("RANK", "1")
+	t.Setenv("WORLD_SIZE", "3")
+	ln, err := net.Listen("unix", filepath.Join(dir, "taken.sock"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	const from = "RANK and WORLD_SIZE say this is one of 3 processes, and each serves at "
+	for _, tc := range []struct {
+		shard, listen string
+		want          string
+	}{
+		{"auto", "unix://p.sock", "warning: stages[1].listen: " + from + "unix://p.sock: on one machine only the first can listen there, and the others are refused; put the rank in the address (unix://p-${RANK}.sock)"},
+		{"auto", "unix://p-${RANK}.sock", ""},
+		{"auto", "tcp://127.0.0.1:0", "warning: stages[1].listen: " + from + "tcp://127.0.0.1:0: on one machine only the first can listen there, and the others are refused; give each process a port of its own (--set stages.out.listen=tcp://HOST:PORT from the launcher, a port a rank)"},
+		{"{index: 0, count: 2}", "unix://p.sock", `warning: stages[1].listen: stage "f"'s shard says this is one of 2 processes, and each serves at unix://p.sock: on one machine only the first can listen there, and the others are refused; give each process an address of its own (--set stages.out.listen=..., as you set its shard)`},
+		{"auto", "unix://taken.sock", "stages[1].listen: another process serves at " + filepath.Join(dir, "taken.sock") + " (this is one of 3 processes: each needs an address of its own)\n" +
+			"warning: stages[1].listen: " + from + "unix://taken.sock: on one machine only the first can listen there, and the others are refused; put the rank in the address (unix://taken-${RANK}.sock)"},
+		{"{index: 0, count: 1}", "unix://p.sock", ""},
+	} {
+		src := "version: 1\nname: f\nstages:\n  - {name: f, type: files, pattern: '*.jsonl', shard: " + tc.shard + "}\n  - {name: out, type: serve, listen: '" + tc.listen + "'}\n"
+		_, diags := spec.Parse(filepath.Join(dir, "f.yaml"), []byte(src), spec.Options{Catalog: Default(), Environment: true})
+		var got []string
+		for _, d := range diags {
+			if s := strings.SplitN(d.String(), ": ", 2)[1]; strings.Contains(s, "stages[1]") {
+				got = append(got, s)
+			}
+		}
+		if strings.Join(got, "\n") != tc.want {
+			t.Errorf("shard %s, listen %s:\n got %q\nwant %q", tc.shard, tc.listen, got, tc.want)
 		}
 	}
 }

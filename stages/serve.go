@@ -10,6 +10,7 @@ import (
 	"net"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"sync/atomic"
 	"syscall"
@@ -109,19 +110,52 @@ func (c *ServeConfig) Check(cc *spec.CheckContext) sample.Schema {
 		if err := checkDirFor(addr, "socket directory"); err != nil {
 			cc.Errorf("listen", "%v", err)
 		} else if err := staleSocket(addr); err != nil {
-			cc.Errorf("listen", "%v", err)
+			cc.Errorf("listen", "%v%s", err, sharedAddressHint(cc))
 		}
 	default:
 		// The port may be taken (by a run serving there now) or the host
 		// not this machine's: try it.
 		ln, err := net.Listen(network, addr)
 		if err != nil {
-			cc.Errorf("listen", "cannot listen on %s: %v", c.Listen, errors.Unwrap(err))
+			cc.Errorf("listen", "cannot listen on %s: %v%s", c.Listen, errors.Unwrap(err), sharedAddressHint(cc))
 		} else {
 			ln.Close()
 		}
 	}
+	sharedAddress(cc, c.Listen)
 	return sample.Schema{}
+}
+
+// sharedAddress warns, for a serve sink in a spec that N processes run as
+// shards, that each listens at the same address where it is the same in
+// every process: on one machine (the ranks of one node) only the first
+// can listen there, and the others are refused (a new-user test's second
+// rank was refused as an invalid spec, with no word of the rank).
+func sharedAddress(cc *spec.CheckContext, listen string) {
+	if cc.PerProcess("listen") {
+		return
+	}
+	if n, from, rank := shardedProcesses(cc.Spec); n > 1 {
+		fix := fmt.Sprintf("give each process an address of its own (--set stages.%s.listen=..., as you set its shard)", cc.Stage.Name)
+		if _, err := strconv.Atoi(rank); err != nil {
+			if p, ok := strings.CutPrefix(listen, "unix://"); ok {
+				ext := filepath.Ext(p)
+				fix = fmt.Sprintf("put the rank in the address (unix://%s-${%s}%s)", strings.TrimSuffix(p, ext), rank, ext)
+			} else {
+				fix = fmt.Sprintf("give each process a port of its own (--set stages.%s.listen=tcp://HOST:PORT from the launcher, a port a rank)", cc.Stage.Name)
+			}
+		}
+		cc.Warnf("listen", "%s this is one of %d processes, and each serves at %s: on one machine only the first can listen there, and the others are refused; %s", from, n, listen, fix)
+	}
+}
+
+// sharedAddressHint is what a refused address adds in a spec that N
+// processes run as shards.
+func sharedAddressHint(cc *spec.CheckContext) string {
+	if n, _, _ := shardedProcesses(cc.Spec); n > 1 && !cc.PerProcess("listen") {
+		return fmt.Sprintf(" (this is one of %d processes: each needs an address of its own)", n)
+	}
+	return ""
 }
 
 // staleSocket checks that nothing but a dead socket is at path: a file that

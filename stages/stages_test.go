@@ -528,31 +528,48 @@ func TestNoMatchInAFolderWithWildcards(t *testing.T) {
 // TestValidateWarnsOfAnEmptyShard: files are dealt to shards one by one,
 // so with fewer files than shards a rank gets none; validate says so, as
 // apply does (a new-user test). Files that do not divide into the shards
-// give ranks different epochs, which a DDP job waits on at the end (a
-// later new-user test); files that divide get no warning.
+// give ranks different epochs, which puts a DDP job's ranks out of step
+// (a later new-user test), unless a take right below evens them; files
+// that divide get no warning. shard: auto is checked with the launcher's
+// variables (it was not checked at all).
 func TestValidateWarnsOfAnEmptyShard(t *testing.T) {
 	dir := t.TempDir()
-	for _, f := range []string{"a.txt", "b.txt"} {
+	for _, f := range []string{"a.txt", "b.txt", "c.txt", "d.txt", "e.txt"} {
 		if err := os.WriteFile(filepath.Join(dir, f), nil, 0o644); err != nil {
 			t.Fatal(err)
 		}
 	}
+	const outOfStep = "so the ranks see different numbers of samples an epoch: ranks that step together (DDP) fall out of step, the longer ones' last steps of an epoch meeting the shorter ones' first of the next, and at the end the longer ones wait for steps the others never take; "
 	for _, tc := range []struct {
-		index, count int
+		shard, below string
+		rank         string // RANK, with WORLD_SIZE=2, for shard: auto
 		want         string
 	}{
-		{1, 3, "warning: stages[0].shard: the 2 files matched do not divide into 3 shards: shards 0 to 1 get 1 file, the others 0 (this one, 1: 1), so the ranks see different numbers of samples an epoch, and ranks that step together (DDP) wait at the end for the shorter ones; match a multiple of 3 files, or end every rank's epoch at the same count with a take"},
-		{2, 3, "warning: stages[0].shard: shard 2 of 3 gets no files: the 2 files matched all go to other shards (sharding is by file)"},
-		{1, 2, ""},
+		{"{index: 0, count: 2}", "", "", "warning: stages[0].shard: the 5 files matched do not divide into 2 shards: shard 0 gets 3 files, the others 2 (this one, 0: 3), " + outOfStep + "match a multiple of 2 files, or put a take of 2 (the smaller shards' files) right after this stage"},
+		{"{index: 1, count: 2}", "{name: t, type: take, count: 2}", "", ""},
+		{"{index: 1, count: 2}", "{name: t, type: take, count: 3}", "", "warning: stages[0].shard: the 5 files matched do not divide into 2 shards: shard 0 gets 3 files, the others 2 (this one, 1: 2), " + outOfStep + "match a multiple of 2 files, or put a take of 2 (the smaller shards' files) right after this stage"},
+		{"{index: 0, count: 2}", "{name: t, type: skip, count: 1}", "", "warning: stages[0].shard: the 5 files matched do not divide into 2 shards: shard 0 gets 3 files, the others 2 (this one, 0: 3), " + outOfStep + "match a multiple of 2 files, or put a take of 2 (the smaller shards' files) right after this stage"},
+		{"auto", "", "1", "warning: stages[0].shard: the 5 files matched do not divide into 2 shards: shard 0 gets 3 files, the others 2 (this one, 1: 2), " + outOfStep + "match a multiple of 2 files, or put a take of 2 (the smaller shards' files) right after this stage"},
+		{"{index: 1, count: 6}", "", "", "warning: stages[0].shard: the 5 files matched do not divide into 6 shards: shards 0 to 4 get 1 file, the others 0 (this one, 1: 1), " + outOfStep + "match 6 files or a multiple of them"},
+		{"{index: 5, count: 6}", "", "", "warning: stages[0].shard: shard 5 of 6 gets no files: the 5 files matched all go to other shards (sharding is by file), so this process emits no samples"},
+		{"{index: 2, count: 5}", "", "", ""},
 	} {
-		src := fmt.Sprintf("version: 1\nname: s\nstages:\n  - {name: f, type: files, pattern: '*.txt', shard: {index: %d, count: %d}}\n  - {name: out, type: discard}\n", tc.index, tc.count)
+		if tc.rank != "" {
+			t.Setenv("RANK", tc.rank)
+			t.Setenv("WORLD_SIZE", "2")
+		}
+		list := "  - {name: f, type: files, pattern: '*.txt', shard: " + tc.shard + "}\n"
+		if tc.below != "" {
+			list += "  - " + tc.below + "\n"
+		}
+		src := "version: 1\nname: s\nstages:\n" + list + "  - {name: out, type: discard}\n"
 		_, diags := spec.Parse(filepath.Join(dir, "s.yaml"), []byte(src), spec.Options{Catalog: stages.Default(), Environment: true})
 		got := ""
 		if len(diags) > 0 {
 			got = strings.SplitN(diags[0].String(), ": ", 2)[1]
 		}
 		if len(diags) > 1 || got != tc.want {
-			t.Errorf("shard %d: got %v\nwant %q", tc.index, diags, tc.want)
+			t.Errorf("shard %s, below %q: got %v\nwant %q", tc.shard, tc.below, diags, tc.want)
 		}
 	}
 }
