@@ -1079,3 +1079,40 @@ stages:
   - {name: out, type: serve, listen: '%s'}
 `, head, count, batch, listen))
 }
+
+// TestServePythonDatasetPastTheEnd: a loop over more epochs than the
+// spec's gets an empty epoch past the end, as a loop reading until one
+// comes expects, with a warning that names the address and the epochs
+// (a new-user test's loop of 3 epochs over a stream of 2 trained on
+// nothing in the third, without a word).
+func TestServePythonDatasetPastTheEnd(t *testing.T) {
+	py := pythonWith(t, "numpy, torch")
+	dir := t.TempDir()
+	listen := listenAddress(t, "unix", dir)
+	done := applyInBackground(context.Background(), labelSpec(t, dir, listen, "epochs: 2", 20, 10))
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	out, err := exec.CommandContext(ctx, py, "testdata/serve_handover.py", listen, "0", "--past-the-end", "3").Output()
+	if err != nil {
+		t.Fatalf("trainer: %v\n%s", err, out)
+	}
+	lines := strings.Split(strings.TrimSpace(string(out)), "\n")
+	if len(lines) != 2 {
+		t.Fatalf("trainer printed %q, want the epochs and the warnings", out)
+	}
+	var by [][]int64
+	var said []string
+	if err := errors.Join(json.Unmarshal([]byte(lines[0]), &by), json.Unmarshal([]byte(lines[1]), &said)); err != nil {
+		t.Fatalf("trainer printed %q: %v", out, err)
+	}
+	if len(by) != 3 || len(by[0]) != 20 || len(by[1]) != 20 || len(by[2]) != 0 {
+		t.Errorf("epochs read: %v, want 20 labels, 20, then none", by)
+	}
+	want := "piperun_client: the stream from " + listen + " has ended: its 2 epochs were read, so this epoch is empty (an epoch left early, such as a next(iter(loader)) to look at the shapes, counts as read)"
+	if !slices.Equal(said, []string{want}) {
+		t.Errorf("warnings: %q, want %q", said, want)
+	}
+	if r := <-done; r.code != 0 {
+		t.Errorf("apply: %s", r)
+	}
+}

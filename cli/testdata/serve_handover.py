@@ -6,7 +6,8 @@ PiperunDataset that it never closes: the client closes it at exit. With
 --loader-per-epoch N it reads N epochs, each through a new DataLoader over a
 new PiperunDataset, dropping the one before; with --for-dataset N, each in a
 for loop over a new PiperunDataset; with --break-early N, two batches of the
-first, a loop left early, then N-1 whole epochs."""
+first, a loop left early, then N-1 whole epochs; with --past-the-end N, N
+epochs through one DataLoader, and the warnings the client gave."""
 import json
 import os
 import sys
@@ -29,7 +30,23 @@ def read(epoch_iters):
                 return
 
 
-if "--break-early" in sys.argv:
+if "--past-the-end" in sys.argv:
+    # One epoch more than the spec's, through one DataLoader: the last is
+    # empty, with a warning, which is printed after the epochs.
+    import warnings
+
+    import torch.utils.data
+    from piperun_client import PiperunDataset
+
+    loader = torch.utils.data.DataLoader(PiperunDataset(address), batch_size=None)
+    with warnings.catch_warnings(record=True) as said:
+        warnings.simplefilter("always")
+        for _ in range(int(sys.argv[sys.argv.index("--past-the-end") + 1])):
+            epochs.append([int(x) for b in loader for x in b["label"]])
+    print(json.dumps(epochs))
+    print(json.dumps([str(w.message) for w in said]))
+    sys.stdout.flush()
+elif "--break-early" in sys.argv:
     # Two batches of the first epoch, then a loop left early, then whole
     # epochs: each must be an epoch, not the rest of the one left.
     import torch.utils.data

@@ -23,6 +23,7 @@ import socket
 import struct
 import sys
 import time
+import warnings
 import weakref
 
 import numpy as np
@@ -342,7 +343,17 @@ try:
                 # connection for ever) or at exit, so that the last
                 # acknowledgements are not lost.
                 self._close = weakref.finalize(self, self._stream.close)
-            return self._holding(next(self._epochs, iter(())))
+            epoch = next(self._epochs, None)
+            if epoch is None:
+                # An empty epoch, not an error: a loop may read until one
+                # comes. But a loop of more epochs than the spec's would
+                # go on without data, and without a word.
+                n = self._stream.hello.get("epochs")
+                warnings.warn("piperun_client: the stream from %s has ended%s, so this epoch is empty (an epoch "
+                              "left early, such as a next(iter(loader)) to look at the shapes, counts as read)"
+                              % (self.address, ": its %d epochs were read" % n if n else ""), stacklevel=2)
+                epoch = iter(())
+            return self._holding(epoch)
 
         def _holding(self, epoch):
             # Holds the dataset while its epoch is read: `for b in
