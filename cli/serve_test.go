@@ -282,6 +282,11 @@ func TestServeHandOver(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer b.Close()
+	// B's hello says where it starts: a trainer counting its epochs could
+	// not tell that its first is the rest of one (a new-user test).
+	if ra, rb := a.Hello().Resume, b.Hello().Resume; ra != nil || rb == nil || *rb != (serve.Resume{Epoch: 0, Frames: 1}) {
+		t.Errorf("resume in the hellos: A %+v, B %+v; want none for A, epoch 0 after 1 frame for B", ra, rb)
+	}
 	byEpoch, err := drain(b)
 	if err != nil {
 		t.Fatal(err)
@@ -388,6 +393,43 @@ stages:
   - {name: out, type: serve, listen: 'unix://`+sock+`'}
 `)
 	return sock, applyInBackground(context.Background(), p)
+}
+
+// TestServeResumeAfterAnEpochsLastBatch: a trainer that takes over from
+// one that read an epoch's last batch, not its end, is told in the hello
+// that it starts at the next epoch's first frame, and reads that epoch.
+func TestServeResumeAfterAnEpochsLastBatch(t *testing.T) {
+	sock, done := applyTwoEpochsOfTwoBatches(t)
+	a := dialWhenUp(t, "unix://"+sock)
+	for range 2 {
+		if _, err := a.Next(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	a.Close()
+	b := dialWhenUp(t, "unix://"+sock)
+	defer b.Close()
+	if r := b.Hello().Resume; r == nil || *r != (serve.Resume{Epoch: 1, Frames: 0}) {
+		t.Errorf("B's hello resumes at %+v, want epoch 1 after 0 frames", r)
+	}
+	by := map[int]int{} // samples by epoch
+	for {
+		s, err := b.Next()
+		if errors.Is(err, io.EOF) {
+			break
+		} else if errors.Is(err, serve.ErrEndOfEpoch) {
+			continue
+		} else if err != nil {
+			t.Fatal(err)
+		}
+		by[s.Epoch] += s.Fields["index"].(*tensor.Tensor).Len()
+	}
+	if len(by) != 1 || by[1] != 8 {
+		t.Errorf("B read samples by epoch %v, want the 8 of epoch 1", by)
+	}
+	if r := <-done; r.code != 0 {
+		t.Errorf("apply: %s", r)
+	}
 }
 
 // TestServeTrainerLeavesAfterLastSample: a trainer that stops once it has
@@ -712,9 +754,14 @@ func TestServePythonHandOver(t *testing.T) {
 				}
 				return by
 			}
-			a, b := read("50", first...), read("0")
+			resume := filepath.Join(dir, "resume.json")
+			a, b := read("50", first...), read("0", "--resume-to", resume)
 			if len(a) != 1 || len(b) != 3 {
 				t.Fatalf("epochs begun: %d by the first trainer, %d by the second; want 1 and 3", len(a), len(b))
+			}
+			// The second's hello says where it starts.
+			if got, err := os.ReadFile(resume); err != nil || string(got) != `{"epoch": 0, "frames": 50}` {
+				t.Errorf("the second trainer's hello resumes at %s (%v), want epoch 0 after 50 frames", got, err)
 			}
 			b[0] = append(a[0], b[0]...)
 			for e, got := range b {

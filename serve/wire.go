@@ -83,6 +83,19 @@ type Hello struct {
 	Seed     uint64 `json:"seed"`
 	// Epochs is the spec's epoch count; 0 means until stopped.
 	Epochs int `json:"epochs"`
+	// Resume is where a trainer that takes over from one that left
+	// starts: absent for the run's first trainer.
+	Resume *Resume `json:"resume,omitempty"`
+}
+
+// Resume is where in the stream a trainer that takes over starts: the
+// epoch of its first frame, and how many of that epoch's frames earlier
+// trainers read (0 at an epoch's start). Its first epoch is the rest of
+// that one, so that a trainer counting its epochs or stepping a schedule
+// can tell.
+type Resume struct {
+	Epoch  int   `json:"epoch"`
+	Frames int64 `json:"frames"`
 }
 
 // Field is one field of a sample's header.

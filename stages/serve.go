@@ -194,7 +194,7 @@ type serveSink struct {
 	lock    *os.File
 	ln      net.Listener
 	conn    net.Conn
-	hello   []byte
+	hello   serve.Hello
 	waiting bool
 	// pending are connections accepted but not yet served: some still
 	// greeting, some greeted and waiting for the trainer before them.
@@ -203,8 +203,10 @@ type serveSink struct {
 	// current epoch.
 	sent, epochSent int64
 	// epochs counts the ends of epoch queued; delivered is the epoch of
-	// the last sample a trainer acknowledged, -1 before the first.
+	// the last sample a trainer acknowledged, -1 before the first, and
+	// deliveredIn how many of that epoch's samples were acknowledged.
 	epochs, delivered int
+	deliveredIn       int64
 	// queue holds the frames no trainer has acknowledged, oldest first;
 	// the first written of them have gone to the current connection,
 	// which has acknowledged acked frames in all; ackBuf holds a part
@@ -296,8 +298,8 @@ func newServeSink(env *Env, c *ServeConfig) (*serveSink, error) {
 		}
 		return nil, fmt.Errorf("listen on %s: %w", c.Listen, err)
 	}
-	hello, err := serve.EncodeJSON(serve.KindHello, serve.Hello{Protocol: serve.Protocol, Pipeline: env.Spec.Name, Stage: env.Stage.Name, Seed: env.Seed, Epochs: env.Spec.Epochs})
-	if err != nil {
+	hello := serve.Hello{Protocol: serve.Protocol, Pipeline: env.Spec.Name, Stage: env.Stage.Name, Seed: env.Seed, Epochs: env.Spec.Epochs}
+	if _, err := serve.EncodeJSON(serve.KindHello, hello); err != nil {
 		ln.Close()
 		if network == "unix" {
 			os.Remove(addr)
@@ -364,7 +366,25 @@ func (s *serveSink) connect(ctx context.Context) error {
 // closed and s.conn stays nil. The error is ctx's, if it ended.
 func (s *serveSink) adopt(ctx context.Context, c net.Conn) error {
 	s.waiting = false
-	if err := s.write(ctx, c, net.Buffers{s.hello}); err != nil {
+	// A trainer that left after an epoch's last sample, before its end
+	// of epoch, had that epoch: the next would take the end for an empty
+	// epoch of its own (a new-user test: a restarted trainer's loop, which
+	// ends at an empty epoch, stopped at once, and the run waited on).
+	for len(s.queue) > 0 && s.queue[0].smp == nil && s.queue[0].epoch == s.delivered {
+		s.queuedBytes -= s.queue[0].bytes
+		s.queue[0] = nil
+		s.queue = s.queue[1:]
+	}
+	hello := s.hello
+	if s.served {
+		hello.Resume = s.resume()
+	}
+	b, err := serve.EncodeJSON(serve.KindHello, hello)
+	if err != nil {
+		c.Close()
+		return err
+	}
+	if err := s.write(ctx, c, net.Buffers{b}); err != nil {
 		c.Close()
 		if ctx.Err() != nil {
 			return ctx.Err()
@@ -375,21 +395,26 @@ func (s *serveSink) adopt(ctx context.Context, c net.Conn) error {
 	s.conn = c
 	s.served = true
 	s.written, s.acked, s.ackBuf = 0, 0, s.ackBuf[:0]
-	// A trainer that left after an epoch's last sample, before its end
-	// of epoch, had that epoch: the next would take the end for an empty
-	// epoch of its own (a new-user test: a restarted trainer's loop, which
-	// ends at an empty epoch, stopped at once, and the run waited on).
-	for len(s.queue) > 0 && s.queue[0].smp == nil && s.queue[0].epoch == s.delivered {
-		s.queuedBytes -= s.queue[0].bytes
-		s.queue[0] = nil
-		s.queue = s.queue[1:]
-	}
 	if s.network == "tcp" {
 		s.log.Info("trainer connected", zap.String("from", c.RemoteAddr().String()))
 	} else {
 		s.log.Info("trainer connected")
 	}
 	return nil
+}
+
+// resume is where a trainer taking over starts: at the first frame no
+// trainer acknowledged, the epoch's ends already dropped (adopt).
+func (s *serveSink) resume() *serve.Resume {
+	epoch := s.epochs // nothing queued: the next epoch's first frame
+	if len(s.queue) > 0 {
+		epoch = s.queue[0].epoch
+	}
+	r := &serve.Resume{Epoch: epoch}
+	if epoch == s.delivered {
+		r.Frames = s.deliveredIn
+	}
+	return r
 }
 
 // waitingWithin is how long a commit whose trainer left after the last
@@ -694,7 +719,11 @@ func (s *serveSink) take(b []byte) error {
 			s.queuedBytes -= f.bytes
 			if f.smp != nil {
 				f.smp.Recycle() // delivered: this sink was its last holder
+				if f.epoch != s.delivered {
+					s.deliveredIn = 0
+				}
 				s.delivered = f.epoch
+				s.deliveredIn++
 			}
 		}
 	}

@@ -7,7 +7,8 @@ PiperunDataset that it never closes: the client closes it at exit. With
 new PiperunDataset, dropping the one before; with --for-dataset N, each in a
 for loop over a new PiperunDataset; with --break-early N, two batches of the
 first, a loop left early, then N-1 whole epochs; with --past-the-end N, N
-epochs through one DataLoader, and the warnings the client gave."""
+epochs through one DataLoader, and the warnings the client gave. --resume-to
+FILE writes the hello's "resume" to FILE as JSON (with connect)."""
 import json
 import os
 import sys
@@ -109,6 +110,9 @@ elif "--dataset" in sys.argv:
     # No close: the script ends with the stream open.
 else:
     s = connect(address)
+    if "--resume-to" in sys.argv:
+        with open(sys.argv[sys.argv.index("--resume-to") + 1], "w") as f:
+            json.dump(s.hello.get("resume"), f)
     try:
         read(s.epochs())
     finally:

@@ -365,6 +365,14 @@ try:
             for sample in epoch:
                 yield sample
 
+        @property
+        def hello(self):
+            """The serve sink's hello once the first iteration connected
+            (None before): its pipeline, seed and epochs, and for a trainer
+            that takes over from one that left, where it starts: "resume",
+            {"epoch": E, "frames": N} after N frames of epoch E."""
+            return None if self._stream is None else self._stream.hello
+
         def close(self):
             """Leaves the stream (see Stream.close)."""
             if self._stream is not None:
