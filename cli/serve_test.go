@@ -260,6 +260,32 @@ func TestServeStopsWithoutATrainer(t *testing.T) {
 	}
 }
 
+// TestServeTrainerTimeoutEndsTheRun: with trainer_timeout, a run that no
+// trainer connects to fails once that long has passed, saying so, and
+// leaves no socket (a new-user test's orphaned piperun waited for ever).
+func TestServeTrainerTimeoutEndsTheRun(t *testing.T) {
+	dir := t.TempDir()
+	sock := filepath.Join(dir, "p.sock")
+	p := writeSpec(t, dir, "t.yaml", `version: 1
+name: t
+stages:
+  - {name: src, type: range, count: 8}
+  - {name: batch, type: batch, size: 4}
+  - {name: out, type: serve, listen: 'unix://`+sock+`', trainer_timeout: 500ms}
+`)
+	select {
+	case r := <-applyInBackground(context.Background(), p):
+		if want := "no trainer connected to unix://" + sock + " within trainer_timeout (500ms)"; r.code != 1 || !strings.Contains(r.stderr, want) {
+			t.Errorf("apply: %s\nwant exit 1 and %q", r, want)
+		}
+	case <-time.After(20 * time.Second):
+		t.Fatal("apply still waits 20 s into a trainer_timeout of 500ms")
+	}
+	if _, err := os.Stat(sock); !os.IsNotExist(err) {
+		t.Errorf("socket %s left behind: %v", sock, err)
+	}
+}
+
 // TestServeHandOver: trainer A takes one batch and leaves; trainer B gets
 // the rest, from the first frame not written whole to A: no sample twice,
 // none lost (a 1.6 MB frame never fits whole in a Unix socket's buffer,

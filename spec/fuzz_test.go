@@ -3,6 +3,8 @@ package spec_test
 import (
 	"os"
 	"path/filepath"
+	"regexp"
+	"strings"
 	"testing"
 
 	"github.com/piperun/piperun/spec"
@@ -75,6 +77,31 @@ func FuzzParseByteSize(f *testing.F) {
 		}
 		if diff := float64(back) - float64(b); diff > float64(b)/100+1 || -diff > float64(b)/100+1 {
 			t.Fatalf("%d printed as %q reads back as %d", b, b.String(), back)
+		}
+	})
+}
+
+// FuzzParseDuration: durations never panic, are more than zero, print
+// as a duration that parses back to the same, and match the schema's
+// pattern.
+func FuzzParseDuration(f *testing.F) {
+	for _, s := range []string{"90s", "10m", "1h30m", "0", "-1s", ".5h", "1.5µs", "2562047h47m16.854775807s", "9999999999h", " 3m "} {
+		f.Add(s)
+	}
+	pattern := regexp.MustCompile(spec.Duration(0).JSONSchema().Pattern)
+	f.Fuzz(func(t *testing.T, s string) {
+		d, err := spec.ParseDuration(s)
+		if err != nil {
+			return
+		}
+		if d <= 0 {
+			t.Fatalf("%q parsed to %d, not more than 0", s, d)
+		}
+		if !pattern.MatchString(strings.TrimSpace(s)) {
+			t.Fatalf("%q parsed, but the schema's pattern refuses it", s)
+		}
+		if back, err := spec.ParseDuration(d.String()); err != nil || back != d {
+			t.Fatalf("%d printed as %q reads back as %d, %v", d, d.String(), back, err)
 		}
 	})
 }

@@ -7,6 +7,7 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	"go.yaml.in/yaml/v3"
 
@@ -244,6 +245,36 @@ func TestByteSize(t *testing.T) {
 	}
 	if s := spec.ByteSize(3 << 29).String(); s != "1.5GiB" {
 		t.Errorf("String = %s", s)
+	}
+}
+
+func TestDuration(t *testing.T) {
+	tests := []struct {
+		in   string
+		want time.Duration
+		err  string
+	}{
+		{"90s", 90 * time.Second, ""}, {"10m", 10 * time.Minute, ""}, {"1h30m", 90 * time.Minute, ""},
+		{" 250ms ", 250 * time.Millisecond, ""}, {"1.5h", 90 * time.Minute, ""}, {".5s", 500 * time.Millisecond, ""},
+		{"0", 0, `invalid duration "0" (want e.g. 90s, 10m, 1h30m)`},
+		{"0s", 0, `duration "0s" must be more than 0`},
+		{"-1m", 0, `invalid duration "-1m" (want e.g. 90s, 10m, 1h30m)`},
+		{"+1m", 0, `invalid duration "+1m" (want e.g. 90s, 10m, 1h30m)`},
+		{"10", 0, `invalid duration "10" (want e.g. 90s, 10m, 1h30m)`},
+		{"1d", 0, `invalid duration "1d" (want e.g. 90s, 10m, 1h30m)`},
+		{"", 0, `invalid duration "" (want e.g. 90s, 10m, 1h30m)`},
+	}
+	for _, tc := range tests {
+		got, err := spec.ParseDuration(tc.in)
+		if tc.err != "" {
+			if err == nil || err.Error() != tc.err {
+				t.Errorf("ParseDuration(%q) = %v, %v; want error %q", tc.in, got, err, tc.err)
+			}
+			continue
+		}
+		if err != nil || time.Duration(got) != tc.want {
+			t.Errorf("ParseDuration(%q) = %v, %v; want %v", tc.in, got, err, tc.want)
+		}
 	}
 }
 

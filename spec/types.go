@@ -9,6 +9,7 @@ import (
 	"regexp"
 	"strconv"
 	"strings"
+	"time"
 
 	"github.com/invopop/jsonschema"
 	"go.yaml.in/yaml/v3"
@@ -139,6 +140,49 @@ func (b ByteSize) String() string { return budget.Format(int64(b)) }
 func (ByteSize) JSONSchema() *jsonschema.Schema {
 	return &jsonschema.Schema{Minimum: "1", Pattern: byteSizeRe.String(),
 		Extras: map[string]any{"type": []string{"integer", "string"}}}
+}
+
+// Duration is a length of time written as Go writes one ("90s", "10m",
+// "1h30m"). In a spec it is more than zero: 0 would mean at once, never
+// what a timeout is set for.
+type Duration time.Duration
+
+// durationRe is what ParseDuration reads, and the schema's pattern: Go's
+// time.ParseDuration without a sign, one or more numbers each with a unit.
+var durationRe = regexp.MustCompile(`^(?:(?:[0-9]+(?:\.[0-9]*)?|\.[0-9]+)(?:ns|us|µs|μs|ms|s|m|h))+$`)
+
+// ParseDuration parses a duration such as "10m" that is more than zero.
+func ParseDuration(s string) (Duration, error) {
+	t := strings.TrimSpace(s)
+	d, err := time.ParseDuration(t)
+	if err != nil || !durationRe.MatchString(t) {
+		return 0, fmt.Errorf("invalid duration %q (want e.g. 90s, 10m, 1h30m)", s)
+	}
+	if d <= 0 {
+		return 0, fmt.Errorf("duration %q must be more than 0", s)
+	}
+	return Duration(d), nil
+}
+
+// UnmarshalNode reads a duration.
+func (d *Duration) UnmarshalNode(n *yaml.Node) error {
+	if n.Kind != yaml.ScalarNode {
+		return fmt.Errorf("expected a duration such as 10m, got %s", describe(n))
+	}
+	v, err := ParseDuration(n.Value)
+	if err != nil {
+		return err
+	}
+	*d = v
+	return nil
+}
+
+// String writes the duration as time.Duration does ("10m0s").
+func (d Duration) String() string { return time.Duration(d).String() }
+
+// JSONSchema describes a duration.
+func (Duration) JSONSchema() *jsonschema.Schema {
+	return &jsonschema.Schema{Type: "string", Pattern: durationRe.String()}
 }
 
 // Map is a YAML mapping that keeps its key order and each key's position,

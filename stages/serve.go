@@ -27,6 +27,10 @@ import (
 type ServeConfig struct {
 	Listen string        `yaml:"listen" jsonschema:"required" jsonschema_description:"Where trainers connect: unix:///path/to.sock (a relative path resolves against the spec's directory) or tcp://HOST:PORT. One trainer is served at a time; the next to connect takes over when it leaves."`
 	Window spec.ByteSize `yaml:"window" jsonschema_description:"Bytes of sent samples kept until the trainer acknowledges them, inside the memory budget (a sample larger than the window waits for its acknowledgement before the next is taken). Default: 32MiB, or an eighth of the budget where that is less."`
+	// TrainerTimeout ends a run left without a trainer: one whose trainer
+	// died waited for ever, an orphan holding its memory and its address
+	// (a new-user test under a DDP launcher).
+	TrainerTimeout spec.Duration `yaml:"trainer_timeout" jsonschema_description:"Fail the run when no trainer is connected for this long, before the first or after one leaves, e.g. 10m. Default: wait until stopped."`
 }
 
 // DefaultServeWindow is the serve window where the budget is large enough.
@@ -196,6 +200,8 @@ type serveSink struct {
 	conn    net.Conn
 	hello   serve.Hello
 	waiting bool
+	// timeout is trainer_timeout, 0 for none.
+	timeout time.Duration
 	// pending are connections accepted but not yet served: some still
 	// greeting, some greeted and waiting for the trainer before them.
 	pending []*pendingConn
@@ -313,7 +319,8 @@ func newServeSink(env *Env, c *ServeConfig) (*serveSink, error) {
 	if network == "unix" {
 		listen = network + "://" + addr // not the name it was bound under
 	}
-	return &serveSink{log: env.Log, listen: listen, network: network, addr: addr, sock: sock, lock: lock, ln: ln, hello: hello, window: c.window(env.Memory), delivered: -1}, nil
+	return &serveSink{log: env.Log, listen: listen, network: network, addr: addr, sock: sock, lock: lock, ln: ln, hello: hello,
+		window: c.window(env.Memory), delivered: -1, timeout: time.Duration(c.TrainerTimeout)}, nil
 }
 
 // connect waits for a trainer unless one is connected, and greets it.
@@ -331,10 +338,15 @@ func (s *serveSink) connect(ctx context.Context) error {
 			s.idle.Add(int64(time.Since(t0)))
 		}()
 	}
+	start := time.Now()
 	for s.conn == nil {
 		if !s.waiting {
 			s.waiting = true
-			s.log.Info("waiting for a trainer to connect", zap.String("listen", s.listen))
+			fields := []zap.Field{zap.String("listen", s.listen)}
+			if s.timeout > 0 {
+				fields = append(fields, zap.Duration("trainer_timeout", s.timeout))
+			}
+			s.log.Info("waiting for a trainer to connect", fields...)
 		}
 		if d, ok := s.ln.(interface{ SetDeadline(time.Time) error }); ok {
 			wait := acceptEvery
@@ -356,6 +368,11 @@ func (s *serveSink) connect(ctx context.Context) error {
 			if err := s.adopt(ctx, c); err != nil {
 				return err
 			}
+		} else if s.timeout > 0 && time.Since(start) >= s.timeout {
+			if s.served {
+				return fmt.Errorf("no trainer took over at %s within trainer_timeout (%s) after the last one left", s.listen, s.timeout)
+			}
+			return fmt.Errorf("no trainer connected to %s within trainer_timeout (%s)", s.listen, s.timeout)
 		}
 	}
 	return nil

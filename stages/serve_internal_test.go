@@ -560,3 +560,54 @@ func TestServeLocksItsSocketPath(t *testing.T) {
 	}
 	c.shut()
 }
+
+// TestServeTrainerTimeout: with trainer_timeout a sink left without a
+// trainer, before the first or after one leaves with samples still to
+// send, fails the run once that long has passed, instead of waiting for
+// ever (a new-user test's DDP worker died, and its piperun, orphaned,
+// held its memory and its socket).
+func TestServeTrainerTimeout(t *testing.T) {
+	sock := filepath.Join(t.TempDir(), "s.sock")
+	env := &Env{Spec: &spec.Spec{Name: "t", Epochs: 1}, Stage: &spec.Stage{Name: "out"}, Log: zap.NewNop()}
+	const timeout = time.Second // time enough for the trainer below to connect on a busy host
+	sk, err := newServeSink(env, &ServeConfig{Listen: "unix://" + sock, TrainerTimeout: spec.Duration(timeout)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer sk.Abort()
+	ctx := context.Background()
+	t0 := time.Now()
+	err = sk.Write(ctx, &sample.Sample{Fields: map[string]any{"x": int64(1)}})
+	if want := "no trainer connected to unix://" + sock + " within trainer_timeout (1s)"; err == nil || err.Error() != want {
+		t.Fatalf("write with no trainer: %v; want %q", err, want)
+	}
+	if waited := time.Since(t0); waited < timeout {
+		t.Errorf("failed after %v, before the timeout of %v", waited, timeout)
+	}
+	// A trainer comes, reads that sample and the next, and leaves; the
+	// sample after waits for another, for as long.
+	read := make(chan error, 1)
+	go func() {
+		c, err := serve.Dial("unix://" + sock) // its hello comes with the next write
+		if err == nil {
+			if _, err = c.Next(); err == nil {
+				_, err = c.Next()
+			}
+			c.Close()
+		}
+		read <- err
+	}()
+	if err := sk.Write(ctx, &sample.Sample{Fields: map[string]any{"x": int64(2)}}); err != nil {
+		t.Fatal(err)
+	}
+	if err := <-read; err != nil {
+		t.Fatal(err)
+	}
+	err = sk.Write(ctx, &sample.Sample{Fields: map[string]any{"x": int64(3)}})
+	for err == nil { // the trainer's leaving is noticed at the next write
+		err = sk.Write(ctx, &sample.Sample{Fields: map[string]any{"x": int64(4)}})
+	}
+	if want := "no trainer took over at unix://" + sock + " within trainer_timeout (1s) after the last one left"; err.Error() != want {
+		t.Errorf("write after the trainer left: %v; want %q", err, want)
+	}
+}
