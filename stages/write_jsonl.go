@@ -244,8 +244,8 @@ func (o *jsonOut) tensor(t *tensor.Tensor, d, off int) error {
 		o.b = strconv.AppendInt(o.b, t.IntAt(off), 10)
 		return nil
 	}
-	if d == len(t.Shape)-1 && t.DType == tensor.Float32 {
-		return o.float32s(t.Float32()[off : off+t.Shape[d]])
+	if d == len(t.Shape)-1 {
+		return o.row(t, off, t.Shape[d])
 	}
 	stride := 1
 	for _, s := range t.Shape[d+1:] {
@@ -254,16 +254,30 @@ func (o *jsonOut) tensor(t *tensor.Tensor, d, off int) error {
 	return o.list(t.Shape[d], func(i int) error { return o.tensor(t, d+1, off+i*stride) })
 }
 
-// float32s writes a row of float32s, the bulk of an image's line, without
-// a call per element through list and tensor.
-func (o *jsonOut) float32s(row []float32) error {
+// row writes the n elements of t from flat element off, the innermost
+// dimension: the bulk of an image's line, without a call per element
+// through list and tensor.
+func (o *jsonOut) row(t *tensor.Tensor, off, n int) error {
 	o.b = append(o.b, '[')
-	for i, v := range row {
+	var f32 []float32
+	if t.DType == tensor.Float32 {
+		f32 = t.Float32()[off : off+n]
+	}
+	for i := range n {
 		if i > 0 {
 			o.b = append(o.b, ',')
 		}
-		if err := o.float(float64(v), 32); err != nil {
-			return err
+		switch {
+		case f32 != nil:
+			if err := o.float(float64(f32[i]), 32); err != nil {
+				return err
+			}
+		case t.DType == tensor.Float64:
+			if err := o.float(t.At(off+i), 64); err != nil {
+				return err
+			}
+		default:
+			o.b = strconv.AppendInt(o.b, t.IntAt(off+i), 10)
 		}
 	}
 	o.b = append(o.b, ']')

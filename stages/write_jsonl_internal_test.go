@@ -81,3 +81,29 @@ func BenchmarkJSONLine(b *testing.B) {
 		}
 	})
 }
+
+// TestJSONRowsOfEveryDType: rows of each dtype are written as the
+// element-by-element path writes them.
+func TestJSONRowsOfEveryDType(t *testing.T) {
+	for _, dt := range []tensor.DType{tensor.Uint8, tensor.Int32, tensor.Int64, tensor.Float32, tensor.Float64} {
+		x := tensor.New(dt, 2, 3)
+		for i := range x.Len() {
+			x.Set(i, float64(i)*1.5)
+		}
+		got, err := AppendJSON(nil, map[string]any{"x": x})
+		if err != nil {
+			t.Fatal(err)
+		}
+		want := `{"x":[[0,1,3],[4,6,7]]}`
+		if dt.IsFloat() {
+			want = `{"x":[[0.0,1.5,3.0],[4.5,6.0,7.5]]}`
+		}
+		if string(got) != want {
+			t.Errorf("%s: %s, want %s", dt, got, want)
+		}
+	}
+	empty := tensor.New(tensor.Float32, 2, 0)
+	if got, err := AppendJSON(nil, map[string]any{"x": empty}); err != nil || string(got) != `{"x":[[],[]]}` {
+		t.Errorf("a 2×0 tensor: %s, %v", got, err)
+	}
+}
