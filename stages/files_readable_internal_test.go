@@ -282,13 +282,20 @@ func TestShardedRunsServeApart(t *testing.T) {
 	}
 	defer ln.Close()
 	const from = "RANK and WORLD_SIZE say this is one of 3 processes, and each serves at "
+	free, err := net.Listen("tcp", "127.0.0.1:0") // a port nothing listens on once closed
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, port, _ := net.SplitHostPort(free.Addr().String())
+	free.Close()
 	for _, tc := range []struct {
 		shard, listen string
 		want          string
 	}{
 		{"auto", "unix://p.sock", "warning: stages[1].listen: " + from + "unix://p.sock: on one machine only the first can listen there, and the others are refused; put the rank in the address (unix://p-${RANK}.sock)"},
 		{"auto", "unix://p-${RANK}.sock", ""},
-		{"auto", "tcp://127.0.0.1:0", "warning: stages[1].listen: " + from + "tcp://127.0.0.1:0: on one machine only the first can listen there, and the others are refused; give each process a port of its own (--set stages.out.listen=tcp://HOST:PORT from the launcher, a port a rank)"},
+		{"auto", "tcp://127.0.0.1:" + port, "warning: stages[1].listen: " + from + "tcp://127.0.0.1:" + port + ": on one machine only the first can listen there, and the others are refused; give each process a port of its own (--set stages.out.listen=tcp://HOST:PORT from the launcher, a port a rank)"},
+		{"auto", "tcp://127.0.0.1:0", ""}, // the system picks a port for each
 		{"{index: 0, count: 2}", "unix://p.sock", `warning: stages[1].listen: stage "f"'s shard says this is one of 2 processes, and each serves at unix://p.sock: on one machine only the first can listen there, and the others are refused; give each process an address of its own (--set stages.out.listen=..., as you set its shard)`},
 		{"auto", "unix://taken.sock", "stages[1].listen: another process serves at " + filepath.Join(dir, "taken.sock") + " (this is one of 3 processes: each needs an address of its own)\n" +
 			"warning: stages[1].listen: " + from + "unix://taken.sock: on one machine only the first can listen there, and the others are refused; put the rank in the address (unix://taken-${RANK}.sock)"},
