@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math"
 	"regexp"
 	"sort"
 	"strings"
@@ -383,7 +384,11 @@ func toFeature(v any) (*example.Feature, error) {
 	case bool:
 		return &example.Feature{Kind: example.KindInt64, Ints: []int64{boolInt64(x)}}, nil
 	case float64:
-		return &example.Feature{Kind: example.KindFloat, Floats: []float32{float32(x)}}, nil
+		f, err := narrow(x, -1)
+		if err != nil {
+			return nil, err
+		}
+		return &example.Feature{Kind: example.KindFloat, Floats: []float32{f}}, nil
 	case string:
 		return &example.Feature{Kind: example.KindBytes, Bytes: [][]byte{[]byte(x)}}, nil
 	case []byte:
@@ -411,7 +416,10 @@ func toFeature(v any) (*example.Feature, error) {
 		case tensor.Float64:
 			out := make([]float32, x.Len())
 			for i, f := range x.Float64() {
-				out[i] = float32(f)
+				var err error
+				if out[i], err = narrow(f, i); err != nil {
+					return nil, err
+				}
 			}
 			return &example.Feature{Kind: example.KindFloat, Floats: out}, nil
 		}
@@ -477,7 +485,10 @@ func listFeature(x []any) (*example.Feature, error) {
 			case int64:
 				f.Floats[i] = float32(y)
 			case float64:
-				f.Floats[i] = float32(y)
+				var err error
+				if f.Floats[i], err = narrow(y, i); err != nil {
+					return nil, err
+				}
 			case bool:
 				f.Floats[i] = float32(boolInt64(y))
 			}
@@ -495,6 +506,22 @@ func listFeature(x []any) (*example.Feature, error) {
 		}
 	}
 	return f, nil
+}
+
+// narrow is f as a float_list holds it, a float32: rounded, and refused
+// where a finite f would become an infinity (1e39 was read back as inf,
+// unseen; a user test). Element i of a list or tensor is named; -1 is a
+// scalar.
+func narrow(f float64, i int) (float32, error) {
+	g := float32(f)
+	if !math.IsInf(float64(g), 0) || math.IsInf(f, 0) {
+		return g, nil
+	}
+	what := fmt.Sprintf("%g is", f)
+	if i >= 0 {
+		what = fmt.Sprintf("element %d, %g, is", i, f)
+	}
+	return 0, fmt.Errorf("%s beyond float32's range (±%g), and a float_list holds float32s: it would be written as %v; scale it in a map, or write it as an int or a string", what, float32(math.MaxFloat32), g)
 }
 
 // boolInt64 is a bool as a feature holds it: an Example has no bool list,

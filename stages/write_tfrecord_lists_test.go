@@ -2,6 +2,7 @@ package stages_test
 
 import (
 	"bytes"
+	"math"
 	"reflect"
 	"sort"
 	"strings"
@@ -201,5 +202,40 @@ func TestWriteTFRecordRefusesABatchOfLists(t *testing.T) {
 	sort.Strings(got)
 	if !reflect.DeepEqual(got, want) {
 		t.Errorf("got\n%s\nwant\n%s", strings.Join(got, "\n"), strings.Join(want, "\n"))
+	}
+}
+
+// TestWriteTFRecordRefusesFloatOverflow: a float_list holds float32s, so
+// a float64 beyond float32's range would be written as infinity (a user
+// test: 1e39 was read back as inf, unseen). It fails naming the field and
+// the element; an infinity or NaN already there, and values that only
+// lose precision, are written as float32 rounds them.
+func TestWriteTFRecordRefusesFloatOverflow(t *testing.T) {
+	f64 := tensor.New(tensor.Float64, 3)
+	copy(f64.Float64(), []float64{1, -5e38, 2})
+	for _, tc := range []struct {
+		name string
+		val  any
+		want string
+	}{
+		{"scalar", 1e39, `field "v": 1e+39 is beyond float32's range (±3.4028235e+38), and a float_list holds float32s: it would be written as +Inf; scale it in a map, or write it as an int or a string`},
+		{"list", []any{int64(1), -4e38}, `field "v": element 1, -4e+38, is beyond float32's range (±3.4028235e+38), and a float_list holds float32s: it would be written as -Inf; scale it in a map, or write it as an int or a string`},
+		{"tensor", f64, `field "v": element 1, -5e+38, is beyond float32's range (±3.4028235e+38), and a float_list holds float32s: it would be written as -Inf; scale it in a map, or write it as an int or a string`},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			_, err := writeAndReadBack(t, map[string]any{"v": tc.val})
+			if err == nil || err.Error() != tc.want {
+				t.Errorf("%v\nwant %s", err, tc.want)
+			}
+		})
+	}
+	inf := math.Inf(1)
+	ex, err := writeAndReadBack(t, map[string]any{"v": []any{inf, 1646034751.123, 5e-324, 3.4e38}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := []float32{float32(inf), 1646034751.123, 0, 3.4e38}
+	if got := ex.Features["v"].Floats; !reflect.DeepEqual(got, want) {
+		t.Errorf("floats %v, want %v", got, want)
 	}
 }
