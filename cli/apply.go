@@ -10,6 +10,7 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -96,12 +97,15 @@ func applyCmd(g *globals) *cobra.Command {
 			})
 			// AfterFunc's stop does not wait for a call under way, whose
 			// line could then come after apply's last (and race with a
-			// caller of Run reading stderr).
-			defer func() {
+			// caller of Run reading stderr). Stopped as the run ends, before
+			// stoppedAt is read: an interrupt just after the engine's last
+			// step then gets its note, before the summary (a review).
+			endWatch := sync.OnceFunc(func() {
 				if !unwatch() {
 					<-said
 				}
-			}()
+			})
+			defer endWatch()
 			run, err := engine.Start(cmd.Context(), p, engine.Options{Registry: g.registry, Log: g.log})
 			if err != nil {
 				return failed(exit(ExitFailed, err), p)
@@ -110,6 +114,7 @@ func applyCmd(g *globals) *cobra.Command {
 			tty := progress == "always" || (progress == "auto" && isTerminal(g.stderr))
 			watch(run, g, tty, sp.Epochs)
 			rep, runErr := run.Wait()
+			endWatch()
 			feeds := serveFeeds(sp, rep)
 			rep.GPU = stopGPU(feeds)
 			interrupted := errors.Is(runErr, context.Canceled)
