@@ -254,6 +254,11 @@ func (o *jsonOut) tensor(t *tensor.Tensor, d, off int) error {
 	return o.list(t.Shape[d], func(i int) error { return o.tensor(t, d+1, off+i*stride) })
 }
 
+// jsonRowStep is how many elements row writes between looks at the size
+// of the line held: a 1-D tensor is one row, and a parse_example list of
+// millions of floats was formatted whole (a review).
+const jsonRowStep = 4096
+
 // row writes the n elements of t from flat element off, the innermost
 // dimension: the bulk of an image's line, without a call per element
 // through list and tensor.
@@ -266,6 +271,11 @@ func (o *jsonOut) row(t *tensor.Tensor, off, n int) error {
 	for i := range n {
 		if i > 0 {
 			o.b = append(o.b, ',')
+			if i%jsonRowStep == 0 {
+				if err := o.spill(); err != nil {
+					return err
+				}
+			}
 		}
 		switch {
 		case f32 != nil:

@@ -107,3 +107,37 @@ func TestJSONRowsOfEveryDType(t *testing.T) {
 		t.Errorf("a 2×0 tensor: %s, %v", got, err)
 	}
 }
+
+// TestJSONLongRowIsWrittenInChunks: a 1-D tensor (a parse_example list of
+// four million floats) is one row, and its line too is written out in
+// pieces: it was formatted whole before the first write (a review: 70 MB
+// for 32 MB of float64s), and write_jsonl kept that buffer for the run.
+func TestJSONLongRowIsWrittenInChunks(t *testing.T) {
+	for _, dt := range []tensor.DType{tensor.Uint8, tensor.Int32, tensor.Int64, tensor.Float32, tensor.Float64} {
+		t.Run(dt.String(), func(t *testing.T) {
+			x := tensor.New(dt, 1<<20)
+			for i := range x.Len() {
+				x.Set(i, float64(i%251)-100.125)
+			}
+			fields := map[string]any{"x": x}
+			whole, err := AppendJSON(nil, fields)
+			if err != nil {
+				t.Fatal(err)
+			}
+			var w biggestWrite
+			o := jsonOut{w: &w}
+			if err := o.object(fields); err != nil {
+				t.Fatal(err)
+			}
+			// 24 bytes: the longest element text, a float64's with its comma.
+			most := jsonChunk + jsonRowStep*24
+			if w.most == 0 || w.most > most || len(o.b) > most {
+				t.Errorf("largest write %d bytes, %d left over; want some, none over %d", w.most, len(o.b), most)
+			}
+			w.Write(o.b)
+			if !bytes.Equal(w.Bytes(), whole) {
+				t.Errorf("the chunks make %d bytes, not the %d of the whole line", w.Len(), len(whole))
+			}
+		})
+	}
+}
