@@ -374,7 +374,7 @@ func TestResyncDamagedCompression(t *testing.T) {
 	got, skips, final = readResync(t, r)
 	want := fmt.Sprintf("record 199 at byte offset %d of the decompressed stream: length crc mismatch (got 0x", last)
 	if len(got) != 199 || len(skips) != 0 || final == nil || !strings.Contains(final.Error(), want) ||
-		!strings.Contains(final.Error(), "; then, looking for the next valid record: truncated: the stream ends early") || !errors.Is(final, io.ErrUnexpectedEOF) {
+		!strings.Contains(final.Error(), "; then, looking for the next valid record: truncated: the gzip stream is cut short (the file ends before it does)") || !errors.Is(final, io.ErrUnexpectedEOF) {
 		t.Errorf("%d records, skips %v, final %v; want 199, none, and one holding %q", len(got), skips, final, want)
 	}
 }
@@ -609,7 +609,7 @@ func TestResyncLargeRecords(t *testing.T) {
 	got, skips, final := readResync(t, r)
 	want := fmt.Sprintf("tfrecord: large.gz: record 4 at byte offset %d of the decompressed stream: length crc mismatch (got 0x", offs[5])
 	if len(got) != 3 || len(skips) != 1 || final == nil || !strings.HasPrefix(final.Error(), want) ||
-		!strings.HasSuffix(final.Error(), "; then, looking for the next valid record: truncated: the stream ends early") || !errors.Is(final, io.ErrUnexpectedEOF) {
+		!strings.HasSuffix(final.Error(), "; then, looking for the next valid record: truncated: the gzip stream is cut short (the file ends before it does)") || !errors.Is(final, io.ErrUnexpectedEOF) {
 		t.Errorf("%d records, skips %v, final %v; want 3, one, and the cut", len(got), skips, final)
 	}
 }

@@ -241,6 +241,7 @@ type Reader struct {
 	err     error // sticky: once framing is lost nothing after it can be trusted
 	hdr     [headerSize]byte
 	resync  bool
+	cut     *cutWatch // the decompressor's side; nil when uncompressed
 	// back holds the bytes that a resynchronising scan read into a window
 	// of its own (for a candidate record larger than br's buffer) past
 	// the record it found, in front of the original source; it exists
@@ -304,8 +305,26 @@ func newReaderSize(r io.Reader, c Compression, name string, size int) (*Reader, 
 		}
 		return nil, &CorruptError{File: name, Reason: fmt.Sprintf("%s header: %v%s", c, err, looksLike(head, c)), Err: err}
 	}
-	rd.br = bufio.NewReaderSize(zr, rd.bufSize)
+	rd.cut = &cutWatch{r: zr}
+	rd.br = bufio.NewReaderSize(rd.cut, rd.bufSize)
 	return rd, nil
+}
+
+// cutWatch notes whether a decompressor said its stream was cut short
+// (io.ErrUnexpectedEOF): the file then ended inside the compressed stream,
+// where a stream that ends whole in the middle of a frame is the
+// records' own truncation.
+type cutWatch struct {
+	r   io.Reader
+	cut bool
+}
+
+func (c *cutWatch) Read(p []byte) (int, error) {
+	n, err := c.r.Read(p)
+	if err == io.ErrUnexpectedEOF {
+		c.cut = true
+	}
+	return n, err
 }
 
 // SetMaxRecordSize changes the largest record length the reader accepts
@@ -386,7 +405,11 @@ func (r *Reader) next() ([]byte, error) {
 		if err == io.EOF {
 			err = io.ErrUnexpectedEOF
 		}
-		return nil, r.readErr(err, fmt.Sprintf("header has %d of %d bytes", len(h), headerSize))
+		what := headerMissing
+		if len(h) > 0 {
+			what = fmt.Sprintf("header has %d of %d bytes", len(h), headerSize)
+		}
+		return nil, r.readErr(err, what)
 	}
 	length := binary.LittleEndian.Uint64(h[:8])
 	if got, want := MaskedCRC(h[:8]), binary.LittleEndian.Uint32(h[8:]); got != want {
@@ -615,7 +638,7 @@ func (r *Reader) foundNothing(reason string, end int64, rerr error, what string)
 	if rerr != nil {
 		// A read failure (a damaged compressed stream) is no damage the
 		// scan can step over: this error ends the stream.
-		err := r.readErr(rerr, "the stream ends early")
+		err := r.readErr(rerr, streamEnds)
 		if e, ok := err.(*CorruptError); ok {
 			e.Reason = reason + "; then, looking for the next valid record: " + e.Reason
 			return e
@@ -760,9 +783,28 @@ func (r *Reader) corrupt(reason string, err error) *CorruptError {
 // readErr classifies a failed read inside a frame: running out of bytes is
 // truncation, a damaged compressed stream is corruption, anything else is an
 // I/O error passed through with context.
+// headerMissing is what readErr is told where not one byte of a record's
+// header came, and streamEnds where a resynchronising scan ran out.
+var (
+	headerMissing = fmt.Sprintf("header has 0 of %d bytes", headerSize)
+	streamEnds    = "the stream ends early"
+)
+
 func (r *Reader) readErr(err error, what string) error {
 	var flateErr flate.CorruptInputError
 	switch {
+	case (errors.Is(err, io.ErrUnexpectedEOF) || errors.Is(err, io.EOF)) && r.cut != nil && r.cut.cut:
+		reason := fmt.Sprintf("truncated: the %s stream is cut short (the file ends before it does)", r.comp)
+		switch what {
+		case headerMissing:
+			// The cut may be no more than the trailer: say that no
+			// record was lost, where "truncated header" suggested one.
+			reason += ": every record before this offset is whole"
+		case streamEnds:
+		default:
+			reason += ": " + what
+		}
+		return r.corrupt(reason, io.ErrUnexpectedEOF)
 	case errors.Is(err, io.ErrUnexpectedEOF) || errors.Is(err, io.EOF):
 		return r.corrupt("truncated: "+what, io.ErrUnexpectedEOF)
 	case errors.As(err, &flateErr), errors.Is(err, gzip.ErrChecksum), errors.Is(err, gzip.ErrHeader),

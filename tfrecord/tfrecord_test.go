@@ -347,8 +347,26 @@ func TestTruncation(t *testing.T) {
 		t.Fatal(err)
 	}
 	recs, err := readAll(t, r)
-	if !errors.Is(err, io.ErrUnexpectedEOF) || len(recs) != 2 {
-		t.Errorf("gzip without trailer: %d records, err %v", len(recs), err)
+	// It says the compressed stream was cut, not that a record header was:
+	// every record is whole here (a user test read "truncated: header has
+	// 0 of 12 bytes" for a file missing only its gzip trailer).
+	const want = "tfrecord: t.gz: record 2 at byte offset 38 of the decompressed stream: truncated: the gzip stream is cut short (the file ends before it does): every record before this offset is whole"
+	if !errors.Is(err, io.ErrUnexpectedEOF) || len(recs) != 2 || err.Error() != want {
+		t.Errorf("gzip without trailer: %d records, err %v\nwant 2 records and %s", len(recs), err, want)
+	}
+	// Cut inside a record, the reason says where as well.
+	var flushed bytes.Buffer
+	zw := zlib.NewWriter(&flushed)
+	zw.Write(full[:33])
+	zw.Flush() // the first 33 bytes decompress; the stream goes on no further
+	r, err = NewReader(bytes.NewReader(flushed.Bytes()), Zlib, "t.zz")
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, err = readAll(t, r)
+	const wantIn = "tfrecord: t.zz: record 1 at byte offset 19 of the decompressed stream: truncated: the zlib stream is cut short (the file ends before it does): record of length 3 needs 7 bytes (payload and data crc) after the header, got 2"
+	if err == nil || err.Error() != wantIn {
+		t.Errorf("zlib cut in a record: %v\nwant %s", err, wantIn)
 	}
 }
 
