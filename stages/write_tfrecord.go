@@ -5,6 +5,8 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	"os"
+	"path/filepath"
 	"regexp"
 	"sort"
 	"strings"
@@ -91,6 +93,12 @@ func (c *WriteTFRecordConfig) Check(cc *spec.CheckContext) sample.Schema {
 			cc.Warnf("", "field %q is %s, whose elements are known only at run time: it can be written only if they are all numbers and booleans (an int64_list, or a float_list if any is a float) or all strings and bytes (a bytes_list)", f.Name, f.Type)
 		}
 	}
+	if cc.Environment && c.Path != "" && c.Shards >= 1 {
+		if stale := otherShards(cc.Resolve(c.Path), c.Shards); len(stale) > 0 {
+			cc.Warnf("path", "%s (left by a run with another number of shards?): a pattern reading the output, such as %s, would read %s too; remove %[3]s, or write elsewhere",
+				staleWords(filepath.Dir(c.Path), stale, c.Shards), placeholder.ReplaceAllString(c.Path, "*"), map[bool]string{true: "it", false: "them"}[len(stale) == 1])
+		}
+	}
 	if cc.Environment && c.Path != "" {
 		err := checkWritable(cc.Resolve(ShardPath(c.Path, 0, max(c.Shards, 1))))
 		for i := 1; err == nil && i < c.Shards; i++ {
@@ -101,6 +109,60 @@ func (c *WriteTFRecordConfig) Check(cc *spec.CheckContext) sample.Schema {
 		}
 	}
 	return sample.Schema{}
+}
+
+// otherShards lists the files in the folder of path, a resolved shard
+// path, that it names for some shard or shard count but that a run
+// writing n shards does not write: a set of 3 shards rewritten as 2
+// leaves its third beside them. Nothing is said of a path with no
+// placeholder in its file name, or with one in its folders.
+func otherShards(path string, n int) []string {
+	dir, base := filepath.Split(path)
+	if !placeholder.MatchString(base) || placeholder.MatchString(dir) {
+		return nil
+	}
+	re, err := regexp.Compile("^" + strings.NewReplacer(`\{shard\}`, `[0-9]{5}`, `\{shards\}`, `[0-9]{5}`).Replace(regexp.QuoteMeta(base)) + "$")
+	if err != nil {
+		return nil
+	}
+	ours := map[string]bool{}
+	for i := range n {
+		ours[filepath.Base(ShardPath(path, i, n))] = true
+	}
+	entries, err := os.ReadDir(filepath.Clean(dir))
+	if err != nil {
+		return nil // what cannot be listed is said where it is written
+	}
+	var stale []string
+	for _, e := range entries {
+		if e.Type().IsRegular() && re.MatchString(e.Name()) && !ours[e.Name()] {
+			stale = append(stale, e.Name())
+		}
+	}
+	return stale // ReadDir sorts by name
+}
+
+// staleWords names the files otherShards found, in the spec's folder
+// dir, as a warning begins: "a, b, c and 2 more match this path but …".
+func staleWords(dir string, stale []string, n int) string {
+	names := make([]string, 0, 3)
+	for _, s := range stale[:min(len(stale), 3)] {
+		names = append(names, filepath.Join(dir, s))
+	}
+	list := strings.Join(names, ", ")
+	if more := len(stale) - len(names); more > 0 {
+		list += fmt.Sprintf(" and %d more", more)
+	} else if len(names) > 1 {
+		list = strings.Join(names[:len(names)-1], ", ") + " and " + names[len(names)-1]
+	}
+	verb, not := "match", "are not"
+	if len(stale) == 1 {
+		verb, not = "matches", "is not"
+	}
+	if n == 1 {
+		return fmt.Sprintf("%s %s this path but %s the shard it writes", list, verb, not)
+	}
+	return fmt.Sprintf("%s %s this path but %s among the %d shards it writes", list, verb, not, n)
 }
 
 // OutputPaths implements spec.Outputter: every shard.

@@ -3,6 +3,8 @@ package stages_test
 import (
 	"bytes"
 	"math"
+	"os"
+	"path/filepath"
 	"reflect"
 	"sort"
 	"strings"
@@ -237,5 +239,48 @@ func TestWriteTFRecordRefusesFloatOverflow(t *testing.T) {
 	want := []float32{float32(inf), 1646034751.123, 0, 3.4e38}
 	if got := ex.Features["v"].Floats; !reflect.DeepEqual(got, want) {
 		t.Errorf("floats %v, want %v", got, want)
+	}
+}
+
+// TestWriteTFRecordWarnsOfOtherShards: shards a run will not write, left
+// by an earlier run with more of them, stay beside the new set, and a
+// pattern reading the output would read them too (a user test: shards: 3,
+// then 2, left o-00002 and said nothing). validate and apply warn, naming
+// them; files that only look alike, and the shards it writes, are not.
+func TestWriteTFRecordWarnsOfOtherShards(t *testing.T) {
+	dir := t.TempDir()
+	for _, name := range []string{"o-00000.tfrecord", "o-00001.tfrecord", "o-00002.tfrecord", "o-00003.tfrecord", "o-00004.tfrecord", "o-00005.tfrecord", "o-1.tfrecord", "o-00007.txt", "x-00008.tfrecord", "p-00000-of-00003.tfrecord", "p-00001-of-00002.tfrecord"} {
+		if err := os.WriteFile(filepath.Join(dir, name), nil, 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for _, tc := range []struct{ path, shards, want string }{
+		{"o-{shard}.tfrecord", "2", "warning: stages[1].path: o-00002.tfrecord, o-00003.tfrecord, o-00004.tfrecord and 1 more match this path but are not among the 2 shards it writes (left by a run with another number of shards?): a pattern reading the output, such as o-*.tfrecord, would read them too; remove them, or write elsewhere"},
+		{"o-{shard}.tfrecord", "5", "warning: stages[1].path: o-00005.tfrecord matches this path but is not among the 5 shards it writes (left by a run with another number of shards?): a pattern reading the output, such as o-*.tfrecord, would read it too; remove it, or write elsewhere"},
+		{"o-{shard}.tfrecord", "6", ""},
+		{"o-{shard}.tfrecord", "9", ""},
+		{"x-{shard}.tfrecord", "1", "warning: stages[1].path: x-00008.tfrecord matches this path but is not the shard it writes (left by a run with another number of shards?): a pattern reading the output, such as x-*.tfrecord, would read it too; remove it, or write elsewhere"},
+		{"o-{shard}-of-{shards}.tfrecord", "2", ""},
+		{"p-{shard}-of-{shards}.tfrecord", "2", "warning: stages[1].path: p-00000-of-00003.tfrecord matches this path but is not among the 2 shards it writes (left by a run with another number of shards?): a pattern reading the output, such as p-*-of-*.tfrecord, would read it too; remove it, or write elsewhere"},
+		{"o-00000.tfrecord", "1", ""},
+	} {
+		src := "version: 1\nname: w\nstages:\n  - {name: r, type: range, count: 3}\n  - {name: out, type: write_tfrecord, path: '" + tc.path + "', shards: " + tc.shards + "}\n"
+		_, diags := spec.Parse(filepath.Join(dir, "w.yaml"), []byte(src), spec.Options{Catalog: stages.Default(), Environment: true})
+		var got []string
+		for _, d := range diags {
+			got = append(got, strings.TrimPrefix(d.String(), filepath.Join(dir, "w.yaml")+":5:"))
+		}
+		var want []string
+		if tc.want != "" {
+			want = []string{tc.want}
+		}
+		for i := range got {
+			if _, rest, ok := strings.Cut(got[i], " "); ok {
+				got[i] = rest // the column
+			}
+		}
+		if !reflect.DeepEqual(got, want) {
+			t.Errorf("%s, %s shards: got %q\nwant %q", tc.path, tc.shards, got, want)
+		}
 	}
 }
