@@ -821,6 +821,36 @@ func (p *Plan) CacheDiagnostics() spec.Diagnostics {
 	return out
 }
 
+// WholeWriter is a sink config whose output appears only when the run
+// ends, renamed into place at its commit.
+type WholeWriter interface {
+	WritesWhole()
+}
+
+// EndlessDiagnostics warns of a sink that writes whole (WholeWriter) in an
+// endless run with no take above it: its input never ends, so the run
+// can end only by being stopped, which commits nothing. A take anywhere
+// above it is taken to end the stream, a zip's other input included: a
+// warning where the run may end would be worse than none.
+func (p *Plan) EndlessDiagnostics() spec.Diagnostics {
+	if p.Spec == nil || p.Spec.Epochs != 0 {
+		return nil
+	}
+	var out spec.Diagnostics
+	for _, n := range p.Nodes {
+		if _, ok := n.Stage.Config.(WholeWriter); !ok {
+			continue
+		}
+		if n.Stage.Above(func(s *spec.Stage) bool { return s.Type == "take" }) != nil {
+			continue
+		}
+		path := p.stagePath(n.Stage, "")
+		out = append(out, spec.Diagnostic{Pos: p.Spec.PosOf(path), Path: path, Severity: spec.SevWarning,
+			Message: "with epochs: 0 the input of this sink never ends (no take above it), and its output is renamed into place only when the run ends: stopped, the run commits nothing; set epochs, or put a take above this sink"})
+	}
+	return out
+}
+
 // cutBelow returns a take that may end the stream inside st's first pass
 // on a path from st to a sink, where every such path has one, or nil: a
 // branch that reads the whole pass (a sink beside the take) fills a cache

@@ -641,3 +641,39 @@ stages:
 		}
 	}
 }
+
+// TestEndlessDiagnostics: in an endless run a file sink's input never
+// ends unless a take above it ends it, and its file appears only when the
+// run ends: such a run can only be stopped, which commits nothing (a user
+// test: validate said "1 spec valid", and Ctrl-C after 381 epochs left no
+// output). A serve sink, which streams, and a run of set epochs are fine.
+func TestEndlessDiagnostics(t *testing.T) {
+	const src = `version: 1
+name: e
+epochs: EPOCHS
+stages:
+  - {name: r, type: range, count: 1000}
+  - MIDDLE
+  - SINK
+`
+	const jsonl, tfr = "{name: out, type: write_jsonl, path: o.jsonl}", "{name: out, type: write_tfrecord, path: o.tfrecord}"
+	const warn = `warning: stages[2]: with epochs: 0 the input of this sink never ends (no take above it), and its output is renamed into place only when the run ends: stopped, the run commits nothing; set epochs, or put a take above this sink`
+	for _, tc := range []struct{ epochs, middle, sink, want string }{
+		{"0", "{name: m, type: map, set: {a: index}}", jsonl, warn},
+		{"0", "{name: m, type: map, set: {a: index}}", tfr, warn},
+		{"0", "{name: t, type: take, count: 5000}", jsonl, ``},
+		{"0", "{name: m, type: map, set: {a: index}}", "{name: out, type: discard}", ``},
+		{"0", "{name: m, type: map, set: {a: index}}", "{name: out, type: serve, listen: 'unix:///tmp/e.sock'}", ``},
+		{"1", "{name: m, type: map, set: {a: index}}", jsonl, ``},
+		{"3", "{name: m, type: map, set: {a: index}}", tfr, ``},
+	} {
+		s := strings.NewReplacer("EPOCHS", tc.epochs, "MIDDLE", tc.middle, "SINK", tc.sink).Replace(src)
+		var got []string
+		for _, d := range compileWith(t, s, plan.Options{}).EndlessDiagnostics() {
+			got = append(got, string(d.Severity)+": "+d.Path+": "+d.Message)
+		}
+		if strings.Join(got, "\n") != tc.want {
+			t.Errorf("epochs %s, %s, %s:\n got %q\nwant %q", tc.epochs, tc.middle, tc.sink, got, tc.want)
+		}
+	}
+}

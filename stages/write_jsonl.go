@@ -52,6 +52,10 @@ func (c *WriteJSONLConfig) Check(cc *spec.CheckContext) sample.Schema {
 	return sample.Schema{}
 }
 
+// WritesWhole implements plan.WholeWriter: the file is renamed into place
+// when the run ends.
+func (c *WriteJSONLConfig) WritesWhole() {}
+
 // OutputPaths implements spec.Outputter.
 func (c *WriteJSONLConfig) OutputPaths(resolve func(string) string) []string {
 	if c.Path == "" {

@@ -165,6 +165,10 @@ func staleWords(dir string, stale []string, n int) string {
 	return fmt.Sprintf("%s %s this path but %s among the %d shards it writes", list, verb, not, n)
 }
 
+// WritesWhole implements plan.WholeWriter: the file is renamed into place
+// when the run ends.
+func (c *WriteTFRecordConfig) WritesWhole() {}
+
 // OutputPaths implements spec.Outputter: every shard.
 func (c *WriteTFRecordConfig) OutputPaths(resolve func(string) string) []string {
 	if c.Path == "" {
