@@ -403,7 +403,7 @@ func (c *FilesConfig) Check(cc *spec.CheckContext) sample.Schema {
 	// a collective step. apply warns too; validate can say it first.
 	index, count := shardIndex, shardCount
 	if count > 1 && cc.Environment && len(matched) > 0 && index >= len(matched) {
-		cc.Warnf("shard", "shard %d of %d gets no files: the %d files matched all go to other shards (sharding is by file), so this process emits no samples", index, count, len(matched))
+		cc.Warnf("shard", "%s", emptyShard(index, count, len(matched)))
 		c.shardWarned = true
 	} else if count > 1 && cc.Environment && len(matched) > 0 && !evenedByTake(cc.Stage, len(matched)/count) {
 		if w := unevenShards(index, count, len(matched)); w != "" {
@@ -986,7 +986,7 @@ func buildFiles(env *Env, cfg any) (any, error) {
 			if len(fs.files) == 0 {
 				// A rank without data ends at once while the others train,
 				// and a collective step then waits for it forever: say so.
-				env.Log.Warn(fmt.Sprintf("shard %d of %d has no files: the %d files matched all go to other shards; this process emits no samples", index, count, len(all)))
+				env.Log.Warn(emptyShard(index, count, len(all)))
 			} else if w := unevenShards(index, count, len(all)); w != "" && !evenedByTake(env.Stage, len(all)/count) {
 				env.Log.Warn(w)
 			}
@@ -1242,20 +1242,42 @@ func unevenShards(index, count, files int) string {
 		files, count, first, plural(files/count+1, "file"), files/count, index, mine, fix)
 }
 
+// emptyShard is the warning of a shard that gets none of the files
+// matched, in validate's words and the run's.
+func emptyShard(index, count, files int) string {
+	return fmt.Sprintf("shard %d of %d gets no files: the %d files matched all go to other shards (sharding is by file), so this process emits no samples", index, count, files)
+}
+
 // evenedByTake reports whether every stage reading st is a take of at
-// most per samples: files emits one sample a file, so such a take ends
-// every rank's epoch at the same count however the files fall to the
-// shards, and the warning of unevenShards does not apply.
+// most per samples, or passes a sample on for each it reads to stages
+// that are (files → decode → take; a review): files emits one sample a
+// file, so such a take ends every rank's epoch at the same count however
+// the files fall to the shards, and the warning of unevenShards does not
+// apply.
 func evenedByTake(st *spec.Stage, per int) bool {
 	if st == nil || len(st.Outputs) == 0 {
 		return false
 	}
 	for _, o := range st.Outputs {
-		if c, ok := o.Config.(*CountConfig); !ok || c.skip || c.Count > int64(per) {
+		if c, ok := o.Config.(*CountConfig); ok && !c.skip {
+			if c.Count > int64(per) {
+				return false
+			}
+			continue
+		}
+		if !oneForOne(o, per) || !evenedByTake(o, per) {
 			return false
 		}
 	}
 	return true
+}
+
+// oneForOne reports whether st reads one input and emits a sample for
+// each of the per it reads an epoch (a map that skips none, a shuffle, a
+// prefetch, a cache).
+func oneForOne(st *spec.Stage, per int) bool {
+	c, ok := st.Config.(interface{ EpochSamples(int64) int64 })
+	return ok && len(st.Inputs) == 1 && !st.Skip() && c.EpochSamples(int64(per)) == int64(per)
 }
 
 // plural writes n and the noun, with an s unless n is 1.

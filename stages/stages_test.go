@@ -547,6 +547,11 @@ func TestValidateWarnsOfAnEmptyShard(t *testing.T) {
 	}{
 		{"{index: 0, count: 2}", "", "", "warning: stages[0].shard: the 5 files matched do not divide into 2 shards: shard 0 gets 3 files, the others 2 (this one, 0: 3), " + outOfStep + "match a multiple of 2 files, or put a take of 2 (the smaller shards' files) right after this stage"},
 		{"{index: 1, count: 2}", "{name: t, type: take, count: 2}", "", ""},
+		// Through stages that emit a sample for each they read (a review:
+		// files → decode → take warned).
+		{"{index: 1, count: 2}", "{name: m, type: map, set: {a: 'path'}}\n  - {name: s, type: shuffle, buffer: 4}\n  - {name: t, type: take, count: 2}", "", ""},
+		{"{index: 1, count: 2}", "{name: m, type: map, set: {a: 'path'}, on_error: skip}\n  - {name: t, type: take, count: 2}", "", "warning: stages[0].shard: the 5 files matched do not divide into 2 shards: shard 0 gets 3 files, the others 2 (this one, 1: 2), " + outOfStep + "match a multiple of 2 files, or put a take of 2 (the smaller shards' files) right after this stage"},
+		{"{index: 1, count: 2}", "{name: b, type: batch, size: 2}\n  - {name: t, type: take, count: 2}", "", "warning: stages[0].shard: the 5 files matched do not divide into 2 shards: shard 0 gets 3 files, the others 2 (this one, 1: 2), " + outOfStep + "match a multiple of 2 files, or put a take of 2 (the smaller shards' files) right after this stage"},
 		{"{index: 1, count: 2}", "{name: t, type: take, count: 3}", "", "warning: stages[0].shard: the 5 files matched do not divide into 2 shards: shard 0 gets 3 files, the others 2 (this one, 1: 2), " + outOfStep + "match a multiple of 2 files, or put a take of 2 (the smaller shards' files) right after this stage"},
 		{"{index: 0, count: 2}", "{name: t, type: skip, count: 1}", "", "warning: stages[0].shard: the 5 files matched do not divide into 2 shards: shard 0 gets 3 files, the others 2 (this one, 0: 3), " + outOfStep + "match a multiple of 2 files, or put a take of 2 (the smaller shards' files) right after this stage"},
 		{"auto", "", "1", "warning: stages[0].shard: the 5 files matched do not divide into 2 shards: shard 0 gets 3 files, the others 2 (this one, 1: 2), " + outOfStep + "match a multiple of 2 files, or put a take of 2 (the smaller shards' files) right after this stage"},
