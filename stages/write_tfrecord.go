@@ -95,8 +95,12 @@ func (c *WriteTFRecordConfig) Check(cc *spec.CheckContext) sample.Schema {
 	}
 	if cc.Environment && c.Path != "" && c.Shards >= 1 {
 		if stale := otherShards(cc.Resolve(c.Path), c.Shards); len(stale) > 0 {
+			them := "them"
+			if len(stale) == 1 {
+				them = "it"
+			}
 			cc.Warnf("path", "%s (left by a run with another number of shards?): a pattern reading the output, such as %s, would read %s too; remove %[3]s, or write elsewhere",
-				staleWords(filepath.Dir(c.Path), stale, c.Shards), placeholder.ReplaceAllString(c.Path, "*"), map[bool]string{true: "it", false: "them"}[len(stale) == 1])
+				staleWords(filepath.Dir(c.Path), stale, c.Shards), placeholder.ReplaceAllString(c.Path, "*"), them)
 		}
 	}
 	if cc.Environment && c.Path != "" {
