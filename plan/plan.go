@@ -302,7 +302,7 @@ func Compile(sp *spec.Spec, cat spec.Catalog, opts Options) (*Plan, error) {
 				if len(st.InSchemas) > 0 {
 					minIn = st.InSchemas[0].MinBytes()
 				}
-				n.MinShare = int64(n.Buffer)*minIn + minOut
+				n.MinShare = addSat(mulSat(int64(n.Buffer), minIn), minOut)
 			}
 		}
 		p.Nodes = append(p.Nodes, n)
@@ -316,7 +316,7 @@ func Compile(sp *spec.Spec, cat spec.Catalog, opts Options) (*Plan, error) {
 // Queues between stages take whatever else the budget allows; they apply
 // backpressure rather than need a fixed share.
 func share(n *Node) int64 {
-	return int64(n.Buffer)*n.InSampleBytes + n.SampleBytes
+	return addSat(mulSat(int64(n.Buffer), n.InSampleBytes), n.SampleBytes)
 }
 
 // ApplyProbe replaces unknown sample-size estimates with sizes measured
@@ -501,7 +501,7 @@ func (p *Plan) fit(advise bool) []FitProblem {
 	}
 	for _, n := range p.Nodes {
 		if n.Reserved > 0 {
-			total += n.Reserved
+			total = addSat(total, n.Reserved)
 			parts = append(parts, fmt.Sprintf("%s %s (reserved)", n.Stage.Name, spec.ByteSize(n.Reserved)))
 			if n.Reserved > p.Memory {
 				add(budgetPath(n, ""), false, "stage %q needs %s for its own use, more than %s", n.Stage.Name, spec.ByteSize(n.Reserved), p.budget())
@@ -524,14 +524,14 @@ func (p *Plan) fit(advise bool) []FitProblem {
 			// of them still counts, as a lower bound.
 			if n.MinShare > 0 {
 				lower = true
-				total += n.MinShare
+				total = addSat(total, n.MinShare)
 				parts = append(parts, fmt.Sprintf("%s ≥ %s", n.Stage.Name, spec.ByteSize(n.MinShare)))
 			}
 			continue
 		}
 		held, fits := p.held(n)
 		if n.Buffer > 0 && n.InSampleBytes > 0 {
-			need := int64(n.Buffer) * n.InSampleBytes
+			need := mulSat(int64(n.Buffer), n.InSampleBytes)
 			if bs, ok := n.Stage.Config.(BufferSharer); ok && bs.BufferShare() > 1 {
 				// The run shrinks such a buffer to its share and warns; a
 				// warning here says so before the run, since it changes
@@ -573,7 +573,7 @@ func (p *Plan) fit(advise bool) []FitProblem {
 				errs++
 			}
 		}
-		total += held
+		total = addSat(total, held)
 		parts = append(parts, fmt.Sprintf("%s %s", n.Stage.Name, spec.ByteSize(held)))
 	}
 	errs += p.fitEpochs(add)
@@ -745,7 +745,7 @@ func (p *Plan) held(n *Node) (held, fits int64) {
 	if !ok || bs.BufferShare() <= 1 || n.Buffer <= 0 || n.InSampleBytes <= 0 || held <= 0 {
 		return held, 0
 	}
-	need := int64(n.Buffer) * n.InSampleBytes
+	need := mulSat(int64(n.Buffer), n.InSampleBytes)
 	room := p.Memory / int64(bs.BufferShare())
 	if need <= room {
 		return held, 0
@@ -948,18 +948,18 @@ func (p *Plan) Text(w io.Writer) {
 		buffer := fmt.Sprint(n.Buffer)
 		if held, fits := p.held(n); held > 0 {
 			share = spec.ByteSize(held).String()
-			total += held
+			total = addSat(total, held)
 			if fits > 0 {
 				buffer = fmt.Sprintf("%d/%d", fits, n.Buffer)
 			}
 		} else if n.MinShare > 0 {
 			share = ">=" + spec.ByteSize(n.MinShare).String()
-			total += n.MinShare
+			total = addSat(total, n.MinShare)
 			atLeast = true
 		}
 		if n.Reserved > 0 {
 			reserved = append(reserved, fmt.Sprintf("%s %s", n.Stage.Name, spec.ByteSize(n.Reserved)))
-			total += n.Reserved
+			total = addSat(total, n.Reserved)
 		}
 		out := n.Stage.Schema.String()
 		if n.Stage.Role == spec.RoleSink {

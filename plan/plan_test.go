@@ -85,14 +85,14 @@ optimize: false
 stages:
   - {name: r, type: range, count: 4}
   - {name: m, type: map, set: {x: 'one_hot(0, 262144)'}}
-  - {name: s, type: prefetch, buffer: 1000000000}
+  - {name: s, type: prefetch, buffer: 1000000}
   - {name: out, type: discard}
 `
 	for _, tc := range []struct{ resources, want, path, pos string }{
-		{"", `stage "s" buffers 1000000000 samples of about 1MiB each = 953.98TiB, more than the default memory budget (` + spec.ByteSize(plan.DefaultMemory()).String() + `, ` + plan.DefaultMemorySource() + `; set resources.memory): lower its buffer to FIT (what the other stages leave) or raise resources.memory to 953.98TiB`, "stages[2].buffer", "spec.yaml:8:39"},
+		{"", `stage "s" buffers 1000000 samples of about 1MiB each = 976.87GiB, more than the default memory budget (` + spec.ByteSize(plan.DefaultMemory()).String() + `, ` + plan.DefaultMemorySource() + `; set resources.memory): lower its buffer to FIT (what the other stages leave) or raise resources.memory to 976.88GiB`, "stages[2].buffer", "spec.yaml:8:39"},
 		// 1GiB over samples a little over 1MiB, less what the map and
 		// the in-flight samples hold.
-		{"resources: {memory: 1GiB}", `stage "s" buffers 1000000000 samples of about 1MiB each = 953.98TiB, more than resources.memory (1GiB): lower its buffer to 1021 (what the other stages leave) or raise resources.memory to 953.98TiB`, "stages[2].buffer", "spec.yaml:8:39"},
+		{"resources: {memory: 1GiB}", `stage "s" buffers 1000000 samples of about 1MiB each = 976.87GiB, more than resources.memory (1GiB): lower its buffer to 1021 (what the other stages leave) or raise resources.memory to 976.88GiB`, "stages[2].buffer", "spec.yaml:8:39"},
 	} {
 		p := compileWith(t, fmt.Sprintf(src, tc.resources), plan.Options{})
 		if strings.Contains(tc.want, "FIT") {
@@ -124,7 +124,7 @@ stages:
 func adviceFits(t *testing.T, src, resources string) int {
 	t.Helper()
 	fits := func(b int) bool {
-		s := strings.Replace(fmt.Sprintf(src, resources), "buffer: 1000000000", fmt.Sprintf("buffer: %d", b), 1)
+		s := strings.Replace(fmt.Sprintf(src, resources), "buffer: 1000000", fmt.Sprintf("buffer: %d", b), 1)
 		return len(compileWith(t, s, plan.Options{}).Fit()) == 0
 	}
 	lo, hi := 1, 1<<20 // fits(lo), !fits(hi)
@@ -150,7 +150,7 @@ name: fit
 stages:
   - {name: r, type: range, count: 4}
   - {name: m, type: map, set: {x: 'one_hot(0, 262144)'}}
-  - {name: s, type: prefetch, buffer: 1000000000}
+  - {name: s, type: prefetch, buffer: 1000000}
   - {name: out, type: discard}
 `
 	for _, res := range []string{"resources: {memory: 1GiB}", "resources: {memory: 37MiB}"} {
@@ -674,6 +674,40 @@ stages:
 		}
 		if strings.Join(got, "\n") != tc.want {
 			t.Errorf("epochs %s, %s, %s:\n got %q\nwant %q", tc.epochs, tc.middle, tc.sink, got, tc.want)
+		}
+	}
+}
+
+// TestFitSaturates: a buffer near int64's limit times the sample size
+// wrapped around to a share that fit (a batch of 2^62 images of 150528
+// bytes was valid, and its run stalled); the shares saturate, and the fit
+// refuses them.
+func TestFitSaturates(t *testing.T) {
+	const src = `version: 1
+name: s
+resources: {memory: 64MiB}
+stages:
+  - {name: r, type: range, count: 1000}
+  - {name: m, type: map, set: {image: 'one_hot(index % 10, 150528)'}, keep: [image]}
+  - {name: b, type: batch, size: SIZE}
+  - {name: out, type: discard}
+`
+	// Where the batch's own size overflows too, it counts as at least
+	// that much, and the whole fit fails, naming it.
+	for _, tc := range []struct{ size, want string }{
+		{"4611686018427387904", "stages[2].size: stage \"b\" buffers 4611686018427387904 samples of about 588.25KiB each = 8388608TiB, more than resources.memory (64MiB)"},
+		{"9223372036854775807", "resources.memory: buffers need at least 8388608TiB (r 205B, m 588.25KiB, b ≥ 8388608TiB"},
+		{"61270662738314", "resources.memory: buffers need at least 8388608TiB (r 205B, m 588.25KiB, b ≥ 8388608TiB"},
+	} {
+		p := compileWith(t, strings.Replace(src, "SIZE", tc.size, 1), plan.Options{})
+		var got []string
+		for _, d := range p.FitDiagnostics() {
+			if d.Severity == spec.SevError {
+				got = append(got, d.Path+": "+d.Message)
+			}
+		}
+		if len(got) != 1 || !strings.HasPrefix(got[0], tc.want) {
+			t.Errorf("batch of %s: errors %q\nwant one beginning %q", tc.size, got, tc.want)
 		}
 	}
 }

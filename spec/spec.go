@@ -409,6 +409,12 @@ type common struct {
 	Parallelism Auto       `yaml:"parallelism" jsonschema_description:"Workers for this stage, or auto."`
 }
 
+// MaxParallelism is the most workers a stage may have: each holds a
+// sample and a goroutine, and a million of them took 20 s to start
+// three samples (an adversarial test), where tf.data's AUTOTUNE stays
+// near the cores.
+const MaxParallelism = 4096
+
 var commonKeys = map[string]bool{"name": true, "type": true, "input": true, "inputs": true, "on_error": true, "parallelism": true}
 
 // Parse validates a spec held in memory; file names it in diagnostics and
@@ -569,6 +575,10 @@ func decodeStage(d *decoder, sp *Spec, cat Catalog, i int, n *yaml.Node) *Stage 
 	var c common
 	d.decode(commonNode, reflect_(&c), path)
 	st.Name, st.Type, st.OnError, st.Parallelism = c.Name, c.Type, c.OnError, c.Parallelism
+	if c.Parallelism.N > MaxParallelism {
+		l, col := posLC(sp, path+".parallelism")
+		d.r.add(SevError, l, col, path+".parallelism", "must be at most %d, got %d: each is a worker with a sample in hand; auto gives one a core", MaxParallelism, c.Parallelism.N)
+	}
 	named := false
 	for j := 0; j+1 < len(n.Content); j += 2 {
 		named = named || n.Content[j].Value == "name"

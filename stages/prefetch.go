@@ -12,6 +12,20 @@ type PrefetchConfig struct {
 	Buffer spec.Auto `yaml:"buffer" jsonschema_description:"Samples (batches, after batch) kept ready ahead of the consumer; auto = 2 per core."`
 }
 
+// MaxPrefetch is the deepest prefetch buffer: its queue is made at its
+// full depth as the run starts, a slot a sample, so a depth of 2^63-1
+// panicked making it and one of 10^9 would take 8 GB before a sample
+// moved (an adversarial test). tf.data's prefetch keeps a few batches.
+const MaxPrefetch = 1 << 20
+
+// Check implements spec.Checker.
+func (c *PrefetchConfig) Check(cc *spec.CheckContext) sample.Schema {
+	if c.Buffer.N > MaxPrefetch {
+		cc.Errorf("buffer", "must be at most %d, got %d: the queue is made at its full depth as the run starts (a few batches keep a trainer fed)", MaxPrefetch, c.Buffer.N)
+	}
+	return cc.Input()
+}
+
 // BufferSamples implements plan.Bufferer.
 func (c *PrefetchConfig) BufferSamples(workers int) int { return c.Buffer.Resolve(2 * workers) }
 
