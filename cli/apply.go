@@ -2,6 +2,7 @@ package cli
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -38,6 +39,9 @@ func applyCmd(g *globals) *cobra.Command {
 		RunE: func(cmd *cobra.Command, args []string) error {
 			if progress != "auto" && progress != "always" && progress != "never" {
 				return exit(ExitUsage, fmt.Errorf("--progress must be auto, always or never, got %q", progress))
+			}
+			if cmd.Flags().Changed("report") && reportPath == "" {
+				return exit(ExitUsage, errEmptyReport)
 			}
 			if gpuMode != "auto" && gpuMode != "off" {
 				return exit(ExitUsage, fmt.Errorf("--gpu must be auto or off, got %q", gpuMode))
@@ -448,9 +452,16 @@ func checkReportPath(path string, sp *spec.Spec) error {
 	return os.Remove(f.Name())
 }
 
+// errEmptyReport refuses --report "": a variable left empty in a CI job
+// wrote no report, and the run said nothing of it (an adversarial test).
+var errEmptyReport = errors.New("--report must name a file, got an empty path")
+
 // checkReportTarget is what checkReportPath can check without a loaded
 // spec: a report must not replace the spec file (a failure report of a
-// spec that does not load once did) or a directory.
+// spec that does not load once did), a directory, a device, a pipe or a
+// socket (it replaced /dev/full with a plain file), or a file that holds
+// anything but an earlier report: it replaced an input file the run had
+// just read (an adversarial test). A link is followed, as a sink's is.
 func checkReportTarget(path, specFile string) error {
 	abs, err := filepath.Abs(path)
 	if err != nil {
@@ -459,10 +470,40 @@ func checkReportTarget(path, specFile string) error {
 	if sf, _ := filepath.Abs(specFile); spec.OutputKey(abs) == spec.OutputKey(sf) {
 		return fmt.Errorf("--report %s is the spec itself", path)
 	}
-	if st, err := os.Stat(path); err == nil && st.IsDir() {
-		return fmt.Errorf("--report %s is a directory", path)
+	target, err := stages.OutputPath(abs)
+	if err != nil {
+		return fmt.Errorf("--report %w", err)
+	}
+	if sf, _ := filepath.Abs(specFile); spec.OutputKey(target) == spec.OutputKey(sf) {
+		return fmt.Errorf("--report %s leads to the spec itself", path)
+	}
+	if !replaceableReport(target) {
+		return fmt.Errorf("--report %s holds something other than a piperun report, and a report replaces the file it names: name a new file, or remove this one", path)
 	}
 	return nil
+}
+
+// replaceableReport reports whether the file at path may be replaced by
+// a report: absent, empty, or a JSON object with an "ok" key, which
+// every report of apply and bench has.
+func replaceableReport(path string) bool {
+	st, err := os.Stat(path)
+	if err != nil || st.Size() == 0 {
+		return true // absent, or unreadable: writing says what is wrong
+	}
+	if st.Size() > 64<<20 {
+		return false // no report is that long
+	}
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return true
+	}
+	var m map[string]json.RawMessage
+	if json.Unmarshal(b, &m) != nil {
+		return false
+	}
+	_, ok := m["ok"]
+	return ok
 }
 
 // writeFailureReport writes rep, the report of a run that failed before
@@ -481,6 +522,11 @@ func writeFailureReport(g *globals, path, specFile string, rep any) {
 // writeReport writes the report aside and renames it, so a reader never
 // sees half a report.
 func writeReport(path string, rep any) error {
+	// Through a link to its target, as checkReportTarget checked it.
+	path, err := stages.OutputPath(path)
+	if err != nil {
+		return fmt.Errorf("report: %w", err)
+	}
 	dir := filepath.Dir(path)
 	// Made here too, not only by checkReportPath: a spec that does not
 	// load never gets that far, and its report says why.

@@ -52,6 +52,8 @@ func TestApplyReportPathCheckedFirst(t *testing.T) {
 		{"apply", p, "--report " + p + " is the spec itself"},
 		{"apply", filepath.Join(dir, "out", "small.jsonl"), "--report " + filepath.Join(dir, "out", "small.jsonl") + ` is what stage "out" writes`},
 		{"bench", dir, "--report " + dir + " is a directory"},
+		{"apply", "", "--report must name a file, got an empty path"},
+		{"bench", "", "--report must name a file, got an empty path"},
 	} {
 		args := []string{tc.cmd, "--report", tc.path, p}
 		if tc.cmd == "bench" {
@@ -70,6 +72,50 @@ func TestApplyReportPathCheckedFirst(t *testing.T) {
 		t.Errorf("--report in a new directory: %s", r)
 	} else if _, err := os.Stat(rep); err != nil {
 		t.Errorf("no report: %v", err)
+	}
+}
+
+// TestApplyReportReplacesOnlyAReport: a report replaces the file it
+// names, so a file holding anything else is refused before the run (an
+// adversarial test: --report named an input the run read, which held the
+// report afterwards); an earlier report and an empty file are replaced,
+// and a link is followed to its target and kept, as a sink's is.
+func TestApplyReportReplacesOnlyAReport(t *testing.T) {
+	dir := t.TempDir()
+	p := writeSpec(t, dir, "small.yaml", smallSpec)
+	data := filepath.Join(dir, "data.jsonl")
+	if err := os.WriteFile(data, []byte(`{"x": 1}`+"\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	r := run(t, "apply", "--report", data, p)
+	if want := "--report " + data + " holds something other than a piperun report, and a report replaces the file it names: name a new file, or remove this one"; r.code != 2 || !strings.Contains(r.stderr, want) {
+		t.Errorf("--report over data: %s\nwant exit 2 and %q", r, want)
+	}
+	if b, _ := os.ReadFile(data); string(b) != `{"x": 1}`+"\n" {
+		t.Errorf("the data file now holds %q", b)
+	}
+	empty, target, link := filepath.Join(dir, "empty.json"), filepath.Join(dir, "target.json"), filepath.Join(dir, "link.json")
+	for _, f := range []string{empty, target} {
+		if err := os.WriteFile(f, nil, 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := os.Symlink("target.json", link); err != nil {
+		t.Skip("no symlinks here:", err)
+	}
+	for _, path := range []string{empty, empty, link, link} { // the second time over a report
+		if r := run(t, "apply", "--report", path, p); r.code != 0 {
+			t.Fatalf("--report %s: %s", path, r)
+		}
+	}
+	if fi, err := os.Lstat(link); err != nil || fi.Mode()&os.ModeSymlink == 0 {
+		t.Errorf("the link was replaced: %v, %v", fi.Mode(), err)
+	}
+	for _, f := range []string{empty, target} {
+		var rep map[string]any
+		if b, err := os.ReadFile(f); err != nil || json.Unmarshal(b, &rep) != nil || rep["ok"] != true {
+			t.Errorf("%s holds no report of a run that went well: %v", f, err)
+		}
 	}
 }
 

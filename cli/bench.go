@@ -112,6 +112,9 @@ func benchCmd(g *globals) *cobra.Command {
 			if steps < 0 {
 				return exit(ExitUsage, fmt.Errorf("--steps must not be negative"))
 			}
+			if cmd.Flags().Changed("report") && reportPath == "" {
+				return exit(ExitUsage, errEmptyReport)
+			}
 			// As apply does: a CI job reading the report learns why a run
 			// that never began failed, and never reads an older report.
 			failed := func(err error) error {

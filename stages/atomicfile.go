@@ -45,7 +45,7 @@ func createAtomic(path string) (*atomicFile, error) {
 // createAtomicSwept is createAtomic with the folder listings of sweep,
 // which a sink writing many files shares among them.
 func createAtomicSwept(path string, sweep tempSweeper) (*atomicFile, error) {
-	path, err := outputPath(path)
+	path, err := OutputPath(path)
 	if err != nil {
 		return nil, err
 	}
@@ -225,20 +225,20 @@ func (a *atomicFile) commit() error {
 
 // replaceable reports why an output could not be renamed onto path.
 func replaceable(path string) error {
-	_, err := outputPath(path)
+	_, err := OutputPath(path)
 	return err
 }
 
-// maxSymlinks bounds the links outputPath follows, as the kernel's ELOOP.
+// maxSymlinks bounds the links OutputPath follows, as the kernel's ELOOP.
 const maxSymlinks = 40
 
-// outputPath returns the file an output at path is renamed onto: path
+// OutputPath returns the file an output at path is renamed onto: path
 // itself, or the file a symbolic link there points to, so that the link's
 // target is written and the link kept, as `cp` and a shell's `>` do. It
 // refuses a path that holds anything but a regular file: renaming over a
 // directory fails, and over a named pipe, a socket or a device (/dev/null)
 // it would replace the node with a plain file, for every other user of it.
-func outputPath(path string) (string, error) {
+func OutputPath(path string) (string, error) {
 	p := path
 	for hops := 0; ; hops++ {
 		st, err := os.Lstat(p)
@@ -310,7 +310,7 @@ func (a *atomicFile) abort() error {
 // checkWritable reports whether files can be created in path's directory,
 // creating nothing but a probe that it removes.
 func checkWritable(path string) error {
-	path, err := outputPath(path)
+	path, err := OutputPath(path)
 	if err != nil {
 		return err
 	}

@@ -245,7 +245,7 @@ func (s *tfrecordSink) alone(sweep tempSweeper) error {
 	}
 	finals := make([]string, len(s.paths))
 	for i, p := range s.paths {
-		if finals[i], _ = outputPath(p); finals[i] == "" {
+		if finals[i], _ = OutputPath(p); finals[i] == "" {
 			finals[i] = p // what stands there is said when it is made
 		}
 	}

@@ -1,0 +1,30 @@
+//go:build unix
+
+package cli_test
+
+import (
+	"os"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"testing"
+)
+
+// TestApplyReportRefusesANode: a report is written aside and renamed onto
+// its path, which would replace a named pipe (or a device: /dev/full
+// became a plain file; an adversarial test) with a file.
+func TestApplyReportRefusesANode(t *testing.T) {
+	dir := t.TempDir()
+	p := writeSpec(t, dir, "small.yaml", smallSpec)
+	fifo := filepath.Join(dir, "r.fifo")
+	if err := syscall.Mkfifo(fifo, 0o644); err != nil {
+		t.Skip("no named pipes here:", err)
+	}
+	r := run(t, "apply", "--report", fifo, p)
+	if want := "--report " + fifo + " is a named pipe, not a regular file"; r.code != 2 || !strings.Contains(r.stderr, want) {
+		t.Errorf("--report over a pipe: %s\nwant exit 2 and %q", r, want)
+	}
+	if fi, err := os.Lstat(fifo); err != nil || fi.Mode()&os.ModeNamedPipe == 0 {
+		t.Errorf("the pipe was replaced: %v, %v", fi.Mode(), err)
+	}
+}
