@@ -110,6 +110,7 @@ func applyCmd(g *globals) *cobra.Command {
 				}
 			})
 			defer endWatch()
+			defer stopsGracefully()()
 			run, err := engine.Start(cmd.Context(), p, engine.Options{Registry: g.registry, Log: g.log})
 			if err != nil {
 				return failed(exit(ExitFailed, err), p)

@@ -68,3 +68,32 @@ stages:
 		t.Errorf("ended %v, want by the second SIGINT", cmd.ProcessState)
 	}
 }
+
+// TestReadOnlyCommandsEndOnTheFirstSignal: outside a run nothing looks
+// at the context, so the first SIGTERM or SIGINT ends the process by that
+// signal, as it would without a handler. It was swallowed: inspect of a
+// named pipe nobody writes ran on past `timeout`'s SIGTERM, and validate
+// walked on through a tree (an adversarial test).
+func TestReadOnlyCommandsEndOnTheFirstSignal(t *testing.T) {
+	dir := t.TempDir()
+	fifo := filepath.Join(dir, "fifo")
+	if err := syscall.Mkfifo(fifo, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	for _, sig := range []syscall.Signal{syscall.SIGTERM, syscall.SIGINT} {
+		cmd := exec.Command(binary, "inspect", fifo)
+		exited := start(t, cmd).exited
+		time.Sleep(300 * time.Millisecond) // into the open
+		if err := cmd.Process.Signal(sig); err != nil {
+			t.Fatal(err)
+		}
+		select {
+		case <-exited:
+		case <-time.After(10 * time.Second):
+			t.Fatalf("inspect still running 10 s after %v", sig)
+		}
+		if ws, ok := cmd.ProcessState.Sys().(syscall.WaitStatus); !ok || !ws.Signaled() || ws.Signal() != sig {
+			t.Errorf("inspect ended %v, want by %v", cmd.ProcessState, sig)
+		}
+	}
+}

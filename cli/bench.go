@@ -422,6 +422,7 @@ func runBench(parent context.Context, g *globals, sp *spec.Spec, file string, st
 	cpu0 := cpuTime()
 	start := time.Now()
 	tr.last = start
+	defer stopsGracefully()()
 	run, err := engine.Start(ctx, p, engine.Options{Registry: reg, Log: g.log, Profile: true})
 	if run != nil {
 		tr.mu.Lock()

@@ -148,7 +148,11 @@ func cacheCmd(g *globals) *cobra.Command {
 						}
 					}
 				}
+				// Killed half-way, a cache would be left half removed: the first
+				// signal waits for the prune.
+				done := stopsGracefully()
 				removed, inUse, err := cache.Prune(d, limit, keepLast, time.Now())
+				done()
 				for _, m := range removed {
 					if m.Damaged != "" {
 						fmt.Fprintf(g.stdout, "removed %s%s: damaged: %s\n", filepath.Join(d, m.Fingerprint), whose(m, ""), m.Damaged)

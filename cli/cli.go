@@ -104,13 +104,8 @@ func Main(args []string, stdout, stderr io.Writer) int {
 	if !signal.Ignored(syscall.SIGHUP) {
 		sigs = append(sigs, syscall.SIGHUP)
 	}
-	ctx, stop := signal.NotifyContext(context.Background(), sigs...)
+	ctx, stop := notifyContext(sigs...)
 	defer stop()
-	// After the first signal the next has its default action and ends the
-	// process at once: a stage stuck in a system call (a hung mount, a
-	// named pipe nobody writes) never sees the first, and the run could
-	// only be killed (a new-user test).
-	context.AfterFunc(ctx, stop)
 	return Run(ctx, args, stdout, stderr)
 }
 

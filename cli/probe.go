@@ -25,6 +25,7 @@ func probe(parent context.Context, g *globals, p *plan.Plan, n int64) (map[strin
 	defer cancel()
 	// The sinks discard: a pipeline that ends within the probe would
 	// otherwise commit its outputs, and a serve sink wait for a trainer.
+	defer stopsGracefully()()
 	run, err := engine.Start(ctx, p, engine.Options{Registry: g.registry, Log: zap.NewNop(), DiscardSinks: true})
 	if err != nil {
 		return nil, err
