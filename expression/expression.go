@@ -26,7 +26,6 @@ import (
 	"strings"
 	"time"
 	"unicode"
-	"unicode/utf8"
 
 	"github.com/expr-lang/expr/ast"
 	"github.com/expr-lang/expr/builtin"
@@ -728,9 +727,16 @@ func (r *Registry) explain(err error, src string, in sample.Schema) error {
 	}
 	name := strings.TrimPrefix(e.Msg, "unknown name ")
 	if e.Column > 0 && e.Line == 1 {
-		at := len(src) // the column counts characters: find its byte
-		if i := e.Column - 1; i < utf8.RuneCountInString(src) {
-			at = len(string([]rune(src)[:i]))
+		// The column counts characters: find its byte, counting an
+		// invalid byte as one, as position does (through []rune it
+		// became three, past the end: a fuzzer's "`\xab`%A").
+		at, n := len(src), 0
+		for b := range src {
+			if n == e.Column-1 {
+				at = b
+				break
+			}
+			n++
 		}
 		rest := strings.TrimLeft(src[min(len(src), at+len(name)):], " ")
 		if strings.HasPrefix(src[at:], name) && strings.HasPrefix(rest, "(") {
@@ -943,6 +949,9 @@ type plainError struct {
 
 func (e plainError) Error() string {
 	msg := runInt.ReplaceAllString(goTypes.Replace(e.err.Error()), "${1}int64$2")
+	// expr's own limit, not the run's budget, which its words seemed to
+	// name (an adversarial test).
+	msg = strings.Replace(msg, "memory budget exceeded", fmt.Sprintf("memory budget exceeded: an evaluation may make at most %d list elements, range numbers or characters of repeat, expr's own limit, which resources.memory does not change", conf.DefaultMemoryBudget), 1)
 	return conversion.ReplaceAllStringFunc(msg, func(m string) string {
 		g := conversion.FindStringSubmatch(m)
 		if g[1] == "nil" {
@@ -1134,6 +1143,16 @@ func (p *patcher) Visit(node *ast.Node) {
 			ast.Patch(node, &ast.CallNode{Callee: &ast.IdentifierNode{Value: "__at"}, Arguments: []ast.Node{n.Node, n.Property}})
 		}
 	case *ast.BinaryNode:
+		if n.Operator == "+" && stringish(n.Left.Type()) && stringish(n.Right.Type()) {
+			// A + that may join strings, which expr's VM does not count
+			// against its limit (registerStrings).
+			fn := "__add"
+			if !isAny(n.Left.Type()) && !isAny(n.Right.Type()) {
+				fn = "__concat"
+			}
+			ast.Patch(node, &ast.CallNode{Callee: &ast.IdentifierNode{Value: fn}, Arguments: []ast.Node{n.Left, n.Right}})
+			return
+		}
 		// expr's == is false, not an error, for a tensor against anything;
 		// where an operand's type is known only at run time, __eq and __ne
 		// (registerEquality) compare instead and refuse a tensor.
@@ -1156,6 +1175,12 @@ func (p *patcher) Visit(node *ast.Node) {
 			}
 		}
 	case *ast.BuiltinNode:
+		if n.Name == "replace" {
+			// expr's replace, whose result its VM does not count
+			// (registerStrings).
+			ast.Patch(node, &ast.CallNode{Callee: &ast.IdentifierNode{Value: "__replace"}, Arguments: n.Arguments})
+			return
+		}
 		// expr's own len fails on a tensor at run time, so len goes to
 		// __len both where the argument is a tensor and where its type is
 		// known only at run time (say $env[key] with key a field).

@@ -85,3 +85,60 @@ func TestOverlappingBoundsTakeTheLargest(t *testing.T) {
 		t.Errorf("with every bound taken away, 2.4 MB does not fit")
 	}
 }
+
+// TestStringsAreBounded: a string an expression builds is bounded as a
+// tensor is, before it is made. expr's VM counts lists and ranges against
+// its own limit, not string concatenation or replace: a reduce that
+// doubled a string 40 times grew the process to 24 GB and the kernel's
+// out-of-memory killer (an adversarial test). Within the bound, + and
+// replace give what expr's do, also on values typed only at run time.
+func TestStringsAreBounded(t *testing.T) {
+	defer expression.SetMaxValueBytes(1 << 20)()
+	in := sample.Schema{Fields: []sample.Field{{Name: "s", Type: sample.TString}, {Name: "a", Type: sample.TAny}, {Name: "b", Type: sample.TAny}}}
+	for _, tc := range []struct {
+		src  string
+		a, b any
+		want any // an error's text, or the value
+	}{
+		{`s + "!"`, nil, nil, "ab!"},
+		{`a + b`, "x", "y", "xy"},
+		{`a + b`, int64(2), int64(3), 5}, // as expr's own + gives it
+		{`a + b`, 1.5, int64(2), 3.5},
+		{`a + s`, "<", nil, "<ab"},
+		{`upper(s + s)`, nil, nil, "ABAB"},
+		{`len(reduce(0..18, #acc + #acc, "xy"))`, nil, nil, 1 << 20},
+		{`len(reduce(0..19, #acc + #acc, "xy"))`, nil, nil, "a string of 2MiB would take more than the run's memory budget (1MiB) (1:24)\n | len(reduce(0..19, #acc + #acc, \"xy\"))\n | .......................^"},
+		{`a + b`, "x", int64(1), "invalid operation: string + int64 (1:3)\n | a + b\n | ..^"},
+		{`replace(s, "a", "aa")`, nil, nil, "aab"},
+		{`len(reduce(0..25, replace(#acc, "a", "aa"), "a"))`, nil, nil, "replace: a string of 2MiB would take more than the run's memory budget (1MiB) (1:19)\n | len(reduce(0..25, replace(#acc, \"a\", \"aa\"), \"a\"))\n | ..................^"},
+	} {
+		p, err := expression.Default().Compile(tc.src, in, sample.Any)
+		if err != nil {
+			t.Fatalf("%s: %v", tc.src, err)
+		}
+		v, err := p.Run(nil, map[string]any{"s": "ab", "a": tc.a, "b": tc.b})
+		if msg, ok := tc.want.(string); ok && err != nil {
+			if err.Error() != msg {
+				t.Errorf("%s: %v\nwant %s", tc.src, err, msg)
+			}
+			continue
+		}
+		if err != nil || v != tc.want {
+			t.Errorf("%s: got %#v (%T), %v; want %#v", tc.src, v, v, err, tc.want)
+		}
+	}
+}
+
+// TestExprsOwnLimitIsNamed: expr's own limit on what one evaluation
+// builds is not resources.memory, which its message seemed to name.
+func TestExprsOwnLimitIsNamed(t *testing.T) {
+	p, err := expression.Default().Compile(`len(0..2000000)`, sample.Schema{}, sample.Any)
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, err = p.Run(nil, map[string]any{})
+	const want = "memory budget exceeded: an evaluation may make at most 1000000 list elements, range numbers or characters of repeat, expr's own limit, which resources.memory does not change (1:6)\n | len(0..2000000)\n | .....^"
+	if err == nil || err.Error() != want {
+		t.Errorf("%v\nwant %s", err, want)
+	}
+}

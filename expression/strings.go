@@ -1,0 +1,104 @@
+package expression
+
+import (
+	"fmt"
+	"reflect"
+	"strings"
+	"unicode/utf8"
+
+	"github.com/expr-lang/expr/vm/runtime"
+	"github.com/piperun/piperun/sample"
+)
+
+// registerStrings registers what the patcher puts in place of the string
+// operations expr's VM does not count against its limit: + between
+// values that may be strings (__concat where both are known to be,
+// __add where one is typed only at run time) and replace. Each refuses a
+// result longer than the run's memory budget before making it: a reduce
+// that doubled a string 40 times grew the process to 24 GB and the
+// kernel's out-of-memory killer (an adversarial test).
+func registerStrings(r *Registry) {
+	r.Register(&Func{
+		Name: "__concat", Signature: "x + y", MinArgs: 2, MaxArgs: 2,
+		Check:   func([]Arg) (sample.Type, error) { return sample.TString, nil },
+		Returns: reflect.TypeOf(""),
+		Impl: func(_ *Call, a []any) (any, error) {
+			x, y := a[0].(string), a[1].(string)
+			if err := stringFits(int64(len(x)) + int64(len(y))); err != nil {
+				return nil, err
+			}
+			return x + y, nil
+		},
+	})
+	r.Register(&Func{
+		Name: "__add", Signature: "x + y", MinArgs: 2, MaxArgs: 2,
+		Check: func([]Arg) (sample.Type, error) { return sample.TAny, nil },
+		Impl: func(_ *Call, a []any) (v any, err error) {
+			if x, ok := a[0].(string); ok {
+				if y, ok := a[1].(string); ok {
+					if err := stringFits(int64(len(x)) + int64(len(y))); err != nil {
+						return nil, err
+					}
+					return x + y, nil
+				}
+			}
+			// expr's own +, which panics on operands it cannot add.
+			defer func() {
+				if p := recover(); p != nil {
+					v, err = nil, fmt.Errorf("%v", p)
+				}
+			}()
+			return runtime.Add(a[0], a[1]), nil
+		},
+	})
+	r.Register(&Func{
+		Name: "__replace", Signature: "replace(s, old, new[, n])", MinArgs: 3, MaxArgs: 4,
+		Check:   func([]Arg) (sample.Type, error) { return sample.TString, nil },
+		Returns: reflect.TypeOf(""),
+		Impl: func(_ *Call, a []any) (any, error) {
+			s, ok1 := a[0].(string)
+			old, ok2 := a[1].(string)
+			repl, ok3 := a[2].(string)
+			if !ok1 || !ok2 || !ok3 {
+				return nil, fmt.Errorf("s, old and new must be strings, got %s, %s and %s", valueWord(a[0]), valueWord(a[1]), valueWord(a[2]))
+			}
+			n := -1
+			if len(a) == 4 {
+				n = runtime.ToInt(a[3])
+			}
+			// What strings.Replace makes: an empty old matches before
+			// each rune and at the end.
+			count := strings.Count(s, old)
+			if old == "" {
+				count = utf8.RuneCountInString(s) + 1
+			}
+			if n >= 0 && n < count {
+				count = n
+			}
+			if err := stringFits(int64(len(s)) + int64(count)*(int64(len(repl))-int64(len(old)))); err != nil {
+				return nil, err
+			}
+			return strings.Replace(s, old, repl, n), nil
+		},
+	})
+}
+
+// stringFits is nil, or an error saying that a string of n bytes is more
+// than the run's memory budget allows any value to be.
+func stringFits(n int64) error {
+	limit := maxValue.Load()
+	if n <= limit {
+		return nil
+	}
+	bound := "the run's memory budget (" + byteWords(limit) + ")"
+	if limit == DefaultMaxValueBytes {
+		bound = "the " + byteWords(limit) + " any value may take"
+	}
+	return fmt.Errorf("a string of %s would take more than %s", byteWords(n), bound)
+}
+
+// stringish reports whether a value of type t may be a string: a string,
+// or a value typed only at run time.
+func stringish(t reflect.Type) bool {
+	return isAny(t) || t.Kind() == reflect.String
+}
