@@ -207,6 +207,17 @@ func (d *decoder) decode(n *yaml.Node, v reflect.Value, path string) {
 	}
 }
 
+// badKey reports, and says, a mapping key that is not a scalar: YAML
+// allows a list or a mapping as a key ([q]: 1), whose Value is empty, and
+// such a key was read as a field named "" (an adversarial test).
+func (d *decoder) badKey(k *yaml.Node, path string) bool {
+	if k.Kind == yaml.ScalarNode {
+		return false
+	}
+	d.r.add(SevError, k.Line, k.Column, path, "a key must be a name or a quoted string, got %s", describe(k))
+	return true
+}
+
 func (d *decoder) decodeOrderedMap(n *yaml.Node, m orderedMap, path string) {
 	if n.Kind != yaml.MappingNode {
 		d.errorf(n, path, "expected a mapping, got %s", describe(n))
@@ -215,7 +226,15 @@ func (d *decoder) decodeOrderedMap(n *yaml.Node, m orderedMap, path string) {
 	seen := map[string]bool{}
 	for i := 0; i+1 < len(n.Content); i += 2 {
 		k, val := n.Content[i], n.Content[i+1]
+		if d.badKey(k, path) {
+			continue
+		}
 		p := joinPath(path, k.Value)
+		if k.Value == "" {
+			// A field no expression could name (an adversarial test).
+			d.r.add(SevError, k.Line, k.Column, path, "a key must not be empty")
+			continue
+		}
 		if seen[k.Value] {
 			d.r.add(SevError, k.Line, k.Column, p, "duplicate key %q", k.Value)
 			continue
@@ -290,6 +309,9 @@ func (d *decoder) decodeStruct(n *yaml.Node, v reflect.Value, path string) {
 	nulls := map[string]*yaml.Node{}
 	for i := 0; i+1 < len(n.Content); i += 2 {
 		k, val := n.Content[i], n.Content[i+1]
+		if d.badKey(k, path) {
+			continue
+		}
 		p := joinPath(path, k.Value)
 		idx, ok := fields[k.Value]
 		if !ok && path == "" && strings.HasPrefix(k.Value, ExtensionPrefix) {
