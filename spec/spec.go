@@ -386,7 +386,7 @@ var (
 type document struct {
 	Version       int       `yaml:"version" jsonschema:"required" jsonschema_description:"Spec format version; must be 1."`
 	Name          string    `yaml:"name" jsonschema:"required,pattern=^[a-z0-9][a-z0-9_-]*$" jsonschema_description:"Pipeline name, [a-z0-9][a-z0-9_-]*."`
-	Seed          *int64    `yaml:"seed" jsonschema_description:"Seed for every random choice; absent = random, printed at start."`
+	Seed          *int64    `yaml:"seed" jsonschema:"minimum=0" jsonschema_description:"Seed for every random choice; absent = random, printed at start."`
 	Epochs        *int      `yaml:"epochs" jsonschema:"minimum=0" jsonschema_description:"Passes over the sources; 0 = until stopped. Default 1."`
 	Deterministic *bool     `yaml:"deterministic" jsonschema_description:"Output order independent of parallelism. Default true."`
 	Optimize      *bool     `yaml:"optimize" jsonschema_description:"Let the planner move a shuffle above the maps that feed it, where it then holds smaller samples; a deterministic run that succeeds gives the same output unless the plan says otherwise (piperun plan lists what it changed and why). Default true."`
@@ -487,6 +487,13 @@ func Parse(file string, data []byte, opts Options) (*Spec, Diagnostics) {
 	if _, ok := sp.pos["name"]; ok && !nameRe.MatchString(sp.Name) && !r.undecoded["name"] {
 		l, c := at("name")
 		r.add(SevError, l, c, "name", "invalid name %q: use lowercase letters, digits, '_' and '-', starting with a letter or digit", sp.Name)
+	}
+	if sp.Seed != nil && *sp.Seed < 0 {
+		// A run's seed is unsigned: -1 was run, logged and reported as
+		// 18446744073709551615, which --set seed= then refused (an
+		// adversarial test).
+		l, c := at("seed")
+		r.add(SevError, l, c, "seed", "must be 0 or more, got %d", *sp.Seed)
 	}
 	if sp.Epochs < 0 {
 		l, c := at("epochs")
