@@ -384,7 +384,7 @@ func exactScalar(n *yaml.Node, kind reflect.Kind) bool {
 	case reflect.Int, reflect.Int64, reflect.Uint64:
 		if n.ShortTag() == "!!float" {
 			var f float64
-			return n.Decode(&f) == nil && f == math.Trunc(f) // 1e3 is an integer
+			return n.Decode(&f) == nil && f == math.Trunc(f) && !math.IsInf(f, 0) // 1e3 is an integer; .inf is none
 		}
 	}
 	return true

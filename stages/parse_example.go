@@ -3,6 +3,7 @@ package stages
 import (
 	"context"
 	"fmt"
+	"math"
 	"slices"
 	"strconv"
 	"strings"
@@ -207,8 +208,13 @@ func (f FeatureSpec) defaultValue() (any, error) {
 			return 0, false
 		}
 		for _, x := range vals {
-			if _, ok := num(x); !ok {
+			v, ok := num(x)
+			if !ok {
 				return nil, fmt.Errorf("default for a float32 feature must be a number, got %v", x)
+			}
+			if f, _ := x.(float64); math.IsInf(float64(v), 0) && !math.IsInf(f, 0) {
+				// 1e40 became +Inf, unseen (an adversarial test).
+				return nil, fmt.Errorf("default %v is beyond float32's range (±%g)", x, float32(math.MaxFloat32))
 			}
 		}
 		if len(f.Shape) == 0 {
