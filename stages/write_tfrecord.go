@@ -93,6 +93,11 @@ func (c *WriteTFRecordConfig) Check(cc *spec.CheckContext) sample.Schema {
 			cc.Warnf("", "field %q is %s, whose elements are known only at run time: it can be written only if they are all numbers and booleans (an int64_list, or a float_list if any is a float) or all strings and bytes (a bytes_list)", f.Name, f.Type)
 		}
 	}
+	if lim, ok := openFileLimit(); ok && cc.Environment && uint64(c.Shards)+shardsSpare > lim {
+		// Every shard is open until the commit: 100001 of them failed at
+		// the run's start, "too many open files" (an adversarial test).
+		cc.Errorf("shards", "the %d shards are all open as the run writes them, more than the %d files this process may open (ulimit -n) less %d for the rest of the run: write fewer shards, or raise the limit", c.Shards, lim, shardsSpare)
+	}
 	if cc.Environment && c.Path != "" && c.Shards >= 1 {
 		if stale := otherShards(cc.Resolve(c.Path), c.Shards); len(stale) > 0 {
 			them := "them"
@@ -114,6 +119,10 @@ func (c *WriteTFRecordConfig) Check(cc *spec.CheckContext) sample.Schema {
 	}
 	return sample.Schema{}
 }
+
+// shardsSpare is the open files write_tfrecord leaves to the rest of a
+// run beside its shards: the sources' files, a cache's store, sockets.
+const shardsSpare = 64
 
 // otherShards lists the files in the folder of path, a resolved shard
 // path, that it names for some shard or shard count but that a run

@@ -1,0 +1,6 @@
+//go:build !(linux || darwin)
+
+package stages
+
+// openFileLimit is unknown here.
+func openFileLimit() (uint64, bool) { return 0, false }
