@@ -768,6 +768,30 @@ func openWhole(path string) (*os.File, int64, error) {
 	return f, st.Size(), nil
 }
 
+// CheckFile says, without opening it, what read_file would refuse in
+// the file at path: that it is missing, a folder, a device, a named pipe
+// or a socket. validate checks the paths an expression names as text with
+// it (a missing one passed, and failed every sample; an adversarial test).
+func CheckFile(path string) error {
+	st, err := os.Stat(path)
+	switch {
+	case err != nil:
+		return fmt.Errorf("read_file: %w", err)
+	case st.IsDir():
+		return fmt.Errorf("read_file: %s is a folder, not a file", path)
+	case !st.Mode().IsRegular():
+		kind := "device"
+		switch {
+		case st.Mode()&fs.ModeNamedPipe != 0:
+			kind = "named pipe"
+		case st.Mode()&fs.ModeSocket != 0:
+			kind = "socket"
+		}
+		return fmt.Errorf("read_file: %s is a %s, not a regular file: read_file reads files whole", path, kind)
+	}
+	return nil
+}
+
 // readGrown reads the rest of a file that has grown past head, the
 // bytes read so far, within the bound on a value.
 func readGrown(f *os.File, path string, head []byte) ([]byte, error) {

@@ -37,7 +37,22 @@ func compile(c *spec.CheckContext, field, src string, in sample.Schema, want sam
 		exprError(c, field, err)
 		return nil
 	}
+	checkLiteralFiles(c, field, p)
 	return p
+}
+
+// checkLiteralFiles says, where validate may look at the machine, which
+// file the expression names as text (read_file("classes.txt")) read_file
+// would refuse: every sample would fail on it.
+func checkLiteralFiles(c *spec.CheckContext, field string, p *expression.Program) {
+	if !c.Environment {
+		return
+	}
+	for _, f := range p.LiteralFiles() {
+		if err := expression.CheckFile(f); err != nil {
+			c.Errorf(field, "%v", err)
+		}
+	}
 }
 
 // exprError reports an expression's compile error at its place in the
@@ -65,6 +80,7 @@ func compileDeferred(c *spec.CheckContext, field, src string, in sample.Schema) 
 		exprError(c, field, err)
 		return nil
 	}
+	checkLiteralFiles(c, field, p)
 	return p
 }
 
