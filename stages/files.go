@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"io/fs"
+	"maps"
 	"os"
 	"path"
 	"path/filepath"
@@ -347,14 +348,26 @@ func (c *FilesConfig) Check(cc *spec.CheckContext) sample.Schema {
 			for o := range outputs {
 				names[filepath.Base(o)] = true
 			}
+			clash := false
 			for _, f := range m {
 				if !names[filepath.Base(f)] {
 					continue
 				}
 				if st, ok := outputs[spec.OutputKey(f)]; ok {
 					cc.Errorf(field, "pattern %q matches %s, which stage %q writes", p, f, st)
+					clash = true
 					break
 				}
+			}
+			// An output not written yet, which the next run would read
+			// (an adversarial test: the first run passed, and every later
+			// one was refused).
+			for _, o := range slices.Sorted(maps.Keys(outputs)) {
+				if clash || strings.Contains(o, "://") || !globMatches(cc.ResolvePattern(p), o) {
+					continue
+				}
+				cc.Errorf(field, "pattern %q would match %s, which stage %q writes: the next run would read this one's output", p, o, outputs[o])
+				break
 			}
 		}
 	}
@@ -1193,6 +1206,12 @@ func regularFiles(m []string) []string {
 		}
 	}
 	return out
+}
+
+// globMatches reports whether the file at path, both absolute, matches
+// pattern as the files stage reads it (** for any depth).
+func globMatches(pattern, path string) bool {
+	return matchSegs(strings.Split(filepath.ToSlash(filepath.Clean(pattern)), "/"), strings.Split(filepath.ToSlash(filepath.Clean(path)), "/"))
 }
 
 func matchSegs(pat, name []string) bool {
