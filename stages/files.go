@@ -363,8 +363,8 @@ func (c *FilesConfig) Check(cc *spec.CheckContext) sample.Schema {
 			// (an adversarial test: the first run passed, and every later
 			// one was refused).
 			for _, o := range slices.Sorted(maps.Keys(outputs)) {
-				if clash || strings.Contains(o, "://") || !globMatches(cc.ResolvePattern(p), o) {
-					continue
+				if clash || strings.Contains(o, "://") || isCacheStage(cc.Spec, outputs[o]) || !globMatches(cc.ResolvePattern(p), o) {
+					continue // a cache's folder is no file the pattern lists
 				}
 				cc.Errorf(field, "pattern %q would match %s, which stage %q writes: the next run would read this one's output", p, o, outputs[o])
 				break
@@ -1206,6 +1206,18 @@ func regularFiles(m []string) []string {
 		}
 	}
 	return out
+}
+
+// isCacheStage reports whether the stage named name is a cache, whose
+// output is a folder.
+func isCacheStage(sp *spec.Spec, name string) bool {
+	for _, st := range sp.Stages {
+		if st.Name == name {
+			_, ok := st.Config.(*CacheConfig)
+			return ok
+		}
+	}
+	return false
 }
 
 // globMatches reports whether the file at path, both absolute, matches
