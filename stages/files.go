@@ -96,7 +96,10 @@ func (s *Shard) UnmarshalNode(n *yaml.Node) error {
 	if v.Index == nil || v.Count == nil {
 		return fmt.Errorf("shard needs both index and count")
 	}
-	if *v.Count < 1 || *v.Index < 0 || *v.Index >= *v.Count {
+	if *v.Count < 1 {
+		return fmt.Errorf("shard count must be at least 1, got %d", *v.Count)
+	}
+	if *v.Index < 0 || *v.Index >= *v.Count {
 		return fmt.Errorf("shard index %d out of range for count %d", *v.Index, *v.Count)
 	}
 	*s = Shard{Index: *v.Index, Count: *v.Count}
