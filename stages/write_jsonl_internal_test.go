@@ -34,6 +34,14 @@ func TestJSONLineIsWrittenInChunks(t *testing.T) {
 		raw[i] = byte(i * 31)
 	}
 	fields := map[string]any{"image": img, "raw": raw, "label": int64(3), "names": []string{"a", "b"}}
+	checkChunks(t, fields, jsonChunk+4*base64Step/3)
+}
+
+// checkChunks writes fields through write_jsonl's jsonOut and checks that
+// no write, nor what is left for the last, is over most bytes, and that
+// the pieces make the line AppendJSON builds whole.
+func checkChunks(t *testing.T, fields map[string]any, most int) {
+	t.Helper()
 	whole, err := AppendJSON(nil, fields)
 	if err != nil {
 		t.Fatal(err)
@@ -43,8 +51,8 @@ func TestJSONLineIsWrittenInChunks(t *testing.T) {
 	if err := o.object(fields); err != nil {
 		t.Fatal(err)
 	}
-	if w.most == 0 || w.most > jsonChunk+4*base64Step/3 || len(o.b) > jsonChunk+4*base64Step/3 {
-		t.Errorf("largest write %d bytes, %d left over; want some, none over %d", w.most, len(o.b), jsonChunk+4*base64Step/3)
+	if w.most == 0 || w.most > most || len(o.b) > most {
+		t.Errorf("largest write %d bytes, %d left over; want some, none over %d", w.most, len(o.b), most)
 	}
 	w.Write(o.b)
 	if !bytes.Equal(w.Bytes(), whole) {
@@ -119,25 +127,8 @@ func TestJSONLongRowIsWrittenInChunks(t *testing.T) {
 			for i := range x.Len() {
 				x.Set(i, float64(i%251)-100.125)
 			}
-			fields := map[string]any{"x": x}
-			whole, err := AppendJSON(nil, fields)
-			if err != nil {
-				t.Fatal(err)
-			}
-			var w biggestWrite
-			o := jsonOut{w: &w}
-			if err := o.object(fields); err != nil {
-				t.Fatal(err)
-			}
 			// 24 bytes: the longest element text, a float64's with its comma.
-			most := jsonChunk + jsonRowStep*24
-			if w.most == 0 || w.most > most || len(o.b) > most {
-				t.Errorf("largest write %d bytes, %d left over; want some, none over %d", w.most, len(o.b), most)
-			}
-			w.Write(o.b)
-			if !bytes.Equal(w.Bytes(), whole) {
-				t.Errorf("the chunks make %d bytes, not the %d of the whole line", w.Len(), len(whole))
-			}
+			checkChunks(t, map[string]any{"x": x}, jsonChunk+jsonRowStep*24)
 		})
 	}
 }
