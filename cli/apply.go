@@ -475,6 +475,11 @@ func checkReportTarget(path, specFile string) error {
 	if err != nil {
 		return fmt.Errorf("--report %w", err)
 	}
+	// A link OutputPath cannot follow by name (/dev/stdout leads to
+	// /proc/self/fd/1, whose target is "pipe:[N]"): what it opens to.
+	if st, err := os.Stat(abs); err == nil && !st.Mode().IsRegular() && !st.IsDir() {
+		return fmt.Errorf("--report %s is not a regular file: a report is written aside and renamed onto its path; write to a file", path)
+	}
 	if sf, _ := filepath.Abs(specFile); spec.OutputKey(target) == spec.OutputKey(sf) {
 		return fmt.Errorf("--report %s leads to the spec itself", path)
 	}

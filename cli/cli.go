@@ -100,7 +100,12 @@ func Main(args []string, stdout, stderr io.Writer) int {
 	// SIGHUP too: a closed terminal or a dropped ssh session ended the run
 	// at once, its temporary files left and no report written. Not under
 	// nohup, which ignores it: Notify would undo that (a review).
-	sigs := []os.Signal{os.Interrupt, syscall.SIGTERM}
+	sigs := []os.Signal{syscall.SIGTERM}
+	if !signal.Ignored(os.Interrupt) {
+		// A job a shell started in the background ignores Ctrl-C; so does
+		// the run, as for SIGHUP under nohup (a review).
+		sigs = append(sigs, os.Interrupt)
+	}
 	if !signal.Ignored(syscall.SIGHUP) {
 		sigs = append(sigs, syscall.SIGHUP)
 	}

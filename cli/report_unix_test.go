@@ -4,6 +4,7 @@ package cli_test
 
 import (
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strings"
 	"syscall"
@@ -26,5 +27,15 @@ func TestApplyReportRefusesANode(t *testing.T) {
 	}
 	if fi, err := os.Lstat(fifo); err != nil || fi.Mode()&os.ModeNamedPipe == 0 {
 		t.Errorf("the pipe was replaced: %v, %v", fi.Mode(), err)
+	}
+	// Through a link whose target has no name to follow: stdout as a pipe
+	// (a review: refused only after the run, its outputs committed).
+	if _, err := os.Stat("/proc/self/fd"); err != nil {
+		t.Skip("no /proc here")
+	}
+	cmd := exec.Command(binary, "apply", "--progress", "never", "--report", "/dev/stdout", p)
+	out, _ := cmd.CombinedOutput()
+	if want := "--report /dev/stdout is not a regular file"; cmd.ProcessState.ExitCode() != 2 || !strings.Contains(string(out), want) {
+		t.Errorf("--report /dev/stdout onto a pipe: exit %d, %s\nwant exit 2 and %q", cmd.ProcessState.ExitCode(), out, want)
 	}
 }

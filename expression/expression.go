@@ -1143,7 +1143,9 @@ func (p *patcher) Visit(node *ast.Node) {
 			ast.Patch(node, &ast.CallNode{Callee: &ast.IdentifierNode{Value: "__at"}, Arguments: []ast.Node{n.Node, n.Property}})
 		}
 	case *ast.BinaryNode:
-		if n.Operator == "+" && stringish(n.Left.Type()) && stringish(n.Right.Type()) {
+		_, lnil := n.Left.(*ast.NilNode)
+		_, rnil := n.Right.(*ast.NilNode)
+		if n.Operator == "+" && !lnil && !rnil && stringish(n.Left.Type()) && stringish(n.Right.Type()) {
 			// A + that may join strings, which expr's VM does not count
 			// against its limit (registerStrings).
 			fn := "__add"

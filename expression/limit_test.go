@@ -1,6 +1,7 @@
 package expression_test
 
 import (
+	"strings"
 	"testing"
 
 	"github.com/piperun/piperun/expression"
@@ -140,5 +141,27 @@ func TestExprsOwnLimitIsNamed(t *testing.T) {
 	const want = "memory budget exceeded: an evaluation may make at most 1000000 list elements, range numbers or characters of repeat, expr's own limit, which resources.memory does not change (1:6)\n | len(0..2000000)\n | .....^"
 	if err == nil || err.Error() != want {
 		t.Errorf("%v\nwant %s", err, want)
+	}
+}
+
+// TestPatchedOperatorsStillCheck: the + and replace the patcher takes
+// for their string bounds are checked at validate time as before (a
+// review: a tensor + a string, replace of an int, and nil + a string
+// passed validate and failed every sample).
+func TestPatchedOperatorsStillCheck(t *testing.T) {
+	in := sample.Schema{Fields: []sample.Field{{Name: "s", Type: sample.TString}, {Name: "i", Type: sample.TInt}}}
+	for _, tc := range []struct{ src, want string }{
+		{`cast([1, 2], "int64") + "x"`, "operator + is not defined on tensors"},
+		{`s + cast([1.5], "float32")`, "operator + is not defined on tensors"},
+		{`replace(i, "1", "2")`, "replace(s, old, new[, n]): argument 1 must be string, got int64"},
+		{`replace(s, 1, "2")`, "replace(s, old, new[, n]): argument 2 must be string, got int64"},
+		{`replace(s, "1", "2", 1.5)`, "replace(s, old, new[, n]): argument 4 must be int64, got float64"},
+		{`replace(s, "1", "2", 1, 2)`, "replace"},
+		{`s + nil`, "invalid operation"},
+	} {
+		_, err := expression.Default().Compile(tc.src, in, sample.Any)
+		if err == nil || !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("%s: %v\nwant an error holding %q", tc.src, err, tc.want)
+		}
 	}
 }

@@ -20,7 +20,9 @@ import (
 func registerStrings(r *Registry) {
 	r.Register(&Func{
 		Name: "__concat", Signature: "x + y", MinArgs: 2, MaxArgs: 2,
-		Check:   func([]Arg) (sample.Type, error) { return sample.TString, nil },
+		Check: func(a []Arg) (sample.Type, error) {
+			return sample.TString, plusCheck(a)
+		},
 		Returns: reflect.TypeOf(""),
 		Impl: func(_ *Call, a []any) (any, error) {
 			x, y := a[0].(string), a[1].(string)
@@ -32,7 +34,9 @@ func registerStrings(r *Registry) {
 	})
 	r.Register(&Func{
 		Name: "__add", Signature: "x + y", MinArgs: 2, MaxArgs: 2,
-		Check: func([]Arg) (sample.Type, error) { return sample.TAny, nil },
+		Check: func(a []Arg) (sample.Type, error) {
+			return sample.TAny, plusCheck(a)
+		},
 		Impl: func(_ *Call, a []any) (v any, err error) {
 			if x, ok := a[0].(string); ok {
 				if y, ok := a[1].(string); ok {
@@ -53,7 +57,19 @@ func registerStrings(r *Registry) {
 	})
 	r.Register(&Func{
 		Name: "__replace", Signature: "replace(s, old, new[, n])", MinArgs: 3, MaxArgs: 4,
-		Check:   func([]Arg) (sample.Type, error) { return sample.TString, nil },
+		Check: func(a []Arg) (sample.Type, error) {
+			// What expr's own replace checked, before the patch took it.
+			for i, x := range a {
+				want, ok := sample.String, x.Type.Kind == sample.String || x.Type.Kind == sample.Any
+				if i == 3 {
+					want, ok = sample.Int, x.Type.Kind == sample.Int || x.Type.Kind == sample.Any
+				}
+				if !ok {
+					return sample.TAny, argErrorf(i, "must be %s, got %s", sample.Type{Kind: want}, x.Type)
+				}
+			}
+			return sample.TString, nil
+		},
 		Returns: reflect.TypeOf(""),
 		Impl: func(_ *Call, a []any) (any, error) {
 			s, ok1 := a[0].(string)
@@ -81,6 +97,16 @@ func registerStrings(r *Registry) {
 			return strings.Replace(s, old, repl, n), nil
 		},
 	})
+}
+
+// plusCheck refuses, at validate time, a + the patcher took from the
+// inferrer where an operand is a tensor typed any for expr (cast's
+// result, x[i]): it was a validate error before the patch (a review).
+func plusCheck(a []Arg) error {
+	if a[0].Type.Kind == sample.Tensor || a[1].Type.Kind == sample.Tensor {
+		return fmt.Errorf("operator + is not defined on tensors (got %s and %s); use tensor functions (to_float, normalize, cast)", a[0].Type, a[1].Type)
+	}
+	return nil
 }
 
 // stringFits is nil, or an error saying that a string of n bytes is more

@@ -93,7 +93,7 @@ func (c *WriteTFRecordConfig) Check(cc *spec.CheckContext) sample.Schema {
 			cc.Warnf("", "field %q is %s, whose elements are known only at run time: it can be written only if they are all numbers and booleans (an int64_list, or a float_list if any is a float) or all strings and bytes (a bytes_list)", f.Name, f.Type)
 		}
 	}
-	if lim, ok := openFileLimit(); ok && cc.Environment && uint64(c.Shards)+shardsSpare > lim {
+	if lim, ok := openFileLimit(); ok && cc.Environment && c.Shards >= 1 && uint64(c.Shards)+shardsSpare > lim {
 		// Every shard is open until the commit: 100001 of them failed at
 		// the run's start, "too many open files" (an adversarial test).
 		cc.Errorf("shards", "the %d shards are all open as the run writes them, more than the %d files this process may open (ulimit -n) less %d for the rest of the run: write fewer shards, or raise the limit", c.Shards, lim, shardsSpare)
