@@ -468,7 +468,8 @@ func checkReportTarget(path, specFile string) error {
 	if err != nil {
 		return fmt.Errorf("--report %s: %w", path, err)
 	}
-	if sf, _ := filepath.Abs(specFile); spec.OutputKey(abs) == spec.OutputKey(sf) {
+	sf, _ := filepath.Abs(specFile)
+	if spec.OutputKey(abs) == spec.OutputKey(sf) {
 		return fmt.Errorf("--report %s is the spec itself", path)
 	}
 	target, err := stages.OutputPath(abs)
@@ -480,7 +481,7 @@ func checkReportTarget(path, specFile string) error {
 	if st, err := os.Stat(abs); err == nil && !st.Mode().IsRegular() && !st.IsDir() {
 		return fmt.Errorf("--report %s is not a regular file: a report is written aside and renamed onto its path; write to a file", path)
 	}
-	if sf, _ := filepath.Abs(specFile); spec.OutputKey(target) == spec.OutputKey(sf) {
+	if spec.OutputKey(target) == spec.OutputKey(sf) {
 		return fmt.Errorf("--report %s leads to the spec itself", path)
 	}
 	if !replaceableReport(target) {

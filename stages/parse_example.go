@@ -208,11 +208,10 @@ func (f FeatureSpec) defaultValue() (any, error) {
 			return 0, false
 		}
 		for _, x := range vals {
-			v, ok := num(x)
-			if !ok {
+			if _, ok := num(x); !ok {
 				return nil, fmt.Errorf("default for a float32 feature must be a number, got %v", x)
 			}
-			if f, _ := x.(float64); math.IsInf(float64(v), 0) && !math.IsInf(f, 0) {
+			if f, _ := x.(float64); overflows32(f) {
 				// 1e40 became +Inf, unseen (an adversarial test).
 				return nil, fmt.Errorf("default %v is beyond float32's range (±%g)", x, float32(math.MaxFloat32))
 			}

@@ -593,7 +593,7 @@ func listFeature(x []any) (*example.Feature, error) {
 // scalar.
 func narrow(f float64, i int) (float32, error) {
 	g := float32(f)
-	if !math.IsInf(float64(g), 0) || math.IsInf(f, 0) {
+	if !overflows32(f) {
 		return g, nil
 	}
 	what := fmt.Sprintf("%g is", f)
@@ -601,6 +601,12 @@ func narrow(f float64, i int) (float32, error) {
 		what = fmt.Sprintf("element %d, %g, is", i, f)
 	}
 	return 0, fmt.Errorf("%s beyond float32's range (±%g), and a float_list holds float32s: it would be written as %v; scale it in a map, or write it as an int or a string", what, float32(math.MaxFloat32), g)
+}
+
+// overflows32 reports whether a finite f becomes an infinity as a
+// float32: a float_list value, a float32 feature's default.
+func overflows32(f float64) bool {
+	return math.IsInf(float64(float32(f)), 0) && !math.IsInf(f, 0)
 }
 
 // boolInt64 is a bool as a feature holds it: an Example has no bool list,
