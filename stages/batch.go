@@ -9,9 +9,28 @@ import (
 	"strings"
 	"sync/atomic"
 
+	"github.com/piperun/piperun/plan"
 	"github.com/piperun/piperun/sample"
 	"github.com/piperun/piperun/spec"
 	"github.com/piperun/piperun/tensor"
+)
+
+// The hooks this file's types provide, checked by the compiler: the
+// engine and planner find them by type assertion, where a changed
+// signature would silently turn a hook off.
+var (
+	_ plan.BufferKeyer   = (*BatchConfig)(nil)
+	_ plan.Bufferer      = (*BatchConfig)(nil)
+	_ plan.Counter       = (*BatchConfig)(nil)
+	_ plan.ExactCounter  = (*BatchConfig)(nil)
+	_ plan.OutputSizer   = (*BatchConfig)(nil)
+	_ spec.Checker       = (*BatchConfig)(nil)
+	_ spec.DeferFinisher = (*BatchConfig)(nil)
+	_ Dropper            = (*batchStage)(nil)
+	_ EpochEnder         = (*batchStage)(nil)
+	_ Holder             = (*batchStage)(nil)
+	_ Processor          = (*batchStage)(nil)
+	_ Retainer           = (*batchStage)(nil)
 )
 
 // BatchConfig configures the batch stage.

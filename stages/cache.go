@@ -16,8 +16,25 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/piperun/piperun/cache"
+	"github.com/piperun/piperun/plan"
 	"github.com/piperun/piperun/sample"
 	"github.com/piperun/piperun/spec"
+)
+
+// The hooks this file's types provide, checked by the compiler: the
+// engine and planner find them by type assertion, where a changed
+// signature would silently turn a hook off.
+var (
+	_ plan.Counter     = (*CacheConfig)(nil)
+	_ plan.DiskStorer  = (*CacheConfig)(nil)
+	_ plan.EpochHolder = (*CacheConfig)(nil)
+	_ plan.Reserver    = (*CacheConfig)(nil)
+	_ spec.Checker     = (*CacheConfig)(nil)
+	_ spec.Outputter   = (*CacheConfig)(nil)
+	_ Cacher           = (*diskCache)(nil)
+	_ Closer           = (*diskCache)(nil)
+	_ Cacher           = (*memCache)(nil)
+	_ Closer           = (*memCache)(nil)
 )
 
 // CacheConfig configures the cache stage.
@@ -314,6 +331,10 @@ func upstream(st *spec.Stage) []*spec.Stage {
 // other samples. Caches of earlier versions stay on disk for `cache prune`.
 const SamplesVersion = 3
 
+// literalFiler is a config whose expressions read files named by
+// literal paths, which a cache's fingerprint must cover.
+type literalFiler interface{ literalFiles() []string }
+
 // Fingerprint identifies everything upstream of a stage: each upstream
 // stage's type and config, the identity (path, size, modification time)
 // of every input file the file sources match, seed, the run's resolved
@@ -358,7 +379,7 @@ func Fingerprint(sp *spec.Spec, st *spec.Stage, seed uint64) (string, string, er
 		}
 		fmt.Fprintf(&b, "stage %s type=%s inputs=%v on_error=%s config=%s\n", name(s), s.Type, ins, s.OnError, cfgs[i])
 		names = append(names, s.Name)
-		if lf, ok := s.Config.(interface{ literalFiles() []string }); ok {
+		if lf, ok := s.Config.(literalFiler); ok {
 			// read_file("classes.txt"): the text names a file, whose
 			// contents the config does not hold; nor does it say which
 			// file a relative path names, which is the spec's folder's.

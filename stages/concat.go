@@ -6,8 +6,18 @@ import (
 	"io"
 	"sort"
 
+	"github.com/piperun/piperun/plan"
 	"github.com/piperun/piperun/sample"
 	"github.com/piperun/piperun/spec"
+)
+
+// The hooks this file's types provide, checked by the compiler: the
+// engine and planner find them by type assertion, where a changed
+// signature would silently turn a hook off.
+var (
+	_ plan.JoinCounter = (*ConcatConfig)(nil)
+	_ spec.Checker     = (*ConcatConfig)(nil)
+	_ Joiner           = concatStage{}
 )
 
 // ConcatConfig configures concat, which takes only inputs.

@@ -7,6 +7,14 @@ import (
 	"github.com/piperun/piperun/spec"
 )
 
+// The hooks this file's types provide, checked by the compiler: the
+// engine and planner find them by type assertion, where a changed
+// signature would silently turn a hook off.
+var (
+	_ spec.Checker = (*DiscardConfig)(nil)
+	_ Sink         = discardSink{}
+)
+
 // DiscardConfig configures the discard sink, which takes no options.
 type DiscardConfig struct{}
 

@@ -19,8 +19,20 @@ import (
 	"github.com/invopop/jsonschema"
 	"go.yaml.in/yaml/v3"
 
+	"github.com/piperun/piperun/plan"
 	"github.com/piperun/piperun/sample"
 	"github.com/piperun/piperun/spec"
+)
+
+// The hooks this file's types provide, checked by the compiler: the
+// engine and planner find them by type assertion, where a changed
+// signature would silently turn a hook off.
+var (
+	_ plan.Counter         = (*FilesConfig)(nil)
+	_ plan.OriginSizer     = (*FilesConfig)(nil)
+	_ spec.Checker         = (*FilesConfig)(nil)
+	_ spec.NodeUnmarshaler = (*Shard)(nil)
+	_ Source               = (*filesSource)(nil)
 )
 
 // FilesConfig configures the files source.

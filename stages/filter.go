@@ -12,6 +12,16 @@ import (
 	"github.com/piperun/piperun/spec"
 )
 
+// The hooks this file's types provide, checked by the compiler: the
+// engine and planner find them by type assertion, where a changed
+// signature would silently turn a hook off.
+var (
+	_ spec.Checker     = (*FilterConfig)(nil)
+	_ literalFiler     = (*FilterConfig)(nil)
+	_ spec.PassThrough = (*FilterConfig)(nil)
+	_ Processor        = (*filterStage)(nil)
+)
+
 // FilterConfig configures the filter stage.
 type FilterConfig struct {
 	Where string `yaml:"where" jsonschema:"required" jsonschema_description:"Boolean expression; samples for which it is false are dropped."`

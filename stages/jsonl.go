@@ -16,6 +16,16 @@ import (
 	"github.com/piperun/piperun/spec"
 )
 
+// The hooks this file's types provide, checked by the compiler: the
+// engine and planner find them by type assertion, where a changed
+// signature would silently turn a hook off.
+var (
+	_ spec.Checker = (*JSONLConfig)(nil)
+	_ Expander     = (*jsonlStage)(nil)
+	_ Closer       = (*jsonlStream)(nil)
+	_ Stream       = (*jsonlStream)(nil)
+)
+
 // JSONLConfig configures the jsonl reader.
 type JSONLConfig struct {
 	Field       string    `yaml:"field" jsonschema_description:"Input field holding the file path (default path)."`

@@ -10,9 +10,22 @@ import (
 	"github.com/invopop/jsonschema"
 
 	"github.com/piperun/piperun/expression"
+	"github.com/piperun/piperun/plan"
 	"github.com/piperun/piperun/sample"
 	"github.com/piperun/piperun/spec"
 	"github.com/piperun/piperun/tensor"
+)
+
+// The hooks this file's types provide, checked by the compiler: the
+// engine and planner find them by type assertion, where a changed
+// signature would silently turn a hook off.
+var (
+	_ plan.Counter     = (*MapConfig)(nil)
+	_ plan.FieldSetter = (*MapConfig)(nil)
+	_ spec.Checker     = (*MapConfig)(nil)
+	_ literalFiler     = (*MapConfig)(nil)
+	_ Prefetcher       = (*mapStage)(nil)
+	_ Processor        = (*mapStage)(nil)
 )
 
 // MapConfig configures the map stage.

@@ -7,8 +7,19 @@ import (
 	"io"
 	"math"
 
+	"github.com/piperun/piperun/plan"
 	"github.com/piperun/piperun/sample"
 	"github.com/piperun/piperun/spec"
+)
+
+// The hooks this file's types provide, checked by the compiler: the
+// engine and planner find them by type assertion, where a changed
+// signature would silently turn a hook off.
+var (
+	_ plan.JoinCounter = (*MixConfig)(nil)
+	_ spec.Checker     = (*MixConfig)(nil)
+	_ InputEnder       = (*mixStage)(nil)
+	_ Joiner           = (*mixStage)(nil)
 )
 
 // MixConfig configures the mix stage (tf.data's sample_from_datasets).

@@ -15,6 +15,14 @@ import (
 	"github.com/piperun/piperun/tensor"
 )
 
+// The hooks this file's types provide, checked by the compiler: the
+// engine and planner find them by type assertion, where a changed
+// signature would silently turn a hook off.
+var (
+	_ spec.Checker = (*ParseExampleConfig)(nil)
+	_ Processor    = (*parseExample)(nil)
+)
+
 // FeatureSpec describes one feature to parse.
 type FeatureSpec struct {
 	DType   string `yaml:"dtype" jsonschema:"required,enum=int64,enum=float32,enum=bytes,enum=string" jsonschema_description:"int64, float32, bytes or string."`

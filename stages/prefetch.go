@@ -3,8 +3,20 @@ package stages
 import (
 	"context"
 
+	"github.com/piperun/piperun/plan"
 	"github.com/piperun/piperun/sample"
 	"github.com/piperun/piperun/spec"
+)
+
+// The hooks this file's types provide, checked by the compiler: the
+// engine and planner find them by type assertion, where a changed
+// signature would silently turn a hook off.
+var (
+	_ plan.Bufferer    = (*PrefetchConfig)(nil)
+	_ plan.Counter     = (*PrefetchConfig)(nil)
+	_ spec.Checker     = (*PrefetchConfig)(nil)
+	_ spec.PassThrough = (*PrefetchConfig)(nil)
+	_ Processor        = prefetchStage{}
 )
 
 // PrefetchConfig configures the prefetch stage.

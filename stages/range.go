@@ -4,8 +4,18 @@ import (
 	"context"
 	"io"
 
+	"github.com/piperun/piperun/plan"
 	"github.com/piperun/piperun/sample"
 	"github.com/piperun/piperun/spec"
+)
+
+// The hooks this file's types provide, checked by the compiler: the
+// engine and planner find them by type assertion, where a changed
+// signature would silently turn a hook off.
+var (
+	_ plan.Counter = (*RangeConfig)(nil)
+	_ spec.Checker = (*RangeConfig)(nil)
+	_ Source       = (*rangeSource)(nil)
 )
 
 // RangeConfig configures the range source.

@@ -18,9 +18,25 @@ import (
 
 	"go.uber.org/zap"
 
+	"github.com/piperun/piperun/plan"
 	"github.com/piperun/piperun/sample"
 	"github.com/piperun/piperun/serve"
 	"github.com/piperun/piperun/spec"
+)
+
+// The hooks this file's types provide, checked by the compiler: the
+// engine and planner find them by type assertion, where a changed
+// signature would silently turn a hook off.
+var (
+	_ plan.Reserver    = (*ServeConfig)(nil)
+	_ spec.Checker     = (*ServeConfig)(nil)
+	_ spec.Outputter   = (*ServeConfig)(nil)
+	_ Announcer        = (*serveSink)(nil)
+	_ ContextCommitter = (*serveSink)(nil)
+	_ Drainer          = (*serveSink)(nil)
+	_ EpochEnder       = (*serveSink)(nil)
+	_ Idler            = (*serveSink)(nil)
+	_ Sink             = (*serveSink)(nil)
 )
 
 // ServeConfig configures the serve sink.

@@ -6,8 +6,25 @@ import (
 	"math/rand/v2"
 	"sync/atomic"
 
+	"github.com/piperun/piperun/plan"
 	"github.com/piperun/piperun/sample"
 	"github.com/piperun/piperun/spec"
+)
+
+// The hooks this file's types provide, checked by the compiler: the
+// engine and planner find them by type assertion, where a changed
+// signature would silently turn a hook off.
+var (
+	_ plan.BufferSharer = (*ShuffleConfig)(nil)
+	_ plan.Bufferer     = (*ShuffleConfig)(nil)
+	_ plan.Counter      = (*ShuffleConfig)(nil)
+	_ spec.Checker      = (*ShuffleConfig)(nil)
+	_ spec.PassThrough  = (*ShuffleConfig)(nil)
+	_ Dropper           = (*shuffleStage)(nil)
+	_ EpochEnder        = (*shuffleStage)(nil)
+	_ Holder            = (*shuffleStage)(nil)
+	_ Processor         = (*shuffleStage)(nil)
+	_ Retainer          = (*shuffleStage)(nil)
 )
 
 // ShuffleConfig configures the shuffle stage.

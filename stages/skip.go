@@ -7,6 +7,14 @@ import (
 	"github.com/piperun/piperun/spec"
 )
 
+// The hooks this file's types provide, checked by the compiler: the
+// engine and planner find them by type assertion, where a changed
+// signature would silently turn a hook off.
+var (
+	_ EpochEnder = (*skipStage)(nil)
+	_ Processor  = (*skipStage)(nil)
+)
+
 func init() {
 	register(&Type{
 		StageType: spec.StageType{Name: "skip", Role: spec.RoleTransform, Doc: "Drops the first count samples of each epoch.",

@@ -21,6 +21,9 @@ import (
 	"github.com/piperun/piperun/spec"
 )
 
+// Registry is the catalog spec validates against.
+var _ spec.Catalog = (*Registry)(nil)
+
 // Emit passes a sample downstream. It blocks while the pipeline is full and
 // returns an error when the run is stopping; stages return that error.
 type Emit func(*sample.Sample) error

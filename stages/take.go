@@ -4,8 +4,20 @@ import (
 	"context"
 	"io"
 
+	"github.com/piperun/piperun/plan"
 	"github.com/piperun/piperun/sample"
 	"github.com/piperun/piperun/spec"
+)
+
+// The hooks this file's types provide, checked by the compiler: the
+// engine and planner find them by type assertion, where a changed
+// signature would silently turn a hook off.
+var (
+	_ plan.Counter     = (*CountConfig)(nil)
+	_ spec.Checker     = (*CountConfig)(nil)
+	_ spec.PassThrough = (*CountConfig)(nil)
+	_ EpochEnder       = (*takeStage)(nil)
+	_ Processor        = (*takeStage)(nil)
 )
 
 // CountConfig configures take and skip.

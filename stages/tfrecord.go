@@ -10,6 +10,16 @@ import (
 	"github.com/piperun/piperun/tfrecord"
 )
 
+// The hooks this file's types provide, checked by the compiler: the
+// engine and planner find them by type assertion, where a changed
+// signature would silently turn a hook off.
+var (
+	_ spec.Checker = (*TFRecordConfig)(nil)
+	_ Closer       = (*recordStream)(nil)
+	_ Stream       = (*recordStream)(nil)
+	_ Expander     = (*tfrecordStage)(nil)
+)
+
 // TFRecordConfig configures the tfrecord reader.
 type TFRecordConfig struct {
 	Field       string    `yaml:"field" jsonschema_description:"Input field holding the file path (default path)."`

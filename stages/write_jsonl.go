@@ -10,9 +10,21 @@ import (
 	"strconv"
 	"unicode/utf8"
 
+	"github.com/piperun/piperun/plan"
 	"github.com/piperun/piperun/sample"
 	"github.com/piperun/piperun/spec"
 	"github.com/piperun/piperun/tensor"
+)
+
+// The hooks this file's types provide, checked by the compiler: the
+// engine and planner find them by type assertion, where a changed
+// signature would silently turn a hook off.
+var (
+	_ plan.WholeWriter = (*WriteJSONLConfig)(nil)
+	_ spec.Checker     = (*WriteJSONLConfig)(nil)
+	_ spec.Outputter   = (*WriteJSONLConfig)(nil)
+	_ Preparer         = (*jsonlSink)(nil)
+	_ Sink             = (*jsonlSink)(nil)
 )
 
 // WriteJSONLConfig configures the write_jsonl sink.

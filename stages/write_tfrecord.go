@@ -12,10 +12,22 @@ import (
 	"strings"
 
 	"github.com/piperun/piperun/example"
+	"github.com/piperun/piperun/plan"
 	"github.com/piperun/piperun/sample"
 	"github.com/piperun/piperun/spec"
 	"github.com/piperun/piperun/tensor"
 	"github.com/piperun/piperun/tfrecord"
+)
+
+// The hooks this file's types provide, checked by the compiler: the
+// engine and planner find them by type assertion, where a changed
+// signature would silently turn a hook off.
+var (
+	_ plan.WholeWriter = (*WriteTFRecordConfig)(nil)
+	_ spec.Checker     = (*WriteTFRecordConfig)(nil)
+	_ spec.Outputter   = (*WriteTFRecordConfig)(nil)
+	_ Preparer         = (*tfrecordSink)(nil)
+	_ Sink             = (*tfrecordSink)(nil)
 )
 
 // WriteTFRecordConfig configures the write_tfrecord sink.

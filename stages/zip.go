@@ -6,8 +6,19 @@ import (
 	"io"
 	"slices"
 
+	"github.com/piperun/piperun/plan"
 	"github.com/piperun/piperun/sample"
 	"github.com/piperun/piperun/spec"
+)
+
+// The hooks this file's types provide, checked by the compiler: the
+// engine and planner find them by type assertion, where a changed
+// signature would silently turn a hook off.
+var (
+	_ plan.JoinCounter = (*ZipConfig)(nil)
+	_ spec.Checker     = (*ZipConfig)(nil)
+	_ InputEnder       = zipStage{}
+	_ Joiner           = zipStage{}
 )
 
 // ZipConfig configures zip, which takes only inputs.
