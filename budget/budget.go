@@ -8,9 +8,10 @@ import (
 	"fmt"
 	"math"
 	"sort"
-	"strconv"
 	"sync"
 	"sync/atomic"
+
+	"github.com/piperun/piperun/internal/bytesize"
 )
 
 // Budget is a byte-weighted semaphore with a peak gauge. A nil *Budget
@@ -88,7 +89,7 @@ type TooLargeError struct {
 
 // Error implements error.
 func (e *TooLargeError) Error() string {
-	need, limit := Format(e.Need), Format(e.Limit)
+	need, limit := bytesize.Format(e.Need), bytesize.Format(e.Limit)
 	if e.Need-e.Limit < e.Limit/100 { // within rounding: say by how much
 		need = fmt.Sprintf("%s (%d bytes more)", need, e.Need-e.Limit)
 	}
@@ -155,9 +156,9 @@ func (b *Budget) Waiters() []string {
 	out := make([]string, len(order))
 	for i, who := range order {
 		if count[who] == 1 {
-			out[i] = fmt.Sprintf("%s (%s)", who, Format(bytes[who]))
+			out[i] = fmt.Sprintf("%s (%s)", who, bytesize.Format(bytes[who]))
 		} else {
-			out[i] = fmt.Sprintf("%s (%d waiting, %s)", who, count[who], Format(bytes[who]))
+			out[i] = fmt.Sprintf("%s (%d waiting, %s)", who, count[who], bytesize.Format(bytes[who]))
 		}
 	}
 	return out
@@ -313,26 +314,4 @@ func (b *Budget) notifyLocked() {
 		close(w.ready)
 		b.waiters = append(b.waiters[:first], b.waiters[first+1:]...)
 	}
-}
-
-// Format writes n bytes with the largest binary unit that keeps it short
-// ("1.5MiB", "980B"): how specs, plans and errors say sizes.
-func Format(n int64) string { return format(n, math.Round) }
-
-// FormatAtLeast is Format rounded up, for a size that must not come out
-// smaller than n: a budget advised as "at least" one printed rounded down
-// would not fit.
-func FormatAtLeast(n int64) string { return format(n, math.Ceil) }
-
-func format(n int64, round func(float64) float64) string {
-	v := float64(n)
-	for _, u := range []struct {
-		s string
-		m float64
-	}{{"TiB", 1 << 40}, {"GiB", 1 << 30}, {"MiB", 1 << 20}, {"KiB", 1 << 10}} {
-		if v >= u.m {
-			return strconv.FormatFloat(round(v/u.m*100)/100, 'f', -1, 64) + u.s
-		}
-	}
-	return strconv.FormatInt(n, 10) + "B"
 }

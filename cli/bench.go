@@ -15,8 +15,8 @@ import (
 	"github.com/spf13/cobra"
 	"go.uber.org/zap"
 
-	"github.com/piperun/piperun/budget"
 	"github.com/piperun/piperun/engine"
+	"github.com/piperun/piperun/internal/bytesize"
 	"github.com/piperun/piperun/plan"
 	"github.com/piperun/piperun/sample"
 	"github.com/piperun/piperun/spec"
@@ -724,7 +724,7 @@ func cacheHint(p *plan.Plan, st *spec.Stage, feeds map[string]bool) string {
 	// review). Advice names the budget it needs where it needs more.
 	onDisk, diskLeast := cacheFits(p, st, &stages.CacheConfig{Dir: "cache", CommitEvery: 512})
 	needs := fmt.Sprintf("resources.memory of at least %s, as its store reserves %s of the budget",
-		budget.FormatAtLeast(diskLeast), spec.ByteSize((&stages.CacheConfig{Dir: "cache"}).ReservedBytes(p.Memory)))
+		bytesize.FormatAtLeast(diskLeast), spec.ByteSize((&stages.CacheConfig{Dir: "cache"}).ReservedBytes(p.Memory)))
 	if p.Spec.Epochs == 1 {
 		if !onDisk {
 			return "in one epoch a cache replays nothing; a cache stage with dir: right after the expensive work would let later runs read its results, with " + needs
@@ -747,7 +747,7 @@ func cacheHint(p *plan.Plan, st *spec.Stage, feeds map[string]bool) string {
 		return "a cache stage with dir: right after the expensive work replays its results in later epochs: " + tooBig
 	case !inMemory:
 		// Its one sample in flight is more than the other stages leave.
-		return fmt.Sprintf("%s, with resources.memory of at least %s", replays, budget.FormatAtLeast(memLeast))
+		return fmt.Sprintf("%s, with resources.memory of at least %s", replays, bytesize.FormatAtLeast(memLeast))
 	case bytes < 0 || !exact:
 		if !onDisk {
 			return replays + ", with dir: where the budget cannot hold a whole epoch of them, and then " + needs

@@ -6,7 +6,7 @@ import (
 	"sync"
 	"sync/atomic"
 
-	"github.com/piperun/piperun/budget"
+	"github.com/piperun/piperun/internal/bytesize"
 	"github.com/piperun/piperun/tensor"
 )
 
@@ -113,4 +113,4 @@ func sizeUnder(limit int64, dt tensor.DType, shape ...int) error {
 }
 
 // byteWords formats n bytes as a spec says sizes.
-func byteWords(n int64) string { return budget.Format(n) }
+func byteWords(n int64) string { return bytesize.Format(n) }

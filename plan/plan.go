@@ -14,7 +14,7 @@ import (
 	"strings"
 	"unicode/utf8"
 
-	"github.com/piperun/piperun/budget"
+	"github.com/piperun/piperun/internal/bytesize"
 	"github.com/piperun/piperun/spec"
 )
 
@@ -562,9 +562,9 @@ func (p *Plan) fit(advise bool) []FitProblem {
 				room := p.Memory - (all - held) - fixed
 				advice := ""
 				if advise {
-					advice = fmt.Sprintf(": lower its %s to %d (what the other stages leave) or raise resources.memory to %s", key, room/per, budget.FormatAtLeast(p.leastBudget()))
+					advice = fmt.Sprintf(": lower its %s to %d (what the other stages leave) or raise resources.memory to %s", key, room/per, bytesize.FormatAtLeast(p.leastBudget()))
 					if room < per {
-						advice = fmt.Sprintf(": the other stages leave no room for one sample; raise resources.memory to %s", budget.FormatAtLeast(p.leastBudget()))
+						advice = fmt.Sprintf(": the other stages leave no room for one sample; raise resources.memory to %s", bytesize.FormatAtLeast(p.leastBudget()))
 					}
 				}
 				// At the stage's key: the number to change is there.
@@ -589,7 +589,7 @@ func (p *Plan) fit(advise bool) []FitProblem {
 	default:
 		least := ""
 		if advise {
-			least = fmt.Sprintf("; %s fits", budget.FormatAtLeast(p.leastBudget()))
+			least = fmt.Sprintf("; %s fits", bytesize.FormatAtLeast(p.leastBudget()))
 		}
 		add(budgetPath(nil, ""), false, "buffers need about %s (%s), more than %s%s",
 			spec.ByteSize(total), strings.Join(parts, ", "), p.budget(), least)
@@ -634,7 +634,7 @@ func (p *Plan) fitEpochs(add func(path string, warn bool, format string, args ..
 				need = math.MaxInt64 / int64(h.EpochShare()) // a count past int64's bytes
 			}
 			add(p.stagePath(n.Stage, ""), false, "stage %q holds its whole first pass in memory: %d samples of %s %s each = %s, more than %s, the 1/%d of %s it may fill; set dir: to cache on disk, or raise the budget to at least %s",
-				n.Stage.Name, in, about, spec.ByteSize(size), spec.ByteSize(need), spec.ByteSize(room), h.EpochShare(), p.budget(), budget.FormatAtLeast(need*int64(h.EpochShare())))
+				n.Stage.Name, in, about, spec.ByteSize(size), spec.ByteSize(need), spec.ByteSize(room), h.EpochShare(), p.budget(), bytesize.FormatAtLeast(need*int64(h.EpochShare())))
 			errs++
 		}
 	}

@@ -12,7 +12,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/piperun/piperun/budget"
+	"github.com/piperun/piperun/internal/bytesize"
 	"github.com/piperun/piperun/plan"
 	"github.com/piperun/piperun/spec"
 	"github.com/piperun/piperun/stages"
@@ -598,7 +598,7 @@ stages:
 	}
 	each := p.Node("m").SampleBytes + int64(longest)
 	want := fmt.Sprintf("stage \"c\" holds its whole first pass in memory: 60 samples of about %s each = %s, more than 512KiB, the 1/2 of resources.memory (1MiB) it may fill; set dir: to cache on disk, or raise the budget to at least %s",
-		spec.ByteSize(each), spec.ByteSize(60*each), budget.FormatAtLeast(2*60*each))
+		spec.ByteSize(each), spec.ByteSize(60*each), bytesize.FormatAtLeast(2*60*each))
 	var got []string
 	for _, f := range p.Fit() {
 		got = append(got, f.Message)

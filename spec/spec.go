@@ -4,7 +4,8 @@
 // collects every problem rather than stopping at the first, and type-checks
 // the pipeline by propagating field types through the DAG. It knows nothing
 // of goroutines, caches or GPUs: it learns about stage types through the
-// Catalog interface, which the stage registry implements.
+// Catalog interface, which the stage registry implements, and the field
+// types it propagates are sample's static ones (TestSpecKnowsNothingOfTheRuntime).
 package spec
 
 import (

@@ -14,7 +14,7 @@ import (
 	"github.com/invopop/jsonschema"
 	"go.yaml.in/yaml/v3"
 
-	"github.com/piperun/piperun/budget"
+	"github.com/piperun/piperun/internal/bytesize"
 )
 
 // Auto is a count that may be written "auto", meaning the runner chooses.
@@ -134,7 +134,7 @@ func (b *ByteSize) UnmarshalNode(n *yaml.Node) error {
 }
 
 // String formats the size with the largest binary unit that keeps it short.
-func (b ByteSize) String() string { return budget.Format(int64(b)) }
+func (b ByteSize) String() string { return bytesize.Format(int64(b)) }
 
 // JSONSchema describes a byte size.
 func (ByteSize) JSONSchema() *jsonschema.Schema {
