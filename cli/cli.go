@@ -1,5 +1,5 @@
 // Package cli implements the piperun command line: apply, validate, plan,
-// schema, inspect and version. It wires spec, plan, engine and stages
+// bench, inspect, cache (ls, info, prune), schema and version. It wires spec, plan, engine and stages
 // together and owns exit codes, logging and progress display.
 package cli
 

@@ -538,7 +538,6 @@ func (r *Run) run(parent context.Context) {
 		return nil
 	})
 	for _, n := range r.nodes {
-		n := n
 		if n.idle {
 			for _, l := range n.outs {
 				close(l.ch)
@@ -575,6 +574,8 @@ func (r *Run) run(parent context.Context) {
 	}
 	wctx, stopWatch := context.WithCancel(runCtx)
 	watched := make(chan struct{})
+	// Beside the group, not in it: the watchdog watches the group's
+	// goroutines and ends when they have, which g.Wait would wait on.
 	go func() { r.watch(wctx); close(watched) }()
 	err := g.Wait()
 	stopWatch()

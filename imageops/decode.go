@@ -392,6 +392,9 @@ func decodePNG(data []byte, channels int, opts *DecodeOptions, alloc func(int) [
 	defer release()
 	img, err := png.Decode(bytes.NewReader(data))
 	if err != nil {
+		// The library's error is kept as text (%v), not wrapped: an
+		// io.EOF inside a decode error must not read as a stream's end
+		// to a caller's errors.Is; the sentinel says what kind it was.
 		switch {
 		case errors.Is(err, io.ErrUnexpectedEOF) || errors.Is(err, io.EOF):
 			return nil, fmt.Errorf("%w: png: %v", ErrTruncated, err)

@@ -13,6 +13,8 @@ import (
 func goJPEG(data []byte, info *jpegInfo, ch, num int, alloc func(int) []byte, lenient bool) ([]byte, int, int, error) {
 	img, err := jpeg.Decode(bytes.NewReader(data))
 	if err != nil {
+		// Kept as text, not wrapped, as in decodePNG: an io.EOF here
+		// must not read as a stream's end.
 		var ue jpeg.UnsupportedError
 		var fe jpeg.FormatError
 		switch {

@@ -60,9 +60,6 @@ func ParseDType(s string) (DType, error) {
 	return Invalid, fmt.Errorf("unknown dtype %q (want uint8, int32, int64, float32 or float64)", s)
 }
 
-// DTypeNames lists the valid dtype names.
-func DTypeNames() []string { return append([]string(nil), dtypeNames[1:]...) }
-
 // ErrShape is returned when a shape is negative or does not match a buffer.
 var ErrShape = errors.New("tensor: bad shape")
 
