@@ -628,7 +628,7 @@ func (c *Cache) Put(id int64, s *sample.Sample) error {
 	size := int64(len(buf) - off)
 	if size > maxValueBytes {
 		// Badger refuses it at the commit, with the value's bytes in hex
-		// in its message (a new-user test: 68 lines of a log and a
+		// in its message (68 lines of a log and a
 		// report), and the samples pending with it unwritten.
 		c.buf = buf[:off]
 		return fmt.Errorf("cache: sample %d takes %.1f MiB stored, more than the %.0f MiB a disk cache holds for one sample (Badger's value log file): cache below a stage that makes samples smaller, or in memory (no dir:)",

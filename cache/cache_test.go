@@ -596,7 +596,7 @@ func TestMemoryBytes(t *testing.T) {
 // TestPutRefusesWhatBadgerCannotHold: a sample larger than a value log file
 // is refused at Put, in words, and the cache goes on taking the others;
 // Badger refused it at the commit, with the value's bytes in hex in its
-// message, and the samples pending with it unwritten (a new-user test).
+// message, and the samples pending with it unwritten.
 func TestPutRefusesWhatBadgerCannotHold(t *testing.T) {
 	defer func(m int64) { maxValueBytes = m }(maxValueBytes)
 	maxValueBytes = 1 << 20

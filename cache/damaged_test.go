@@ -509,7 +509,7 @@ func TestUnreadableManifestIsKept(t *testing.T) {
 // TestDamageThatCannotBeRecorded: where the manifest cannot record the
 // damage (a read-only cache), the error says so and to remove the
 // directory, not to run "prune --damaged", which would find nothing to
-// remove (a new-user test).
+// remove.
 func TestDamageThatCannotBeRecorded(t *testing.T) {
 	dir := filepath.Join(t.TempDir(), "gone", "0123456789abcdef") // no folder to write a manifest in
 	c := &Cache{dir: dir, man: Manifest{Fingerprint: "0123456789abcdef"}}

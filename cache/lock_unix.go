@@ -54,7 +54,7 @@ func lockDirMode(dir string, shared bool) (*dirLock, error) {
 			f, err = os.Open(path)
 		}
 		if errors.Is(err, os.ErrNotExist) && attempt < 3 {
-			continue // a pruner renamed the folder aside since MkdirAll (found in review)
+			continue // a pruner renamed the folder aside since MkdirAll
 		}
 		if err != nil {
 			return nil, err

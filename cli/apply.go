@@ -103,7 +103,7 @@ func applyCmd(g *globals) *cobra.Command {
 			// line could then come after apply's last (and race with a
 			// caller of Run reading stderr). Stopped as the run ends, before
 			// stoppedAt is read: an interrupt just after the engine's last
-			// step then gets its note, before the summary (a review).
+			// step then gets its note, before the summary.
 			endWatch := sync.OnceFunc(func() {
 				if !unwatch() {
 					<-said
@@ -334,8 +334,7 @@ func fmtDur(s float64) string {
 }
 
 // seedMatters reports whether anything in sp draws from the seed: with
-// nothing random, "random seed N (--set seed=N repeats the run)" is noise
-// (a newcomer test).
+// nothing random, "random seed N (--set seed=N repeats the run)" is noise.
 func seedMatters(sp *spec.Spec) bool {
 	for _, st := range sp.Stages {
 		if stages.IsRandom(st) {
@@ -390,7 +389,7 @@ func summary(g *globals, rep *engine.Report, feeds []gpu.Feed, seedMatters bool)
 	fields := []zap.Field{zap.Float64("elapsed_s", rep.ElapsedS), zap.Int64("peak_memory_bytes", rep.PeakMemoryBytes)}
 	if rep.SeedRandom && rep.Seed != nil && seedMatters {
 		// The starting line says it too, but not under --log-level warn,
-		// and a run worth repeating needs it (a new-user test).
+		// and a run worth repeating needs it.
 		line += "; " + seedWords(*rep.Seed)
 		fields = append(fields, zap.Uint64("seed", *rep.Seed))
 	}
@@ -454,7 +453,7 @@ func checkReportPath(path string, sp *spec.Spec) error {
 }
 
 // errEmptyReport refuses --report "": a variable left empty in a CI job
-// wrote no report, and the run said nothing of it (an adversarial test).
+// wrote no report, and the run said nothing of it.
 var errEmptyReport = errors.New("--report must name a file, got an empty path")
 
 // checkReportTarget is what checkReportPath can check without a loaded
@@ -462,7 +461,7 @@ var errEmptyReport = errors.New("--report must name a file, got an empty path")
 // spec that does not load once did), a directory, a device, a pipe or a
 // socket (it replaced /dev/full with a plain file), or a file that holds
 // anything but an earlier report: it replaced an input file the run had
-// just read (an adversarial test). A link is followed, as a sink's is.
+// just read. A link is followed, as a sink's is.
 func checkReportTarget(path, specFile string) error {
 	abs, err := filepath.Abs(path)
 	if err != nil {

@@ -15,7 +15,7 @@ import (
 // TestApplySecondSignalQuits: a stage stuck in a system call (here the
 // open of a named pipe nobody writes, as a hung mount would be) cannot see
 // the first signal; a second one ends the process at once. Both signals
-// were swallowed, and only kill -9 ended the run (a new-user test).
+// were swallowed, and only kill -9 ended the run.
 func TestApplySecondSignalQuits(t *testing.T) {
 	dir := t.TempDir()
 	fifo := filepath.Join(dir, "fifo")
@@ -73,7 +73,7 @@ stages:
 // at the context, so the first SIGTERM or SIGINT ends the process by that
 // signal, as it would without a handler. It was swallowed: inspect of a
 // named pipe nobody writes ran on past `timeout`'s SIGTERM, and validate
-// walked on through a tree (an adversarial test).
+// walked on through a tree.
 func TestReadOnlyCommandsEndOnTheFirstSignal(t *testing.T) {
 	dir := t.TempDir()
 	fifo := filepath.Join(dir, "fifo")

@@ -271,7 +271,7 @@ func TestApplyGPU(t *testing.T) {
 }
 
 // TestEmptySinkWarns: a run whose sink gets nothing succeeds, as tf.data's
-// empty dataset does, but says so (found by a new-user test: an empty
+// empty dataset does, but says so (an empty
 // TFRecord file gave "out: 0 samples" and nothing else).
 func TestEmptySinkWarns(t *testing.T) {
 	p := writeSpec(t, t.TempDir(), "empty.yaml", `version: 1
@@ -286,14 +286,14 @@ stages:
 	if r.code != 0 || !strings.Contains(r.stderr, `sink "out" got no samples`) || strings.Contains(r.stderr, `sink "all" got no samples`) {
 		t.Errorf("got %s\nwant exit 0 and a warning for out alone", r)
 	}
-	// In JSON logs too (found in review: the warning came after the JSON
+	// In JSON logs too (the warning came after the JSON
 	// summary's return).
 	r = run(t, "--log-format", "json", "apply", "--progress", "never", "--gpu", "off", p)
 	if r.code != 0 || !strings.Contains(r.stderr, `"msg":"sink \"out\" got no samples"`) {
 		t.Errorf("json: got %s\nwant exit 0 and the warning", r)
 	}
 	// Every sample skipped: the warning says so, and comes before the
-	// summary, which stays the last line (new-user test).
+	// summary, which stays the last line .
 	p = writeSpec(t, t.TempDir(), "skipped.yaml", `version: 1
 name: skipped
 stages:
@@ -334,7 +334,7 @@ stages:
 		t.Errorf("report %s: want ok false and error %q", b, want)
 	}
 	// A sink's samples were received, not put anywhere: committed says
-	// so (found by a new-user test: the report of a stopped run read as
+	// so (the report of a stopped run read as
 	// if its samples were written).
 	if len(got.Sinks) != 2 {
 		t.Errorf("report %s: want both sinks", b)
@@ -410,7 +410,7 @@ stages:
 `
 
 // TestApplySignals: SIGINT, SIGTERM and SIGHUP (a closed terminal, which
-// ended the run at once, its temporary files left; a new-user test) stop
+// ended the run at once, its temporary files left) stop
 // a run: it says so at once, commits nothing, and exits 1.
 func TestApplySignals(t *testing.T) {
 	for _, sig := range []syscall.Signal{syscall.SIGINT, syscall.SIGTERM, syscall.SIGHUP} {
@@ -466,7 +466,7 @@ func TestApplySignals(t *testing.T) {
 
 // TestApplyUnderNohup: a run started with SIGHUP ignored (nohup) keeps
 // running when its terminal goes; piperun's handler for SIGHUP had undone
-// nohup's ignoring it (a review).
+// nohup's ignoring it.
 func TestApplyUnderNohup(t *testing.T) {
 	nohup, err := exec.LookPath("nohup")
 	if err != nil {
@@ -670,7 +670,7 @@ stages:
 
 // TestBatchWarnsOfAChangingDType: a jsonl key holding integers in one
 // batch and other numbers in another is batched as int64, then float64:
-// the run says so once, with the fix (found by a new-user test: one file
+// the run says so once, with the fix (one file
 // held the key as both int64_list and float_list without a word).
 func TestBatchWarnsOfAChangingDType(t *testing.T) {
 	dir := t.TempDir()
@@ -695,7 +695,7 @@ stages:
 // TestWriteTFRecordWarnsOfMixedKinds: a jsonl key holding 1 in one line
 // and 2.5 in another is written as int64_list in one record and float_list
 // in the other, which a reader declaring one dtype fails on; the sink says
-// so once, naming both records (found by a new-user test: it was silent).
+// so once, naming both records (it was silent).
 // An empty list (no kind) and a key that keeps its kind say nothing. With
 // shards, the records are numbered within their file, as inspect does; a
 // list's advice is map(x, float(#)), since float(x) refuses a list (a
@@ -749,7 +749,7 @@ stages:
 
 // TestApplyFailureSaysHowToSkip: a run stopped by one bad sample in a
 // stage that takes on_error says how to skip such samples; one stopped in
-// a stage that cannot skip (a sink) does not (a new-user test).
+// a stage that cannot skip (a sink) does not.
 func TestApplyFailureSaysHowToSkip(t *testing.T) {
 	const hint = `to skip such samples and count them in the report instead of stopping, set on_error: skip on stage "m"`
 	for _, tc := range []struct {
@@ -779,7 +779,7 @@ stages:
 // TestApplySaysARandomSeed: a spec with no seed runs with one drawn for the
 // run, which the summary line and the report give, under --log-level warn
 // too, where the starting line is not printed; setting it repeats the run
-// (a new-user test: the seed could vanish). A set seed is not repeated.
+// (the seed could vanish). A set seed is not repeated.
 func TestApplySaysARandomSeed(t *testing.T) {
 	dir := t.TempDir()
 	file := writeSpec(t, dir, "s.yaml", `version: 1
@@ -874,7 +874,7 @@ func TestApplyInterruptSaidBeforeItReturns(t *testing.T) {
 // run that exits 0; its "interrupted: stopping" line must then come with
 // the note that the run finished whole, and before the summary. apply
 // waited for the line only as it returned, so it could follow the summary
-// with no note (a review: 5 of 300 runs cancelled at 0.5–2× a run's time).
+// with no note (5 of 300 runs cancelled at 0.5–2× a run's time).
 func TestApplyLateInterruptIsExplained(t *testing.T) {
 	dir := t.TempDir()
 	p := writeSpec(t, dir, "s.yaml", smallSpec)

@@ -53,7 +53,7 @@ stages:
 
 // TestFeatureErrorsInPlainWords: a value write_tfrecord cannot write is
 // named as the spec's author knows it (it said "list element []interface
-// {}"; found by a new-user test).
+// {}").
 func TestFeatureErrorsInPlainWords(t *testing.T) {
 	for _, tc := range []struct{ expr, want string }{
 		{`[[1, 2], [3]]`, `a list in a list cannot be written as a feature: a feature is one flat list of int64s, floats or bytes`},
@@ -76,8 +76,7 @@ stages:
 }
 
 // TestMixZeroWeightWarns: an input of weight 0 is never read; validate
-// says so rather than leave the user to find it missing from the output
-// (found by a re-test).
+// says so rather than leave the user to find it missing from the output.
 func TestMixZeroWeightWarns(t *testing.T) {
 	spec := writeSpec(t, t.TempDir(), "m.yaml", `
 version: 1

@@ -61,7 +61,7 @@ func replaceSinks(sp *spec.Spec, file, sinkName string) (string, []string, error
 // replacedSink is the config of a sink bench replaced (by its trainer or
 // a discard): it reserves what the spec's sink would (a serve sink's
 // window), so that the run is judged, and the advice sized, under the
-// budget the spec's run has (a re-test: advice that left a serve sink's
+// budget the spec's run has (advice that left a serve sink's
 // window out named a budget validate refused).
 type replacedSink struct{ orig any }
 
@@ -280,7 +280,7 @@ type trainer struct {
 // the trainer's steps. A stage shared with another sink's branch works on
 // after the trainer's last step: its busy time over the whole run, over
 // the trainer's span, came to 41451 %, and the whole run's CPU time went
-// into the baseline (found in review).
+// into the baseline.
 type benchSnapshot struct {
 	at      time.Time
 	steps   int
@@ -473,7 +473,7 @@ func runBench(parent context.Context, g *globals, sp *spec.Spec, file string, st
 	tr.mu.Lock()
 	defer tr.mu.Unlock()
 	// The trainer's span: a branch that does not feed it may run on after
-	// its last step (a new-user test: 12 steps/s over a run of 0.82s where
+	// its last step (12 steps/s over a run of 0.82s where
 	// the trainer's 10 steps took 0.12s).
 	span := elapsed
 	if tr.steps > 0 {
@@ -511,7 +511,7 @@ func runBench(parent context.Context, g *globals, sp *spec.Spec, file string, st
 
 // loadForBench loads a spec as g.load does with the machine checks, less
 // those of the sinks' outputs: bench replaces every sink, and refused a
-// spec over an output folder it would never write (a new-user test). Its
+// spec over an output folder it would never write. Its
 // inputs and cache folders are still checked.
 func loadForBench(g *globals, file string, set []string) (*spec.Spec, error) {
 	sp, diags := spec.Load(file, spec.Options{Catalog: g.registry, Set: set, Environment: true})
@@ -688,7 +688,7 @@ func bottleneck(p *plan.Plan, rep *engine.Report, span time.Duration, trainer st
 // cacheHint is the advice on caching the work of st, the busiest stage, or
 // "" where a cache there would not help. A fixed hint was wrong where a
 // cache already sat below the stage, where an in-memory one could not hold
-// the first pass, and for one epoch (a new-user test).
+// the first pass, and for one epoch.
 func cacheHint(p *plan.Plan, st *spec.Stage, feeds map[string]bool) string {
 	const replays = "a cache stage right after the expensive work replays its results in later epochs"
 	if st == nil {

@@ -30,8 +30,8 @@ func benchPlan(t *testing.T, src string) *plan.Plan {
 // TestBottleneckCacheAdvice: the cache advice given with the busiest
 // stage fits the spec. A fixed hint advised a cache where one already sat
 // below the stage, an in-memory one that the budget could not hold, and a
-// replay in later epochs to a spec of one epoch (a new-user test); a dir:
-// whose store the budget could not hold either (found in review: at
+// replay in later epochs to a spec of one epoch; a dir:
+// whose store the budget could not hold either (at
 // 16MiB validate refused it), where the advice now names the budget it
 // needs.
 func TestBottleneckCacheAdvice(t *testing.T) {
@@ -171,7 +171,7 @@ stages:
 
 // TestNoCacheAdviceBelowAnEndlessTake: in an endless run a cache below a
 // take stores nothing, so bench advises moving the take, not a cache that
-// validate would warn of (a review).
+// validate would warn of.
 func TestNoCacheAdviceBelowAnEndlessTake(t *testing.T) {
 	const src = `version: 1
 name: e

@@ -19,7 +19,7 @@ import (
 // TestBenchCacheAdviceValidates: the spec with the cache bench advises added
 // as it says (in memory, or with dir: and the budget it names) passes
 // validate. At resources.memory: 16MiB the advice was a dir: that validate
-// refused, its store needing 82MiB (found in review); where the advice
+// refused, its store needing 82MiB; where the advice
 // names a budget, validate refuses the cache at the spec's own.
 func TestBenchCacheAdviceValidates(t *testing.T) {
 	const src = `version: 1

@@ -73,7 +73,7 @@ stages:
 // branch and another sink's, busy for 0.45s of a run of 0.7s whose
 // trainer took its last step at 10ms, bench judges the figures of that
 // step: a busy share of 90 %, not 4500 %, and a baseline of the CPU time
-// until then (found in review: 41451 %, and a baseline 434 times slower
+// until then (41451 %, and a baseline 434 times slower
 // than piperun).
 func TestBenchJudgesTheTrainersLastStep(t *testing.T) {
 	p := benchPlan(t, SharedStageSpec)

@@ -68,7 +68,7 @@ func TestShuffleCheck(t *testing.T) {
 }
 
 // TestGitHubProperty: a file name in a workflow command's property is
-// escaped where a comma or colon would end it (re-test: a,b:c.yaml).
+// escaped where a comma or colon would end it (a,b:c.yaml).
 func TestGitHubProperty(t *testing.T) {
 	for in, want := range map[string]string{
 		"a,b:c.yaml":      "a%2Cb%3Ac.yaml",
@@ -131,7 +131,7 @@ func TestTrainerStepCutShortIsNotCounted(t *testing.T) {
 		t.Fatalf("err %v, want context.Canceled", err)
 	}
 	// Its wait is taken back with it, or the share of steps that waited
-	// could exceed 100 % (found in review).
+	// could exceed 100 %.
 	if tr.stepCounts != before || len(tr.epochs[0]) != 2 {
 		t.Errorf("after a cut step: %+v and %d samples in the epoch's order, want %+v and 2", tr.stepCounts, len(tr.epochs[0]), before)
 	}
@@ -142,7 +142,7 @@ func TestTrainerStepCutShortIsNotCounted(t *testing.T) {
 
 // TestBottleneckAdviceBelowARandomMap: a cache after a map below random
 // augmentation would replay its draws too, so the advice says where to
-// cache instead (found in review).
+// cache instead.
 func TestBottleneckAdviceBelowARandomMap(t *testing.T) {
 	aug := &spec.Stage{Name: "aug", Type: "map", Role: spec.RoleTransform,
 		Config: &stages.MapConfig{Set: spec.Map[string]{Entries: []spec.Entry[string]{{Key: "img", Value: "random_crop(img, 8, 8)"}}}}}

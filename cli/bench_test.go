@@ -166,7 +166,7 @@ func TestBenchUsage(t *testing.T) {
 
 // TestBenchEndsForAStarvedTrainer: in an endless spec whose trainer sink
 // gets nothing (another sink gets everything), bench fails naming the sink
-// instead of waiting for ever (found by a re-test).
+// instead of waiting for ever.
 func TestBenchEndsForAStarvedTrainer(t *testing.T) {
 	spec := writeSpec(t, t.TempDir(), "b.yaml", `
 version: 1
@@ -187,7 +187,7 @@ stages:
 
 // TestBenchOfAFailingRun: a run that fails part-way says so before its
 // figures, which cover the steps taken, and its report has ok false and
-// the error (found by a new-user test: a healthy-looking result, the
+// the error (a healthy-looking result, the
 // failure only in run.error).
 func TestBenchOfAFailingRun(t *testing.T) {
 	dir := t.TempDir()

@@ -241,7 +241,7 @@ func TestCacheCommands(t *testing.T) {
 
 // TestCacheUnknownCommand: `cache rm DIR` is a usage error, as `piperun
 // foo` is; it printed the help and exited 0, so a script calling it
-// seemed to succeed (a new-user test).
+// seemed to succeed.
 func TestCacheUnknownCommand(t *testing.T) {
 	for _, tc := range []struct {
 		args []string

@@ -41,7 +41,7 @@ func cacheCmd(g *globals) *cobra.Command {
 				return err
 			}
 			// A prune that died leaves its folder renamed aside, out of
-			// the listing, but on the disk (a re-test: 118 MB unseen).
+			// the listing, but on the disk (118 MB unseen).
 			if dirs, err := g.cacheDirs(args); err == nil {
 				for _, d := range dirs {
 					for _, l := range cache.Leftovers(d) {
@@ -185,7 +185,7 @@ func cacheCmd(g *globals) *cobra.Command {
 	prune.Flags().Lookup("older-than").DefValue = ""
 	prune.Flags().IntVar(&keepLast, "keep-last", 0, "always keep this many most recently used caches per directory")
 	prune.Flags().BoolVar(&damaged, "damaged", false, "remove damaged caches (every prune does); alone, remove only them")
-	// rm and its kin are what a user types for prune (a re-test).
+	// rm and its kin are what a user types for prune.
 	prune.SuggestFor = []string{"rm", "remove", "delete", "clean", "purge"}
 	cmd.AddCommand(ls, info, prune)
 	// Without a Run of its own cobra printed the help for `cache rm DIR`

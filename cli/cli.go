@@ -99,11 +99,11 @@ func Main(args []string, stdout, stderr io.Writer) int {
 	setProcs()
 	// SIGHUP too: a closed terminal or a dropped ssh session ended the run
 	// at once, its temporary files left and no report written. Not under
-	// nohup, which ignores it: Notify would undo that (a review).
+	// nohup, which ignores it: Notify would undo that.
 	sigs := []os.Signal{syscall.SIGTERM}
 	if !signal.Ignored(os.Interrupt) {
 		// A job a shell started in the background ignores Ctrl-C; so does
-		// the run, as for SIGHUP under nohup (a review).
+		// the run, as for SIGHUP under nohup.
 		sigs = append(sigs, os.Interrupt)
 	}
 	if !signal.Ignored(syscall.SIGHUP) {
@@ -162,7 +162,7 @@ func Run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 
 func newLogger(format, level string, w io.Writer) (*zap.Logger, error) {
 	// Only the levels the help names: zap also takes fatal, which hid
-	// warnings such as the seed to repeat a run (a review).
+	// warnings such as the seed to repeat a run.
 	lvl, ok := map[string]zapcore.Level{"debug": zapcore.DebugLevel, "info": zapcore.InfoLevel, "warn": zapcore.WarnLevel, "error": zapcore.ErrorLevel}[level]
 	if !ok {
 		return nil, fmt.Errorf("--log-level must be debug, info, warn or error, got %q", level)

@@ -273,7 +273,7 @@ func TestValidateBudgets(t *testing.T) {
 		// bounds the estimate.
 		{"testdata/budget_nodrop.yaml", `stage "batch" emits samples of about 147MiB each, more than resources.memory (64MiB)`},
 		// The stage that makes samples too large is named, once, not the
-		// take below it that passes them on (a new-user test).
+		// take below it that passes them on.
 		{"testdata/budget_map_large.yaml", `stage "m" emits samples of about 381.47MiB each, more than resources.memory (64MiB)`},
 		// A field set from shape(image)[0] is an int64, 8 bytes, so the
 		// batch of 256 uint8 images (36.75MiB out, as much buffered) is
@@ -286,7 +286,7 @@ func TestValidateBudgets(t *testing.T) {
 		// and the run stalled instead).
 		{"testdata/budget_lower.yaml", `buffers need at least 7.4MiB (src 205B, img ≥ 7.15KiB, shuffle ≥ 2.1MiB, batch ≥ 1.07MiB, prefetch ≥ 4.22MiB; ≥: the sizes of strings and bytes are known only at run time, and count as empty here; --probe N measures them), more than resources.memory (4MiB)`},
 		// A prefetch of batches sized by the batch stage's estimate, not
-		// left unknown by the batch's "?" rows (found by a re-test).
+		// left unknown by the batch's "?" rows.
 		{"testdata/budget_prefetch_batches.yaml", `12:39: stages[3].buffer: stage "p" buffers 1000 samples of about 391.79KiB each = 382.61MiB, more than resources.memory (64MiB): lower its buffer to 164 (what the other stages leave) or raise resources.memory to 383.79MiB`},
 	} {
 		r := run(t, "validate", tc.file)
@@ -303,7 +303,7 @@ func TestValidateBudgets(t *testing.T) {
 // TestBudgetOverTheMachineWarns: a budget larger than the machine's (or
 // container's) memory is a warning, placed at resources.memory, from
 // validate and apply, and left out by validate --no-environment, whose
-// verdict must not depend on the machine (found by a new-user test: 1TiB
+// verdict must not depend on the machine (1TiB
 // on a 23 GiB machine passed without a word).
 func TestBudgetOverTheMachineWarns(t *testing.T) {
 	if plan.MachineMemory() <= 0 {
@@ -487,7 +487,7 @@ stages:
   - {name: out, type: discard}
 `)
 	r := run(t, "validate", p)
-	// At resources.memory, where the spec sets it (a new-user test: with
+	// At resources.memory, where the spec sets it (with
 	// no position, JSON read "line": 0).
 	want := p + ":3:21: warning: resources.memory: the memory fit was not checked: it needs the spec's errors fixed first\n" +
 		p + `:6:5: stages[1]: missing required field "buffer"` + "\n" +
@@ -629,7 +629,7 @@ stages:
 	}
 	// Values piperun expands from the environment pass the schema wherever
 	// validate takes them: numbers, booleans, byte sizes, auto, word sets
-	// (found by a new-user test: an editor marked `epochs: ${EPOCHS:-2}`).
+	// (an editor marked `epochs: ${EPOCHS:-2}`).
 	vars := writeSpec(t, t.TempDir(), "v.yaml", `version: 1
 name: v
 seed: ${SEED:-1}

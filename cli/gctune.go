@@ -125,7 +125,7 @@ const (
 // until stop is closed. It polls the cycle count rather than hooking each
 // cycle with a cleanup: a cleanup runs only after sweeping, sometimes once
 // the next cycle is marking, and then both misses that cycle and tunes it
-// from the heap of the one before (found in review: 4× the live heap
+// from the heap of the one before (4× the live heap
 // instead of 1.25× while the heap grew).
 func followCycles(stop <-chan struct{}, done chan<- struct{}) {
 	defer close(done)

@@ -248,7 +248,7 @@ func inspectFile(path string, n int) (*inspectReport, error) {
 			}
 			// A cut, or a stream that does not decompress, ends the file:
 			// one damage, as a tfrecord stage under on_error: skip counts
-			// it (a newcomer test: damaged_count was 0 for a cut file).
+			// it (damaged_count was 0 for a cut file).
 			rep.Ended, end = true, err
 			rep.DamagedCount++
 			if first == nil {

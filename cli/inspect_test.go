@@ -82,7 +82,7 @@ func TestInspectPenguinGolden(t *testing.T) {
 }
 
 // TestInspectSequenceGolden: a tf.train.SequenceExample shows its context
-// and its feature lists, step by step (found by a new-user test: the
+// and its feature lists, step by step (the
 // feature lists were left out without a word).
 func TestInspectSequenceGolden(t *testing.T) {
 	inspectGolden(t, "tfx/tfrecord_sequence_Split-eval_data_tfrecord_eval.gz", "3", "inspect_sequence.txt")
@@ -141,7 +141,7 @@ func TestInspectUnknownFieldTwo(t *testing.T) {
 		"x": {Kind: example.KindInt64, Ints: []int64{7}},
 	}})
 	// A damaged feature_lists (field 2, length-delimited) is not passed
-	// over: the record is shown as what it is not (a review).
+	// over: the record is shown as what it is not.
 	damaged := append(slices.Clip(rec), 0x12, 0x03, 0x0a, 0xff, 0x01)
 	rec = append(rec, 0x10, 0x05) // field 2, varint 5
 	var buf bytes.Buffer
@@ -299,7 +299,7 @@ func TestInspectCorrupt(t *testing.T) {
 		t.Errorf("got %s\nwant exit 1 naming %s record 2 at byte offset 38", r, bad)
 	}
 	// The records before the damage are still shown, and the JSON carries
-	// the error (found by a new-user test: a file damaged at record 16
+	// the error (a file damaged at record 16
 	// showed nothing, and --format json printed nothing to parse).
 	r = run(t, "inspect", "--records", "3", bad)
 	if r.code != 1 || !strings.Contains(r.stdout, "records: 2 readable, 1 damaged (under on_error: skip, each is skipped and counted); the errors follow\n") ||
@@ -323,7 +323,7 @@ func TestInspectCorrupt(t *testing.T) {
 	}
 
 	// Damage in the middle is read past, as a tfrecord stage under
-	// on_error: skip does (a new-user test: inspect gave up at one bad
+	// on_error: skip does (inspect gave up at one bad
 	// checksum where the run read the other 149 records): a bad payload
 	// in record 1 of 5, a bad header in record 3. The records after each
 	// are counted and shown under their numbers in the file.
@@ -423,7 +423,7 @@ func writeRecords(t *testing.T, n int, damage func([]byte) []byte) string {
 
 // TestInspectEndError: damage read past and then a cut that ends the file
 // are both in the JSON: damaged lists the skip (and error, the first of
-// all, is it), end_error names the cut (found by a review: the cut was only
+// all, is it), end_error names the cut (the cut was only
 // on stderr).
 func TestInspectEndError(t *testing.T) {
 	const frame = 8 + 4 + 2 + 4
@@ -439,7 +439,7 @@ func TestInspectEndError(t *testing.T) {
 	skip := bad + ": record 2 at byte offset 36: length crc mismatch"
 	cut := bad + ": record 6 at byte offset 108: truncated: record of length 2 needs 6 bytes (payload and data crc) after the header, got 3"
 	// The cut is damage too, as a tfrecord stage under on_error: skip
-	// counts it (a newcomer test: damaged_count was 0 for a cut file).
+	// counts it (damaged_count was 0 for a cut file).
 	if rep.Records != 5 || len(rep.Damaged) != 2 || !strings.Contains(rep.Damaged[0], skip) || !strings.HasSuffix(rep.Damaged[1], cut) || rep.DamagedCount == nil || *rep.DamagedCount != 2 ||
 		rep.Error != rep.Damaged[0] || !strings.HasSuffix(rep.EndError, cut) || !rep.Ended {
 		t.Errorf("got %+v\nwant 5 records, the skip of record 2 damaged and the error, the cut of record 6 the end error", rep)
@@ -478,7 +478,7 @@ func TestInspectEndError(t *testing.T) {
 }
 
 // TestInspectManyDamaged: a file with every data checksum bad lists and
-// prints the first 20 errors and counts them all (found by a review: a
+// prints the first 20 errors and counts them all (a
 // file of 20,000 such records printed 2.5 MB of errors).
 func TestInspectManyDamaged(t *testing.T) {
 	const n, frame = 20_000, 8 + 4 + 2 + 4

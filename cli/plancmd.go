@@ -67,7 +67,7 @@ table's.`,
 			} else if probeN > 0 {
 				// A run of buffers that do not fit stalls: the probe hung
 				// and failed "stuck", and the plan that explains why was
-				// never shown (a new-user test).
+				// never shown.
 				g.printDiag(spec.Diagnostic{Pos: spec.Pos{File: args[0]}, Severity: spec.SevWarning,
 					Message: "--probe was not run: the buffers do not fit the budget even as far as they are known, and a run of them would stall"})
 			}

@@ -92,7 +92,7 @@ stages:
 
 // TestProbeEndsForAStarvedSink: an endless pipeline one of whose sinks
 // gets nothing fails the probe, naming the sink, instead of probing for
-// ever (found by a new-user test: the engine's own check saw samples
+// ever (the engine's own check saw samples
 // reach the other sink).
 func TestProbeEndsForAStarvedSink(t *testing.T) {
 	dir := t.TempDir()

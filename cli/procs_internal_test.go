@@ -18,7 +18,7 @@ func TestUserProcs(t *testing.T) {
 		{"7", true},
 		{"64", true},
 		// Values the runtime ignores leave its default, so the spare P
-		// is added (found in review).
+		// is added.
 		{"0", false},
 		{"-3", false},
 		{"abc", false},

@@ -88,7 +88,7 @@ func TestReportOfAnInvalidSpec(t *testing.T) {
 		if rep.OK == nil || *rep.OK || !strings.HasPrefix(rep.Error, want) {
 			t.Errorf("%s: report %s: want ok false and the spec's problems", cmd[0], b)
 		}
-		// Never in place of the spec itself (found in review: bench, and
+		// Never in place of the spec itself (bench, and
 		// apply before it, replaced the spec that did not load with its
 		// report).
 		if r := run(t, append(cmd, "--report", p, p)...); r.code != 3 || !strings.Contains(r.stderr, "is the spec itself") {

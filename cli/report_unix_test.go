@@ -13,7 +13,7 @@ import (
 
 // TestApplyReportRefusesANode: a report is written aside and renamed onto
 // its path, which would replace a named pipe (or a device: /dev/full
-// became a plain file; an adversarial test) with a file.
+// became a plain file) with a file.
 func TestApplyReportRefusesANode(t *testing.T) {
 	dir := t.TempDir()
 	p := writeSpec(t, dir, "small.yaml", smallSpec)
@@ -29,7 +29,7 @@ func TestApplyReportRefusesANode(t *testing.T) {
 		t.Errorf("the pipe was replaced: %v, %v", fi.Mode(), err)
 	}
 	// Through a link whose target has no name to follow: stdout as a pipe
-	// (a review: refused only after the run, its outputs committed).
+	// (refused only after the run, its outputs committed).
 	if _, err := os.Stat("/proc/self/fd"); err != nil {
 		t.Skip("no /proc here")
 	}

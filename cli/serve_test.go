@@ -309,7 +309,7 @@ func TestServeHandOver(t *testing.T) {
 	}
 	defer b.Close()
 	// B's hello says where it starts: a trainer counting its epochs could
-	// not tell that its first is the rest of one (a new-user test).
+	// not tell that its first is the rest of one.
 	if ra, rb := a.Hello().Resume, b.Hello().Resume; ra != nil || rb == nil || *rb != (serve.Resume{Epoch: 0, Frames: 1}) {
 		t.Errorf("resume in the hellos: A %+v, B %+v; want none for A, epoch 0 after 1 frame for B", ra, rb)
 	}
@@ -372,7 +372,7 @@ func TestServeIgnoresAProbe(t *testing.T) {
 // TestServeTrainerLeavesAfterLastEpoch: a trainer that reads both epochs
 // whole and exits, as a loop over the spec's epochs does, without reading
 // the end of the stream, while another branch of the run is still busy:
-// every sample reached it, so the run succeeds (found in review: it failed
+// every sample reached it, so the run succeeds (it failed
 // on the broken pipe at the end).
 func TestServeTrainerLeavesAfterLastEpoch(t *testing.T) {
 	dir := t.TempDir()
@@ -701,7 +701,7 @@ func TestServePythonLoaderPerEpoch(t *testing.T) {
 	// And `for b in PiperunDataset(...)`, which keeps only the iterator:
 	// the dataset's finalizer closed the stream after the first batch (a
 	// review of the fix).
-	// And a loop left early, which shifted every later epoch (a review).
+	// And a loop left early, which shifted every later epoch.
 	for _, how := range []string{"--loader-per-epoch", "--for-dataset", "--break-early"} {
 		done := applyInBackground(context.Background(), p)
 		ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
@@ -942,7 +942,7 @@ func failsWithin(t *testing.T, done chan result, d time.Duration, what string) {
 // and the first's trainer, which read everything, sees its stream cut, not
 // a clean end: no sink announces before every trainer has read all. The
 // sinks used to commit one after the other, the first sending its end
-// before the second waited (found by a review).
+// before the second waited.
 func TestServeTwoSinksStoppedGiveNoCleanEnd(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
@@ -984,7 +984,7 @@ func TestServeTwoSinksStoppedGiveNoCleanEnd(t *testing.T) {
 
 // TestServeTwoSinksActiveTimeIsTheirOwn: with two serve sinks, the first's
 // active time ends when its trainer has read everything, not when the
-// second's has (a review: the end was stored again after every sink had
+// second's has (the end was stored again after every sink had
 // drained, so a slow second trainer lowered the first's waited share).
 func TestServeTwoSinksActiveTimeIsTheirOwn(t *testing.T) {
 	report := filepath.Join(t.TempDir(), "report.json")

@@ -29,7 +29,7 @@ func stopsGracefully() (done func()) {
 // process by that signal (raise). Either way the next has its default
 // action and ends the process at once: a stage stuck in a system call (a
 // hung mount, a named pipe nobody writes) never sees the first, and the
-// run could only be killed (a new-user test).
+// run could only be killed.
 func notifyContext(sigs ...os.Signal) (context.Context, func()) {
 	ctx, cancel := context.WithCancel(context.Background())
 	c := make(chan os.Signal, 1)

@@ -134,7 +134,7 @@ func checkFile(ctx context.Context, g *globals, file string, set []string, envir
 		// A spec with errors of its own cannot be planned, so its fit is
 		// not known: say so, or a fixed typo would bring a surprise.
 		// At resources.memory where the spec sets it; "the problems
-		// above" meant nothing in JSON (a new-user test).
+		// above" meant nothing in JSON.
 		notChecked := spec.Diagnostic{Pos: sp.PosOf("resources.memory"), Path: "resources.memory", Severity: spec.SevWarning,
 			Message: "the memory fit was not checked: it needs the spec's errors fixed first"}
 		if !environment {

@@ -121,7 +121,7 @@ func checkFillSkips(t *testing.T, run string, c stages.CacheStats) {
 // TestCacheRecordsWhatItsFillSkipped: the run filling a cache skips the
 // two corrupt JPEGs; a run replaying it skips nothing (nothing above the
 // cache runs) yet its report still says, under the cache, that the data
-// behind it lacks those two (found by a new-user test: the replay's report
+// behind it lacks those two (the replay's report
 // said skipped {}, so a CI gate could not tell). A cache filled before
 // piperun recorded it says nothing, not 0.
 func TestCacheRecordsWhatItsFillSkipped(t *testing.T) {

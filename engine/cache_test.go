@@ -136,7 +136,7 @@ stages:
   - {name: out, type: discard}
 `)
 	// The sample that found the cache full is not at fault, so it goes
-	// unnamed (found by a new-user test: the error named its file).
+	// unnamed (the error named its file).
 	if want := `stage "c" (cache): store: in-memory cache outgrew its share of the memory budget (half of 1MiB) after 120 samples (512.12KiB, about 4.23KiB a sample); set dir: to cache on disk (Badger reserves 82MiB of the budget for itself, so give resources.memory at least 98MiB), or raise resources.memory to hold the whole first pass in half of it`; err == nil || err.Error() != want {
 		t.Errorf("err = %v; want the cache's error, naming no sample", err)
 	}
@@ -260,7 +260,7 @@ stages:
 // stages above a cache number samples in the order they finish, so an
 // interrupted fill's IDs name other samples in the next run; resuming took
 // stored batches in place of this run's and the completed cache held some
-// samples twice and lacked others (found in review: 5998 distinct of
+// samples twice and lacked others (5998 distinct of
 // 6000). The next run fills the cache afresh instead.
 func TestCacheNotResumedWhenNotDeterministic(t *testing.T) {
 	spec := strings.Replace(cacheSpec, "epochs: 3\n", "epochs: 3\ndeterministic: false\n", 1)
@@ -358,7 +358,7 @@ stages:
 // run and the next: shuffled files, a filter, whatever the epoch. The
 // cache passes them through and stores nothing. It completed at the
 // first epoch's end, stopped the take above it and replayed its samples
-// for ever (a new-user test: 1.1 million samples in 5 s); then it stored
+// for ever (1.1 million samples in 5 s); then it stored
 // every epoch by ID, which names other files in a shuffled epoch (a
 // review: files came three times an epoch, and one the filter drops).
 func TestEndlessTakeAboveACache(t *testing.T) {
@@ -473,7 +473,7 @@ stages:
 // TestEndlessTakeIntoAJoin: with epochs: 0 a take feeding a zip, or a mix
 // with stop_on_empty, ends the join's stream where the take's ends, as
 // the zip ends with its shortest input; the other input went on with empty
-// epochs until a watchdog stopped the run, blaming a filter (a re-test).
+// epochs until a watchdog stopped the run, blaming a filter.
 // A concat reads its other input on.
 func TestEndlessTakeIntoAJoin(t *testing.T) {
 	const src = `version: 1
@@ -559,7 +559,7 @@ stages:
 // TestEndlessTakeIntoAJoinFillsTheCacheAbove: when a take below one of a
 // zip's inputs ends an endless run, a cache above another input still
 // completes its fill: ending inside the epoch left it partial in every
-// run, at 0, 192, 256 and 256 samples in four runs (a review).
+// run, at 0, 192, 256 and 256 samples in four runs.
 func TestEndlessTakeIntoAJoinFillsTheCacheAbove(t *testing.T) {
 	const spec = `version: 1
 name: zc
@@ -576,7 +576,7 @@ stages:
 `
 	dir := t.TempDir()
 	// Once complete, the cache is read as far as the join needs, not to
-	// the end of its epoch on every run (a review).
+	// the end of its epoch on every run.
 	for run, want := range []struct{ written, fromCache, most int64 }{{400, 0, 400}, {0, 10, 399}} {
 		ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 		rep, err := runSpecCtx(ctx, t, dir, spec)

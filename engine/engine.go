@@ -455,7 +455,7 @@ func Start(ctx context.Context, p *plan.Plan, opts Options) (*Run, error) {
 // on what it has whenever its input would block; a concat through a
 // prefetch of 64 stalled, found by a tester), and a queue of buffer chunks
 // held up to ChunkSize times the buffer, filling the budget past what
-// validate counted (found in review).
+// validate counted.
 func (r *Run) extraQueue(n *node) int {
 	if prefetchChunk(n) {
 		return n.pn.Buffer
@@ -773,7 +773,7 @@ func (r *Run) finish(o *outlet, err error, ins ...*inlet) {
 	}
 	// Stop every input before draining any: a join's producers may feed
 	// one another (zip(a, filter(a))), and one waiting for its drain while
-	// another was not yet stopped could wait forever (found in review).
+	// another was not yet stopped could wait forever.
 	for _, in := range ins {
 		in.stop(r.budget)
 	}

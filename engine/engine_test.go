@@ -352,7 +352,7 @@ func TestLastEpochStopsWhatIsNotNeeded(t *testing.T) {
 // chunks held 6 of 64 samples in chunks of one, and the run stalled (found
 // by a tester). In "holds no more" the concat reads a shuffle first: a queue
 // of N chunks of up to 64 samples filled the budget that validate had
-// counted N samples of, and the shuffle stalled (found in review).
+// counted N samples of, and the shuffle stalled.
 func TestPrefetchHoldsItsBuffer(t *testing.T) {
 	for _, tc := range []struct {
 		name, spec string
@@ -410,7 +410,7 @@ stages:
   - {name: out, type: discard}
 `
 	// The second run reads the complete cache only as far as the zip
-	// needs: it read all 5000 again on every run (a review).
+	// needs: it read all 5000 again on every run.
 	for run, want := range []struct {
 		written, fromCache, most int64
 	}{{5000, 0, 0}, {0, 10, 4999}} {
@@ -429,7 +429,7 @@ stages:
 // stops all its inputs before it drains any. It stopped and drained them
 // one at a time, and a producer feeding two inputs (x, read by x1 through
 // a filter and by x2) waited on the one not yet stopped: the run stalled
-// after its sink had every sample (found in review).
+// after its sink had every sample.
 func TestJoinStopsEveryInputBeforeDraining(t *testing.T) {
 	got := samplesOut(t, `
 version: 1
@@ -463,7 +463,7 @@ func samplesOut(t *testing.T, src string) int64 {
 
 // TestSkipCausesInInputOrder: a report keeps the first ten skip causes in
 // input order, whichever worker reached its sample first (with jobs of one
-// slow sample the order of arrival varies; found in review).
+// slow sample the order of arrival varies).
 func TestSkipCausesInInputOrder(t *testing.T) {
 	src := `
 version: 1
@@ -504,7 +504,7 @@ stages:
 
 // TestSetErrorNamesWhereTheExpressionIs: a failing set expression's error
 // names the spec's file, line and column of the expression, or the --set
-// that replaced it (a new-user test: only the place inside the
+// that replaced it (only the place inside the
 // expression was named).
 func TestSetErrorNamesWhereTheExpressionIs(t *testing.T) {
 	src := `
@@ -539,7 +539,7 @@ stages:
 
 // TestSkipCauseKeepsAFileNameWhole: a skip cause loses the expression's
 // caret drawing only; one of a file named with a newline was cut inside
-// the name, keeping neither the name nor the reason (a new-user test).
+// the name, keeping neither the name nor the reason.
 func TestSkipCauseKeepsAFileNameWhole(t *testing.T) {
 	dir := t.TempDir()
 	bad := filepath.Join(dir, "img", "bad\nname.jpg")
@@ -1088,7 +1088,7 @@ stages:
 }
 
 // TestSkipsAreLogged: every skip is logged with the sample and the reason
-// (found by a new-user test: the skipped files were named nowhere but in the
+// (the skipped files were named nowhere but in the
 // report's first ten causes), the first hundred at warn level and the rest
 // at debug.
 func TestSkipsAreLogged(t *testing.T) {
@@ -1166,7 +1166,7 @@ stages:
 // TestPadOfAFieldTypedAtRunTime: a batch's pad of a jsonl key, whose type
 // only the run knows, is refused where it could not pad, as validate
 // refuses it for a known type: a list, a number, a key no sample has. The
-// batch stacked the lists unpadded, and exited 0 (a new-user test).
+// batch stacked the lists unpadded, and exited 0.
 func TestPadOfAFieldTypedAtRunTime(t *testing.T) {
 	const lines = `{"i": 0, "toks": [0]}
 {"i": 1, "toks": [0, 1]}

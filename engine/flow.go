@@ -120,7 +120,7 @@ func reserve(ctx context.Context, b *budget.Budget, s *sample.Sample, copies int
 			if err := b.AcquireFor(ctx, d, who); err != nil {
 				// The stage's error names no sample for a run-wide
 				// problem, but which file made a sample too large is
-				// what a user looks for (a new-user test).
+				// what a user looks for.
 				var tl *budget.TooLargeError
 				if errors.As(err, &tl) {
 					return fmt.Errorf("%s: %w", s.Describe(), err)

@@ -274,8 +274,7 @@ stages:
 // TestMixedChannelsBatchSaysWhy: PNGs decoded as stored (channels 0) with
 // different channel counts cannot be batched, and both validate (warning)
 // and the run (error) say it is the channels and how to fix them, not
-// "resize first or add pad", which would put alpha in the green channel
-// (found by a new-user test).
+// "resize first or add pad", which would put alpha in the green channel.
 func TestMixedChannelsBatchSaysWhy(t *testing.T) {
 	data := tfrSharedData(t)
 	dir := t.TempDir()
@@ -298,7 +297,7 @@ stages:
 		!strings.Contains(err.Error(), "is uint8[16 16 4]") || !strings.Contains(err.Error(), fix) || strings.Contains(err.Error(), "pad") {
 		t.Errorf("run: %v", err)
 	}
-	// Rows of 5 and 7 bytes are not images: pad them (found in review).
+	// Rows of 5 and 7 bytes are not images: pad them.
 	for i, n := range []int{5, 7} {
 		if err := os.WriteFile(filepath.Join(dir, fmt.Sprintf("r%d.bin", i)), make([]byte, 4*8*n), 0o644); err != nil {
 			t.Fatal(err)
@@ -323,7 +322,7 @@ stages:
 // SimCLR takes), and an entry's draws depend on its key, not on its place,
 // so adding an entry before it leaves them as they were. Each entry
 // numbers its call sites from 1, and before the entry's key joined the
-// seeding every pair came out identical (found in review).
+// seeding every pair came out identical.
 func TestSetEntriesDrawApart(t *testing.T) {
 	dir := t.TempDir()
 	const img = `img: 'decode_raw(repeat(string(index % 10) + "abcdefghijklmnopqrstuvwxyz", 27), "uint8", [9, 27, 3])'`

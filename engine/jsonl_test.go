@@ -64,7 +64,7 @@ stages:
 	}
 	// A budget below max_line_bytes bounds the line too: a sample of a
 	// longer one could never be held, and reading it whole took a run
-	// with a 16 MiB budget to 218 MB (a new-user test).
+	// with a 16 MiB budget to 218 MB.
 	write("huge.jsonl", line(5000)+"{\"a\":4}\n")
 	_, err = runSpec(t, dir, `version: 1
 name: huge

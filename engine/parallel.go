@@ -567,7 +567,7 @@ func (r *Run) work(ctx context.Context, n *node, p stages.Processor, j *job, win
 		if err := ctx.Err(); err != nil {
 			// Stopped: a worker whose job is not the collector's next
 			// would go on through it (a Ctrl-C during 2 s decodes took
-			// 6 s to act; a new-user test).
+			// 6 s to act).
 			abandon(err, j.in[i:])
 			return
 		}
@@ -936,7 +936,7 @@ func (r *Run) runJoin(ctx context.Context, n *node, j stages.Joiner) (err error)
 		}
 		// An input's stream ended (a take in an endless run): so does this
 		// one, as the take's does, where the other inputs would run on with
-		// empty epochs for ever (a re-test: a watchdog stopped it after
+		// empty epochs for ever (a watchdog stopped it after
 		// 7685, blaming a filter). It ends inside its epoch unless a cache
 		// above fills, which the rest of the epoch completes.
 		ie, ok := j.(stages.InputEnder)
@@ -955,7 +955,7 @@ func (r *Run) runJoin(ctx context.Context, n *node, j stages.Joiner) (err error)
 		// every source's has ended. One sample of each input in turn:
 		// inputs reading one stage are fed together, and drained one
 		// after another the first filled the queue of the next, which
-		// stalled the run (a review).
+		// stalled the run.
 		for draining := true; draining; {
 			draining = false
 			for i := range ins {

@@ -119,7 +119,7 @@ func (c cancelling) Process(ctx context.Context, s *sample.Sample, emit stages.E
 // parallel stage's workers process no more samples than the ones in their
 // hands: a worker whose job was not the collector's next took memory and
 // went on to its job's next sample, and a Ctrl-C during 2 s decodes of
-// large photos took 6 s to act (a new-user test). Without the engine's
+// large photos took 6 s to act. Without the engine's
 // check it sees 2 or more in 18 runs of 20.
 func TestParallelStageStopsBetweenSamples(t *testing.T) {
 	reg := benchRegistry()
@@ -162,7 +162,7 @@ func (f firstSink) Write(context.Context, *sample.Sample) error {
 // (a 7000×7000 photo's 2 s decode) hands each one down as it is done. They
 // waited in its outlet until 64 had piled up, as its input (the files
 // source) never blocked: a Ctrl-C after 10 s of decodes found none of them
-// in the cache below, and the rerun did the work again (a new-user test).
+// in the cache below, and the rerun did the work again.
 func TestSlowSamplesGoDownAtOnce(t *testing.T) {
 	reg := benchRegistry()
 	var done, seen atomic.Int64

@@ -125,7 +125,7 @@ func TestSinkThatNeverWroteHasNoWait(t *testing.T) {
 // TestSinkWaitLeavesOutTimeWithoutAConsumer: behind a stage that naps 2 ms
 // a sample (0.8 s for 400), a sink left 400 ms without its consumer early
 // on (stages.Idler) still waited for samples most of the rest of its time: the gap is not counted as time the pipeline
-// kept up (found by a new-user test: a trainer reconnecting made a slow
+// kept up (a trainer reconnecting made a slow
 // pipeline look fast).
 func TestSinkWaitLeavesOutTimeWithoutAConsumer(t *testing.T) {
 	reg := benchRegistry()

@@ -88,7 +88,7 @@ func (i interleaver) Interleave() (int, int)                                    
 // TestStallErrorNamesReservedMemory: a stuck run's message counts memory
 // a stage reserved for itself (an on-disk cache's 82MiB) apart from the
 // samples, says what it leaves them, and names an interleave's width as
-// something to lower (a new-user test: "83.13MiB inside other stages"
+// something to lower ("83.13MiB inside other stages"
 // hid the cache, and a 3MiB budget reading 8 files of 375KiB records
 // named no cycle_length), and names parallel stages as something to lower
 // (a tester's chains of parallel maps stalled at budgets of 5 to 20 samples

@@ -328,7 +328,7 @@ func TestSequenceExampleContext(t *testing.T) {
 		t.Fatalf("context features: %v, %+v; want 4500 samples", err, rep)
 	}
 	// Also where a default stands in for an absent feature: a variable
-	// length's empty list gave 4500 empty lists (a new-user test).
+	// length's empty list gave 4500 empty lists.
 	for _, f := range []string{`{s: {dtype: bytes}}`, `{s: {dtype: bytes, shape: [-1]}}`, `{s: {dtype: bytes, default: ""}}`} {
 		_, err = tfrRun(t, dir, spec(f))
 		want := `stage "examples" (parse_example): ` + file + ` record 0: feature "s" is a feature list of this tf.train.SequenceExample: parse_example reads its context features only`
@@ -360,7 +360,7 @@ func TestEmptyFeatureIsNotMissing(t *testing.T) {
 
 // TestNotAnExample: parse_example over a TFRecord of other messages (a
 // tfevents file's Events) says the record is no Example, not only which
-// protobuf field was off (a new-user test).
+// protobuf field was off.
 func TestNotAnExample(t *testing.T) {
 	data := tfrSharedData(t)
 	file := filepath.Join(data, "tfrecord", "tfevents", "events.out.tfevents.1646034751.eval")
@@ -515,7 +515,7 @@ stages:
 		}
 	})
 	// A batch's name says its epoch already: one of a range sample (named
-	// with its epoch) is not given another (found in review).
+	// with its epoch) is not given another.
 	t.Run("a batch keeps one epoch", func(t *testing.T) {
 		rep, err := tfrRun(t, dir, `version: 1
 name: desc
@@ -885,7 +885,7 @@ func sampleKey(ex *example.Example) string {
 // as the shortest decimal of its float32 (17.65, not 17.649999618530273)
 // and batches to a float32 tensor holding the very float32s written, as
 // tf.data's FixedLenFeature([], tf.float32) does; it came out float64 on
-// both counts (found by a new-user test). plan says float32.
+// both counts. plan says float32.
 func TestFloat32FeaturesStayFloat32(t *testing.T) {
 	dir := t.TempDir()
 	if _, err := tfrRun(t, dir, `version: 1
@@ -941,7 +941,7 @@ stages:
 
 // TestBatchedBoolsWriteAsInts: booleans batched into a uint8 tensor are
 // written as an int64_list of 0 and 1, as a single boolean is, not as the
-// raw bytes of a uint8 image (found by a new-user test: reading the field
+// raw bytes of a uint8 image (reading the field
 // back as int64 failed). A uint8 image beside them stays bytes.
 func TestBatchedBoolsWriteAsInts(t *testing.T) {
 	dir := t.TempDir()

@@ -48,7 +48,7 @@ type yielder struct {
 // slowSample is how long a sample must take for a stage on one goroutine
 // to hand each one down as it is done, rather than in chunks of up to 64:
 // a chunk of 7000×7000 photos' 2 s decodes waited minutes for its 64th,
-// and a Ctrl-C found none of them in the cache below (a new-user test).
+// and a Ctrl-C found none of them in the cache below.
 const slowSample = 10 * time.Millisecond
 
 func newYielder() *yielder {

@@ -350,7 +350,7 @@ func TestKeysMustBeText(t *testing.T) {
 }
 
 // TestFeatureListsEmpty: a feature list with no steps is there, empty,
-// not absent (a review: parse_example then called it missing).
+// not absent (parse_example then called it missing).
 func TestFeatureListsEmpty(t *testing.T) {
 	b := lenField(2, lenField(1, msg(lenField(1, []byte("s")), lenField(2, nil))))
 	lists, err := FeatureLists(b)

@@ -87,7 +87,7 @@ func init() {
 				// Exactly, not through a float64, and as a field's int64
 				// is: expr computes index * 5000000000 as a Go int, which
 				// went through a float64 and saturated where the field's
-				// value wrapped (a re-test).
+				// value wrapped.
 				if !dt.IsFloat() {
 					n, _ := toInt(x)
 					t := tensor.New(dt, 1)
@@ -520,7 +520,7 @@ func registerEquality(r *Registry) {
 // registerIn registers __in, which the patcher puts in place of `x in y`
 // where an operand's type is known only at run time: expr's in is false,
 // not an error, for a tensor, so `label in [1, 2]` after a batch filtered
-// out every sample (found in review).
+// out every sample.
 func registerIn(r *Registry) {
 	r.Register(&Func{
 		Name: "__in", Signature: "x in y",
@@ -549,7 +549,7 @@ func registerIn(r *Registry) {
 }
 
 // tensorField is the error for x.name with x a tensor: its Go fields hand
-// out the buffer a pool may reuse (found in review).
+// out the buffer a pool may reuse.
 func tensorField(name any) error {
 	return fmt.Errorf("a tensor has no fields or methods (.%v): use the expression functions (shape, cast, x[i], …)", name)
 }
@@ -730,7 +730,7 @@ func readPooled(path string) (*pooledFile, error) {
 // regular file no larger than the bound on a value (the run's memory
 // budget). Anything else is refused: /dev/zero named in a manifest grew a
 // process to 24 GB outside a 64 MiB budget, and a named pipe blocked a run
-// past Ctrl-C, in its open (a new-user test). The open does not wait for a
+// past Ctrl-C, in its open. The open does not wait for a
 // pipe's writer (O_NONBLOCK), and what it opened is checked, not the name
 // before: a pipe put in a file's place between the two would block (a
 // review).
@@ -771,7 +771,7 @@ func openWhole(path string) (*os.File, int64, error) {
 // CheckFile says, without opening it, what read_file would refuse in
 // the file at path: that it is missing, a folder, a device, a named pipe
 // or a socket. validate checks the paths an expression names as text with
-// it (a missing one passed, and failed every sample; an adversarial test).
+// it (a missing one passed, and failed every sample).
 func CheckFile(path string) error {
 	st, err := os.Stat(path)
 	switch {

@@ -829,7 +829,7 @@ var goTypes = strings.NewReplacer(
 	"*tensor.Tensor", "tensor", "tensor.Tensor", "tensor",
 	"map[string]interface {}", "map", "[]interface {}", "list", "interface {}", "any", "<nil>", "null",
 	"time.Time", "time", "time.Duration", "duration", "[]uint8", "bytes",
-	// Go's panic text for x % 0 and x / 0 on integers (a review).
+	// Go's panic text for x % 0 and x / 0 on integers.
 	"runtime error: integer divide by zero", "integer division or modulo by zero",
 )
 
@@ -939,7 +939,7 @@ func (p *Program) Run(m *VM, env map[string]any) (v any, err error) {
 
 // plainError is a run-time error in the words of a spec: fields whose
 // type is known only at run time (a jsonl value) fail in expr's VM, which
-// names Go types (found by a re-test: "[]interface {} + int").
+// names Go types ("[]interface {} + int").
 // call is the function called where the error points, if any: expr's
 // builtins panic with Go's conversion text, which names none.
 type plainError struct {
@@ -950,7 +950,7 @@ type plainError struct {
 func (e plainError) Error() string {
 	msg := runInt.ReplaceAllString(goTypes.Replace(e.err.Error()), "${1}int64$2")
 	// expr's own limit, not the run's budget, which its words seemed to
-	// name (an adversarial test).
+	// name.
 	msg = strings.Replace(msg, "memory budget exceeded", fmt.Sprintf("memory budget exceeded: an evaluation may make at most %d list elements, range numbers or characters of repeat, expr's own limit, which resources.memory does not change", conf.DefaultMemoryBudget), 1)
 	return conversion.ReplaceAllStringFunc(msg, func(m string) string {
 		g := conversion.FindStringSubmatch(m)
@@ -1118,7 +1118,7 @@ func (p *patcher) Visit(node *ast.Node) {
 		// any other value typed only at run time (cast's result, $env[k]),
 		// which may be a tensor too.
 		// An index typed only at run time (a jsonl field) may be an int
-		// too: __at refuses any other (found in review).
+		// too: __at refuses any other.
 		if id, ok := n.Node.(*ast.IdentifierNode); ok && id.Value == "$env" {
 			if _, lit := constOf(n.Property); !lit {
 				// $env[k], k known as the sample runs: __envget keeps the
@@ -1135,7 +1135,7 @@ func (p *patcher) Visit(node *ast.Node) {
 		tensorLike := n.Node.Type() == tensorPtr || isAt(n.Node)
 		if field && isAny(n.Node.Type()) {
 			// $env[k].Data: a tensor known only at run time is refused
-			// then, as a known one is at validate time (found in review).
+			// then, as a known one is at validate time.
 			ast.Patch(node, &ast.CallNode{Callee: &ast.IdentifierNode{Value: "__field"}, Arguments: []ast.Node{n.Node, n.Property}})
 			return
 		}
@@ -1187,7 +1187,7 @@ func (p *patcher) Visit(node *ast.Node) {
 		// __len both where the argument is a tensor and where its type is
 		// known only at run time (say $env[key] with key a field).
 		// expr's string prints bytes as Go does ("[104 105]"): __string
-		// reads them as text, as Python's bytes.decode (found in review).
+		// reads them as text, as Python's bytes.decode.
 		if n.Name == "string" && len(n.Arguments) == 1 {
 			if t := n.Arguments[0].Type(); t == bytesType || t == tensorPtr || isAny(t) {
 				ast.Patch(node, &ast.CallNode{Callee: &ast.IdentifierNode{Value: "__string"}, Arguments: n.Arguments})
@@ -1196,7 +1196,7 @@ func (p *patcher) Visit(node *ast.Node) {
 		}
 		// expr's builtins take a tensor typed only at run time for
 		// something else: first(x) gave null, sum(x) failed in reflect's
-		// words (a re-test). Known tensors are refused by the checker.
+		// words. Known tensors are refused by the checker.
 		if n.Name != "len" && n.Name != "string" && n.Name != "type" && len(n.Arguments) > 0 && isAny(n.Arguments[0].Type()) && !isCallOf(n.Arguments[0], "__notensor") {
 			n.Arguments[0] = &ast.CallNode{Callee: &ast.IdentifierNode{Value: "__notensor"}, Arguments: []ast.Node{n.Arguments[0], &ast.StringNode{Value: n.Name}}}
 		}
@@ -1327,7 +1327,7 @@ func (in *inferrer) infer(n ast.Node) sample.Type {
 		if x.Value == "$env" {
 			// Every field at once, with the run context among them:
 			// keys($env) listed it, in an order that changed from run to
-			// run (a re-test).
+			// run.
 			return in.fail(n, `$env is only for $env["name"] and "name" in $env`)
 		}
 		for i := len(in.lets) - 1; i >= 0; i-- {
@@ -1389,7 +1389,7 @@ func (in *inferrer) infer(n ast.Node) sample.Type {
 			return fromReflect(n.Type())
 		}
 		// A tensor is no struct to expr's checker here: .Data handed out
-		// the pooled buffer, .Uint8() failed every sample (found in review).
+		// the pooled buffer, .Uint8() failed every sample.
 		if p, ok := x.Property.(*ast.StringNode); ok && (x.Node.Type() == tensorPtr || in.infer(x.Node).Kind == sample.Tensor) {
 			return in.fail(n, "a tensor has no fields or methods (.%s): use the expression functions (shape, cast, x[i], …)", p.Value)
 		}

@@ -195,7 +195,7 @@ func init() {
 			if !ok {
 				return nil, fmt.Errorf("argument 2 must be a probability, got %s", typeName(a[1]))
 			}
-			// As validate checks a constant p (found by a new-user test: a
+			// As validate checks a constant p (a
 			// p computed from a field ran from -20 to 20 without a word).
 			if !(p >= 0 && p <= 1) {
 				return nil, fmt.Errorf("probability %v is outside [0, 1]", p)
@@ -400,7 +400,7 @@ func imageArg(a []Arg, i int) (sample.Type, error) {
 // flip_left_right after transpose(…, [2, 0, 1]) flipped vertically, and
 // resize made an [8, 8, 600] "image"). Before the run a transposed decode
 // is [3, ?, ?], which an HWC image of unknown channels resized to a height
-// of 3 and a computed width also is (found in review), so validate decides
+// of 3 and a computed width also is, so validate decides
 // only on a known last dimension and the run checks each tensor.
 func looksChannelsFirst(s []int) bool {
 	return len(s) == 3 && (s[0] == 1 || s[0] == 3 || s[0] == 4) && s[2] > 4
@@ -549,7 +549,7 @@ func hw(a []any, i int, dt tensor.DType, c int) (int, int, error) {
 		return 0, 0, fmt.Errorf("height and width must be integers, got %s and %s", typeName(a[i]), typeName(a[i+1]))
 	}
 	if c <= 0 {
-		c = 4 // channels as stored: at most 4 (found in review)
+		c = 4 // channels as stored: at most 4
 	}
 	if h > 0 && w > 0 {
 		if err := sizeFits(dt, int(h), int(w), c); err != nil {
@@ -653,7 +653,7 @@ func plural(n int) string {
 // normalize's float32 arithmetic would turn into infinities or NaNs in
 // every pixel: one beyond float32's range, or a std of 0 or one so small
 // that its reciprocal, by which normalize multiplies, overflows (1e-50 is
-// 0 as a float32, and was said to be 0; a new-user test).
+// 0 as a float32, and was said to be 0).
 func finiteNormalize(i int, v any) error {
 	l, ok := v.([]any)
 	if !ok {

@@ -312,18 +312,18 @@ func TestImageDTypeChecks(t *testing.T) {
 		{`to_float(shaped)`, "", "tensor<float32>[2 2 3]"},
 		{`to_float(any)`, "", "tensor<float32>[?]"},
 		// A wrong count in a chain that would be fused names the call as
-		// written, not the fused one (found by a new-user test: "resize(
+		// written, not the fused one ("resize(
 		// decode_image(bytes, channels), h, w[, method]): got 3, want 4 to 5").
 		{`decode_image(read_file(path), 3) | resize(32)`, `resize(img, h, w[, method]): wrong number of arguments: got 2, want 3 to 4 (line 1, column 36 of the expression)`, ""},
 		{`decode_image(read_file(path), 3) | random_resized_crop(32)`, `random_resized_crop(img, h, w[, min_scale, max_scale]): wrong number of arguments: got 2, want 3 to 5 (line 1, column 36 of the expression)`, ""},
 		{`decode_image(read_file(path)) | resize(32, 32)`, `decode_image(bytes, channels[, max_pixels]): wrong number of arguments: got 1, want 2 to 3 (line 1, column 1 of the expression)`, ""},
 		// decode_image's max_pixels has no place in the fused calls: such a
-		// chain runs as written (found in review: max_pixels was read as h).
+		// chain runs as written (max_pixels was read as h).
 		{`decode_image(read_file(path), 3, 1000000) | resize(32, 32, "area")`, "", "tensor<uint8>[32 32 3]"},
 		{`decode_image(read_file(path), 3, 1000000) | random_resized_crop(32, 32)`, "", "tensor<uint8>[32 32 3]"},
 		{`decode_image(read_file(path), 3) | resize(32, 32) | to_float(1)`, `to_float(img): wrong number of arguments: got 2, want 1 (line 1, column 53 of the expression)`, ""},
 		// A crop larger than a known image fails in validate, not in
-		// every sample (a new-user test).
+		// every sample.
 		{`center_crop(resize(u8, 32, 32), 64, 64)`, `center_crop: a 64×64 (height×width) crop does not fit the 32×32 image (tensor<uint8>[32 32 3]) (line 1, column 1 of the expression)`, ""},
 		{`random_crop(resize(u8, 32, 32), 16, 33)`, `random_crop: a 16×33 (height×width) crop does not fit the 32×32 image (tensor<uint8>[32 32 3]) (line 1, column 1 of the expression)`, ""},
 		{`center_crop(resize(u8, 32, 32), 32, 32)`, "", "tensor<uint8>[32 32 3]"},
@@ -432,7 +432,7 @@ func TestFusedCallsAreCheckedAsWritten(t *testing.T) {
 		{`to_float(resize(decode_image(b, 3), 224, 2.5))`, "resize: argument 3 must be int64, got float64 (line 1, column 10 of the expression)"},
 		{`to_float(resize(decode_image(path, 3), 224, 224))`, "decode_image: argument 1 must be bytes, got string; to decode the file a path names, read it first: decode_image(read_file(path), …) (line 1, column 17 of the expression)"},
 		// The chain's argument counts differ from compile to compile: a
-		// fused check once kept the first one's (a review: a panic, or a
+		// fused check once kept the first one's (a panic, or a
 		// bad method let through, by the order of the compiles).
 		{`to_float(resize(decode_image(b, 3), 224, 224, 5))`, "resize: argument 4 must be string, got int64 (line 1, column 10 of the expression)"},
 		{`decode_image(b, 3) | resize(224, 224) | to_float()`, ""},
@@ -448,7 +448,7 @@ func TestFusedCallsAreCheckedAsWritten(t *testing.T) {
 
 // TestScaleRangeFromFieldsIsChecked: a scale range read from fields,
 // which validate cannot see, is checked when the call runs, fused or not
-// (found by a new-user test: min_scale 0.9 and max_scale 0.1 ran).
+// (min_scale 0.9 and max_scale 0.1 ran).
 func TestScaleRangeFromFieldsIsChecked(t *testing.T) {
 	in := sample.Schema{Fields: []sample.Field{{Name: "b", Type: sample.TBytes}, {Name: "lo", Type: sample.TFloat}, {Name: "hi", Type: sample.TFloat}}}
 	img := gradientJPEG(t, 32, 24)
@@ -476,7 +476,7 @@ func TestScaleRangeFromFieldsIsChecked(t *testing.T) {
 // TestImageFunctionsCheckAtRunTime: what validate cannot see in a field of
 // unknown shape or a computed argument is refused as the sample runs: a
 // channels-first image (resize, crops, flips) and a flip probability
-// outside [0, 1] (a new-user test: p from -20 to 20 ran without a word).
+// outside [0, 1] (p from -20 to 20 ran without a word).
 func TestImageFunctionsCheckAtRunTime(t *testing.T) {
 	in := sample.Schema{Fields: []sample.Field{{Name: "x", Type: sample.Type{Kind: sample.Tensor}}, {Name: "p", Type: sample.TFloat},
 		{Name: "m", Type: sample.TAny}, {Name: "b", Type: sample.TBytes}}}
@@ -491,7 +491,7 @@ func TestImageFunctionsCheckAtRunTime(t *testing.T) {
 		m    any    // a method known only at run time
 		want string // the error; "" for none
 	}{
-		// A method of another type was taken for bilinear (a new-user test).
+		// A method of another type was taken for bilinear.
 		{`resize(x, 4, 4, m)`, hwc, 0, int64(3), `method must be a string, got int64`},
 		{`resize(x, 4, 4, m)`, hwc, 0, nil, `method must be a string, got null`},
 		{`resize(decode_image(b, 3), 4, 4, m)`, hwc, 0, []any{"nearest"}, `method must be a string, got list`},

@@ -20,7 +20,7 @@ const DefaultMaxValueBytes int64 = 1 << 40
 // (one_hot's n, resize's h and w) may allocate: a size read from a sample
 // (one_hot(i, n) with n a field) is known only as the sample runs, and one
 // of 40 GB killed the process with the runtime's out-of-memory abort
-// before the budget could see the sample (found in review).
+// before the budget could see the sample.
 var maxValue atomic.Int64
 
 // bounds are the bounds set and not yet restored, one per run; the

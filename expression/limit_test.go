@@ -56,7 +56,7 @@ func TestSizesFromSamplesAreBounded(t *testing.T) {
 // TestOverlappingBoundsTakeTheLargest: runs overlapping in one process
 // each set the bound to their budget; the largest of those not yet taken
 // away holds, whatever order they end in, and none is left behind (a
-// swap-and-restore left an ended run's bound in place; found in review).
+// swap-and-restore left an ended run's bound in place).
 func TestOverlappingBoundsTakeTheLargest(t *testing.T) {
 	in := sample.Schema{Fields: []sample.Field{{Name: "n", Type: sample.TInt}}}
 	p, err := expression.Default().Compile(`shape(one_hot(0, n))[0]`, in, sample.Any)
@@ -91,7 +91,7 @@ func TestOverlappingBoundsTakeTheLargest(t *testing.T) {
 // tensor is, before it is made. expr's VM counts lists and ranges against
 // its own limit, not string concatenation or replace: a reduce that
 // doubled a string 40 times grew the process to 24 GB and the kernel's
-// out-of-memory killer (an adversarial test). Within the bound, + and
+// out-of-memory killer. Within the bound, + and
 // replace give what expr's do, also on values typed only at run time.
 func TestStringsAreBounded(t *testing.T) {
 	defer expression.SetMaxValueBytes(1 << 20)()

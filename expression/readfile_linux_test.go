@@ -16,7 +16,7 @@ import (
 // most the run's bound on a value (its memory budget). /dev/zero named in
 // a manifest grew the process to 24 GB, outside a 64 MiB budget, until
 // the kernel killed it; a named pipe blocked the run past Ctrl-C; a 300 MB
-// file was read whole under a 64 MiB budget (a new-user test). Refused
+// file was read whole under a 64 MiB budget. Refused
 // before the file is opened, for the read and for the pooled read inside
 // a decode alike.
 func TestReadFileRefusesWhatItCannotHold(t *testing.T) {
@@ -50,10 +50,10 @@ func TestReadFileRefusesWhatItCannotHold(t *testing.T) {
 			{"/dev/zero", "read_file: /dev/zero is a device, not a regular file: read_file reads files whole, and this would never end or could block"},
 			{fifo, "read_file: " + fifo + " is a named pipe, not a regular file: read_file reads files whole, and this would never end or could block"},
 			{dir, "read_file: " + dir + " is a folder, not a file"},
-			// Its open says "no such device or address" (a review).
+			// Its open says "no such device or address".
 			{sock, "read_file: " + sock + " is a socket, not a regular file: read_file reads files whole"},
 			// A file longer than its size says (/proc's say 0): the read
-			// stops past the bound, and says so (a review: it gave the
+			// stops past the bound, and says so (it gave the
 			// bytes read as the file's size).
 			{"/proc/self/smaps", "read_file: /proc/self/smaps takes more than the run's memory budget (4KiB)"},
 			{big, "read_file: " + big + " takes 4.88KiB, more than the run's memory budget (4KiB)"},

@@ -14,8 +14,7 @@ import (
 // time (a jsonl field, batched), in and indexing behave as where it is
 // known: `label in [1, 2]` of a batched tensor is an error, not false for
 // every sample; an index read from a field indexes a tensor. Each of these
-// passed validate and then filtered out everything or failed every sample
-// (found in review).
+// passed validate and then filtered out everything or failed every sample.
 func TestRunTimeTypedOperands(t *testing.T) {
 	open := sample.Schema{Open: true}
 	batch := tensor.FromInt64s([]int64{1, 2})
@@ -41,7 +40,7 @@ func TestRunTimeTypedOperands(t *testing.T) {
 		{`string(n)`, map[string]any{"n": int64(7)}, "7", ""},
 		{`string(label)`, map[string]any{"label": batch}, "tensor<int64>[2]", ""},
 		// expr's builtins on a tensor typed only at run time: first gave
-		// null, sum failed in reflect's words (a re-test).
+		// null, sum failed in reflect's words.
 		{`first(label)`, map[string]any{"label": batch}, nil, "first: not defined on tensors (got tensor<int64>[2]); index it (x[0]) or use the tensor functions"},
 		{`sum(label)`, map[string]any{"label": batch}, nil, "sum: not defined on tensors"},
 		{`all(label, # > 0)`, map[string]any{"label": batch}, nil, "all: not defined on tensors"},

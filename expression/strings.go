@@ -16,7 +16,7 @@ import (
 // __add where one is typed only at run time) and replace. Each refuses a
 // result longer than the run's memory budget before making it: a reduce
 // that doubled a string 40 times grew the process to 24 GB and the
-// kernel's out-of-memory killer (an adversarial test).
+// kernel's out-of-memory killer.
 func registerStrings(r *Registry) {
 	r.Register(&Func{
 		Name: "__concat", Signature: "x + y", MinArgs: 2, MaxArgs: 2,
@@ -101,7 +101,7 @@ func registerStrings(r *Registry) {
 
 // plusCheck refuses, at validate time, a + the patcher took from the
 // inferrer where an operand is a tensor typed any for expr (cast's
-// result, x[i]): it was a validate error before the patch (a review).
+// result, x[i]): it was a validate error before the patch.
 func plusCheck(a []Arg) error {
 	if a[0].Type.Kind == sample.Tensor || a[1].Type.Kind == sample.Tensor {
 		return fmt.Errorf("operator + is not defined on tensors (got %s and %s); use tensor functions (to_float, normalize, cast)", a[0].Type, a[1].Type)

@@ -195,7 +195,7 @@ func TestOneHotConstantIndex(t *testing.T) {
 }
 
 // TestNowIsRefused: now() reads the clock, so a deterministic spec would
-// give other samples on every run, without a word (a new-user test: a
+// give other samples on every run, without a word (a
 // filter on now().UnixNano() % 2 passed validate).
 func TestNowIsRefused(t *testing.T) {
 	in := sample.Schema{Fields: []sample.Field{{Name: "index", Type: sample.TInt}}}
@@ -220,18 +220,18 @@ func TestPlainTypeNames(t *testing.T) {
 		{`2 * img`, `operator * is not defined on tensors (got int64 and tensor); use tensor functions (to_float, normalize, cast) (line 1, column 3 of the expression)`},
 		{`max(img)`, `invalid argument for max (type tensor) (line 1, column 1 of the expression)`},
 		{`img[0:2]`, `cannot slice tensor (line 1, column 4 of the expression)`},
-		// expr's integers are Go ints; a spec's are int64 (a new-user test).
+		// expr's integers are Go ints; a spec's are int64.
 		{`let n = len(l); n + "x"`, `invalid operation: + (mismatched types int64 and string) (line 1, column 19 of the expression)`},
 		{`let n = len(l); "x" + n`, `invalid operation: + (mismatched types string and int64) (line 1, column 21 of the expression)`},
-		// Only where a type is named: int is also a function (a review).
+		// Only where a type is named: int is also a function.
 		{`int({})`, `invalid argument for int (type map) (line 1, column 1 of the expression)`},
 		{`let int = 1; int`, `cannot redeclare builtin int (line 1, column 5 of the expression)`},
-		// Bytes are bytes, not Go's []uint8 (a new-user test).
+		// Bytes are bytes, not Go's []uint8.
 		{`by + 1`, `invalid operation: + (mismatched types bytes and int64) (line 1, column 4 of the expression)`},
 		{`-by`, `invalid operation: - (mismatched type bytes) (line 1, column 1 of the expression)`},
 		{`int(by)`, `invalid argument for int (type bytes) (line 1, column 1 of the expression)`},
 		{`upper(by)`, `cannot use bytes as argument (type string) to call upper (line 1, column 7 of the expression)`},
-		// A filter written with = (a new-user test).
+		// A filter written with =.
 		{`len(l) = 1`, `unexpected token Operator("="); compare with == (an expression sets nothing) (line 1, column 8 of the expression)`},
 	} {
 		_, err := expression.Default().Compile(tc.src, in, sample.Any)
@@ -260,7 +260,7 @@ func TestMapsAreNoValues(t *testing.T) {
 		{`date("2020-01-01").Unix()`, ``},
 		{`duration("1500ms").Seconds()`, ``},
 		{`date("2020-01-01").Format("2006")`, ``},
-		// Lists inside an expression are not stored (found in review: these
+		// Lists inside an expression are not stored (these
 		// were refused).
 		{`len([date("2020-01-01")])`, ``},
 		{`map([date("2020-01-01"), date("2021-01-01")], #.Unix())`, ``},
@@ -286,7 +286,7 @@ func TestRunTimeErrorsInPlainWords(t *testing.T) {
 		{`x + 1`, []any{int64(1)}, "invalid operation: list + int"},
 		{`upper(x)`, []any{int64(1)}, "upper: wrong argument type: got list, want string (1:1)"},
 		// expr's literals are Go ints; a spec's integers are int64, and
-		// int(x) is the function (a new-user test).
+		// int(x) is the function.
 		{`x + 1`, "s", "invalid operation: string + int64 (1:3)"},
 		{`1 + x`, "s", "invalid operation: int64 + string (1:3)"},
 		{`x + 1`, []byte("a"), "invalid operation: bytes + int64 (1:3)"},
@@ -300,7 +300,7 @@ func TestRunTimeErrorsInPlainWords(t *testing.T) {
 		{`"a" + trim(x)`, int64(3), "trim: wrong argument type: got int64, want string (1:7)"},
 		{"1 +\n  len(upper(x))", int64(3), "upper: wrong argument type: got int64, want string (2:7)"},
 		// Also where the call that failed is a stand-in (read_file pooled
-		// for decode_image) or comes from imageops (a review).
+		// for decode_image) or comes from imageops.
 		{`read_file(x)`, "/nonexistent/a.jpg", "read_file: open /nonexistent/a.jpg: no such file or directory (1:1)"},
 		{`decode_image(read_file(x), 3)`, "/nonexistent/a.jpg", "read_file: open /nonexistent/a.jpg: no such file or directory (1:14)"},
 		{`decode_image(x, 3)`, []byte("zz"), "decode_image: unknown image format (want jpeg or png) (1:1)"},
@@ -378,7 +378,7 @@ func TestTensorEquality(t *testing.T) {
 
 // TestMissingFieldsAreNamed: a field a sample lacks (a jsonl line without
 // the key) reads as null; the run-time error names the missing field
-// rather than talking of `<nil> + int` (found by a new-user test). Names
+// rather than talking of `<nil> + int`. Names
 // bound by let, functions and $env are no fields.
 func TestMissingFieldsAreNamed(t *testing.T) {
 	open := sample.Schema{Open: true}
@@ -407,7 +407,7 @@ func TestMissingFieldsAreNamed(t *testing.T) {
 // TestCastList: cast makes a tensor of a list of numbers, as tf.constant
 // does, nested lists giving more dimensions; a ragged list or one holding
 // a string is an error naming the element. validate passed cast(list) and
-// every sample then failed (found by a new-user test: "bbox": [10, 20.5,
+// every sample then failed ("bbox": [10, 20.5,
 // 30, 40] from a jsonl file could not become a tensor).
 func TestCastList(t *testing.T) {
 	open := sample.Schema{Open: true}
@@ -615,7 +615,7 @@ func TestLetIsTypeChecked(t *testing.T) {
 // (a conditional of two kinds, a field an error upstream left untyped)
 // compiles under any operator or function, and fails, if at all, when it
 // runs. It used to be typed as null: `y > 1` below `y: c ? 1 : 2.5` failed
-// validate with "mismatched types unknown and int64" (found in review).
+// validate with "mismatched types unknown and int64".
 func TestAnyFieldsTakeEveryOperator(t *testing.T) {
 	in := sample.Schema{Fields: []sample.Field{{Name: "y", Type: sample.TAny}}}
 	for _, tc := range []struct {

@@ -283,7 +283,7 @@ func TestStop(t *testing.T) {
 		{"a hung read, attributed", 1, 0, []Feed{{"trainer", 0.02}}, [2]int{1, 0}, false,
 			starving + `; not the pipeline: serve sink "trainer" waited for its next sample 2% of its time, so the trainer ` +
 				"took samples as fast as it could: its steps are too small to keep the GPU busy, or spend their time on the CPU" + hung},
-		// The last sample, taken as the run ends, hangs (a review: Stop
+		// The last sample, taken as the run ends, hangs (Stop
 		// took it outside its limit, and waited for ever).
 		{"a hung last reading", 1, 1, nil, [2]int{2, 1}, false,
 			"starving: gpu 0 (NVIDIA H200) under 50% busy in 2 of 2 readings while a process used it, 25% on average then" + waited + hung},

@@ -403,10 +403,10 @@ func decodePNG(data []byte, channels int, opts *DecodeOptions, alloc func(int) [
 		case !bytes.Contains(data[len(pngMagic):], pngIEND):
 			// A file cut inside its pixel data fails as "not enough
 			// pixel data", as if corrupt; with no IEND chunk it was cut
-			// (a new-user test: a cut PNG was "truncated" or "corrupt"
+			// (a cut PNG was "truncated" or "corrupt"
 			// depending on where it was cut). An IEND anywhere, even
 			// with a wrong CRC or bytes after it, means damage, not a
-			// cut (found in review).
+			// cut.
 			return nil, fmt.Errorf("%w: png has no IEND chunk (%v)", ErrTruncated, err)
 		}
 		// image/png's own errors already start with "png:".

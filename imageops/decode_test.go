@@ -389,7 +389,7 @@ func TestDecodeUnsupported(t *testing.T) {
 }
 
 // TestCutPNGIsTruncated: a PNG cut anywhere after its header is
-// ErrTruncated, not ErrCorrupt, wherever the cut falls (a new-user test: a
+// ErrTruncated, not ErrCorrupt, wherever the cut falls (a
 // file cut inside its pixel data was "corrupt image: not enough pixel
 // data", and the suite's invalid-trunc.png "truncated").
 func TestCutPNGIsTruncated(t *testing.T) {
@@ -416,7 +416,7 @@ func TestCutPNGIsTruncated(t *testing.T) {
 			}
 		}
 		// Damaged pixel data with bytes after IEND, which image/png
-		// ignores, is corrupt, not cut (found in review).
+		// ignores, is corrupt, not cut.
 		damaged := bytes.Clone(whole)
 		idat := bytes.Index(damaged, []byte("IDAT"))
 		for i := idat + 6; i < idat+40; i++ {

@@ -15,7 +15,7 @@ import (
 // row buffer), ones at the right and bottom edges and random ones. The
 // window decoder writes each scanline, wider than the window, into the
 // output before moving it into place; a write past the output faults here
-// instead of landing in an allocator's slack (found in review).
+// instead of landing in an allocator's slack.
 func TestWindowDecodeIntoGuardedOutput(t *testing.T) {
 	if windowJPEG == nil {
 		t.Skip("no window decoder in this build: Decode crops a full decode")
@@ -134,7 +134,7 @@ func TestWindowDecodeRefusesDamageAnywhere(t *testing.T) {
 // size and scaled by 1/2 and 3/8, and compares each with the same window
 // cut from a full decode. libjpeg-turbo upsamples a colour plane 2 columns
 // wide or less without its fancy filter, so a narrow crop must be widened
-// before it reaches libjpeg (found in review: a 1-column window at x 0 of
+// before it reaches libjpeg (a 1-column window at x 0 of
 // the 4:2:0 file differed by up to 2 levels).
 func TestThinWindowsMatchFullDecode(t *testing.T) {
 	if windowJPEG == nil {

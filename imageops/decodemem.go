@@ -14,7 +14,7 @@ const DefaultDecodeMemory int64 = 128 << 20
 // decoded frame is no sample until its stage emits it, so the run's budget
 // does not see it: without this bound, two workers decoding 144-megapixel
 // PNGs (under the pixel limit) took a process with a 256 MiB budget to
-// 1.9 GB (a new-user test).
+// 1.9 GB.
 var decodeMem = &byteSem{limit: DefaultDecodeMemory}
 
 // DecodeMemoryFor is the decode memory a run with the given budget allows:

@@ -105,7 +105,7 @@ func BenchmarkVpass8(b *testing.B) {
 // gives exactly hrow3packed's bytes: for every shape up to 24 pixels,
 // shrinks of one to twenty taps a group, enlargements and random shapes.
 // Source and destination end at a guard page, so a load or store past
-// either faults rather than passing unseen (found in review: the slack
+// either faults rather than passing unseen (the slack
 // after an exact-length make hid both).
 func TestHpass3PackedFastMatches(t *testing.T) {
 	rng := rand.New(rand.NewPCG(5, 6))

@@ -8,7 +8,7 @@ import (
 
 // TestCgroupLimitUnder: the limit is read at the process's own cgroup and
 // every one above it, v2 and v1, the lowest wins, and "max" or v1's huge
-// value mean none (found in review: only the mount's root was read, which
+// value mean none (only the mount's root was read, which
 // misses a batch job's limit outside a cgroup namespace).
 func TestCgroupLimitUnder(t *testing.T) {
 	mount := t.TempDir()

@@ -66,7 +66,7 @@ type Counter interface {
 // ExactCounter is implemented by configs whose Counter gives a bound the
 // fit can use rather than what they emit (a batch counts its full
 // batches): EpochSamplesExact gives what they emit, for deciding whether a
-// take cuts an epoch (a review: a take of 2 batches of 149999 samples by
+// take cuts an epoch (a take of 2 batches of 149999 samples by
 // 50000 was taken for one of the whole epoch).
 type ExactCounter interface {
 	EpochSamplesExact(in int64) int64
@@ -509,7 +509,7 @@ func (p *Plan) fit(advise bool) []FitProblem {
 			}
 		}
 		// The stage that makes samples too large is named, not the first
-		// below it with a share of its own (a new-user test: a map's
+		// below it with a share of its own (a map's
 		// resize(100000, 100000) was blamed on the take after it); the
 		// stages that pass them on are not named again. The copies a
 		// fan-out sends share their values, which are reserved once
@@ -536,7 +536,7 @@ func (p *Plan) fit(advise bool) []FitProblem {
 				// The run shrinks such a buffer to its share and warns; a
 				// warning here says so before the run, since it changes
 				// how well the data is mixed, and the fit counts what the
-				// buffer will hold (found by a new-user test: --probe
+				// buffer will hold (--probe
 				// refused at 8MiB a spec that ran at 4MiB).
 				if fits > 0 {
 					noun := "samples"
@@ -601,7 +601,7 @@ func (p *Plan) fit(advise bool) []FitProblem {
 // in-memory cache) that the samples reaching it cannot fit, where their
 // count is known (a files stage's matches, a range, through stages that
 // keep the count), and returns how many it reported. The run found out
-// only when the cache had filled its part of the budget (a new-user test).
+// only when the cache had filled its part of the budget.
 func (p *Plan) fitEpochs(add func(path string, warn bool, format string, args ...any)) int {
 	_, inCount := p.epochCounts(false)
 	_, exactIn := p.epochCounts(true)
@@ -659,14 +659,14 @@ func (p *Plan) epochCounts(exact bool) (map[*spec.Stage]int64, func(*spec.Stage)
 		counts[n.Stage] = -1
 		// A stage that skips bad samples emits fewer, by how many the run
 		// alone knows: counted as it is, a skipping decode could push a
-		// spec that runs over the line (found in review).
+		// spec that runs over the line.
 		if c, ok := n.Stage.Config.(Counter); ok && len(n.Stage.Inputs) <= 1 && !n.Stage.Skip() {
 			counts[n.Stage] = c.EpochSamples(inCount(n.Stage))
 			if ec, ok := c.(ExactCounter); ok && exact {
 				counts[n.Stage] = ec.EpochSamplesExact(inCount(n.Stage))
 			}
 		}
-		// A join counts from all its inputs (a re-test: a take of a whole
+		// A join counts from all its inputs (a take of a whole
 		// epoch below a zip was taken for one that cuts it).
 		if c, ok := n.Stage.Config.(JoinCounter); ok && len(n.Stage.Inputs) > 1 && !n.Stage.Skip() {
 			ins := make([]int64, len(n.Stage.Inputs))
@@ -854,7 +854,7 @@ func (p *Plan) EndlessDiagnostics() spec.Diagnostics {
 // cutBelow returns a take that may end the stream inside st's first pass
 // on a path from st to a sink, where every such path has one, or nil: a
 // branch that reads the whole pass (a sink beside the take) fills a cache
-// anyway (a review: validate warned of one that completed). in gives the
+// anyway (validate warned of one that completed). in gives the
 // count that reaches a stage.
 func cutBelow(st *spec.Stage, in func(*spec.Stage) int64) *spec.Stage {
 	var first *spec.Stage

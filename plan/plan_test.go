@@ -119,7 +119,7 @@ stages:
 
 // adviceFits finds the largest prefetch buffer of src that fits by
 // compiling it, and checks that Fit advises it: that buffer fits, one
-// more does not (a new-user test: advice sized against the whole budget
+// more does not (advice sized against the whole budget
 // led from one problem to the next).
 func adviceFits(t *testing.T, src, resources string) int {
 	t.Helper()
@@ -164,7 +164,7 @@ stages:
 
 // TestFitInMemoryCacheAboveATake: with one epoch (or endless), a take
 // below the cache that cuts its first pass ends the stream, and the cache
-// never holds the whole pass: no error (found in review: a take of 50
+// never holds the whole pass: no error (a take of 50
 // below 100,000 samples was refused, and ran in 178 KiB); with more epochs
 // the cache fills first, and so it does below a take of the whole pass or
 // more (a tester's take of 700 of 200 photos passed validate and failed).
@@ -230,7 +230,7 @@ stages:
 	}()
 	// A serve sink reserves a window that follows the budget (an eighth
 	// of it, up to 32 MiB): advice sized with this budget's window fell
-	// short (a review).
+	// short.
 	for _, sb := range [][2]string{{"discard", "512"}, {"discard", "100000"}, {"serve", "512"}} {
 		batch := sb[1]
 		s := strings.Replace(src, "BATCH", batch, 1)
@@ -265,7 +265,7 @@ stages:
 
 // TestFitPointsAtBatchSize: a batch holds size samples, so a batch that
 // cannot fit the default budget points at its size key, which it has,
-// not at a buffer key, which it would refuse (found in review).
+// not at a buffer key, which it would refuse.
 func TestFitPointsAtBatchSize(t *testing.T) {
 	p := compileWith(t, `version: 1
 name: p
@@ -284,7 +284,7 @@ stages:
 
 // TestRandomSeedsFitADouble: a seed drawn for a spec without one is under
 // 2^53, so that jq or JavaScript reads the report's seed exactly and
-// --set seed=N reruns the run (a new-user test: jq rounded a 63-bit seed);
+// --set seed=N reruns the run (jq rounded a 63-bit seed);
 // draws differ.
 func TestRandomSeedsFitADouble(t *testing.T) {
 	const src = `version: 1
@@ -455,7 +455,7 @@ stages:
 		// In memory, nothing outlives the run.
 		{"1", mem, "{name: t, type: take, count: 10}", ``},
 		// A branch beside the take reads the whole pass, which fills the
-		// cache (a review: validate warned, and the cache completed).
+		// cache (validate warned, and the cache completed).
 		{"1", cache, "{name: o1, type: discard, input: c}\n  - {name: t, type: take, count: 10, input: c}", ``},
 		{"1", cache, "{name: t1, type: take, count: 4000, input: c}\n  - {name: o1, type: discard, input: t1}\n  - {name: t, type: take, count: 10, input: c}", ``},
 		{"1", cache, "{name: t, type: take, count: 10, input: c}\n  - {name: o1, type: discard, input: t}\n  - {name: t2, type: take, count: 5, input: c}", warn},
@@ -466,7 +466,7 @@ stages:
 		{"1", cache, "{name: m1, type: map, input: c, set: {a: index}, keep: [a]}\n  - {name: m2, type: map, input: c, set: {b: index}, keep: [b]}\n  - {name: z, type: zip, inputs: [m1, m2]}\n  - {name: t, type: take, count: 10}", warn},
 		{"1", cache, "{name: r2, type: range, count: 50}\n  - {name: k, type: concat, inputs: [c, r2]}\n  - {name: t, type: take, count: 4050}", ``},
 		// A batch's last smaller batch counts: 2 batches of 3999 by 2000
-		// cut the pass (a review: the fit's count of full batches said
+		// cut the pass (the fit's count of full batches said
 		// they covered it).
 		{"1", cache, "{name: b, type: batch, size: 2000}\n  - {name: t, type: take, count: 1}", mayWarn},
 		{"1", cache, "{name: b, type: batch, size: 1999}\n  - {name: t, type: take, count: 2}", mayWarn},
@@ -489,7 +489,7 @@ stages:
 // half the budget; where the count of samples reaching it is known (a
 // range, a files stage's matches, through maps, shuffles and prefetches)
 // and they cannot fit, the fit says so before the run, which found out
-// only once the cache had filled (a new-user test). A filter makes the
+// only once the cache had filled. A filter makes the
 // count unknown, and an on-disk cache holds nothing in memory.
 func TestFitInMemoryCache(t *testing.T) {
 	const src = `version: 1
@@ -506,12 +506,12 @@ stages:
 		{"100", "{name: s, type: shuffle, buffer: 4}", `stage "c" holds its whole first pass in memory: 100 samples of about 10.22KiB each = 1021.68KiB, more than 512KiB, the 1/2 of resources.memory (1MiB) it may fill; set dir: to cache on disk, or raise the budget to at least 2MiB`},
 		{"40", "{name: s, type: shuffle, buffer: 4}", ``},
 		{"100", "{name: f, type: filter, where: 'index % 10 == 0'}", ``},
-		// Counts through take, skip and batch (a re-test).
+		// Counts through take, skip and batch.
 		{"1000", "{name: k, type: skip, count: 900}", `stage "c" holds its whole first pass in memory: 100 samples of about 10.22KiB each = 1021.68KiB, more than 512KiB, the 1/2 of resources.memory (1MiB) it may fill; set dir: to cache on disk, or raise the budget to at least 2MiB`},
 		{"1000", "{name: k, type: skip, count: 960}", ``},
 		{"1000", "{name: k, type: take, count: 100}", `stage "c" holds its whole first pass in memory: 100 samples of about 10.22KiB each = 1021.68KiB, more than 512KiB, the 1/2 of resources.memory (1MiB) it may fill; set dir: to cache on disk, or raise the budget to at least 2MiB`},
 		// A decode that skips bad samples emits fewer, by how many only
-		// the run knows (found in review).
+		// the run knows.
 		{"100", "{name: s, type: map, on_error: skip, set: {y: 'index'}}", ``},
 		{"1000", "{name: k, type: batch, size: 10}", `stage "c" holds its whole first pass in memory: 100 samples of about 98.3KiB each = 9.6MiB, more than 512KiB, the 1/2 of resources.memory (1MiB) it may fill; set dir: to cache on disk, or raise the budget to at least 19.2MiB`},
 	} {
@@ -528,7 +528,7 @@ stages:
 
 // TestApplyProbeSharesOfASource: a source whose sample size is known only
 // at run time gets its share from the probe, as the stages below it do;
-// it stayed a lower bound, and the total with it (a new-user test).
+// it stayed a lower bound, and the total with it.
 func TestApplyProbeSharesOfASource(t *testing.T) {
 	p := compileWith(t, `version: 1
 name: p
@@ -562,7 +562,7 @@ stages:
 
 // TestFitInMemoryCacheCountsLongPaths: each sample carries its path as its
 // origin, which the run counts: the fit counts the longest path matched,
-// where that is more than plan.OriginAllowance (a review: 230-byte paths,
+// where that is more than plan.OriginAllowance (230-byte paths,
 // and validate's budget failed the run).
 func TestFitInMemoryCacheCountsLongPaths(t *testing.T) {
 	dir := t.TempDir()

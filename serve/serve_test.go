@@ -322,7 +322,7 @@ func FuzzParseAddress(f *testing.F) {
 // TestHeaderOverTheLimitIsRefused: a sample whose JSON header no client
 // would read (a batch of 64 one-MiB encoded images, base64 in the header)
 // is an error naming the field, not a frame every trainer rejects while
-// the sink waits for the next one for ever (found in review).
+// the sink waits for the next one for ever.
 func TestHeaderOverTheLimitIsRefused(t *testing.T) {
 	s := sample.New(7, 0, "")
 	img := make([][]byte, 49)

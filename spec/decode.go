@@ -118,7 +118,7 @@ func (d *decoder) decode(n *yaml.Node, v reflect.Value, path string) {
 	if v.CanAddr() && v.Addr().Type().Implements(nodeUnmarshalerType) {
 		// The parts' places, for a later check's message on one of them
 		// (inputs[2]: unknown input), which fell back to the whole
-		// value's (a new-user test).
+		// value's.
 		d.recordParts(n, path)
 		if err := v.Addr().Interface().(NodeUnmarshaler).UnmarshalNode(n); err != nil {
 			at := n
@@ -209,7 +209,7 @@ func (d *decoder) decode(n *yaml.Node, v reflect.Value, path string) {
 
 // badKey reports, and says, a mapping key that is not a scalar: YAML
 // allows a list or a mapping as a key ([q]: 1), whose Value is empty, and
-// such a key was read as a field named "" (an adversarial test).
+// such a key was read as a field named "".
 func (d *decoder) badKey(k *yaml.Node, path string) bool {
 	if k.Kind == yaml.ScalarNode {
 		return false
@@ -231,7 +231,7 @@ func (d *decoder) decodeOrderedMap(n *yaml.Node, m orderedMap, path string) {
 		}
 		p := joinPath(path, k.Value)
 		if k.Value == "" {
-			// A field no expression could name (an adversarial test).
+			// A field no expression could name.
 			d.r.add(SevError, k.Line, k.Column, path, "a key must not be empty")
 			continue
 		}

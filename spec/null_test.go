@@ -59,7 +59,7 @@ func TestNullMappingIsAbsent(t *testing.T) {
 		{"resources: ~",
 			head + "resources: ~\nstages:\n  - {name: r, type: range, count: 3}\n  - {name: out, type: discard}\n",
 			"", stages.Default(), nil},
-		// Through an alias too (found in review: "expected a mapping, got
+		// Through an alias too ("expected a mapping, got
 		// null", placed at the anchor).
 		{"resources: an alias of null",
 			head + "seed: &none ~\nresources: *none\nstages:\n  - {name: r, type: range, count: 3}\n  - {name: out, type: discard}\n",
@@ -100,7 +100,7 @@ func TestNullMappingIsAbsent(t *testing.T) {
 				"n.yaml:5:60: stages[1].features: required field \"features\" has no value\n", stages.Default(), nil},
 		// Scalars, auto and byte sizes left empty keep their defaults; they
 		// were 0 ("block_length: must be at least 1, got 0") or type errors
-		// (found by a re-test: epochs: ~ was absent, shuffle: ~ an error).
+		// (epochs: ~ was absent, shuffle: ~ an error).
 		{"scalar, auto and byte size keys left empty",
 			head + "resources: {memory: ~, workers: ~}\nstages:\n  - {name: f, type: files, pattern: '*.jsonl', shuffle: ~, shard: ~}\n  - {name: j, type: jsonl, block_length: ~, cycle_length: ~, parallelism: ~}\n  - {name: out, type: discard}\n",
 			"", stages.Default(),
@@ -110,7 +110,7 @@ func TestNullMappingIsAbsent(t *testing.T) {
 					!f.Shuffle && f.Shard == (stages.Shard{}) && sp.Resources == (spec.Resources{})
 			}},
 		// Inside a value a null is not a key's absence: yaml.v3 read it as
-		// 0 (found in review: pad 0, weight 0, shard index 0, shape 0).
+		// 0 (pad 0, weight 0, shard index 0, shape 0).
 		{"nulls inside lists and maps",
 			head + "stages:\n  - {name: f, type: files, pattern: '*.jsonl', shard: {index: ~, count: 2}}\n  - {name: j, type: jsonl}\n  - {name: r, type: range, count: 3}\n  - {name: m, type: mix, inputs: [j, r], weights: [1, ~]}\n  - {name: b, type: batch, size: 2, pad: {x: ~}}\n  - {name: out, type: discard}\n",
 			"n.yaml:4:63: stages[0].shard: shard.index: expected an integer, got null\n" +

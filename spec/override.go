@@ -61,7 +61,7 @@ func interpolate(n *yaml.Node, path string, lookup func(string) (string, bool), 
 		// is a quoted value that is one variable and nothing else inside
 		// a flow collection (`{index: "${RANK:-0}"}`), where the quotes
 		// are what YAML asks for around `{`, not a wish for a string
-		// (found by a new-user test: "shard.index: expected an integer,
+		// ("shard.index: expected an integer,
 		// got 0"). In block style the plain form parses, so quotes there
 		// do ask for a string (`default: "${D:-}"` is the empty string,
 		// "${ID}" with ID=007 stays "007").
@@ -133,7 +133,7 @@ func Expand(s string, lookup func(string) (string, bool)) (string, error) {
 		}
 		if strings.Contains(def, "${") {
 			// The default ends at the first }, and the rest came out as
-			// written: a literal ${ in the value (a new-user test).
+			// written: a literal ${ in the value.
 			return "", fmt.Errorf("${%s}: a default cannot hold another variable (piperun does not nest them)", ref+"}")
 		}
 		v, ok := lookup(name)
@@ -146,7 +146,7 @@ func Expand(s string, lookup func(string) (string, bool)) (string, error) {
 		if hasDef && (!ok || v == "") {
 			// ${OUT:-$PWD/o.jsonl} made a folder named "$PWD" (a
 			// re-test). Only a default in use, and not $env, which an
-			// expression's default may read (found in review).
+			// expression's default may read.
 			for _, m := range shellVarRe.FindAllString(def, -1) {
 				if m != "$env" {
 					return "", fmt.Errorf("${%s}: the default holds %s, which piperun does not expand (it expands ${VAR} forms, and none inside a default): write the value out", ref, m)
@@ -181,7 +181,7 @@ func ApplySet(doc *yaml.Node, set string) error {
 	}
 	if strings.HasPrefix(key, ExtensionPrefix) {
 		// The merges have copied the anchor already: the override would
-		// change nothing, and said nothing (a re-test).
+		// change nothing, and said nothing.
 		return fmt.Errorf("%s holds anchors that stages merge, and the merges are made before overrides: set the stage's own key (stages.NAME.KEY)", strings.SplitN(key, ".", 2)[0])
 	}
 	var v yaml.Node

@@ -355,7 +355,7 @@ func Load(path string, opts Options) (*Spec, Diagnostics) {
 }
 
 // MaxSpecBytes bounds what Load reads: `validate /dev/zero` ran the
-// process out of memory (a new-user test). A pipe (`<(envsubst < x)`) is
+// process out of memory. A pipe (`<(envsubst < x)`) is
 // read as a file is.
 const MaxSpecBytes = 16 << 20
 
@@ -412,7 +412,7 @@ type common struct {
 
 // MaxParallelism is the most workers a stage may have: each holds a
 // sample and a goroutine, and a million of them took 20 s to start
-// three samples (an adversarial test), where tf.data's AUTOTUNE stays
+// three samples, where tf.data's AUTOTUNE stays
 // near the cores.
 const MaxParallelism = 4096
 
@@ -435,7 +435,7 @@ func Parse(file string, data []byte, opts Options) (*Spec, Diagnostics) {
 	if line := secondDocument(data); line > 0 {
 		// yaml.Unmarshal reads the first and drops the rest unread, so a
 		// second pipeline (or broken YAML) after a --- passed validate
-		// and never ran (a new-user test).
+		// and never ran.
 		r.add(SevError, line, 1, "", "a second YAML document: a spec file holds one pipeline; put each in a file of its own")
 	}
 	doc := root.Content[0]
@@ -531,7 +531,7 @@ func secondDocument(data []byte) int {
 			return 0
 		}
 		// A trailing --- (and perhaps a comment) is an empty document,
-		// as PyYAML reads it: nothing is lost (found in review), however
+		// as PyYAML reads it: nothing is lost, however
 		// many there are.
 		if err != nil || len(next.Content) > 0 && next.Content[0].ShortTag() != "!!null" {
 			break
@@ -540,7 +540,7 @@ func secondDocument(data []byte) int {
 	lines := strings.Split(string(data), "\n")
 	if err == nil {
 		// The separator that starts it: the last before its content,
-		// past any empty documents before it (found in review).
+		// past any empty documents before it.
 		at := next.Content[0].Line
 		for i := min(at, len(lines)) - 1; i >= 0; i-- {
 			if strings.HasPrefix(lines[i], "---") {
@@ -619,7 +619,7 @@ func decodeStage(d *decoder, sp *Spec, cat Catalog, i int, n *yaml.Node) *Stage 
 	if c.Type == "" {
 		// `Type: range`: the type's keys are never read, so a key that
 		// is a common one but for case or a letter would go unnamed
-		// behind "missing required field type" (a new-user test).
+		// behind "missing required field type".
 		for j := 0; j+1 < len(rest.Content); j += 2 {
 			k := rest.Content[j]
 			for _, want := range []string{"name", "type"} {
@@ -652,7 +652,7 @@ func decodeStage(d *decoder, sp *Spec, cat Catalog, i int, n *yaml.Node) *Stage 
 	cfg := t.NewConfig()
 	// The common keys this type takes, offered for a misspelt key at the
 	// stage's top level only (not inside features: of a parse_example).
-	// name and type too, for Name: beside a type (a re-test).
+	// name and type too, for Name: beside a type.
 	d.extra, d.extraAt = []string{"name", "type"}, path
 	if t.Role != RoleSource {
 		d.extra = append(d.extra, "input", "inputs")

@@ -138,7 +138,7 @@ func TestSetOverrides(t *testing.T) {
 	if got := diagText(diags); !strings.Contains(got, `(--set stages..count=1): empty name after stages. (two dots?)`) {
 		t.Errorf("bad override: %s", got)
 	}
-	// A near miss is named (a new-user test).
+	// A near miss is named.
 	_, diags = spec.Load("testdata/valid/interp.yaml", spec.Options{Catalog: stages.Default(), LookupEnv: noEnv, Set: []string{"stages.srx.count=1"}})
 	if got := diagText(diags); !strings.Contains(got, `(--set stages.srx.count=1): no element "srx" in stages (did you mean "src"?)`) {
 		t.Errorf("bad override: %s", got)
@@ -155,7 +155,7 @@ func TestSetOverrides(t *testing.T) {
 		t.Errorf("override positions:\n%s\nwant\n%s", got, strings.Join(want, "\n"))
 	}
 	// An override replaces a value whose variable is unset: that is no
-	// problem, and the override's own is reported (found in review: the
+	// problem, and the override's own is reported (the
 	// unset variable hid it, and was reported although replaced).
 	dir := t.TempDir()
 	file := filepath.Join(dir, "s.yaml")
@@ -192,7 +192,7 @@ func TestExpand(t *testing.T) {
 		{"${A", "", `unterminated ${ in "${A"`},
 		{"${}", "", "empty variable name in ${}"},
 		// A shell's check: the message where the variable is unset or
-		// empty (found by a new-user test: it read a variable "X:?must set").
+		// empty (it read a variable "X:?must set").
 		{"${A:?say}", "x", ""},
 		{"${B:?must set B}", "", "environment variable B is not set or empty: must set B"},
 		{"${EMPTY:?}", "", "environment variable EMPTY is not set or empty: it must be set"},
@@ -202,7 +202,7 @@ func TestExpand(t *testing.T) {
 		{"${1X}", "", "${1X} is not a form piperun expands: write ${VAR}, ${VAR:-default} or ${VAR:?message}, VAR being letters, digits and _ (not starting with a digit)"},
 		// It gave the literal "${Y:-n}".
 		{"${X:-${Y:-n}}", "", "${X:-${Y:-n}}: a default cannot hold another variable (piperun does not nest them)"},
-		// It made a folder named "$PWD" (a re-test).
+		// It made a folder named "$PWD".
 		{"${OUT:-$PWD/o.jsonl}", "", "${OUT:-$PWD/o.jsonl}: the default holds $PWD, which piperun does not expand (it expands ${VAR} forms, and none inside a default): write the value out"},
 		{"${OUT:-cost$5}", "cost$5", ""},
 		{"${A:-$PWD/o.jsonl}", "x", ""}, // set: the default is not read
@@ -231,7 +231,7 @@ func TestByteSize(t *testing.T) {
 		{"512MiB", 512 << 20, false}, {"2GiB", 2 << 30, false}, {"1.5GB", 1500000000, false},
 		{"1000", 1000, false}, {"64 KiB", 64 << 10, false}, {"1G", 1 << 30, false},
 		{"lots", 0, true}, {"-1MiB", 0, true}, {"", 0, true},
-		// docker's --memory takes lowercase units (a new-user test).
+		// docker's --memory takes lowercase units.
 		{"2g", 2 << 30, false}, {"512m", 512 << 20, false}, {"64k", 64 << 10, false}, {"100b", 100, false}, {"1e9", 1e9, false}, {".5G", 1 << 29, false},
 		// What the schema's pattern refuses, so is refused here.
 		{"1.2.3GiB", 0, true}, {".", 0, true}, {"..MiB", 0, true}, {"0x10", 0, true}, {"Inf", 0, true}, {"2gib", 0, true},
@@ -383,7 +383,7 @@ stages:
 `), spec.Options{Catalog: stages.Default()})
 	want := `mix.yaml:8:34: warning: stages[3].inputs: inputs "m1" and "m2" both read from stage "src", and mix draws them at random: one branch runs ahead of the other, by more the longer the epoch, and once that passes the queue between them (a few chunks of samples) the run stops. Give each input its own source, or use zip`
 	wantOnlyDiag(t, diags, want)
-	// One input named twice (a review: "inputs a and a both read from
+	// One input named twice ("inputs a and a both read from
 	// stage a").
 	_, diags = spec.Parse("twice.yaml", []byte(`version: 1
 name: mix-twice
@@ -410,7 +410,7 @@ func TestOneDiagnosticPerProblem(t *testing.T) {
 		// is reported too.
 		{`{name: s, type: shuffle, buffer: 0, buffer: 2}`, `d.yaml:5:38: stages[1].buffer: must be at least 1, got 0` + "\n" +
 			`d.yaml:5:41: stages[1].buffer: duplicate key "buffer"` + "\n"},
-		// A required number left empty is no 0 (re-test: count: made an
+		// A required number left empty is no 0 (count: made an
 		// empty range).
 		{`{name: s, type: shuffle, buffer: }`, `d.yaml:5:38: stages[1].buffer: required field "buffer" has no value` + "\n"},
 	} {

@@ -61,7 +61,7 @@ func (sp *Spec) ValuePos(path string, line, col int) (pos Pos, ok bool) {
 
 // foldedPos is ValuePos for a folded block (>), where YAML joins the
 // lines of a paragraph with spaces: a long expression written over
-// several lines is one line of the value (found by a new-user test: an
+// several lines is one line of the value (an
 // error in its third line was placed at the block's start). It walks the
 // block's lines against the value, and gives up (ok false) at anything
 // it does not follow: more-indented lines, whose breaks YAML keeps, or

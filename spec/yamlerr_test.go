@@ -80,7 +80,7 @@ func TestYAMLErrorPosition(t *testing.T) {
 			strings.ReplaceAll(head+"  - name: a\n    type: range\n   count: 3\n", "\n", "\r\n"),
 			"y.yaml:6:4: invalid YAML: did not find expected '-' indicator (in the list that starts at line 4)"},
 		// yaml.v3 breaks lines at a lone CR too; the search did not, took
-		// the file for one line and reported line 1 (found in review).
+		// the file for one line and reported line 1.
 		{"CR line ends",
 			strings.ReplaceAll(head+"  - name: a\n    type: range\n   count: 3\n", "\n", "\r"),
 			"y.yaml:6:4: invalid YAML: did not find expected '-' indicator (in the list that starts at line 4)"},

@@ -14,7 +14,7 @@ import (
 // another user's counts: EPERM). A zombie does not: a writer killed with
 // kill -9 whose parent died with it (timeout -s KILL kills its own group)
 // waits for init to reap it, which may take seconds, and its temporary
-// files are as stale as a reaped one's (found by a new-user test).
+// files are as stale as a reaped one's.
 func processAlive(pid int) bool {
 	if errors.Is(syscall.Kill(pid, 0), syscall.ESRCH) {
 		return false

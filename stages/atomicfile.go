@@ -108,7 +108,7 @@ func (a *atomicFile) Write(p []byte) (int, error) { return a.w.Write(p) }
 
 // tempSweeper holds the listings of the folders removeStale looked in,
 // so that a sink's many files (shards) list their folder once: 4000 shards
-// listed it 4000 times, 12 s before the run began (a re-test).
+// listed it 4000 times, 12 s before the run began.
 type tempSweeper map[string][]os.DirEntry
 
 // readDir lists a folder for tempSweeper; a test counts the calls.

@@ -13,7 +13,7 @@ import (
 // at the end of the run, so what is there must be a regular file or
 // nothing. A symbolic link is followed (its target is written and the
 // link kept); a named pipe, a socket or a device is refused, by validate
-// and by the run alike, and left as it was (found by a new-user test: as
+// and by the run alike, and left as it was (as
 // root, `path: /dev/null` replaced the system's /dev/null with the output).
 func TestOutputsOnlyReplaceRegularFiles(t *testing.T) {
 	if runtime.GOOS != "linux" {

@@ -60,7 +60,7 @@ func mustOK(t *testing.T, err error) {
 // TestStaleTemporariesAreRemoved: a run killed with kill -9 leaves its
 // hidden temporary beside the output; the next run writing that output
 // removes it, whatever its size, but not one whose writer is alive, nor
-// another output's (found by a new-user test: 38 MB stayed after a later
+// another output's (38 MB stayed after a later
 // successful run).
 func TestStaleTemporariesAreRemoved(t *testing.T) {
 	if runtime.GOOS != "linux" {
@@ -214,7 +214,7 @@ func TestShardsOfAnotherWriterAreRefused(t *testing.T) {
 	mustOK(t, os.Remove(other))
 
 	// Prepared, it commits whatever begins after (refusing then would
-	// leave other sinks' outputs committed and not this one's; a review).
+	// leave other sinks' outputs committed and not this one's).
 	sink, err = build()
 	mustOK(t, err)
 	mustOK(t, sink.Prepare())
@@ -224,7 +224,7 @@ func TestShardsOfAnotherWriterAreRefused(t *testing.T) {
 	mustOK(t, os.Remove(other))
 
 	// One whose writer is dead, its ID reused by a live process, is no
-	// writer: it is removed (a review: pid 1 refused every run).
+	// writer: it is removed (pid 1 refused every run).
 	mustOK(t, os.WriteFile(other, nil, 0o644))
 	sink, err = build()
 	mustOK(t, err)

@@ -366,7 +366,7 @@ func (b *batchStage) flush(emit Emit) error {
 		}
 	}
 	// A pad of a key no sample has (validate refuses it where the schema
-	// is known) would be ignored without a word (a new-user test).
+	// is known) would be ignored without a word.
 	for k := range b.pad {
 		if _, ok := first.Fields[k]; !ok {
 			b.Drop()
@@ -479,7 +479,7 @@ func stack(ss []*sample.Sample, k string, pad map[string]float64, rows int) (any
 	if _, padded := pad[k]; padded {
 		// Refused by validate where the type is known; a jsonl key's is
 		// known only here, and its lists were stacked unpadded, without a
-		// word (a new-user test).
+		// word.
 		if _, ok := v0.(*tensor.Tensor); !ok {
 			hint := ""
 			if _, ok := v0.([]any); ok {
@@ -612,13 +612,13 @@ func typeName(v any) string {
 
 // fixChannels is what to do about images whose channel counts differ:
 // padding the channel axis would put a gray image's alpha in the green
-// channel, and no resize changes channels (found by a new-user test: both
+// channel, and no resize changes channels (both
 // were suggested).
 const fixChannels = "decode with a fixed channel count, e.g. decode_image(b, 3) or decode_image(b, 4), rather than 0 (as stored)"
 
 // channelsDiffer reports whether two shapes look like images [H, W, C]
 // that differ in their channel count C (1 to 4) alone; other data whose
-// last dimension varies is padded (found in review: decode_raw rows of 5
+// last dimension varies is padded (decode_raw rows of 5
 // and 7 bytes were told to decode with fixed channels).
 func channelsDiffer(a, b []int) bool {
 	return len(a) == 3 && len(b) == 3 && a[0] == b[0] && a[1] == b[1] && a[2] != b[2] &&
@@ -628,7 +628,7 @@ func channelsDiffer(a, b []int) bool {
 // padFits says why pad value v cannot be stored in dtype dt unchanged, or
 // returns nil: a pad the dtype would change (-1 in uint8 saturating to 0,
 // 0.5 in int64 truncating to 0) looks like data, or stops marking the
-// padding (found by a new-user test).
+// padding.
 func padFits(v float64, dt tensor.DType) error {
 	var in bool
 	switch dt {

@@ -76,7 +76,7 @@ func TestShortBatchBorrowsAFullBuffer(t *testing.T) {
 				t.Errorf("budget charge %d, want the whole buffer's %d", got, want)
 			}
 			// Shared (a fan-out, a cache), it is never recycled, and the
-			// whole buffer stays alive with it (found in review).
+			// whole buffer stays alive with it.
 			out.Share()
 			if got, want := sample.ValueSize(out), int64(fullBytes)+64; got != want {
 				t.Errorf("budget charge once shared %d, want the whole buffer's %d", got, want)

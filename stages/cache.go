@@ -115,7 +115,7 @@ func (c *CacheConfig) Check(cc *spec.CheckContext) sample.Schema {
 	}
 	// What a random function above draws is stored with the sample, so
 	// every later epoch (and run) gets the first epoch's crops and flips
-	// again: augmentation frozen, without a word (a new-user test).
+	// again: augmentation frozen, without a word.
 	for _, up := range upstream(cc.Stage) {
 		if c.Dir == "" && cc.Spec != nil && cc.Spec.Epochs == 1 {
 			break // one epoch, in memory: nothing is replayed
@@ -213,7 +213,7 @@ func buildCache(env *Env, cfg any) (any, error) {
 	c := cfg.(*CacheConfig)
 	if c.Dir == "" || PassesThrough(env.Spec, env.Stage) {
 		// One that passes its samples on stores none: it opens no store,
-		// which would lock, make and describe a folder (a review: its
+		// which would lock, make and describe a folder (its
 		// report told of samples resumed from an earlier run's store).
 		return &memCache{env: env}, nil
 	}
@@ -351,7 +351,7 @@ func Fingerprint(sp *spec.Spec, st *spec.Stage, seed uint64) (string, string, er
 		case *PrefetchConfig, *CacheConfig:
 			// How far ahead a prefetch reads, and where and how often a
 			// cache above stores, change no sample: tuning them must not
-			// recompute everything upstream (found in review).
+			// recompute everything upstream.
 			cfgs[i] = []byte("{}")
 			continue
 		}
@@ -394,7 +394,7 @@ func Fingerprint(sp *spec.Spec, st *spec.Stage, seed uint64) (string, string, er
 		if fc, ok := s.Config.(*FilesConfig); ok {
 			// shard: auto reads the rank from the launcher's environment;
 			// each rank reads other files, so each needs its own cache
-			// (found by a re-test: rank 1 replayed rank 0's files).
+			// (rank 1 replayed rank 0's files).
 			if fc.Shard.Auto {
 				index, count, err := ShardFromEnv(os.LookupEnv)
 				if err != nil {

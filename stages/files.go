@@ -160,8 +160,8 @@ func shardFromEnv(lookup func(string) (string, bool)) (index, count int, from st
 	}
 	// A world size without its rank that disagrees with the pair read is a
 	// launcher misconfigured: SLURM_NTASKS=1 with WORLD_SIZE=2 read as one
-	// shard hid it (a new-user test). One that agrees is a common sbatch
-	// line (export WORLD_SIZE=$SLURM_NTASKS; found in review). piperun's
+	// shard hid it. One that agrees is a common sbatch
+	// line (export WORLD_SIZE=$SLURM_NTASKS). piperun's
 	// own pair overrides all.
 	if _, ok := lookup("RANK"); !ok {
 		if ws, ok := lookup("WORLD_SIZE"); ok {
@@ -375,7 +375,7 @@ func (c *FilesConfig) Check(cc *spec.CheckContext) sample.Schema {
 				}
 			}
 			// An output not written yet, which the next run would read
-			// (an adversarial test: the first run passed, and every later
+			// (the first run passed, and every later
 			// one was refused).
 			for _, o := range slices.Sorted(maps.Keys(outputs)) {
 				if clash || strings.Contains(o, "://") || isCacheStage(cc.Spec, outputs[o]) || !globMatches(cc.ResolvePattern(p), o) {
@@ -446,7 +446,7 @@ func (c *FilesConfig) Check(cc *spec.CheckContext) sample.Schema {
 	}
 	if c.Shard == (Shard{}) && cc.Environment {
 		// As DistributedSampler left out of a DataLoader: every process
-		// a launcher started reads every file (a new-user test).
+		// a launcher started reads every file.
 		if _, n, from, err := shardFromEnv(os.LookupEnv); err == nil && n > 1 {
 			cc.Warnf("", "%s say this is one of %d processes, but files has no shard: each reads every file, so every sample comes %d times an epoch; write shard: auto", from, n, n)
 		}
@@ -467,15 +467,15 @@ func noMatch(p, specDir string) string {
 	abs, shown := p, p
 	if !filepath.IsAbs(p) {
 		// The spec's folder as it is named, not as escaped into the
-		// pattern (a review: "sp\[1]" named a folder that does not exist).
+		// pattern ("sp\[1]" named a folder that does not exist).
 		abs, shown = filepath.Join(spec.EscapeGlob(specDir), p), filepath.Join(specDir, p)
 	}
 	msg := fmt.Sprintf("pattern %q matches no file (resolved to %s)", p, shown)
 	// Only a pattern without wildcards names a folder: one named "[abc]"
-	// was told to match "[abc]/*", which matches nothing either (a review).
+	// was told to match "[abc]/*", which matches nothing either.
 	if st, err := os.Stat(unescapeGlob(abs)); err == nil && st.IsDir() && !hasMeta(abs) {
 		// A folder of class folders holds no file directly: tree/* would
-		// match nothing either (a new-user test).
+		// match nothing either.
 		ents, _ := os.ReadDir(unescapeGlob(abs))
 		files, dirs := 0, 0
 		for _, e := range ents {
@@ -537,7 +537,7 @@ func noMatch(p, specDir string) string {
 	// Not with **: a folded folder name defeats the walk's literal
 	// start, which would then be the root of the file system.
 	// Only the pattern as written is folded, not the spec's folder
-	// escaped into it (a review: a spec in "case[1]" lost the hint).
+	// escaped into it (a spec in "case[1]" lost the hint).
 	if !strings.ContainsAny(p, `[\`) && !strings.Contains(p, "**") {
 		var fold strings.Builder
 		if !filepath.IsAbs(p) {
@@ -568,7 +568,7 @@ func noMatch(p, specDir string) string {
 		return msg + fmt.Sprintf("; folder %s does not exist", dir)
 	}
 	// A folder that cannot be listed matches nothing, without an error
-	// from the glob (a new-user test).
+	// from the glob.
 	ents, err := os.ReadDir(dir)
 	if err != nil {
 		return msg + fmt.Sprintf("; folder %s cannot be read: %v", dir, errors.Unwrap(err))
@@ -577,7 +577,7 @@ func noMatch(p, specDir string) string {
 		return msg + fmt.Sprintf("; folder %s is empty", dir)
 	}
 	// One with read but not execute permission lists its names, but the
-	// glob cannot look any of them up, so each vanishes (a new-user test).
+	// glob cannot look any of them up, so each vanishes.
 	if len(ents) > 0 {
 		if _, err := os.Lstat(filepath.Join(dir, ents[0].Name())); errors.Is(err, fs.ErrPermission) {
 			return msg + fmt.Sprintf("; folder %s lists %d names but none can be looked up (%v): it needs execute (search) permission", dir, len(ents), errors.Unwrap(err))
@@ -587,7 +587,7 @@ func noMatch(p, specDir string) string {
 }
 
 // anyFile reports whether a regular file lies anywhere below dir, stopping
-// at the first: a hint need not walk an ImageNet tree (a review).
+// at the first: a hint need not walk an ImageNet tree.
 func anyFile(dir string) bool {
 	found := false
 	_ = filepath.WalkDir(dir, func(p string, d fs.DirEntry, err error) error {
@@ -611,7 +611,7 @@ func oneOrMany(n int, one, many string) string {
 // literalHint says that a name in pattern p (resolved to abs) exists as
 // written, wildcard characters and all, with the pattern that matches it,
 // or "": a file "c[3].jpg" or a folder "photos [2024]" matched nothing,
-// without a word on why (a new-user test).
+// without a word on why.
 func literalHint(p, abs string) string {
 	segs := strings.Split(filepath.ToSlash(p), "/")
 	absSegs := strings.Split(filepath.ToSlash(abs), "/")
@@ -635,7 +635,7 @@ func literalHint(p, abs string) string {
 		}
 		if st, err := os.Stat(lit); err == nil && st.IsDir() && i == len(segs)-1 {
 			// A folder's files, those in it or, where it holds none
-			// directly, those deeper down (a review).
+			// directly, those deeper down.
 			switch m, _ := Glob(filepath.Join(lit, "*")); {
 			case len(m) > 0:
 				fixed = append(fixed, "*")
@@ -647,7 +647,7 @@ func literalHint(p, abs string) string {
 		}
 		hint := fmt.Sprintf("; %s exists, but *, ? and [ are wildcards: escape them with a backslash to match them as they stand (%s", lit, strings.Join(fixed, "/"))
 		// Said where it would still match nothing, not to send the user
-		// to another pattern that fails in silence (a re-test).
+		// to another pattern that fails in silence.
 		if m, _ := Glob(path.Join(append([]string{spec.EscapeGlob(filepath.ToSlash(lit))}, fixed[i+1:]...)...)); len(m) == 0 {
 			hint += ", which matches no file either: check the rest of the pattern"
 		}
@@ -659,7 +659,7 @@ func literalHint(p, abs string) string {
 // unreadable says how many of the files matched this process cannot read
 // and why the first cannot, or "" when it can read them all: DESIGN.md's
 // validate checks that inputs are readable, and a file that is not fails
-// the run or is skipped only once the run reaches it (a new-user test).
+// the run or is skipped only once the run reaches it.
 // It costs an access(2) a file, about 3 µs (0.6 s over 200,000 files).
 func unreadable(files []string) string {
 	n, first := 0, error(nil)
@@ -1062,8 +1062,7 @@ func (f *filesSource) Next(context.Context) (*sample.Sample, error) {
 
 func checkGlob(p string) error {
 	// Read as written, before a Join drops the slash: "data/*/" matched the
-	// files in data, where a shell and Python's glob match its folders
-	// (a re-test).
+	// files in data, where a shell and Python's glob match its folders.
 	if q := filepath.ToSlash(p); len(q) > 1 && strings.HasSuffix(q, "/") {
 		return fmt.Errorf("pattern %q ends with /, which matches folders, not files: match the files in them with %s*", p, q)
 	}
@@ -1151,7 +1150,7 @@ func Glob(pattern string) ([]string, error) {
 	// The walk follows no symlink, but the root's own is followed (a
 	// trailing separator makes its Lstat read the target): data ->
 	// /mnt/dataset is common, and following the folder named cannot loop
-	// (a new-user test: ** found nothing there). Only a folder's: on a
+	// (** found nothing there). Only a folder's: on a
 	// file, file/** matches the file, as before.
 	start := filepath.FromSlash(base)
 	if st, err := os.Stat(start); err == nil && st.IsDir() && !strings.HasSuffix(start, string(filepath.Separator)) {
@@ -1296,7 +1295,7 @@ func emptyShard(index, count, files int) string {
 
 // evenedByTake reports whether every stage reading st is a take of at
 // most per samples, or passes a sample on for each it reads to stages
-// that are (files → decode → take; a review): files emits one sample a
+// that are (files → decode → take): files emits one sample a
 // file, so such a take ends every rank's epoch at the same count however
 // the files fall to the shards, and the warning of unevenShards does not
 // apply.

@@ -187,7 +187,7 @@ every file pattern "data/dog/*.jpg" matches sits directly in ROOT/data/dog, the 
 		},
 		{
 			// The spec's own folder is taken literally: a spec in "sp[1]"
-			// read "sp1"'s files (a new-user test).
+			// read "sp1"'s files.
 			name: "a spec folder with wildcard characters",
 			tree: []string{"sp[1]/data/cat/a.jpg", "sp[1]/data/dog/b.jpg", "sp1/data/cat/other.jpg", "sp1/data/bird/x.jpg",
 				"sp*/data/ant/y.jpg"},
@@ -206,7 +206,7 @@ sp[1]/data/dog/b.jpg 1 dog`,
 		{
 			// An escaped bracket is no wildcard: the root is "photos
 			// [2024]", whose folders are the classes; every file was
-			// class "photos [2024]" (a new-user test).
+			// class "photos [2024]".
 			name:     "an escaped bracket in the root",
 			tree:     []string{"photos [2024]/cat/a.jpg", "photos [2024]/dog/b.jpg"},
 			patterns: []string{`photos \[2024\]/*/*.jpg`, `photos \[2024\]/**/*.jpg`},
@@ -215,7 +215,7 @@ photos [2024]/dog/b.jpg 1 dog`,
 		},
 		{
 			// A root that is a symlink to a folder is walked (data ->
-			// /mnt/dataset); ** found nothing there (a new-user test).
+			// /mnt/dataset); ** found nothing there.
 			name:     "a symlinked root under **",
 			tree:     []string{"d/cat/a.jpg", "d/dog/b.jpg", "g/dlink -> ../d"},
 			patterns: []string{"g/dlink/**/*.jpg"},

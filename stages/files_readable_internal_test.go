@@ -17,7 +17,7 @@ import (
 // files this process cannot read, as DESIGN.md's validate promises, naming
 // how many and the first (a warning: under on_error: skip the run reads on
 // past them); a folder it cannot list says so rather than only "matches
-// no file" (a new-user test: both passed validate without a word). Root reads a
+// no file" (both passed validate without a word). Root reads a
 // file of mode 000, so the files are refused by a stand-in for access(2)
 // first; the real modes are tried too when the test runs as another user.
 func TestFilesSaysWhatCannotBeRead(t *testing.T) {
@@ -207,7 +207,7 @@ func TestCacheBelowRandomWarns(t *testing.T) {
 		if (got == want) != warn || !warn && got != "" {
 			t.Errorf("%s:\n got %q\nwant %v %q", set, got, warn, want)
 		}
-		// One epoch held in memory is never replayed (found in review).
+		// One epoch held in memory is never replayed.
 		one := strings.Replace(src, "epochs: 2", "epochs: 1", 1)
 		if _, diags := spec.Parse("c.yaml", []byte(one), spec.Options{Catalog: Default()}); len(diags) != 0 {
 			t.Errorf("%s, one epoch in memory: %v", set, diags)
@@ -248,7 +248,7 @@ func TestCacheBelowAnEndlessTakeWarns(t *testing.T) {
 			t.Errorf("epochs %s, %s: PassesThrough %v", tc.epochs, tc.order, !(tc.want != ""))
 		}
 		// One that stores nothing reserves nothing, and holds no first
-		// pass in memory (a review: validate refused such a spec over a
+		// pass in memory (validate refused such a spec over a
 		// first pass it would never hold).
 		cfg := c.Config.(*CacheConfig)
 		if through := tc.want != ""; (cfg.ReservedBytes(1<<30) == 0) != through {

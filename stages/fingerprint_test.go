@@ -37,7 +37,7 @@ func fingerprintOf(t *testing.T, body string) string {
 // TestFingerprintFollowsTheSamplesOnly: a cache's key changes with what
 // changes the samples above it, and not with what does not: a prefetch's
 // buffer, an upstream cache's directory and commit interval, parallelism,
-// or a stage's name when nothing above is random (found in review: tuning
+// or a stage's name when nothing above is random (tuning
 // a prefetch recomputed everything upstream). With randomness above, a
 // name seeds the generators, so renaming does change it.
 func TestFingerprintFollowsTheSamplesOnly(t *testing.T) {
@@ -76,7 +76,7 @@ stages:
 		{"a name above randomness", "name: m,", "name: renamed,", true, false},
 		// With deterministic: false the stages above number samples in
 		// the order they finish: a deterministic run must not resume, or
-		// replay, such a fill (a new-user test: 250 samples twice and 250
+		// replay, such a fill (250 samples twice and 250
 		// lost, for good once the cache completed).
 		{"deterministic: false", "seed: 1\n", "seed: 1\ndeterministic: false\n", false, false},
 		{"deterministic: true written out", "seed: 1\n", "seed: 1\ndeterministic: true\n", false, true},
@@ -102,7 +102,7 @@ stages:
 // (read_file("data.txt")) joins the fingerprint of a cache below, by its
 // resolved path, size and modification time: a copy of the spec in another
 // folder, next to other data, and a change to the file, fill caches of
-// their own (a review: a shared cache dir replayed folder A's data for
+// their own (a shared cache dir replayed folder A's data for
 // folder B's spec, and the old data after the file changed).
 func TestFingerprintFollowsLiteralFiles(t *testing.T) {
 	const body = `version: 1

@@ -44,7 +44,7 @@ func init() {
 			if env.Memory > 0 && env.Memory < int64(j.max) {
 				// A sample from a longer line could never be held: refuse
 				// the line as it is read, not once it is decoded (a 60 MiB
-				// line took a 16 MiB run to 218 MB; a new-user test).
+				// line took a 16 MiB run to 218 MB).
 				j.max, j.why = int(env.Memory), "the memory budget"
 			}
 			return j, nil

@@ -290,7 +290,7 @@ func (m *mapStage) apply(s *sample.Sample) error {
 
 // withCtx puts rc among s's fields for the expressions to read, and
 // returns what restores them: a field of that name (a jsonl key, which no
-// expression can name) was deleted with it (found in review).
+// expression can name) was deleted with it.
 func withCtx(s *sample.Sample, rc *expression.RunCtx) func() {
 	old, had := s.Fields[expression.CtxVar]
 	s.Fields[expression.CtxVar] = rc

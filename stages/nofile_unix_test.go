@@ -14,7 +14,7 @@ import (
 
 // TestWriteTFRecordShardsWithinTheOpenFileLimit: every shard is open
 // until the commit, so more shards than the process may open failed at
-// the run's start (an adversarial test: shards: 100001); validate says so
+// the run's start (shards: 100001); validate says so
 // first.
 func TestWriteTFRecordShardsWithinTheOpenFileLimit(t *testing.T) {
 	var orig syscall.Rlimit

@@ -220,7 +220,7 @@ func (f FeatureSpec) defaultValue() (any, error) {
 				return nil, fmt.Errorf("default for a float32 feature must be a number, got %v", x)
 			}
 			if f, _ := x.(float64); overflows32(f) {
-				// 1e40 became +Inf, unseen (an adversarial test).
+				// 1e40 became +Inf, unseen.
 				return nil, fmt.Errorf("default %v is beyond float32's range (±%g)", x, float32(math.MaxFloat32))
 			}
 		}

@@ -28,15 +28,15 @@ func TestFeatureDefaults(t *testing.T) {
 		{"int64", []int{-1}, 5, "[]"},
 		{"string", []int{-1}, "z", "[]"},
 		{"int64", []int{3}, []any{1, 2}, "error: default for shape [3] must be a scalar, a list of 3 values, or lists nested as the shape"},
-		// Nested as the shape, as TensorFlow writes it (found in review).
+		// Nested as the shape, as TensorFlow writes it.
 		{"int64", []int{2, 2}, []any{[]any{1, 2}, []any{3, 4}}, "[1 2 3 4]"},
 		{"float32", []int{2, 1, 2}, []any{[]any{[]any{1, 2}}, []any{[]any{3, 4}}}, "[1 2 3 4]"},
 		{"int64", []int{2, 2}, []any{[]any{1, 2}, []any{3}}, "error: default for shape [2 2] must be a scalar, a list of 4 values, or lists nested as the shape"},
 		{"int64", []int{2, 2}, []any{[]any{1, 2}, 3, 4, 5}, "error: default for shape [2 2] must be a scalar, a list of 4 values, or lists nested as the shape"},
 		// A float32 scalar reads as the shortest decimal of its float32, as
-		// a value from a record does (found in review: 0.10000000149011612).
+		// a value from a record does (0.10000000149011612).
 		{"float32", nil, 0.1, "0.1"},
-		// A shape validate refuses is not sized (found in review: a panic).
+		// A shape validate refuses is not sized (a panic).
 		{"int64", []int{-2}, 1, "error: shape [-2] is not a valid shape"},
 		{"int64", []int{2}, []any{1, 2.5}, "error: default for an int64 feature must be an integer, got 2.5"},
 		{"int64", nil, []any{1}, "error: default for a feature of shape [] must be a scalar, got a list"},

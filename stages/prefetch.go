@@ -27,7 +27,7 @@ type PrefetchConfig struct {
 // MaxPrefetch is the deepest prefetch buffer: its queue is made at its
 // full depth as the run starts, a slot a sample, so a depth of 2^63-1
 // panicked making it and one of 10^9 would take 8 GB before a sample
-// moved (an adversarial test). tf.data's prefetch keeps a few batches.
+// moved. tf.data's prefetch keeps a few batches.
 const MaxPrefetch = 1 << 20
 
 // Check implements spec.Checker.

@@ -402,7 +402,7 @@ func (s *serveSink) adopt(ctx context.Context, c net.Conn) error {
 	s.waiting = false
 	// A trainer that left after an epoch's last sample, before its end
 	// of epoch, had that epoch: the next would take the end for an empty
-	// epoch of its own (a new-user test: a restarted trainer's loop, which
+	// epoch of its own (a restarted trainer's loop, which
 	// ends at an empty epoch, stopped at once, and the run waited on).
 	for len(s.queue) > 0 && s.queue[0].smp == nil && s.queue[0].epoch == s.delivered {
 		s.queuedBytes -= s.queue[0].bytes

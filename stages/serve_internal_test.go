@@ -153,7 +153,7 @@ func TestServeSlowTrainerIsNotTakenForGone(t *testing.T) {
 // waits for the trainer to acknowledge the last frames must not send the
 // end of the stream: the trainer would take the failed run for one that
 // ended. It used to be written with the last frames, before the wait
-// (found by a new-user test: Ctrl-C during the wait, and the trainer
+// (Ctrl-C during the wait, and the trainer
 // still read a clean end).
 func TestServeStoppedCommitSendsNoEnd(t *testing.T) {
 	sk, sock := testServeSink(t)
@@ -197,7 +197,7 @@ func TestServeStoppedCommitSendsNoEnd(t *testing.T) {
 // for a trainer that reads steadily, one frame at a time, stops the wait
 // and fails the commit, and the trainer sees no end of stream. The wait
 // used to look at ctx only when a read for acknowledgements timed out,
-// which a steady trainer never lets happen (found by a new-user test: the
+// which a steady trainer never lets happen (the
 // run went on to the end and exited 0).
 func TestServeSteadyTrainerCannotHoldOffAStop(t *testing.T) {
 	sk, sock := testServeSink(t)
@@ -239,7 +239,7 @@ func TestServeSteadyTrainerCannotHoldOffAStop(t *testing.T) {
 // end of epoch, acknowledges them and leaves without the end of the
 // stream; trainer B, connected meanwhile to take over, gets the hello and
 // the end of the stream from the commit. It used to be closed unread, and
-// its Dial failed (found by a review).
+// its Dial failed.
 func TestServeWaitingTrainerIsToldTheEnd(t *testing.T) {
 	sk, sock := testServeSink(t)
 	aDone := make(chan error, 1)
@@ -513,7 +513,7 @@ func TestServeOnAPortInUse(t *testing.T) {
 // second sink is refused while the first serves, and takes the path once
 // the first has stopped. Checking the old socket was dead and then
 // removing it let a run remove another's live socket, which then served no
-// one (a review).
+// one.
 func TestServeLocksItsSocketPath(t *testing.T) {
 	addr := filepath.Join(t.TempDir(), "s.sock")
 	dead, err := net.Listen("unix", addr)

@@ -14,7 +14,7 @@ import (
 // socket at addr (".NAME.lock"), which the sink holds while it serves:
 // with it, whatever socket is at addr is a dead run's, and can be
 // replaced. Checking that a socket is dead and then replacing it let two
-// runs each remove the other's live socket (a review). The kernel drops
+// runs each remove the other's live socket. The kernel drops
 // the lock when the process dies; the file stays, as a cache's lock file
 // does, since removing it would let two processes lock two files of one
 // name.

@@ -37,7 +37,7 @@ func TestGlob(t *testing.T) {
 		{"nope/**/*.tfrecord", ""},
 		{"a", ""}, // a directory is not a file
 		// A file's ** is the file, as before a symlinked root was
-		// followed ("not a directory"; a review).
+		// followed ("not a directory").
 		{"top.tfrecord/**", "top.tfrecord"},
 		{"top.tfrecord", "top.tfrecord"},
 		{"a/x.tfrecord", "a/x.tfrecord"},
@@ -84,10 +84,9 @@ func TestShardFromEnv(t *testing.T) {
 		{map[string]string{"RANK": "-1", "WORLD_SIZE": "4"}, 0, 0, `shard: auto: RANK="-1" is not a whole number from 0`},
 		{map[string]string{"SLURM_PROCID": "0", "SLURM_NTASKS": "0"}, 0, 0, `shard: auto: SLURM_NTASKS="0" is not a whole number from 1`},
 		// A world size without its rank is an error under Slurm too,
-		// where the Slurm pair hid it (a new-user test).
+		// where the Slurm pair hid it.
 		{map[string]string{"SLURM_PROCID": "0", "SLURM_NTASKS": "1", "WORLD_SIZE": "2"}, 0, 0, `shard: auto: SLURM_PROCID and SLURM_NTASKS make this shard 0 of 1, but WORLD_SIZE="2" is set without RANK: set RANK too, unset WORLD_SIZE, or set PIPERUN_SHARD_INDEX and PIPERUN_SHARD_COUNT`},
-		// export WORLD_SIZE=$SLURM_NTASKS in an sbatch script: it agrees
-		// (found in review).
+		// export WORLD_SIZE=$SLURM_NTASKS in an sbatch script: it agrees.
 		{map[string]string{"SLURM_PROCID": "2", "SLURM_NTASKS": "4", "WORLD_SIZE": "4"}, 2, 4, ""},
 		{map[string]string{"JOB_COMPLETION_INDEX": "1", "PIPERUN_SHARD_COUNT": "3", "WORLD_SIZE": "3"}, 1, 3, ""},
 		// srun running torchrun: the processes' ranks, not the nodes'.
@@ -175,7 +174,7 @@ func TestStack(t *testing.T) {
 		err.Error() != `field "i" is int64 in sample 0 (epoch 0) but string in sample 2 (epoch 0), within one batch` {
 		t.Errorf("numbers and a string: %v", err)
 	}
-	// A JSON null is named so, not as Go's <nil> (found by a new-user test).
+	// A JSON null is named so, not as Go's <nil>.
 	null := mk(map[string]any{"i": int64(1)}, map[string]any{"i": nil})
 	if _, err := stages.Stack(null, "i", nil); err == nil || err.Error() != `field "i" is int64 in sample 0 (epoch 0) but null in sample 1 (epoch 0), within one batch` {
 		t.Errorf("null: %v", err)
@@ -378,7 +377,7 @@ stages:
 }
 
 // TestCacheDirNamedAsSuch: a cache directory that cannot be made is called
-// a cache directory, not an output directory (found by a new-user test).
+// a cache directory, not an output directory.
 func TestCacheDirNamedAsSuch(t *testing.T) {
 	dir := t.TempDir()
 	file := filepath.Join(dir, "file")
@@ -413,7 +412,7 @@ func toF(v any) float64 {
 // TestFilesSaysWhyNothingMatched: a pattern that matches nothing says
 // whether its folder is missing or files match but for case (*.jpeg
 // against *.JPEG); labels: from_dir over files of one folder is an error,
-// as they have no class folder; class folders are not (a new-user test).
+// as they have no class folder; class folders are not.
 func TestFilesSaysWhyNothingMatched(t *testing.T) {
 	dir := t.TempDir()
 	for _, f := range []string{"flat/a.JPEG", "flat/b.JPEG", "root/cat/c.jpg", "root/dog/d.jpg", "root/MANIFEST.tsv", "flat/c[3].jpg", "photos [2024]/cat/e.jpg",
@@ -448,20 +447,20 @@ func TestFilesSaysWhyNothingMatched(t *testing.T) {
 		{"root/**", "from_dir", `warning: stages[0].labels: 1 file (` + filepath.Join(dir, "root/MANIFEST.tsv") + `) that pattern "root/**" matches sits directly in ` + filepath.Join(dir, "root") + `, the folder it starts from, outside the class folders: labels: from_dir leaves it out, as torchvision's ImageFolder does (a file's class is the folder directly in ` + filepath.Join(dir, "root") + ` that holds it); match the class folders' files only (root/*/**) not to list it`},
 		{"flat/*.JPEG", "", ``},
 		// No wildcard: the folder is the file's; a folder of other case
-		// matches but for case (a review).
+		// matches but for case.
 		{"flat/nofile.jsonl", "", `stages[0].pattern: pattern "flat/nofile.jsonl" matches no file (resolved to ` + filepath.Join(dir, "flat/nofile.jsonl") + `)`},
 		{"flat/A.jpeg", "", `stages[0].pattern: pattern "flat/A.jpeg" matches no file (resolved to ` + filepath.Join(dir, "flat/A.jpeg") + `); 1 matches it but for case, such as ` + filepath.Join(dir, "flat/a.JPEG")},
 		{"flat", "", `stages[0].pattern: pattern "flat" matches no file (resolved to ` + filepath.Join(dir, "flat") + `); it is a folder: match the files in it with flat/*`},
 		{"FLAT/*.JPEG", "", `stages[0].pattern: pattern "FLAT/*.JPEG" matches no file (resolved to ` + filepath.Join(dir, "FLAT/*.JPEG") + `); 2 match it but for case, such as ` + filepath.Join(dir, "flat/a.JPEG")},
-		// A name with a wildcard character in it (a new-user test).
+		// A name with a wildcard character in it.
 		{"flat/c[3].jpg", "", `stages[0].pattern: pattern "flat/c[3].jpg" matches no file (resolved to ` + filepath.Join(dir, "flat/c[3].jpg") + `); ` + filepath.Join(dir, "flat/c[3].jpg") + ` exists, but *, ? and [ are wildcards: escape them with a backslash to match them as they stand (flat/c\[3].jpg)`},
 		{"photos [2024]/*/*.jpg", "", `stages[0].pattern: pattern "photos [2024]/*/*.jpg" matches no file (resolved to ` + filepath.Join(dir, "photos [2024]/*/*.jpg") + `); ` + filepath.Join(dir, "photos [2024]") + ` exists, but *, ? and [ are wildcards: escape them with a backslash to match them as they stand (photos \[2024]/*/*.jpg)`},
 		{`photos \[2024]/*/*.jpg`, "", ``},
-		// A folder of class folders, and an empty one (a new-user test).
+		// A folder of class folders, and an empty one.
 		{"tree", "from_dir", `stages[0].pattern: pattern "tree" matches no file (resolved to ` + filepath.Join(dir, "tree") + `); it is a folder of folders: match the files in them with tree/*/*, or at any depth with tree/**`},
 		{"empty", "", `stages[0].pattern: pattern "empty" matches no file (resolved to ` + filepath.Join(dir, "empty") + `); it is an empty folder`},
 		// Names that match but are no file: links into a dataset not
-		// mounted, folders (a new-user test).
+		// mounted, folders.
 		{"links/*.jpg", "", `stages[0].pattern: pattern "links/*.jpg" matches no file (resolved to ` + filepath.Join(dir, "links/*.jpg") + `); 2 names match, none a regular file; 2 are symlinks that lead nowhere (such as ` + filepath.Join(dir, "links/a.jpg") + `): is its target mounted?`},
 		{"tree/*", "", `stages[0].pattern: pattern "tree/*" matches no file (resolved to ` + filepath.Join(dir, "tree/*") + `); 2 names match, none a regular file; 2 are folders (such as ` + filepath.Join(dir, "tree/cat") + `): match the files in them with tree/*/*`},
 		{"empty/*", "", `stages[0].pattern: pattern "empty/*" matches no file (resolved to ` + filepath.Join(dir, "empty/*") + `); folder ` + filepath.Join(dir, "empty") + ` is empty`},
@@ -481,7 +480,7 @@ func TestFilesSaysWhyNothingMatched(t *testing.T) {
 // TestNoMatchInAFolderWithWildcards: a spec in a folder whose name holds
 // wildcard characters is told about its patterns in the folder's own name
 // ("sp\[1]" named no folder), gets the hint for a case that differs, and a
-// pattern that is itself wildcards is not taken for a folder (a review).
+// pattern that is itself wildcards is not taken for a folder.
 func TestNoMatchInAFolderWithWildcards(t *testing.T) {
 	dir := filepath.Join(t.TempDir(), "case[1]")
 	for _, d := range []string{"flat", "[abc]", "empty/x.jpg", "[deep]/sub", "deep/x.jpg/sub"} {
@@ -497,17 +496,17 @@ func TestNoMatchInAFolderWithWildcards(t *testing.T) {
 	for _, tc := range []struct{ pattern, want string }{
 		{"flat/*.jpeg", `stages[0].pattern: pattern "flat/*.jpeg" matches no file (resolved to ` + filepath.Join(dir, "flat/*.jpeg") + `); 1 matches it but for case, such as ` + filepath.Join(dir, "flat/a.JPEG")},
 		{"[abc]", `stages[0].pattern: pattern "[abc]" matches no file (resolved to ` + filepath.Join(dir, "[abc]") + `); ` + filepath.Join(dir, "[abc]") + ` exists, but it is a folder that holds no file (and *, ? and [ are wildcards: a backslash escapes them)`},
-		// Files only deeper down: ** (a review).
+		// Files only deeper down: **.
 		{"[deep]", `stages[0].pattern: pattern "[deep]" matches no file (resolved to ` + filepath.Join(dir, "[deep]") + `); ` + filepath.Join(dir, "[deep]") + ` exists, but *, ? and [ are wildcards: escape them with a backslash to match them as they stand (\[deep]/**)`},
 		{"deep/*.jpg", `stages[0].pattern: pattern "deep/*.jpg" matches no file (resolved to ` + filepath.Join(dir, "deep/*.jpg") + `); 1 name matches, none a regular file; 1 is a folder (such as ` + filepath.Join(dir, "deep/x.jpg") + `), with files only deeper down: match them with deep/*.jpg/**`},
-		// . and .. after a wildcard would be cleaned through it (a review).
+		// . and .. after a wildcard would be cleaned through it.
 		{"flat/*/.", `stages[0].pattern: pattern "flat/*/." has . after a wildcard, which would be read as if the folder before it were named: write . and .. only after folders named in full`},
 		{"flat/*/../a.JPEG", `stages[0].pattern: pattern "flat/*/../a.JPEG" has .. after a wildcard, which would be read as if the folder before it were named: write . and .. only after folders named in full`},
 		// The escaped pattern it suggests matches (its check went one
 		// folder too high past the leading ..).
 		{"../case[1]/flat/*.JPEG", `stages[0].pattern: pattern "../case[1]/flat/*.JPEG" matches no file (resolved to ` + filepath.Join(dir, "../case[1]/flat/*.JPEG") + `); ` + dir + ` exists, but *, ? and [ are wildcards: escape them with a backslash to match them as they stand (../case\[1]/flat/*.JPEG)`},
 		// Hints that would lead to another pattern matching nothing say
-		// so (a re-test).
+		// so.
 		{"empty/*.jpg", `stages[0].pattern: pattern "empty/*.jpg" matches no file (resolved to ` + filepath.Join(dir, "empty/*.jpg") + `); 1 name matches, none a regular file; 1 is a folder (such as ` + filepath.Join(dir, "empty/x.jpg") + `), which holds no file`},
 		{"empty", `stages[0].pattern: pattern "empty" matches no file (resolved to ` + filepath.Join(dir, "empty") + `); it is a folder of folders, which hold no file`},
 		{"flat/", `stages[0].pattern: pattern "flat/" ends with /, which matches folders, not files: match the files in them with flat/*`},
@@ -527,7 +526,7 @@ func TestNoMatchInAFolderWithWildcards(t *testing.T) {
 
 // TestValidateWarnsOfAnEmptyShard: files are dealt to shards one by one,
 // so with fewer files than shards a rank gets none; validate says so, as
-// apply does (a new-user test). Files that do not divide into the shards
+// apply does. Files that do not divide into the shards
 // give ranks different epochs, which puts a DDP job's ranks out of step
 // (a later new-user test), unless a take right below evens them; files
 // that divide get no warning. shard: auto is checked with the launcher's

@@ -13,7 +13,7 @@ import (
 // as long as the writer has the file: other runs tell a live writer's
 // temporary from a dead one's by it. A process ID in the name could not:
 // reused by an unrelated process (pid 1 in a container), it kept a dead
-// run's file alive and refused every later run (a review). nil where the
+// run's file alive and refused every later run. nil where the
 // file system takes no flock.
 func lockTemp(path string) *os.File {
 	f, err := os.Open(path)

@@ -164,7 +164,7 @@ func (o *jsonOut) float(f float64, bits int) error {
 	// A float keeps a point or an exponent (1.0, not 1), as serve writes
 	// them: a reader, piperun's jsonl source among them, would take 1 for
 	// an integer, and a batch of 1.0 and 2.5 read back would mix int64
-	// and float64 (found by a new-user test).
+	// and float64.
 	for _, c := range o.b[n:] {
 		if c == '.' || c == 'e' {
 			return nil
@@ -272,7 +272,7 @@ func (o *jsonOut) tensor(t *tensor.Tensor, d, off int) error {
 
 // jsonRowStep is how many elements row writes between looks at the size
 // of the line held: a 1-D tensor is one row, and a parse_example list of
-// millions of floats was formatted whole (a review).
+// millions of floats was formatted whole.
 const jsonRowStep = 4096
 
 // row writes the n elements of t from flat element off, the innermost

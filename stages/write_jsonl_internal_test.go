@@ -118,7 +118,7 @@ func TestJSONRowsOfEveryDType(t *testing.T) {
 
 // TestJSONLongRowIsWrittenInChunks: a 1-D tensor (a parse_example list of
 // four million floats) is one row, and its line too is written out in
-// pieces: it was formatted whole before the first write (a review: 70 MB
+// pieces: it was formatted whole before the first write (70 MB
 // for 32 MB of float64s), and write_jsonl kept that buffer for the run.
 func TestJSONLongRowIsWrittenInChunks(t *testing.T) {
 	for _, dt := range []tensor.DType{tensor.Uint8, tensor.Int32, tensor.Int64, tensor.Float32, tensor.Float64} {

@@ -107,7 +107,7 @@ func (c *WriteTFRecordConfig) Check(cc *spec.CheckContext) sample.Schema {
 	}
 	if lim, ok := openFileLimit(); ok && cc.Environment && c.Shards >= 1 && uint64(c.Shards)+shardsSpare > lim {
 		// Every shard is open until the commit: 100001 of them failed at
-		// the run's start, "too many open files" (an adversarial test).
+		// the run's start, "too many open files".
 		cc.Errorf("shards", "the %d shards are all open as the run writes them, more than the %d files this process may open (ulimit -n) less %d for the rest of the run: write fewer shards, or raise the limit", c.Shards, lim, shardsSpare)
 	}
 	if cc.Environment && c.Path != "" && c.Shards >= 1 {
@@ -279,7 +279,7 @@ func (s *tfrecordSink) alone(sweep tempSweeper) error {
 func (s *tfrecordSink) Write(_ context.Context, smp *sample.Sample) error {
 	if n := exampleAtLeast(smp.Fields); n > tfrecord.DefaultMaxRecordSize {
 		// Refused before the Example is made: it copies float and int
-		// tensors (a review: 2.2 GiB of int64s made of a 1.1 GiB int32
+		// tensors (2.2 GiB of int64s made of a 1.1 GiB int32
 		// tensor before the size was checked).
 		return fmt.Errorf("write_tfrecord: an Example of at least %d bytes is over the %d a protocol buffer (a tf.train.Example) may hold, so neither TensorFlow nor piperun could read it back: %w", n, tfrecord.DefaultMaxRecordSize, tfrecord.ErrRecordTooLarge)
 	}
@@ -290,7 +290,7 @@ func (s *tfrecordSink) Write(_ context.Context, smp *sample.Sample) error {
 	s.checkKinds(ex, smp)
 	if n := example.Size(ex); n > tfrecord.DefaultMaxRecordSize {
 		// Refused before it is marshalled: a copy of an Example that size
-		// took 23 s and 4.2 GB to be refused by the writer (a re-test).
+		// took 23 s and 4.2 GB to be refused by the writer.
 		return fmt.Errorf("write_tfrecord: an Example of %d bytes is over the %d a protocol buffer (a tf.train.Example) may hold, so neither TensorFlow nor piperun could read it back: %w", n, tfrecord.DefaultMaxRecordSize, tfrecord.ErrRecordTooLarge)
 	}
 	i := int(s.n % int64(len(s.writers)))
@@ -394,7 +394,7 @@ func dtypeOf(k example.Kind) string {
 func (s *tfrecordSink) Prepare() error {
 	// Once, before the files are closed: Commit prepares again, after
 	// other sinks may have committed, when a refusal would leave the
-	// outputs part committed (a review).
+	// outputs part committed.
 	if !s.checked {
 		s.checked = true
 		if err := s.alone(tempSweeper{}); err != nil {

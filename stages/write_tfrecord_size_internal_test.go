@@ -18,7 +18,7 @@ import (
 
 // TestWriteTFRecordRefusesBeforeMarshalling: an Example over a protocol
 // buffer's 2 GiB is refused before it is marshalled (its copy took 23 s and
-// 4.2 GB to be refused by the writer; a re-test), and the run's output is
+// 4.2 GB to be refused by the writer), and the run's output is
 // not committed. The 2 GiB tensor is never written to, so the test holds
 // little of it in memory.
 func TestWriteTFRecordRefusesBeforeMarshalling(t *testing.T) {

@@ -262,7 +262,7 @@ func (t *Tensor) Set(i int, v float64) {
 // `as` does. Go's conversion of a float out of an integer's range is
 // implementation-defined (amd64 gives the lowest value, so 1e30 became
 // -2147483648 in an int32; arm64 saturates): a cast must give the same
-// samples on every machine (found in review).
+// samples on every machine.
 func truncSat(v float64, lo, hi int64) int64 {
 	switch {
 	case v != v:

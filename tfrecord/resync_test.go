@@ -382,7 +382,7 @@ func TestResyncDamagedCompression(t *testing.T) {
 // TestResyncGivesUp: a crafted stream of headers that pass their length
 // check and claim much data makes the scan give up, with an error that
 // ends the stream, once its checks would cover more than 8 bytes per byte
-// of the stream plus the maximum record size (found by a review: the
+// of the stream plus the maximum record size (the
 // scan's cost grew with the square of such a stream's length, 1.8 s for
 // 1 MiB).
 func TestResyncGivesUp(t *testing.T) {
@@ -515,7 +515,7 @@ func TestResyncBudgetAcrossScans(t *testing.T) {
 
 // TestResyncPrefixedFile: a valid file behind bytes that are not a record
 // says so, not that it may be no TFRecord file at all, nor a JSON lines or
-// CSV one (found by a review: the hint came before the scan, which then
+// CSV one (the hint came before the scan, which then
 // read all 250 records). When nothing valid follows, the hint stays
 // (TestResyncNotATFRecord).
 func TestResyncPrefixedFile(t *testing.T) {
