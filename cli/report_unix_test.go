@@ -39,3 +39,39 @@ func TestApplyReportRefusesANode(t *testing.T) {
 		t.Errorf("--report /dev/stdout onto a pipe: exit %d, %s\nwant exit 2 and %q", cmd.ProcessState.ExitCode(), out, want)
 	}
 }
+
+// TestApplyReportThroughALinkToAnOutput: a report named by a link whose
+// target is a sink's output is refused as the output itself is; it
+// replaced a write_jsonl sink's lines, exit 0. So is a report that a
+// sink's output link leads to.
+func TestApplyReportThroughALinkToAnOutput(t *testing.T) {
+	dir := t.TempDir()
+	p := writeSpec(t, dir, "small.yaml", smallSpec)
+	out := filepath.Join(dir, "out", "small.jsonl")
+	link := filepath.Join(dir, "r.json")
+	if err := os.Symlink(out, link); err != nil {
+		t.Skip("no symlinks here:", err)
+	}
+	r := run(t, "apply", "--report", link, p)
+	if want := "--report " + link + ` leads to what stage "out" writes`; r.code != 2 || !strings.Contains(r.stderr, want) {
+		t.Errorf("--report through a link to the output: %s\nwant exit 2 and %q", r, want)
+	}
+	if _, err := os.Stat(out); !os.IsNotExist(err) {
+		t.Errorf("the run wrote its output: %v", err)
+	}
+
+	// The other way: the sink's path is a link to the report's file.
+	dir2 := t.TempDir()
+	p2 := writeSpec(t, dir2, "small.yaml", smallSpec)
+	rep := filepath.Join(dir2, "r.json")
+	if err := os.MkdirAll(filepath.Join(dir2, "out"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Symlink(rep, filepath.Join(dir2, "out", "small.jsonl")); err != nil {
+		t.Fatal(err)
+	}
+	r = run(t, "apply", "--report", rep, p2)
+	if want := "--report " + rep + ` is what stage "out" writes (through the link ` + filepath.Join(dir2, "out", "small.jsonl") + ")"; r.code != 2 || !strings.Contains(r.stderr, want) {
+		t.Errorf("--report where the output's link leads: %s\nwant exit 2 and %q", r, want)
+	}
+}
