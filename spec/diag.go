@@ -125,9 +125,10 @@ type reporter struct {
 	// one problem.
 	undecoded map[string]bool
 	// expanded holds the values that read an environment variable
-	// (${VAR}): values that may differ between processes. By node, not
-	// path: an alias (path: *out) reads its anchor's.
-	expanded map[*yaml.Node]bool
+	// (${VAR}), with the variables read that are set: values that may
+	// differ between processes. By node, not path: an alias (path: *out)
+	// reads its anchor's.
+	expanded map[*yaml.Node][]string
 }
 
 // markUndecoded records that the value at path was reported by the decoder.

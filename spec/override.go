@@ -40,7 +40,14 @@ func interpolate(n *yaml.Node, path string, lookup func(string) (string, bool), 
 		if n.Line < 0 || !strings.Contains(n.Value, "${") {
 			return // from --set (markSet), or nothing to expand
 		}
-		out, err := Expand(n.Value, lookup)
+		var read []string
+		out, err := Expand(n.Value, func(k string) (string, bool) {
+			v, ok := lookup(k)
+			if ok {
+				read = append(read, k)
+			}
+			return v, ok
+		})
 		if err != nil {
 			r.add(SevError, n.Line, n.Column, path, "%v", err)
 			// No later check speaks of the value again ("expected an
@@ -51,9 +58,9 @@ func interpolate(n *yaml.Node, path string, lookup func(string) (string, bool), 
 		whole := wholeVar(n.Value)
 		if out != strings.ReplaceAll(n.Value, "$${", "${") {
 			if r.expanded == nil {
-				r.expanded = map[*yaml.Node]bool{}
+				r.expanded = map[*yaml.Node][]string{}
 			}
-			r.expanded[n] = true
+			r.expanded[n] = read
 		}
 		n.Value = out
 		// A plain value is resolved again, so ${N:-5} is a number and one

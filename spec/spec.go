@@ -187,8 +187,9 @@ type Spec struct {
 	pos map[string]Pos
 	// sets are the --set overrides, for the positions of their values.
 	sets []string
-	// expanded are the paths of values that read an environment variable.
-	expanded map[*yaml.Node]bool
+	// expanded are the values that read an environment variable, with the
+	// variables read that are set.
+	expanded map[*yaml.Node][]string
 	// scalars are the scalar nodes by path, and lines the file's lines,
 	// to place a diagnostic inside a value (ValuePos).
 	scalars map[string]*yaml.Node
@@ -1028,12 +1029,14 @@ func (c *CheckContext) Input() sample.Schema {
 	return c.Inputs[0]
 }
 
-// PerProcess reports whether the value of field was given per process: it
-// reads an environment variable, or a --set gave it. N processes a launcher
-// starts from one spec can differ there (out/part-${RANK}.jsonl).
-func (c *CheckContext) PerProcess(field string) bool {
+// Given says where the value of field came from, for the values that N
+// processes a launcher starts from one spec may hold apart
+// (out/part-${RANK}.jsonl): set reports a --set (given per process), and
+// vars lists the environment variables it read that are set here, in the
+// order read. An unset variable's default is the same in every process.
+func (c *CheckContext) Given(field string) (set bool, vars []string) {
 	p := c.FieldPath(field)
-	return c.Spec.expanded[c.Spec.scalars[p]] || c.Spec.rawPosOf(p).Line < 0
+	return c.Spec.rawPosOf(p).Line < 0, c.Spec.expanded[c.Spec.scalars[p]]
 }
 
 // FieldPath returns the diagnostic path of a field of the stage's config.

@@ -249,12 +249,50 @@ func shardedProcesses(sp *spec.Spec) (n int, from, rank string) {
 	return 0, "", ""
 }
 
+// rankVars are the variables that launchers set to a different value in
+// each process they start: the ranks ShardFromEnv reads, a node's local
+// rank, and Open MPI's and MPICH's.
+var rankVars = []string{"PIPERUN_SHARD_INDEX", "RANK", "LOCAL_RANK", "SLURM_PROCID", "SLURM_LOCALID",
+	"JOB_COMPLETION_INDEX", "OMPI_COMM_WORLD_RANK", "PMI_RANK"}
+
+// perProcess reports whether the value of field differs between the
+// processes a launcher starts from one spec: a --set gave it, or it reads
+// a rank variable set here. others are the other variables set here that
+// it read, which a launcher's script may set apart in each process; a
+// value that read only unset ones (${RANK:-0} under Slurm) is its default
+// everywhere.
+func perProcess(cc *spec.CheckContext, field string) (per bool, others []string) {
+	set, vars := cc.Given(field)
+	if set {
+		return true, nil
+	}
+	for _, v := range vars {
+		if slices.Contains(rankVars, v) {
+			return true, nil
+		}
+		if !slices.Contains(others, v) {
+			others = append(others, v)
+		}
+	}
+	return false, others
+}
+
+// unlessDiffer is what a shared-value warning adds when the value read
+// variables that may be set apart in each process.
+func unlessDiffer(others []string) string {
+	if len(others) == 0 {
+		return ""
+	}
+	return " (unless " + strings.Join(others, " or ") + " differs between them)"
+}
+
 // sharedOutput warns, for a sink writing path in a spec that N processes
 // run as shards, that each writes the same file where the path is the
 // same in every process: the last to finish replaced the others' samples,
 // each reporting success (a new-user test lost 60 of 140 samples so).
 func sharedOutput(cc *spec.CheckContext, path string) {
-	if path == "" || cc.PerProcess("path") {
+	per, others := perProcess(cc, "path")
+	if path == "" || per {
 		return
 	}
 	if n, from, rank := shardedProcesses(cc.Spec); n > 1 {
@@ -263,7 +301,7 @@ func sharedOutput(cc *spec.CheckContext, path string) {
 		if _, err := strconv.Atoi(rank); err == nil {
 			fix = fmt.Sprintf("give each process a path of its own (--set stages.%s.path=%s-%s%s, as you set its shard)", cc.Stage.Name, strings.TrimSuffix(path, ext), rank, ext)
 		}
-		cc.Warnf("path", "%s this is one of %d processes, and each writes %s: the last to finish replaces the others' output; %s", from, n, path, fix)
+		cc.Warnf("path", "%s this is one of %d processes, and each writes %s%s: the last to finish replaces the others' output; %s", from, n, path, unlessDiffer(others), fix)
 	}
 }
 

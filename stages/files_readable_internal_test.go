@@ -121,6 +121,7 @@ func TestShardedRunsWriteApart(t *testing.T) {
 	}
 	t.Setenv("RANK", "1")
 	t.Setenv("WORLD_SIZE", "3")
+	t.Setenv("PIPERUN_TEST_OUT", "out")
 	const warn = "warning: stages[1].path: RANK and WORLD_SIZE say this is one of 3 processes, and each writes out/all.jsonl: the last to finish replaces the others' output; put the rank in the path (out/all-${RANK}.jsonl)"
 	for _, tc := range []struct {
 		shard, path string
@@ -129,6 +130,12 @@ func TestShardedRunsWriteApart(t *testing.T) {
 	}{
 		{"auto", "out/all.jsonl", nil, warn},
 		{"auto", "out/all-${RANK}.jsonl", nil, ""},
+		// A variable read, but unset: its default is the same everywhere.
+		{"auto", "${PIPERUN_TEST_UNSET:-out}/all.jsonl", nil, warn},
+		{"auto", "out/all-${SLURM_PROCID:-x}.jsonl", nil, "warning: stages[1].path: RANK and WORLD_SIZE say this is one of 3 processes, and each writes out/all-x.jsonl: the last to finish replaces the others' output; put the rank in the path (out/all-x-${RANK}.jsonl)"},
+		// Set, but no rank: a launcher's script may set it apart.
+		{"auto", "${PIPERUN_TEST_OUT}/all.jsonl", nil, "warning: stages[1].path: RANK and WORLD_SIZE say this is one of 3 processes, and each writes out/all.jsonl (unless PIPERUN_TEST_OUT differs between them): the last to finish replaces the others' output; put the rank in the path (out/all-${RANK}.jsonl)"},
+		{"auto", "${PIPERUN_TEST_OUT}/${RANK}.jsonl", nil, ""},
 		{"auto", "out/all.jsonl", []string{"stages.out.path=out/r1.jsonl"}, ""},
 		{"{index: 0, count: 2}", "out/all.jsonl", nil, `warning: stages[1].path: stage "f"'s shard says this is one of 2 processes, and each writes out/all.jsonl: the last to finish replaces the others' output; give each process a path of its own (--set stages.out.path=out/all-0.jsonl, as you set its shard)`},
 		{"{index: 0, count: 1}", "out/all.jsonl", nil, ""},
@@ -294,6 +301,7 @@ func TestShardedRunsServeApart(t *testing.T) {
 	}{
 		{"auto", "unix://p.sock", "warning: stages[1].listen: " + from + "unix://p.sock: on one machine only the first can listen there, and the others are refused; put the rank in the address (unix://p-${RANK}.sock)"},
 		{"auto", "unix://p-${RANK}.sock", ""},
+		{"auto", "unix://p-${SLURM_PROCID:-0}.sock", "warning: stages[1].listen: " + from + "unix://p-0.sock: on one machine only the first can listen there, and the others are refused; put the rank in the address (unix://p-0-${RANK}.sock)"},
 		{"auto", "tcp://127.0.0.1:" + port, "warning: stages[1].listen: " + from + "tcp://127.0.0.1:" + port + ": on one machine only the first can listen there, and the others are refused; give each process a port of its own (--set stages.out.listen=tcp://HOST:PORT from the launcher, a port a rank)"},
 		{"auto", "tcp://127.0.0.1:0", ""}, // the system picks a port for each
 		{"{index: 0, count: 2}", "unix://p.sock", `warning: stages[1].listen: stage "f"'s shard says this is one of 2 processes, and each serves at unix://p.sock: on one machine only the first can listen there, and the others are refused; give each process an address of its own (--set stages.out.listen=..., as you set its shard)`},

@@ -153,7 +153,8 @@ func (c *ServeConfig) Check(cc *spec.CheckContext) sample.Schema {
 // rank was refused as an invalid spec, with no word of the rank).
 func sharedAddress(cc *spec.CheckContext, listen string) {
 	// Port 0: the system picks one for each process.
-	if cc.PerProcess("listen") || strings.HasPrefix(listen, "tcp://") && strings.HasSuffix(listen, ":0") {
+	per, others := perProcess(cc, "listen")
+	if per || strings.HasPrefix(listen, "tcp://") && strings.HasSuffix(listen, ":0") {
 		return
 	}
 	if n, from, rank := shardedProcesses(cc.Spec); n > 1 {
@@ -166,14 +167,17 @@ func sharedAddress(cc *spec.CheckContext, listen string) {
 				fix = fmt.Sprintf("give each process a port of its own (--set stages.%s.listen=tcp://HOST:PORT from the launcher, a port a rank)", cc.Stage.Name)
 			}
 		}
-		cc.Warnf("listen", "%s this is one of %d processes, and each serves at %s: on one machine only the first can listen there, and the others are refused; %s", from, n, listen, fix)
+		cc.Warnf("listen", "%s this is one of %d processes, and each serves at %s%s: on one machine only the first can listen there, and the others are refused; %s", from, n, listen, unlessDiffer(others), fix)
 	}
 }
 
 // sharedAddressHint is what a refused address adds in a spec that N
 // processes run as shards.
 func sharedAddressHint(cc *spec.CheckContext) string {
-	if n, _, _ := shardedProcesses(cc.Spec); n > 1 && !cc.PerProcess("listen") {
+	if n, _, _ := shardedProcesses(cc.Spec); n > 1 {
+		if per, _ := perProcess(cc, "listen"); per {
+			return ""
+		}
 		return fmt.Sprintf(" (this is one of %d processes: each needs an address of its own)", n)
 	}
 	return ""
