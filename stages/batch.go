@@ -9,6 +9,7 @@ import (
 	"strings"
 	"sync/atomic"
 
+	"github.com/piperun/piperun/expression"
 	"github.com/piperun/piperun/plan"
 	"github.com/piperun/piperun/sample"
 	"github.com/piperun/piperun/spec"
@@ -485,7 +486,7 @@ func stack(ss []*sample.Sample, k string, pad map[string]float64, rows int) (any
 			if _, ok := v0.([]any); ok {
 				hint = fmt.Sprintf(" (cast it to a tensor in a map first: cast(%s, \"int64\"))", k)
 			}
-			return nil, fmt.Errorf("pad applies to tensor fields; %q is %s in %s%s", k, typeName(v0), ss[0].Describe(), hint)
+			return nil, fmt.Errorf("pad applies to tensor fields; %q is %s in %s%s", k, expression.ValueWord(v0), ss[0].Describe(), hint)
 		}
 	}
 	switch v0.(type) {
@@ -599,15 +600,7 @@ func anyFloat(ss []*sample.Sample, k string) bool {
 // mixed is the error for field k of sample ss[i], of another type than
 // in the batch's first sample.
 func mixed(k string, ss []*sample.Sample, i int, a, b any) error {
-	return fmt.Errorf("field %q is %s in %s but %s in %s, within one batch", k, typeName(a), ss[0].Describe(), typeName(b), ss[i].Describe())
-}
-
-// typeName names a value's type as plan does; null for a JSON null.
-func typeName(v any) string {
-	if v == nil {
-		return "null"
-	}
-	return sample.TypeOf(v).String()
+	return fmt.Errorf("field %q is %s in %s but %s in %s, within one batch", k, expression.ValueWord(a), ss[0].Describe(), expression.ValueWord(b), ss[i].Describe())
 }
 
 // fixChannels is what to do about images whose channel counts differ:
