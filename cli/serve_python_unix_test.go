@@ -3,11 +3,13 @@
 package cli_test
 
 import (
+	"context"
 	"fmt"
 	"io"
 	"net"
 	"os/exec"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"syscall"
 	"testing"
@@ -59,5 +61,42 @@ func TestPythonClientBoundsAPayload(t *testing.T) {
 				t.Errorf("the client grew to %d KiB", rss)
 			}
 		})
+	}
+}
+
+// TestTrainShapesExample runs the README's serve example as written, but
+// for 2 epochs: examples/pipelines/serve.yaml streaming to
+// clients/python/train_shapes.py, which trains a CNN on the batches and
+// prints a line per epoch, then stops at the stream's last epoch without
+// reading past it (it did, and every run ended with the client's
+// warning of an empty epoch).
+func TestTrainShapesExample(t *testing.T) {
+	py := pythonWith(t, "numpy, torch")
+	sock := filepath.Join(t.TempDir(), "shapes.sock")
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	done := applyInBackground(ctx, "../examples/pipelines/serve.yaml", "--set", "epochs=2", "--set", "stages.trainer.listen=unix://"+sock)
+	cmd := exec.Command(py, "../clients/python/train_shapes.py", "unix://"+sock)
+	var stdout, stderr strings.Builder
+	cmd.Stdout, cmd.Stderr = &stdout, &stderr
+	// The client waits for the socket (PiperunDataset's wait).
+	if err := cmd.Run(); err != nil {
+		t.Fatalf("train_shapes.py: %v\n%s%s", err, stdout.String(), stderr.String())
+	}
+	line := regexp.MustCompile(`^epoch (\d): 31 batches, loss \d\.\d{3}, accuracy \d\.\d{3}, waited for data \d+\.\d{2}s$`)
+	lines := strings.Split(strings.TrimSpace(stdout.String()), "\n")
+	if len(lines) != 2 {
+		t.Fatalf("train_shapes.py printed %d lines, want 2 epochs:\n%s", len(lines), stdout.String())
+	}
+	for i, l := range lines {
+		if m := line.FindStringSubmatch(l); m == nil || m[1] != fmt.Sprint(i) {
+			t.Errorf("line %d: %q, want epoch %d in the form %s", i, l, i, line)
+		}
+	}
+	if stderr.Len() > 0 {
+		t.Errorf("train_shapes.py wrote to stderr:\n%s", stderr.String())
+	}
+	if r := <-done; r.code != 0 || !strings.Contains(r.stderr, "trainer: 1984 samples in 62 batches") {
+		t.Errorf("apply: %s", r)
 	}
 }

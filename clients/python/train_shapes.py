@@ -31,8 +31,8 @@ def main():
     loss_fn = nn.CrossEntropyLoss()
     data = PiperunDataset(address)
     loader = torch.utils.data.DataLoader(data, batch_size=None, num_workers=0)
-    epoch = 0
-    while True:
+    epoch, last = 0, None
+    while last is None or epoch < last:
         n = correct = seen = 0
         total = waited = 0.0
         t = time.perf_counter()
@@ -50,7 +50,14 @@ def main():
             seen += len(y)
             t = time.perf_counter()
         if n == 0:
-            break
+            break  # the stream ended early: the run was interrupted
+        if last is None:
+            # The hello, read with the first epoch, says how many the
+            # spec runs (0: endless) and, for a trainer taking over from
+            # one that left, the epoch it starts in. Reading past the last
+            # would give an empty epoch and a warning.
+            epoch = (data.hello.get("resume") or {}).get("epoch", 0)
+            last = data.hello.get("epochs") or float("inf")
         print("epoch %d: %d batches, loss %.3f, accuracy %.3f, waited for data %.2fs" %
               (epoch, n, total / n, correct / seen, waited), flush=True)
         epoch += 1
