@@ -10,9 +10,11 @@ import (
 )
 
 // waitQueued polls until n callers are queued; it only orders the test's
-// goroutines and asserts nothing about time.
-func waitQueued(b *Budget, n int) {
-	for {
+// goroutines and asserts nothing about time (the minute only ends a test
+// that would otherwise hang until CI's timeout).
+func waitQueued(t *testing.T, b *Budget, n int) {
+	t.Helper()
+	for deadline := time.Now().Add(time.Minute); time.Now().Before(deadline); {
 		b.mu.Lock()
 		k := len(b.waiters)
 		b.mu.Unlock()
@@ -21,6 +23,7 @@ func waitQueued(b *Budget, n int) {
 		}
 		time.Sleep(time.Millisecond)
 	}
+	t.Fatalf("%d callers never queued", n)
 }
 
 // TestWaitersServedInOrder checks FIFO grants: a small request queued
@@ -40,13 +43,13 @@ func TestWaitersServedInOrder(t *testing.T) {
 			}
 			got <- n
 		}(n)
-		waitQueued(b, i+1)
+		waitQueued(t, b, i+1)
 	}
 	b.Release(10)
 	if n := <-got; n != 8 {
 		t.Fatalf("first grant %d, want 8", n)
 	}
-	waitQueued(b, 2)
+	waitQueued(t, b, 2)
 	if b.Used() != 8 {
 		t.Fatalf("used %d after the first grant; the 1-byte waiter jumped the queue", b.Used())
 	}
@@ -81,7 +84,7 @@ func TestLowerStagesServedFirst(t *testing.T) {
 			}
 			got <- w.name
 		}()
-		waitQueued(b, i+1)
+		waitQueued(t, b, i+1)
 		if i == 2 {
 			// labels (rank 9) passed the others: 1 byte was free but it asks 2.
 			break
@@ -127,7 +130,7 @@ func TestCancelledWaiterLeavesNoReservation(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error)
 	go func() { done <- b.Acquire(ctx, 5) }()
-	waitQueued(b, 1)
+	waitQueued(t, b, 1)
 	cancel()
 	if err := <-done; err != context.Canceled {
 		t.Fatalf("err = %v", err)
@@ -171,7 +174,7 @@ func TestSpareGivesWay(t *testing.T) {
 		}
 		close(done)
 	}()
-	waitQueued(b, 1)
+	waitQueued(t, b, 1)
 	b.Release(60)
 	<-done
 	mu.Lock()
@@ -211,7 +214,7 @@ func TestMessages(t *testing.T) {
 		n   int64
 	}{{"b", 4}, {"r", 2}, {"", 1}, {"r", 3}} {
 		go b.AcquireAs(ctx, w.n, w.who)
-		waitQueued(b, i+1)
+		waitQueued(t, b, i+1)
 	}
 	if got, want := b.Waiters(), []string{"b (4B)", "r (2 waiting, 5B)"}; !slices.Equal(got, want) {
 		t.Errorf("Waiters = %q, want %q", got, want)

@@ -9,24 +9,27 @@ func TestAgeSet(t *testing.T) {
 	for _, tc := range []struct {
 		in   string
 		want time.Duration
-		ok   bool
+		err  string
 	}{
-		{"7d", 7 * 24 * time.Hour, true},
-		{"0.5d", 12 * time.Hour, true},
-		{"36h", 36 * time.Hour, true},
-		{"90m", 90 * time.Minute, true},
-		{"0s", 0, true},
-		{"-1d", -24 * time.Hour, true}, // rejected by prune as negative
-		{"d", 0, false},
-		{"1w", 0, false},
-		{"1e9d", 0, false},
-		{"NaNd", 0, false},
-		{"1_0d", 0, false},
+		{"7d", 7 * 24 * time.Hour, ""},
+		{"0.5d", 12 * time.Hour, ""},
+		{"36h", 36 * time.Hour, ""},
+		{"90m", 90 * time.Minute, ""},
+		{"0s", 0, ""},
+		{"-1d", -24 * time.Hour, ""}, // rejected by prune as negative
+		{"d", 0, `want a number of days up to 100000 (7d) or a duration (36h), got "d"`},
+		{"1w", 0, `want a number of days (7d) or a duration (36h), got "1w"`},
+		{"1e9d", 0, `want a number of days up to 100000 (7d) or a duration (36h), got "1e9d"`},
+		{"NaNd", 0, `want a number of days up to 100000 (7d) or a duration (36h), got "NaNd"`},
+		{"1_0d", 0, `want a number of days (7d) or a duration (36h), got "1_0d"`},
 	} {
 		var a age
-		err := a.Set(tc.in)
-		if (err == nil) != tc.ok || tc.ok && time.Duration(a) != tc.want {
-			t.Errorf("Set(%q) = %v, %v; want %v, ok %v", tc.in, time.Duration(a), err, tc.want, tc.ok)
+		msg := ""
+		if err := a.Set(tc.in); err != nil {
+			msg = err.Error()
+		}
+		if msg != tc.err || time.Duration(a) != tc.want {
+			t.Errorf("Set(%q) = %v, %q; want %v, %q", tc.in, time.Duration(a), msg, tc.want, tc.err)
 		}
 	}
 }

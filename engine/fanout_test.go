@@ -14,7 +14,7 @@ import (
 // its copies' part of the shared values.
 func TestShuffleBelowFanOutKeepsItsShare(t *testing.T) {
 	for range 3 {
-		_, err := runSpec(t, t.TempDir(), `version: 1
+		rep, err := runSpec(t, t.TempDir(), `version: 1
 name: x
 seed: 1
 resources: {memory: 4MiB}
@@ -27,6 +27,9 @@ stages:
 `)
 		if err != nil {
 			t.Fatal(err)
+		}
+		if a, b := rep.Sinks["out1"].Samples, rep.Sinks["out2"].Samples; a != 300 || b != 300 {
+			t.Fatalf("out1 got %d samples and out2 %d, want 300 each", a, b)
 		}
 	}
 }

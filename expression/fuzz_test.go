@@ -1,6 +1,7 @@
 package expression_test
 
 import (
+	"regexp"
 	"strings"
 	"testing"
 
@@ -8,6 +9,9 @@ import (
 	"github.com/piperun/piperun/sample"
 	"github.com/piperun/piperun/tensor"
 )
+
+// exponent matches a number written with an exponent.
+var exponent = regexp.MustCompile(`[0-9.][eE][+-]?[0-9]`)
 
 // FuzzCompile feeds arbitrary source to the compiler (expr's parser, then
 // piperun's type inference, fusion and patching) against a schema of every
@@ -38,8 +42,10 @@ func FuzzCompile(f *testing.F) {
 	reg := expression.Default()
 	f.Fuzz(func(t *testing.T, src string) {
 		// A huge tensor or range is a resource limit, not a defect this
-		// target looks for.
-		if len(src) > 200 || strings.Contains(src, "..") || strings.ContainsAny(src, "eE") && strings.ContainsAny(src, "0123456789") {
+		// target looks for: a range, or a number written with an
+		// exponent (1e9). Not every e beside a digit: most function
+		// names have one, and 13 of the seeds above were skipped so.
+		if len(src) > 200 || strings.Contains(src, "..") || exponent.MatchString(src) {
 			return
 		}
 		p, err := reg.Compile(src, in, sample.Any)

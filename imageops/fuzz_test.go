@@ -9,11 +9,17 @@ import (
 	"time"
 )
 
-// FuzzDecode feeds mutated images to both decoders: they must return an
-// image or an error, never panic or hang, and never exceed MaxPixels.
+// FuzzDecode feeds mutated images to both decoders, and to the paths
+// that decode a window (a crop) and resize while decoding (libjpeg-turbo's
+// row by row, in C, where a crash is no recoverable panic): they must
+// return an image of the shape asked for or an error, never panic or hang,
+// and never exceed MaxPixels.
 func FuzzDecode(f *testing.F) {
 	// Small real files as seeds; the fuzzer runs without them too.
-	base := filepath.Join("..", "..", "shared", "data")
+	base := os.Getenv("PIPERUN_SHARED_DATA")
+	if base == "" {
+		base = filepath.Join("..", "..", "shared", "data")
+	}
 	for _, p := range []string{
 		"jpeg-edge/go-image-testdata/video-001.q50.420.jpeg",
 		"jpeg-edge/go-image-testdata/video-001.q50.444.progressive.jpeg",
@@ -64,6 +70,23 @@ func FuzzDecode(f *testing.F) {
 			if int64(h)*int64(w) > limit || len(img.Data) != h*w*c || (channels != 0 && c != channels) {
 				t.Fatalf("decoded %v (%d bytes) with limit %d, channels %d", img.Shape, len(img.Data), limit, channels)
 			}
+		}
+		cfg, err := DecodeConfig(data)
+		if err != nil || cfg.Height < 2 || cfg.Width < 2 || int64(cfg.Height)*int64(cfg.Width) > limit {
+			return
+		}
+		crop := opts
+		crop.Crop = &Rect{Y: cfg.Height / 4, X: cfg.Width / 4, H: max(1, cfg.Height/2), W: max(1, cfg.Width/2)}
+		if img, err := Decode(data, channels, crop); err == nil && (img.Shape[0] > crop.Crop.H || img.Shape[1] > crop.Crop.W) {
+			t.Fatalf("crop %+v of a %dx%d image decoded to %v", *crop.Crop, cfg.Width, cfg.Height, img.Shape)
+		}
+		for _, m := range []string{Bilinear, Area} {
+			if img, err := DecodeResize(data, channels, 7, 9, m, opts); err == nil && (img.Shape[0] != 7 || img.Shape[1] != 9) {
+				t.Fatalf("%s resize to 7x9 while decoding gave %v", m, img.Shape)
+			}
+		}
+		if img, err := DecodeRandomResizedCrop(data, channels, 5, 6, 0, 0, &fixedRNG{v: []float64{0.5}}, opts); err == nil && (img.Shape[0] != 5 || img.Shape[1] != 6) {
+			t.Fatalf("random resized crop to 5x6 while decoding gave %v", img.Shape)
 		}
 	})
 }

@@ -395,6 +395,9 @@ func TestResizeExtremeShrink(t *testing.T) {
 func TestFusedScaleStaysAccurate(t *testing.T) {
 	dir := sharedData(t, "photos/imagenet")
 	files, _ := filepath.Glob(filepath.Join(dir, "*.JPEG"))
+	if len(files) == 0 {
+		t.Fatalf("no *.JPEG in %s", dir)
+	}
 	for _, tc := range []struct {
 		size   int
 		method string

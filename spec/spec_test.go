@@ -223,24 +223,30 @@ func TestExpand(t *testing.T) {
 }
 
 func TestByteSize(t *testing.T) {
+	bad := func(s string) string { return fmt.Sprintf("invalid byte size %q (want e.g. 512MiB, 2GiB, 1000000)", s) }
+	whole := func(s string) string { return fmt.Sprintf("byte size %q is not a whole number of bytes", s) }
 	tests := []struct {
 		in   string
 		want spec.ByteSize
-		err  bool
+		err  string
 	}{
-		{"512MiB", 512 << 20, false}, {"2GiB", 2 << 30, false}, {"1.5GB", 1500000000, false},
-		{"1000", 1000, false}, {"64 KiB", 64 << 10, false}, {"1G", 1 << 30, false},
-		{"lots", 0, true}, {"-1MiB", 0, true}, {"", 0, true},
+		{"512MiB", 512 << 20, ""}, {"2GiB", 2 << 30, ""}, {"1.5GB", 1500000000, ""},
+		{"1000", 1000, ""}, {"64 KiB", 64 << 10, ""}, {"1G", 1 << 30, ""},
+		{"lots", 0, bad("lots")}, {"-1MiB", 0, bad("-1MiB")}, {"", 0, bad("")},
 		// docker's --memory takes lowercase units.
-		{"2g", 2 << 30, false}, {"512m", 512 << 20, false}, {"64k", 64 << 10, false}, {"100b", 100, false}, {"1e9", 1e9, false}, {".5G", 1 << 29, false},
+		{"2g", 2 << 30, ""}, {"512m", 512 << 20, ""}, {"64k", 64 << 10, ""}, {"100b", 100, ""}, {"1e9", 1e9, ""}, {".5G", 1 << 29, ""},
 		// What the schema's pattern refuses, so is refused here.
-		{"1.2.3GiB", 0, true}, {".", 0, true}, {"..MiB", 0, true}, {"0x10", 0, true}, {"Inf", 0, true}, {"2gib", 0, true},
-		{"2.5", 0, true}, {"2.5B", 0, true}, {"1.4GiB", 1503238553, false}, {"1e3", 1000, false},
+		{"1.2.3GiB", 0, bad("1.2.3GiB")}, {".", 0, bad(".")}, {"..MiB", 0, bad("..MiB")}, {"0x10", 0, bad("0x10")}, {"Inf", 0, bad("Inf")}, {"2gib", 0, bad("2gib")},
+		{"2.5", 0, whole("2.5")}, {"2.5B", 0, whole("2.5B")}, {"1.4GiB", 1503238553, ""}, {"1e3", 1000, ""},
 	}
 	for _, tc := range tests {
 		got, err := spec.ParseByteSize(tc.in)
-		if (err != nil) != tc.err || got != tc.want {
-			t.Errorf("ParseByteSize(%q) = %d, %v; want %d, error %v", tc.in, got, err, tc.want, tc.err)
+		msg := ""
+		if err != nil {
+			msg = err.Error()
+		}
+		if msg != tc.err || got != tc.want {
+			t.Errorf("ParseByteSize(%q) = %d, %q; want %d, %q", tc.in, got, msg, tc.want, tc.err)
 		}
 	}
 	if s := spec.ByteSize(3 << 29).String(); s != "1.5GiB" {

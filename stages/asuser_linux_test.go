@@ -1,0 +1,38 @@
+package stages
+
+import (
+	"runtime"
+	"syscall"
+	"testing"
+)
+
+// asUser runs fn on a thread of its own whose user and group are id, and
+// reports whether it could: root reads a file of mode 000, so a test of
+// what a process cannot read runs its checks so when the suite runs as
+// root (as CI does). Only that thread changes (the raw system calls act on
+// the calling thread, where syscall.Setresuid would change every thread),
+// and it ends with fn: a goroutine that exits locked to its thread takes
+// the thread with it. fn may report with t.Error, not t.Fatal.
+func asUser(t *testing.T, id int, fn func()) bool {
+	t.Helper()
+	ok := make(chan bool)
+	go func() {
+		runtime.LockOSThread() // never unlocked, so the thread ends here
+		for _, call := range []uintptr{syscall.SYS_SETGROUPS, syscall.SYS_SETRESGID, syscall.SYS_SETRESUID} {
+			var errno syscall.Errno
+			if call == syscall.SYS_SETGROUPS {
+				_, _, errno = syscall.RawSyscall(call, 0, 0, 0)
+			} else {
+				_, _, errno = syscall.RawSyscall(call, uintptr(id), uintptr(id), uintptr(id))
+			}
+			if errno != 0 {
+				t.Logf("cannot become user %d: %v", id, errno)
+				ok <- false
+				return
+			}
+		}
+		fn()
+		ok <- true
+	}()
+	return <-ok
+}
