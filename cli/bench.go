@@ -144,7 +144,7 @@ func benchCmd(g *globals) *cobra.Command {
 				return failed(err)
 			}
 			if rep != nil {
-				rep.text(g.stdout)
+				rep.text(g.stdout, seedMatters(sp))
 				if reportPath != "" {
 					if werr := writeReport(reportPath, rep); werr != nil {
 						g.log.Error("write report", zap.Error(werr))
@@ -879,7 +879,7 @@ func shuffleCheck(epochs [][]string, shuffle *spec.Stage) BenchShuffle {
 	return c
 }
 
-func (r *BenchReport) text(w io.Writer) {
+func (r *BenchReport) text(w io.Writer, seedMatters bool) {
 	if !r.OK {
 		fmt.Fprintf(w, "the run failed after %d steps (the error follows): the figures below cover those steps only\n", r.Steps)
 	}
@@ -925,7 +925,7 @@ func (r *BenchReport) text(w io.Writer) {
 		fmt.Fprintf(w, "bottleneck: %s\n", r.Why)
 	}
 	fmt.Fprintf(w, "shuffle: %s\n", r.Shuffle.Verdict)
-	if r.Run != nil && r.Run.SeedRandom && r.Run.Seed != nil {
+	if r.Run != nil && r.Run.SeedRandom && r.Run.Seed != nil && seedMatters {
 		// The shuffle verdict and the augmentations depend on it, and
 		// bench logs no starting line to say it.
 		fmt.Fprintf(w, "seed: %s\n", seedWords(*r.Run.Seed))

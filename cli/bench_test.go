@@ -134,6 +134,11 @@ func TestBenchSaysARandomSeed(t *testing.T) {
 	if strings.Contains(r.stdout, "seed") {
 		t.Errorf("a spec's own seed was called random:\n%s", r.stdout)
 	}
+	// With nothing random to repeat, as apply says nothing of it.
+	p = writeSpec(t, dir, "c.yaml", strings.NewReplacer("seed: 1\n", "", "WIDTH", "4", "  - {name: mix, type: shuffle, buffer: SHUFFLE}\n", "").Replace(benchSpec))
+	if r, br = benchReport(t, p, "--step-time", "0"); r.code != 0 || !br.Run.SeedRandom || strings.Contains(r.stdout, "seed") {
+		t.Errorf("bench of a spec with nothing random: %s\nwant no word of its seed", r)
+	}
 }
 
 // TestBenchSteps: --steps stops the run after that many steps, which an
