@@ -431,19 +431,24 @@ func kindWord(k reflect.Kind) string {
 // suggest returns ` (did you mean "x"?)` for the closest known name, or the
 // list of known names when none is close.
 func suggest(got string, names []string) string {
-	best, bestD := "", 3
-	for _, n := range names {
-		if dist := editDistance(got, n); dist < bestD {
-			best, bestD = n, dist
-		}
-	}
-	if best != "" {
+	if best := closest(got, names); best != "" {
 		return fmt.Sprintf(" (did you mean %q?)", best)
 	}
 	if len(names) > 0 && len(names) <= 12 {
 		return fmt.Sprintf(" (known: %s)", strings.Join(names, ", "))
 	}
 	return ""
+}
+
+// closest is the known name within two edits of got, or "".
+func closest(got string, names []string) string {
+	best, bestD := "", 3
+	for _, n := range names {
+		if dist := editDistance(got, n); dist < bestD {
+			best, bestD = n, dist
+		}
+	}
+	return best
 }
 
 func editDistance(a, b string) int {

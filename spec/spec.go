@@ -802,9 +802,12 @@ func link(sp *Spec, r *reporter, cat Catalog) {
 			}
 		}
 	}
+	// A stage that nothing reads, of an unknown type (reported already)
+	// close to a sink's, is the sink meant: "dscard" got a second error,
+	// "no sink", listed first.
 	hasSink := false
 	for _, st := range sp.Stages {
-		if st.Role == RoleSink && st.Config != nil {
+		if st.Role == RoleSink && st.Config != nil || st.Config == nil && len(st.Outputs) == 0 && meantSink(st.Type, cat) {
 			hasSink = true
 		}
 		if st.Role != RoleSink && st.Config != nil && len(st.Outputs) == 0 && st.Name != "" && !unwired[st.Name] {
@@ -814,6 +817,12 @@ func link(sp *Spec, r *reporter, cat Catalog) {
 	if len(sp.Stages) > 0 && !hasSink {
 		r.add(SevError, sp.Stages[0].Pos.Line, sp.Stages[0].Pos.Col, "stages", "the pipeline has no sink: add one of %s", strings.Join(sinkNames(cat), ", "))
 	}
+}
+
+// meantSink reports whether the unknown stage type t is a misspelt sink's.
+func meantSink(t string, cat Catalog) bool {
+	st, ok := cat.Lookup(closest(t, cat.Names()))
+	return ok && st.Role == RoleSink
 }
 
 // reaches reports whether to can be reached from from's outputs.
