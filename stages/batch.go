@@ -633,7 +633,7 @@ func padFits(v float64, dt tensor.DType) error {
 		in = v >= -(1<<63) && v < 1<<63
 	case tensor.Float32:
 		if !math.IsInf(v, 0) && !math.IsNaN(v) && math.Abs(v) > math.MaxFloat32 {
-			return fmt.Errorf("pad %v is beyond float32's range (±%g)", v, math.MaxFloat32)
+			return fmt.Errorf("pad %v is beyond float32's range (±%g)", v, float32(math.MaxFloat32))
 		}
 		return nil
 	default:
