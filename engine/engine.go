@@ -1139,6 +1139,11 @@ func (r *Run) snapshot(err error) *Report {
 		}
 		if n.st.Role == spec.RoleSink {
 			sr := SinkReport{Samples: n.out.Load(), Batches: n.batches.Load(), Epochs: n.epochs.Load(), PerEpoch: n.perEpoch.Load(), Committed: n.committed.Load()}
+			if id, ok := n.impl.(stages.Idler); ok {
+				// Before its first sample too: waiting for the first
+				// trainer is what a run that shows 0 samples does.
+				sr.Idle = id.Idle()
+			}
 			if from := n.from.Load(); from > 0 {
 				until := n.until.Load()
 				if until == 0 {
@@ -1150,7 +1155,6 @@ func (r *Run) snapshot(err error) *Report {
 				if id, ok := n.impl.(stages.Idler); ok {
 					// Time without a consumer says nothing of the pipeline.
 					active -= int64(id.IdleTime())
-					sr.Idle = id.Idle()
 				}
 				if active > 0 {
 					sr.ActiveS = time.Duration(active).Seconds()

@@ -257,10 +257,14 @@ type serveSink struct {
 	// nanoseconds since the Unix epoch, or 0 while one is served: so that
 	// IdleTime, read by the live progress, counts a gap still under way.
 	idleSince atomic.Int64
+	// firstWait is set while the sink waits for its first trainer: no gap
+	// between trainers (IdleTime), but waiting all the same.
+	firstWait atomic.Bool
 }
 
-// Idle implements Idler: a trainer left and none has come since.
-func (s *serveSink) Idle() bool { return s.idleSince.Load() > 0 }
+// Idle implements Idler: no trainer has come yet, or one left and none
+// has come since.
+func (s *serveSink) Idle() bool { return s.idleSince.Load() > 0 || s.firstWait.Load() }
 
 // IdleTime implements Idler: the time between trainers.
 func (s *serveSink) IdleTime() time.Duration {
@@ -358,6 +362,10 @@ func (s *serveSink) connect(ctx context.Context) error {
 			s.idleSince.Store(0)
 			s.idle.Add(int64(time.Since(t0)))
 		}()
+	}
+	if s.conn == nil && !s.served {
+		s.firstWait.Store(true)
+		defer s.firstWait.Store(false)
 	}
 	start := time.Now()
 	for s.conn == nil {

@@ -56,6 +56,45 @@ func TestServeEndOfEpochAfterTheTrainerLeft(t *testing.T) {
 	}
 }
 
+// TestServeIdleBeforeTheFirstTrainer: a sink waiting for its first
+// trainer is idle (the progress says "waiting for a trainer"; it said
+// nothing until a trainer had come and gone), though that wait is no gap
+// between trainers (IdleTime); once a trainer reads, it is not.
+func TestServeIdleBeforeTheFirstTrainer(t *testing.T) {
+	sk, sock := testServeSink(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	if sk.Idle() {
+		t.Fatal("idle before any sample came")
+	}
+	wrote := make(chan error, 1)
+	go func() { wrote <- sk.Write(ctx, &sample.Sample{Fields: map[string]any{"x": int64(1)}}) }()
+	for !sk.Idle() {
+		if ctx.Err() != nil {
+			t.Fatal("never idle while waiting for the first trainer")
+		}
+		time.Sleep(time.Millisecond)
+	}
+	if d := sk.IdleTime(); d != 0 {
+		t.Errorf("IdleTime %v before the first trainer, want 0 (no gap between trainers)", d)
+	}
+	c, err := serve.Dial("unix://" + sock)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := c.Next(); err != nil {
+		t.Fatal(err)
+	}
+	if err := <-wrote; err != nil {
+		t.Fatal(err)
+	}
+	if sk.Idle() {
+		t.Error("idle with a trainer served")
+	}
+	c.Close()
+	sk.Abort()
+}
+
 // TestServeIdleTimeCountsTheGapUnderWay: while the sink waits for the next
 // trainer, IdleTime already counts the wait (the live progress reads it),
 // and once a trainer connects it stops growing.
