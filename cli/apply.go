@@ -454,8 +454,11 @@ func checkReportPath(path string, sp *spec.Spec) error {
 			return fmt.Errorf("--report %s is what stage %q writes (through the link %s)", path, outs[key], key)
 		}
 	}
-	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
-		return fmt.Errorf("--report %s cannot be written: %w", path, errors.Unwrap(err))
+	if err := stages.MkdirAll(filepath.Dir(path)); err != nil {
+		if pe := (*os.PathError)(nil); errors.As(err, &pe) {
+			err = pe.Err
+		}
+		return fmt.Errorf("--report %s cannot be written: %w", path, err)
 	}
 	f, err := os.CreateTemp(filepath.Dir(path), "."+filepath.Base(path)+".probe-*")
 	if err != nil {
@@ -549,7 +552,7 @@ func writeReport(path string, rep any) error {
 	dir := filepath.Dir(path)
 	// Made here too, not only by checkReportPath: a spec that does not
 	// load never gets that far, and its report says why.
-	if err := os.MkdirAll(dir, 0o755); err != nil {
+	if err := stages.MkdirAll(dir); err != nil {
 		return fmt.Errorf("report: %w", err)
 	}
 	f, err := os.CreateTemp(dir, "."+filepath.Base(path)+".tmp-*")

@@ -75,3 +75,19 @@ func TestApplyReportThroughALinkToAnOutput(t *testing.T) {
 		t.Errorf("--report where the output's link leads: %s\nwant exit 2 and %q", r, want)
 	}
 }
+
+// TestApplyReportBelowALinkToNowhere: a report's folder that is a link to
+// a folder that does not exist is named as such, not "file exists".
+func TestApplyReportBelowALinkToNowhere(t *testing.T) {
+	dir := t.TempDir()
+	p := writeSpec(t, dir, "small.yaml", smallSpec)
+	link := filepath.Join(dir, "dl")
+	if err := os.Symlink("nowhere/dir", link); err != nil {
+		t.Skip("no symlinks here:", err)
+	}
+	rep := filepath.Join(link, "r.json")
+	r := run(t, "apply", "--report", rep, p)
+	if want := "--report " + rep + " cannot be written: " + link + " is a link to nowhere/dir, which does not exist"; r.code != 2 || !strings.Contains(r.stderr, want) {
+		t.Errorf("--report below a link to nowhere: %s\nwant exit 2 and %q", r, want)
+	}
+}

@@ -61,7 +61,7 @@ func createAtomicSwept(path string, sweep tempSweeper) (*atomicFile, error) {
 		madeDirs.Store(d, true)
 		made = append(made, d)
 	}
-	if err := os.MkdirAll(dir, 0o755); err != nil {
+	if err := MkdirAll(dir); err != nil {
 		removeEmpty(made) // those it made before it failed
 		return nil, fmt.Errorf("create output directory: %w", err)
 	}
@@ -307,6 +307,34 @@ func (a *atomicFile) abort() error {
 	return err
 }
 
+// MkdirAll is os.MkdirAll for an output's folder, saying why where a link
+// on the way leads nowhere: os.MkdirAll says only "file exists" there.
+func MkdirAll(dir string) error {
+	err := os.MkdirAll(dir, 0o755)
+	if err != nil {
+		if link, target, ok := danglingLink(dir); ok {
+			return fmt.Errorf("%s is a link to %s, which does not exist", link, target)
+		}
+	}
+	return err
+}
+
+// danglingLink finds, in dir or a folder above it, a symbolic link whose
+// target does not exist.
+func danglingLink(dir string) (link, target string, ok bool) {
+	for d := filepath.Clean(dir); ; d = filepath.Dir(d) {
+		if st, err := os.Lstat(d); err == nil && st.Mode()&os.ModeSymlink != 0 {
+			if _, err := os.Stat(d); os.IsNotExist(err) {
+				t, _ := os.Readlink(d)
+				return d, t, true
+			}
+		}
+		if filepath.Dir(d) == d {
+			return "", "", false
+		}
+	}
+}
+
 // checkWritable reports whether files can be created in path's directory,
 // creating nothing but a probe that it removes.
 func checkWritable(path string) error {
@@ -352,7 +380,12 @@ func checkDirFor(path, what string) error {
 			return nil
 		}
 		// Absent, or under a file (ENOTDIR): look further up, where the
-		// loop names the file that is no directory.
+		// loop names the file that is no directory. Not past a link that
+		// leads nowhere: the folder cannot be made there.
+		if st, lerr := os.Lstat(d); lerr == nil && st.Mode()&os.ModeSymlink != 0 && os.IsNotExist(err) {
+			t, _ := os.Readlink(d)
+			return fmt.Errorf("%s %s cannot be made: %s is a link to %s, which does not exist", what, dir, d, t)
+		}
 		if !os.IsNotExist(err) && !errors.Is(err, syscall.ENOTDIR) || filepath.Dir(d) == d {
 			return fmt.Errorf("%s %s: %w", what, dir, err)
 		}

@@ -32,6 +32,17 @@ func TestCheckWritable(t *testing.T) {
 	if runtime.GOOS == "linux" {
 		cases = append(cases, struct{ path, want string }{"/proc/nope/x", "output directory /proc/nope cannot be made in /proc: "})
 	}
+	// A folder that is a link to nowhere cannot be made: validate passed
+	// it, and the run failed with "mkdir: file exists".
+	if err := os.Symlink("nowhere/dir", filepath.Join(dir, "dl")); err == nil {
+		link := filepath.Join(dir, "dl")
+		cases = append(cases,
+			struct{ path, want string }{filepath.Join(link, "o.jsonl"), "output directory " + link + " cannot be made: " + link + " is a link to nowhere/dir, which does not exist"},
+			struct{ path, want string }{filepath.Join(link, "x", "o.jsonl"), "output directory " + filepath.Join(link, "x") + " cannot be made: " + link + " is a link to nowhere/dir, which does not exist"})
+		if err := MkdirAll(filepath.Join(link, "x")); err == nil || err.Error() != link+" is a link to nowhere/dir, which does not exist" {
+			t.Errorf("MkdirAll below a link to nowhere: %v", err)
+		}
+	}
 	for _, tc := range cases {
 		err := checkWritable(tc.path)
 		if tc.want == "" && err != nil || tc.want != "" && (err == nil || !strings.HasPrefix(err.Error(), tc.want)) {
