@@ -12,12 +12,15 @@ import (
 // root (as CI does). Only that thread changes (the raw system calls act on
 // the calling thread, where syscall.Setresuid would change every thread),
 // and it ends with fn: a goroutine that exits locked to its thread takes
-// the thread with it. fn may report with t.Error, not t.Fatal.
+// the thread with it. fn should report with t.Error: a t.Fatal ends only
+// fn's goroutine (the test goes on, failed).
 func asUser(t *testing.T, id int, fn func()) bool {
 	t.Helper()
 	ok := make(chan bool)
 	go func() {
-		runtime.LockOSThread() // never unlocked, so the thread ends here
+		became := false
+		defer func() { ok <- became }() // also when fn calls runtime.Goexit
+		runtime.LockOSThread()          // never unlocked, so the thread ends here
 		for _, call := range []uintptr{syscall.SYS_SETGROUPS, syscall.SYS_SETRESGID, syscall.SYS_SETRESUID} {
 			var errno syscall.Errno
 			if call == syscall.SYS_SETGROUPS {
@@ -27,12 +30,11 @@ func asUser(t *testing.T, id int, fn func()) bool {
 			}
 			if errno != 0 {
 				t.Logf("cannot become user %d: %v", id, errno)
-				ok <- false
 				return
 			}
 		}
+		became = true
 		fn()
-		ok <- true
 	}()
 	return <-ok
 }

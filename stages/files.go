@@ -603,7 +603,20 @@ func noMatch(p, specDir string) string {
 	}
 	dir = unescapeGlob(dir)
 	if _, err := os.Stat(dir); err != nil {
-		return msg + fmt.Sprintf("; folder %s does not exist", dir)
+		switch {
+		case errors.Is(err, fs.ErrPermission):
+			// A folder above it lets this process not look inside: it
+			// was said not to exist.
+			up := dir
+			for errors.Is(err, fs.ErrPermission) && filepath.Dir(up) != up {
+				up = filepath.Dir(up)
+				_, err = os.Stat(up)
+			}
+			return msg + fmt.Sprintf("; folder %s cannot be reached: %s needs execute (search) permission for this process", dir, up)
+		case os.IsNotExist(err):
+			return msg + fmt.Sprintf("; folder %s does not exist", dir)
+		}
+		return msg + fmt.Sprintf("; folder %s cannot be read: %v", dir, errors.Unwrap(err))
 	}
 	// A folder that cannot be listed matches nothing, without an error
 	// from the glob.

@@ -23,7 +23,7 @@ import (
 // where the test runs as root.
 func TestFilesSaysWhatCannotBeRead(t *testing.T) {
 	dir := t.TempDir()
-	for _, f := range []string{"one/a.jpg", "one/b.jpg", "two/a.jpg", "two/b.jpg", "two/c.jpg"} {
+	for _, f := range []string{"one/a.jpg", "one/b.jpg", "two/a.jpg", "two/b.jpg", "two/c.jpg", "priv/data/a.jpg"} {
 		if err := os.MkdirAll(filepath.Dir(filepath.Join(dir, f)), 0o755); err != nil {
 			t.Fatal(err)
 		}
@@ -62,11 +62,19 @@ func TestFilesSaysWhatCannotBeRead(t *testing.T) {
 	}
 	realModes := func(fn func()) { fn() }
 	if os.Geteuid() == 0 {
-		// The folders above the test's must let that user through.
-		for d := dir; d != filepath.Dir(d) && d != os.TempDir(); d = filepath.Dir(d) {
+		// The two folders t.TempDir made must let that user through, and
+		// the ones above them must already: none of those is changed.
+		for _, d := range []string{dir, filepath.Dir(dir)} {
 			if err := os.Chmod(d, 0o755); err != nil {
 				t.Fatal(err)
 			}
+		}
+		var through error
+		if !asUser(t, 65534, func() { _, through = os.ReadDir(dir) }) {
+			t.Skip("the real modes need a user other than root, and this process cannot become one")
+		}
+		if through != nil {
+			t.Skipf("the real modes run as user 65534, who cannot reach the test's folder: %v", through)
 		}
 		realModes = func(fn func()) {
 			if !asUser(t, 65534, fn) {
@@ -90,7 +98,11 @@ func TestFilesSaysWhatCannotBeRead(t *testing.T) {
 	if err := os.Chmod(filepath.Join(dir, "one"), 0o755); err != nil {
 		t.Fatal(err)
 	}
+	if err := os.Chmod(filepath.Join(dir, "priv"), 0o700); err != nil {
+		t.Fatal(err)
+	}
 	realModes(func() {
+		check("priv/data/*.jpg", `stages[0].pattern: pattern "priv/data/*.jpg" matches no file (resolved to `+filepath.Join(dir, "priv/data/*.jpg")+`); folder `+filepath.Join(dir, "priv/data")+` cannot be reached: `+filepath.Join(dir, "priv")+` needs execute (search) permission for this process`)
 		check("one/*.jpg", `warning: stages[0].pattern: pattern "one/*.jpg" matches a file this process cannot read: read `+filepath.Join(dir, "one/b.jpg")+`: permission denied`+skipTail)
 		check("two/*.jpg", `stages[0].pattern: pattern "two/*.jpg" matches no file (resolved to `+filepath.Join(dir, "two/*.jpg")+`); folder `+filepath.Join(dir, "two")+` cannot be read: permission denied`)
 	})
