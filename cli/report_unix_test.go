@@ -71,7 +71,7 @@ func TestApplyReportThroughALinkToAnOutput(t *testing.T) {
 		t.Fatal(err)
 	}
 	r = run(t, "apply", "--report", rep, p2)
-	if want := "--report " + rep + ` is what stage "out" writes (through the link ` + filepath.Join(dir2, "out", "small.jsonl") + ")"; r.code != 2 || !strings.Contains(r.stderr, want) {
+	if want := "--report " + rep + ` is what stage "out" writes`; r.code != 2 || !strings.Contains(r.stderr, want) {
 		t.Errorf("--report where the output's link leads: %s\nwant exit 2 and %q", r, want)
 	}
 }

@@ -99,14 +99,30 @@ func (sp *Spec) Outputs() map[string]string {
 }
 
 // OutputKey is the form in which two names of one output compare equal:
-// cleaned, and with the symlinks of its directory resolved where it
-// exists (out/x and link-to-out/x are one file). An address that is no
-// path (tcp://host:port) is itself.
+// cleaned, a link it names followed to what it leads to (sinks and
+// reports write through links, so a link to one output was a second
+// writer of it that no check saw), and with the symlinks of its directory
+// resolved where it exists (out/x and link-to-out/x are one file). An
+// address that is no path (tcp://host:port) is itself.
 func OutputKey(p string) string {
 	if strings.Contains(p, "://") {
 		return p
 	}
 	p = filepath.Clean(p)
+	for hops := 0; hops < 40; hops++ {
+		st, err := os.Lstat(p)
+		if err != nil || st.Mode()&os.ModeSymlink == 0 {
+			break
+		}
+		t, err := os.Readlink(p)
+		if err != nil {
+			break
+		}
+		if !filepath.IsAbs(t) {
+			t = filepath.Join(filepath.Dir(p), t)
+		}
+		p = filepath.Clean(t)
+	}
 	if dir, err := filepath.EvalSymlinks(filepath.Dir(p)); err == nil {
 		if abs, err := filepath.Abs(dir); err == nil {
 			return filepath.Join(abs, filepath.Base(p))
@@ -907,10 +923,14 @@ func check(sp *Spec, r *reporter, opts Options) {
 			first, dup := writers[OutputKey(p)]
 			if dup && first != st.Name {
 				c := &CheckContext{Spec: sp, Stage: st, r: r}
+				shown := p
+				if st, err := os.Lstat(p); err == nil && st.Mode()&os.ModeSymlink != 0 {
+					shown = fmt.Sprintf("%s (a link to %s)", p, OutputKey(p))
+				}
 				if first == "" {
-					c.Errorf("", "writes %s, the spec itself", p)
+					c.Errorf("", "writes %s, the spec itself", shown)
 				} else {
-					c.Errorf("", "writes %s, which stage %q writes too", p, first)
+					c.Errorf("", "writes %s, which stage %q writes too", shown, first)
 				}
 				break
 			}

@@ -1,0 +1,55 @@
+package stages
+
+import (
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/piperun/piperun/spec"
+)
+
+// TestOutputsThroughLinks: a sink writes through a link, so an output
+// path that is a link to another sink's output, to the spec, or to an
+// input the run reads is refused as that file named directly is. Each
+// passed validate, and the run exited 0 having replaced the other
+// output's lines, the spec, or its own input.
+func TestOutputsThroughLinks(t *testing.T) {
+	for _, tc := range []struct {
+		name, link, to, stages, want string
+	}{
+		{"another sink's", "out/b.jsonl", "a.jsonl",
+			"  - {name: src, type: range, count: 10}\n  - {name: a, type: write_jsonl, path: out/a.jsonl}\n  - {name: t, type: take, count: 3, input: src}\n  - {name: b, type: write_jsonl, path: out/b.jsonl}\n",
+			`stages[3]: writes DIR/out/b.jsonl (a link to DIR/out/a.jsonl), which stage "a" writes too`},
+		{"the spec", "out/s.jsonl", "../s.yaml",
+			"  - {name: src, type: range, count: 10}\n  - {name: a, type: write_jsonl, path: out/s.jsonl}\n",
+			`stages[1]: writes DIR/out/s.jsonl (a link to DIR/s.yaml), the spec itself`},
+		{"its input", "out/o.jsonl", "../in.jsonl",
+			"  - {name: f, type: files, pattern: in.jsonl}\n  - {name: r, type: jsonl}\n  - {name: o, type: write_jsonl, path: out/o.jsonl}\n",
+			`stages[0].pattern: pattern "in.jsonl" matches DIR/in.jsonl, which stage "o" writes`},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			dir := t.TempDir()
+			if err := os.WriteFile(filepath.Join(dir, "in.jsonl"), []byte("{\"x\": 1}\n"), 0o644); err != nil {
+				t.Fatal(err)
+			}
+			if err := os.Mkdir(filepath.Join(dir, "out"), 0o755); err != nil {
+				t.Fatal(err)
+			}
+			if err := os.Symlink(tc.to, filepath.Join(dir, tc.link)); err != nil {
+				t.Skip("no symlinks here:", err)
+			}
+			src := "version: 1\nname: l\nstages:\n" + tc.stages
+			_, diags := spec.Parse(filepath.Join(dir, "s.yaml"), []byte(src), spec.Options{Catalog: Default(), Environment: true})
+			var got []string
+			for _, d := range diags {
+				if d.Severity == spec.SevError {
+					got = append(got, strings.SplitN(d.String(), ": ", 2)[1])
+				}
+			}
+			if want := strings.ReplaceAll(tc.want, "DIR", dir); strings.Join(got, "\n") != want {
+				t.Errorf("got %q\nwant %q", got, want)
+			}
+		})
+	}
+}
