@@ -43,7 +43,7 @@ func interpolate(n *yaml.Node, path string, lookup func(string) (string, bool), 
 		var read []string
 		out, err := Expand(n.Value, func(k string) (string, bool) {
 			v, ok := lookup(k)
-			if ok {
+			if ok && v != "" { // ${K:-d} reads the default of an empty K
 				read = append(read, k)
 			}
 			return v, ok

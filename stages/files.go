@@ -250,31 +250,59 @@ func shardedProcesses(sp *spec.Spec) (n int, from, rank string) {
 }
 
 // rankVars are the variables that launchers set to a different value in
-// each process they start: the ranks ShardFromEnv reads, a node's local
-// rank, and Open MPI's and MPICH's.
-var rankVars = []string{"PIPERUN_SHARD_INDEX", "RANK", "LOCAL_RANK", "SLURM_PROCID", "SLURM_LOCALID",
-	"JOB_COMPLETION_INDEX", "OMPI_COMM_WORLD_RANK", "PMI_RANK"}
+// each process they start: the ranks ShardFromEnv reads, and Open MPI's
+// and MPICH's. localRankVars differ only among the processes of one
+// machine, and repeat on the next.
+var (
+	rankVars = []string{"PIPERUN_SHARD_INDEX", "RANK", "SLURM_PROCID", "JOB_COMPLETION_INDEX",
+		"OMPI_COMM_WORLD_RANK", "PMI_RANK"}
+	localRankVars = []string{"LOCAL_RANK", "SLURM_LOCALID", "OMPI_COMM_WORLD_LOCAL_RANK", "MPI_LOCALRANKID"}
+)
 
 // perProcess reports whether the value of field differs between the
 // processes a launcher starts from one spec: a --set gave it, or it reads
-// a rank variable set here. others are the other variables set here that
-// it read, which a launcher's script may set apart in each process; a
-// value that read only unset ones (${RANK:-0} under Slurm) is its default
-// everywhere.
-func perProcess(cc *spec.CheckContext, field string) (per bool, others []string) {
+// a rank variable set here; with perMachine, a local rank is enough (a
+// socket or a port need only differ on one machine), and otherwise only
+// where the launcher says every process runs on this one. local names the
+// local rank a value read, short of that. others are the other variables
+// set here that it read, which a launcher's script may set apart in each
+// process; a value that read only unset ones (${RANK:-0} under Slurm) is
+// its default everywhere.
+func perProcess(cc *spec.CheckContext, field string, perMachine bool) (per bool, local string, others []string) {
 	set, vars := cc.Given(field)
 	if set {
-		return true, nil
+		return true, "", nil
 	}
 	for _, v := range vars {
-		if slices.Contains(rankVars, v) {
-			return true, nil
-		}
-		if !slices.Contains(others, v) {
+		switch {
+		case slices.Contains(rankVars, v):
+			return true, "", nil
+		case slices.Contains(localRankVars, v):
+			if perMachine || oneMachine(os.LookupEnv) {
+				return true, "", nil
+			}
+			local = v
+		case !slices.Contains(others, v):
 			others = append(others, v)
 		}
 	}
-	return false, others
+	return false, local, others
+}
+
+// oneMachine reports whether the launcher says all its processes run on
+// this machine: torchrun's local world size is its world size, or Slurm's
+// job has one node.
+func oneMachine(lookup func(string) (string, bool)) bool {
+	lws, ok1 := lookup("LOCAL_WORLD_SIZE")
+	ws, ok2 := lookup("WORLD_SIZE")
+	if ok1 && ok2 && lws == ws {
+		return true
+	}
+	n, ok := lookup("SLURM_JOB_NUM_NODES")
+	if !ok {
+		n, ok = lookup("SLURM_NNODES")
+	}
+	return ok && n == "1"
 }
 
 // unlessDiffer is what a shared-value warning adds when the value read
@@ -291,7 +319,7 @@ func unlessDiffer(others []string) string {
 // same in every process: the last to finish replaced the others' samples,
 // each reporting success (a new-user test lost 60 of 140 samples so).
 func sharedOutput(cc *spec.CheckContext, path string) {
-	per, others := perProcess(cc, "path")
+	per, local, others := perProcess(cc, "path", false)
 	if path == "" || per {
 		return
 	}
@@ -300,6 +328,14 @@ func sharedOutput(cc *spec.CheckContext, path string) {
 		fix := fmt.Sprintf("put the rank in the path (%s-${%s}%s)", strings.TrimSuffix(path, ext), rank, ext)
 		if _, err := strconv.Atoi(rank); err == nil {
 			fix = fmt.Sprintf("give each process a path of its own (--set stages.%s.path=%s-%s%s, as you set its shard)", cc.Stage.Name, strings.TrimSuffix(path, ext), rank, ext)
+		}
+		if local != "" {
+			fix := "put the rank in the path instead"
+			if _, err := strconv.Atoi(rank); err != nil {
+				fix += fmt.Sprintf(" (${%s})", rank)
+			}
+			cc.Warnf("path", "%s this is one of %d processes, and the path's %s repeats on every machine: processes on two machines write %s alike, and on shared storage the last to finish replaces the other's output; %s", from, n, local, path, fix)
+			return
 		}
 		cc.Warnf("path", "%s this is one of %d processes, and each writes %s%s: the last to finish replaces the others' output; %s", from, n, path, unlessDiffer(others), fix)
 	}

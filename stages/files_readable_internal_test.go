@@ -152,6 +152,8 @@ func TestShardedRunsWriteApart(t *testing.T) {
 	t.Setenv("RANK", "1")
 	t.Setenv("WORLD_SIZE", "3")
 	t.Setenv("PIPERUN_TEST_OUT", "out")
+	t.Setenv("LOCAL_RANK", "1")
+	t.Setenv("SLURM_PROCID", "")
 	const warn = "warning: stages[1].path: RANK and WORLD_SIZE say this is one of 3 processes, and each writes out/all.jsonl: the last to finish replaces the others' output; put the rank in the path (out/all-${RANK}.jsonl)"
 	for _, tc := range []struct {
 		shard, path string
@@ -166,6 +168,10 @@ func TestShardedRunsWriteApart(t *testing.T) {
 		// Set, but no rank: a launcher's script may set it apart.
 		{"auto", "${PIPERUN_TEST_OUT}/all.jsonl", nil, "warning: stages[1].path: RANK and WORLD_SIZE say this is one of 3 processes, and each writes out/all.jsonl (unless PIPERUN_TEST_OUT differs between them): the last to finish replaces the others' output; put the rank in the path (out/all-${RANK}.jsonl)"},
 		{"auto", "${PIPERUN_TEST_OUT}/${RANK}.jsonl", nil, ""},
+		// Set but empty: its default, the same everywhere.
+		{"auto", "out/all-${SLURM_PROCID:-x}.jsonl", nil, "warning: stages[1].path: RANK and WORLD_SIZE say this is one of 3 processes, and each writes out/all-x.jsonl: the last to finish replaces the others' output; put the rank in the path (out/all-x-${RANK}.jsonl)"},
+		// A local rank repeats on the next machine.
+		{"auto", "out/p-${LOCAL_RANK}.jsonl", nil, "warning: stages[1].path: RANK and WORLD_SIZE say this is one of 3 processes, and the path's LOCAL_RANK repeats on every machine: processes on two machines write out/p-1.jsonl alike, and on shared storage the last to finish replaces the other's output; put the rank in the path instead (${RANK})"},
 		{"auto", "out/all.jsonl", []string{"stages.out.path=out/r1.jsonl"}, ""},
 		{"{index: 0, count: 2}", "out/all.jsonl", nil, `warning: stages[1].path: stage "f"'s shard says this is one of 2 processes, and each writes out/all.jsonl: the last to finish replaces the others' output; give each process a path of its own (--set stages.out.path=out/all-0.jsonl, as you set its shard)`},
 		{"{index: 0, count: 1}", "out/all.jsonl", nil, ""},
@@ -181,6 +187,12 @@ func TestShardedRunsWriteApart(t *testing.T) {
 		if strings.Join(got, "\n") != tc.want {
 			t.Errorf("shard %s, path %s, set %v:\n got %q\nwant %q", tc.shard, tc.path, tc.set, got, tc.want)
 		}
+	}
+	// On one machine a local rank is enough.
+	t.Setenv("LOCAL_WORLD_SIZE", "3")
+	src1 := "version: 1\nname: f\nstages:\n  - {name: f, type: files, pattern: '*.jsonl', shard: auto}\n  - {name: out, type: write_jsonl, path: 'out/p-${LOCAL_RANK}.jsonl'}\n"
+	if _, diags := spec.Parse(filepath.Join(dir, "f.yaml"), []byte(src1), spec.Options{Catalog: Default(), Environment: true}); len(diags) != 0 {
+		t.Errorf("a path with LOCAL_RANK, all 3 processes on this machine: %v", diags)
 	}
 	// A path that is an alias of a value reading the rank varies too.
 	src := "x-out: &out 'out/part-${RANK}.jsonl'\nversion: 1\nname: f\nstages:\n  - {name: f, type: files, pattern: '*.jsonl', shard: auto}\n  - {name: out, type: write_jsonl, path: *out}\n"
@@ -313,6 +325,7 @@ func TestShardedRunsServeApart(t *testing.T) {
 	}
 	t.Setenv("RANK", "1")
 	t.Setenv("WORLD_SIZE", "3")
+	t.Setenv("LOCAL_RANK", "1")
 	ln, err := net.Listen("unix", filepath.Join(dir, "taken.sock"))
 	if err != nil {
 		t.Fatal(err)
@@ -331,6 +344,7 @@ func TestShardedRunsServeApart(t *testing.T) {
 	}{
 		{"auto", "unix://p.sock", "warning: stages[1].listen: " + from + "unix://p.sock: on one machine only the first can listen there, and the others are refused; put the rank in the address (unix://p-${RANK}.sock)"},
 		{"auto", "unix://p-${RANK}.sock", ""},
+		{"auto", "unix://p-${LOCAL_RANK}.sock", ""}, // a socket need only differ on one machine
 		{"auto", "unix://p-${SLURM_PROCID:-0}.sock", "warning: stages[1].listen: " + from + "unix://p-0.sock: on one machine only the first can listen there, and the others are refused; put the rank in the address (unix://p-0-${RANK}.sock)"},
 		{"auto", "tcp://127.0.0.1:" + port, "warning: stages[1].listen: " + from + "tcp://127.0.0.1:" + port + ": on one machine only the first can listen there, and the others are refused; give each process a port of its own (--set stages.out.listen=tcp://HOST:PORT from the launcher, a port a rank)"},
 		{"auto", "tcp://127.0.0.1:0", ""}, // the system picks a port for each

@@ -153,7 +153,7 @@ func (c *ServeConfig) Check(cc *spec.CheckContext) sample.Schema {
 // rank was refused as an invalid spec, with no word of the rank).
 func sharedAddress(cc *spec.CheckContext, listen string) {
 	// Port 0: the system picks one for each process.
-	per, others := perProcess(cc, "listen")
+	per, _, others := perProcess(cc, "listen", true)
 	if per || strings.HasPrefix(listen, "tcp://") && strings.HasSuffix(listen, ":0") {
 		return
 	}
@@ -175,7 +175,7 @@ func sharedAddress(cc *spec.CheckContext, listen string) {
 // processes run as shards.
 func sharedAddressHint(cc *spec.CheckContext) string {
 	if n, _, _ := shardedProcesses(cc.Spec); n > 1 {
-		if per, _ := perProcess(cc, "listen"); per {
+		if per, _, _ := perProcess(cc, "listen", true); per {
 			return ""
 		}
 		return fmt.Sprintf(" (this is one of %d processes: each needs an address of its own)", n)
