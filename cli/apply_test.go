@@ -293,7 +293,7 @@ stages:
 		t.Errorf("json: got %s\nwant exit 0 and the warning", r)
 	}
 	// Every sample skipped: the warning says so, and comes before the
-	// summary, which stays the last line .
+	// summary, which stays the last line.
 	p = writeSpec(t, t.TempDir(), "skipped.yaml", `version: 1
 name: skipped
 stages:

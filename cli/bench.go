@@ -434,7 +434,8 @@ func runBench(parent context.Context, g *globals, sp *spec.Spec, file string, st
 		return nil, exit(ExitFailed, err)
 	}
 	// A trainer whose sink gets nothing in an endless run would wait for
-	// ever: the engine's own check sees the other sinks get samples.
+	// ever: the engine's own check sees the other sinks get samples. It
+	// watches the run from outside, as the trainer does, and ends with it.
 	starved := make(chan error, 1)
 	go func() {
 		t := time.NewTicker(10 * time.Millisecond)

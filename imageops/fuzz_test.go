@@ -1,8 +1,11 @@
 package imageops
 
 import (
+	"bytes"
 	"errors"
 	"fmt"
+	"image"
+	"image/jpeg"
 	"os"
 	"path/filepath"
 	"testing"
@@ -38,6 +41,18 @@ func FuzzDecode(f *testing.F) {
 			f.Add(b, uint8(0))
 		}
 	}
+	// A JPEG made here, so that the crop and fused paths have a seed to
+	// start from without the shared data.
+	img := image.NewRGBA(image.Rect(0, 0, 40, 30))
+	for i := range img.Pix {
+		img.Pix[i] = uint8(i * 7)
+	}
+	var made bytes.Buffer
+	if err := jpeg.Encode(&made, img, nil); err != nil {
+		f.Fatal(err)
+	}
+	f.Add(made.Bytes(), uint8(2))   // 3 channels
+	f.Add(made.Bytes(), uint8(8|2)) // and a scale hint
 	f.Add([]byte{0xff, 0xd8, 0xff, 0xd9}, uint8(3))
 	f.Add(pngMagic, uint8(1))
 	const limit = 1 << 16

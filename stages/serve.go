@@ -293,7 +293,7 @@ func newServeSink(env *Env, c *ServeConfig) (*serveSink, error) {
 	}
 	var lock *os.File
 	if network == "unix" {
-		if err := os.MkdirAll(filepath.Dir(addr), 0o755); err != nil {
+		if err := MkdirAll(filepath.Dir(addr)); err != nil {
 			return nil, fmt.Errorf("listen on %s: %w", c.Listen, err)
 		}
 		if lock, err = lockSocket(addr); err != nil {

@@ -66,7 +66,7 @@ func TestIntegerCastsAreExact(t *testing.T) {
 		t.Errorf("Cast(float64)[2] = %v", got)
 	}
 	// 2^60 + 2^36 + 1 is nearest the float32 2^60 + 2^37; through a
-	// float64 it lands on the midpoint first and rounds down .
+	// float64 it lands on the midpoint first and rounds down.
 	const v int64 = 1<<60 + 1<<36 + 1
 	if got := FromInt64s([]int64{v}).Cast(Float32).Float32()[0]; got != float32(1<<60+1<<37) {
 		t.Errorf("Cast(float32) = %v, want %v", got, float32(1<<60+1<<37))
