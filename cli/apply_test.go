@@ -698,8 +698,7 @@ stages:
 // so once, naming both records (it was silent).
 // An empty list (no kind) and a key that keeps its kind say nothing. With
 // shards, the records are numbered within their file, as inspect does; a
-// list's advice is map(x, float(#)), since float(x) refuses a list (a
-// review).
+// list's advice is map(x, float(#)), since float(x) refuses a list.
 func TestWriteTFRecordWarnsOfMixedKinds(t *testing.T) {
 	for _, tc := range []struct {
 		name, lines, path string

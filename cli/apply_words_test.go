@@ -95,8 +95,7 @@ stages:
 
 // TestCacheBelowRandomWithoutSeedWarns: with no seed, a disk cache below a
 // random stage is keyed by a new seed every run and never read again;
-// validate says so, and says nothing once a seed is set (found by a
-// re-test).
+// validate says so, and says nothing once a seed is set.
 func TestCacheBelowRandomWithoutSeedWarns(t *testing.T) {
 	spec := writeSpec(t, t.TempDir(), "c.yaml", `
 version: 1

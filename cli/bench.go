@@ -721,8 +721,8 @@ func cacheHint(p *plan.Plan, st *spec.Stage, feeds map[string]bool) string {
 		return replays
 	}
 	// A cache on disk reserves its store's memory from the budget: at
-	// 16MiB the advice was a dir: that validate then refused (found in
-	// review). Advice names the budget it needs where it needs more.
+	// 16MiB the advice was a dir: that validate then refused. Advice names
+	// the budget it needs where it needs more.
 	onDisk, diskLeast := cacheFits(p, st, &stages.CacheConfig{Dir: "cache", CommitEvery: 512})
 	needs := fmt.Sprintf("resources.memory of at least %s, as its store reserves %s of the budget",
 		bytesize.FormatAtLeast(diskLeast), spec.ByteSize((&stages.CacheConfig{Dir: "cache"}).ReservedBytes(p.Memory)))

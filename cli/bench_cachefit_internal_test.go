@@ -47,8 +47,7 @@ stages:
 		{"epochs: 1", "16MiB", "1", "40",
 			head + " (in one epoch a cache replays nothing; a cache stage with dir: right after the expensive work would let later runs read its results, with " + store + ")", false},
 		// A serve sink's window (an eighth of the budget) counts too: the
-		// advice left it out and named a budget validate refused (a
-		// re-test).
+		// advice left it out and named a budget validate refused.
 		{"with dir:, serving", "16MiB", "2", "5000",
 			head + " (a cache stage right after the expensive work would replay its results in later epochs, but in memory, its first pass of about FIRSTPASS would not fit the 1/2 of the budget (8MiB) a cache may fill, and with dir: it needs resources.memory of at least 93.74MiB, as its store reserves 82MiB of the budget)", true},
 	} {

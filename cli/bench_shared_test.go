@@ -14,8 +14,7 @@ import (
 // last step. Bench judges the map by its busy time at that step: no stage
 // is busier than 100 % of its workers, and the note says the run went on
 // feeding the other sink. Judged by the whole run's busy time over the
-// trainer's span, the map was busy 41451 % and no note came (found in
-// review).
+// trainer's span, the map was busy 41451 % and no note came.
 func TestBenchOfAStageSharedWithAnotherSink(t *testing.T) {
 	dir := t.TempDir()
 	spec := writeSpec(t, dir, "br.yaml", cli.SharedStageSpec)

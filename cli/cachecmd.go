@@ -189,8 +189,8 @@ func cacheCmd(g *globals) *cobra.Command {
 	prune.SuggestFor = []string{"rm", "remove", "delete", "clean", "purge"}
 	cmd.AddCommand(ls, info, prune)
 	// Without a Run of its own cobra printed the help for `cache rm DIR`
-	// and exited 0, so a script calling it seemed to succeed (a new-user
-	// test); `piperun foo` is a usage error, and so is this.
+	// and exited 0, so a script calling it seemed to succeed; `piperun foo`
+	// is a usage error, and so is this.
 	cmd.SuggestionsMinimumDistance = 1 // "lss" is ls; "rm" is not
 	cmd.Args = cobra.ArbitraryArgs
 	cmd.RunE = func(cmd *cobra.Command, args []string) error {

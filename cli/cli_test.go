@@ -475,8 +475,7 @@ stages:
 
 // TestValidateSaysFitNotChecked: a spec whose own problems keep it from
 // being planned (a typo in a key) says its memory fit was not checked, so
-// that fixing the typo brings no silent surprise (found by a new-user
-// test).
+// that fixing the typo brings no silent surprise.
 func TestValidateSaysFitNotChecked(t *testing.T) {
 	p := writeSpec(t, t.TempDir(), "typo.yaml", `version: 1
 name: typo

@@ -691,8 +691,7 @@ func TestServeHandOverKeepsWhatTheSocketHeld(t *testing.T) {
 // TestServePythonLoaderPerEpoch: a trainer making a new DataLoader over a
 // new PiperunDataset for each epoch, dropping the one before unclosed,
 // reads every epoch. The first dataset's connection stayed open (an atexit
-// hook held its stream), so the second waited for ever, without a word (a
-// new-user test).
+// hook held its stream), so the second waited for ever, without a word.
 func TestServePythonLoaderPerEpoch(t *testing.T) {
 	py := pythonWith(t, "numpy, torch")
 	dir := t.TempDir()

@@ -13,8 +13,7 @@ import (
 // removes cache by cache. Outside them nothing looks at the context —
 // validate walking a large tree, inspect reading a pipe nobody writes —
 // and the first signal ends the process at once, as it would without a
-// handler: the first was swallowed, and `timeout` could not stop them (an
-// adversarial test).
+// handler: the first was swallowed, and `timeout` could not stop them.
 var graceful atomic.Int32
 
 // stopsGracefully marks a section that ends on its own when the context

@@ -518,8 +518,7 @@ stages:
 // two of its inputs drains what it leaves of an epoch from all of them in
 // turn: drained one after the other, the first's filled the second's
 // queue, and the run stalled, with a cache above filling and an endless
-// take ending the stream, and in an earlier epoch of a finite run (a
-// review).
+// take ending the stream, and in an earlier epoch of a finite run.
 func TestJoinDrainsSharedInputsInTurn(t *testing.T) {
 	const src = `version: 1
 name: zc

@@ -1067,8 +1067,7 @@ stages:
 // source goes round: the run fails saying so, instead of spinning for ever
 // (found by the re-test; samples move, so the stuck check never fired).
 func TestEndlessRunWithNothingForTheSinks(t *testing.T) {
-	// And an empty source, which the message blamed on a stage (a
-	// new-user test).
+	// And an empty source, which the message blamed on a stage.
 	for _, src := range []string{"{name: src, type: range, count: 5}", "{name: src, type: range, count: 0}"} {
 		ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 		_, err := runSpecCtx(ctx, t, t.TempDir(), `version: 1

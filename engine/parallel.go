@@ -886,8 +886,8 @@ func (r *Run) runJoin(ctx context.Context, n *node, j stages.Joiner) (err error)
 		closed
 	)
 	// A cache above fills in its first pass: a one-epoch run that stopped
-	// it would leave it partial in every run, never filled (found in
-	// review), so such a join reads its inputs to the end as before; one
+	// it would leave it partial in every run, never filled, so such a join
+	// reads its inputs to the end as before; one
 	// complete from an earlier run is read only as far as needed (a
 	// review: every run read its whole epoch again).
 	fills := n.fills

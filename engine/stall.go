@@ -161,8 +161,7 @@ func (r *Run) stallError() error {
 		// Memory a stage reserves for itself at the start (an on-disk
 		// cache's) is no sample's, and a budget it takes most of leaves
 		// samples little: say so, or the advice reads as if several
-		// samples did not fit in room that in fact holds them (a
-		// new-user test).
+		// samples did not fit in room that in fact holds them.
 		if res := nd.pn.Reserved; res > 0 {
 			where += fmt.Sprintf(", %s reserved by %s %q for its own use", spec.ByteSize(res), nd.st.Type, nd.st.Name)
 			rest -= res

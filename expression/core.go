@@ -732,8 +732,7 @@ func readPooled(path string) (*pooledFile, error) {
 // process to 24 GB outside a 64 MiB budget, and a named pipe blocked a run
 // past Ctrl-C, in its open. The open does not wait for a
 // pipe's writer (O_NONBLOCK), and what it opened is checked, not the name
-// before: a pipe put in a file's place between the two would block (a
-// review).
+// before: a pipe put in a file's place between the two would block.
 func openWhole(path string) (*os.File, int64, error) {
 	f, err := os.OpenFile(path, os.O_RDONLY|syscall.O_NONBLOCK, 0)
 	if errors.Is(err, syscall.ENXIO) {

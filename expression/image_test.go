@@ -332,8 +332,8 @@ func TestImageDTypeChecks(t *testing.T) {
 		{`flip_left_right(transpose(resize(u8, 4, 5), [2, 0, 1]), 1.0)`, `flip_left_right: argument 1 looks channels-first (tensor<uint8>[3 4 5]): image functions take HWC [H, W, C]; apply them before transpose (line 1, column 17 of the expression)`, ""},
 		{`resize(transpose(u8, [2, 0, 1]), 32, 32)`, "", "tensor<uint8>[32 32 2]"},
 		// [3, ?, ?] may be a transposed decode or an HWC image of unknown
-		// channels resized to a height of 3 and a computed width (found in
-		// review): validate lets both pass, and the run checks the tensor
+		// channels resized to a height of 3 and a computed width: validate
+		// lets both pass, and the run checks the tensor
 		// (TestImageFunctionsCheckAtRunTime).
 		{`flip_left_right(transpose(decode_image(read_file(path), 3), [2, 0, 1]), 0.5)`, "", "tensor<uint8>[3 ? ?]"},
 		{`flip_left_right(resize(decode_image(read_file(path), 0), 3, int(len(path))), 0.5)`, "", "tensor<uint8>[3 ? ?]"},
@@ -377,8 +377,8 @@ func TestToFloatPassesFloat32Through(t *testing.T) {
 
 // TestFusedCallErrorsPointAtTheDecode: a fused chain fails at run time
 // with its caret on the decode_image the user wrote, where damaged bytes
-// fail, not on the outer call the chain was fused into (found by a
-// new-user test); an argument of the outer call that fails names it.
+// fail, not on the outer call the chain was fused into; an argument of the
+// outer call that fails names it.
 func TestFusedCallErrorsPointAtTheDecode(t *testing.T) {
 	in := sample.Schema{Fields: []sample.Field{{Name: "b", Type: sample.TBytes}, {Name: "h", Type: sample.TAny}}}
 	bad := map[string]any{"b": []byte("not an image"), "h": int64(8)}

@@ -178,8 +178,7 @@ func TestUnknownNamesInArguments(t *testing.T) {
 }
 
 // TestOneHotConstantIndex: an index written as a number is checked
-// against n by validate, as it fails every sample at run time (a new-user
-// test).
+// against n by validate, as it fails every sample at run time.
 func TestOneHotConstantIndex(t *testing.T) {
 	in := sample.Schema{Fields: []sample.Field{{Name: "index", Type: sample.TInt}}}
 	for _, tc := range []struct{ src, want string }{

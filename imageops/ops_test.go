@@ -121,8 +121,7 @@ func TestCrops(t *testing.T) {
 			"imageops: center_crop: invalid argument: a 11×2 (height×width) crop does not fit the 10×8 image"},
 		{"center too wide", func() (*tensor.Tensor, error) { return CenterCrop(img, 4, 9) },
 			"imageops: center_crop: invalid argument: a 4×9 (height×width) crop does not fit the 10×8 image"},
-		// "A 0×2 crop does not fit" a 10×8 image read as a riddle (a
-		// new-user test).
+		// "A 0×2 crop does not fit" a 10×8 image read as a riddle.
 		{"center empty", func() (*tensor.Tensor, error) { return CenterCrop(img, 0, 2) },
 			"imageops: center_crop: invalid argument: a 0×2 (height×width) crop: sizes must be positive"},
 		{"random negative", func() (*tensor.Tensor, error) { return RandomCrop(img, 4, -1, rng) },

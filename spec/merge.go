@@ -19,8 +19,8 @@ func resolveMerges(n *yaml.Node, r *reporter) {
 
 // maxMergedNodes bounds the nodes merges may copy: each merge copies a
 // mapping whose own merges are copies already, so a 1 KB file of nested
-// merges doubled itself 22 times and ran validate out of memory (found in
-// review). A real spec copies a few hundred.
+// merges doubled itself 22 times and ran validate out of memory. A real spec
+// copies a few hundred.
 const maxMergedNodes = 100_000
 
 type merger struct {

@@ -134,8 +134,8 @@ func TestNullMappingIsAbsent(t *testing.T) {
 
 // TestEmptyVariableIsAnError: a value that is only a variable set to
 // nothing, written without a default, is an error rather than null: MEM=
-// must not drop memory: ${MEM} to the default budget unseen (found in
-// review); ${MEM:-} says absent on purpose.
+// must not drop memory: ${MEM} to the default budget unseen; ${MEM:-} says
+// absent on purpose.
 func TestEmptyVariableIsAnError(t *testing.T) {
 	const src = "version: 1\nname: t\nresources:\n  memory: %s\nstages:\n  - {name: r, type: range, count: 3}\n  - {name: out, type: discard}\n"
 	lookup := func(k string) (string, bool) { return "", k == "MEM" }

@@ -151,8 +151,8 @@ func Expand(s string, lookup func(string) (string, bool)) (string, error) {
 			return "", fmt.Errorf("environment variable %s is not set or empty: %s", name, must)
 		}
 		if hasDef && (!ok || v == "") {
-			// ${OUT:-$PWD/o.jsonl} made a folder named "$PWD" (a
-			// re-test). Only a default in use, and not $env, which an
+			// ${OUT:-$PWD/o.jsonl} made a folder named "$PWD". Only a default
+			// in use, and not $env, which an
 			// expression's default may read.
 			for _, m := range shellVarRe.FindAllString(def, -1) {
 				if m != "$env" {

@@ -508,8 +508,7 @@ func Parse(file string, data []byte, opts Options) (*Spec, Diagnostics) {
 	}
 	if sp.Seed != nil && *sp.Seed < 0 {
 		// A run's seed is unsigned: -1 was run, logged and reported as
-		// 18446744073709551615, which --set seed= then refused (an
-		// adversarial test).
+		// 18446744073709551615, which --set seed= then refused.
 		l, c := at("seed")
 		r.add(SevError, l, c, "seed", "must be 0 or more, got %d", *sp.Seed)
 	}

@@ -137,8 +137,7 @@ func procState(pid int) string {
 
 // TestShardsListTheirFolderOnce: a sink of many shards lists its folder
 // once to remove the temporaries of dead writers, and removes each
-// shard's: 4000 shards listed it 4000 times, 12 s before the run began (a
-// re-test).
+// shard's: 4000 shards listed it 4000 times, 12 s before the run began.
 func TestShardsListTheirFolderOnce(t *testing.T) {
 	if runtime.GOOS != "linux" {
 		t.Skip("process IDs as on Linux")

@@ -416,8 +416,8 @@ func (c *FilesConfig) Check(cc *spec.CheckContext) sample.Schema {
 				cc.Errorf(field, "%s", noMatch(p, cc.Spec.Dir))
 			} else if msg := unreadable(m); msg != "" {
 				// A warning: a run whose stages skip errors reads on past
-				// them, as it did before validate looked (found in
-				// review), and a path manifest never opens them.
+				// them, as it did before validate looked, and a path manifest
+				// never opens them.
 				cc.Warnf(field, "pattern %q %s: reading one fails the run unless the stage that reads it has on_error: skip", p, msg)
 			}
 			labelsOK = labelsOK && err == nil && len(m) > 0
@@ -574,8 +574,7 @@ func noMatch(p, specDir string) string {
 		return msg + hint
 	}
 	// Names that match but are no regular file: links into a dataset that
-	// is not mounted, or folders, were passed over without a word (a
-	// new-user test).
+	// is not mounted, or folders, were passed over without a word.
 	if raw, _ := globAll(abs); len(raw) > 0 && !strings.Contains(abs, "**") {
 		var broken, dirs []string
 		for _, m := range raw {
@@ -1154,8 +1153,7 @@ func checkGlob(p string) error {
 		return fmt.Errorf("pattern %q ends with /, which matches folders, not files: match the files in them with %s*", p, q)
 	}
 	// Resolving the pattern cleans "d/*/." to "d/*" and "d/*/../x" to
-	// "d/x", through the wildcard, which a shell reads otherwise (a
-	// review).
+	// "d/x", through the wildcard, which a shell reads otherwise.
 	wild := false
 	for _, seg := range strings.Split(filepath.ToSlash(p), "/") {
 		if (seg == "." || seg == "..") && wild {
@@ -1268,8 +1266,7 @@ func Glob(pattern string) ([]string, error) {
 // globAll is filepath.Glob of a pattern without "**", directories and
 // all, that reads its literal prefix as a path: a folder named there need
 // not be listed, only opened, as a spec's folder escaped into every
-// pattern ("sp\[1]") was, below a parent that lets no one list it (a
-// review).
+// pattern ("sp\[1]") was, below a parent that lets no one list it.
 func globAll(pattern string) ([]string, error) {
 	segs := strings.Split(filepath.ToSlash(pattern), "/")
 	k := 0
