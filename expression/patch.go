@@ -1,0 +1,230 @@
+package expression
+
+// This file holds the patcher, which rewrites a checked AST before it is
+// compiled: registered functions typed, fusions, bounded string operations.
+
+import (
+	"maps"
+	"reflect"
+
+	"github.com/expr-lang/expr/ast"
+	"github.com/expr-lang/expr/file"
+)
+
+// patcher rewrites the checked tree: fuses call chains, routes tensor
+// indexing and len to tensor-aware functions, and appends the run context
+// and a call-site number to every random call.
+type patcher struct {
+	reg   *Registry
+	sites int
+	// parts holds, for each fused call, where the user wrote each call
+	// of its chain, by name, for the inferrer's errors (partError).
+	parts map[ast.Node]map[string]file.Location
+}
+
+// arityFits reports whether n arguments suit function name (true for a
+// name the registry does not know: the check reports it).
+func (p *patcher) arityFits(name string, n int) bool {
+	f, ok := p.reg.funcs[name]
+	return !ok || n >= f.MinArgs && (f.MaxArgs < 0 || n <= f.MaxArgs)
+}
+
+func (p *patcher) Visit(node *ast.Node) {
+	switch n := (*node).(type) {
+	case *ast.CallNode:
+		id, ok := n.Callee.(*ast.IdentifierNode)
+		if !ok {
+			return
+		}
+		for _, fu := range p.reg.fusions {
+			if id.Value != fu.Outer || len(n.Arguments) == 0 {
+				continue
+			}
+			inner, ok := n.Arguments[0].(*ast.CallNode)
+			if !ok {
+				continue
+			}
+			iid, ok := inner.Callee.(*ast.IdentifierNode)
+			if !ok || iid.Value != fu.Inner {
+				continue
+			}
+			if f, ok := p.reg.funcs[fu.Inner]; ok && f.Random {
+				continue // already patched: fusing would misplace its context
+			}
+			if !p.arityFits(fu.Outer, len(n.Arguments)) || !p.arityFits(fu.Inner, len(inner.Arguments)) ||
+				fu.InnerArgs != 0 && len(inner.Arguments) != fu.InnerArgs {
+				// Left as written, so that the check names the call the
+				// user wrote and its count, not the fused one's.
+				continue
+			}
+			parts := map[string]file.Location{fu.Outer: n.Location()}
+			if ip, ok := p.parts[inner]; ok {
+				maps.Copy(parts, ip)
+			} else {
+				parts[fu.Inner] = inner.Location()
+			}
+			p.parts[n] = parts
+			args := append(append([]ast.Node{}, inner.Arguments...), n.Arguments[1:]...)
+			id.Value = fu.Into
+			n.Arguments = args
+			// A run-time error of the fused call is nearly always the
+			// inner one's (a decode of damaged bytes), so its caret goes
+			// where the user wrote that call; the message names the part
+			// that failed either way.
+			n.SetLocation(inner.Location())
+			break
+		}
+		if decoders[id.Value] && len(n.Arguments) > 0 {
+			if in, ok := n.Arguments[0].(*ast.CallNode); ok {
+				if iid, ok := in.Callee.(*ast.IdentifierNode); ok && iid.Value == "read_file" {
+					iid.Value = "__read_file_pooled"
+				}
+			}
+		}
+		f, ok := p.reg.funcs[id.Value]
+		if !ok || !f.Random {
+			return
+		}
+		if len(n.Arguments) > 0 {
+			if last, ok := n.Arguments[len(n.Arguments)-1].(*ast.IdentifierNode); ok && last.Value == CtxVar {
+				return
+			}
+			if len(n.Arguments) > 1 {
+				if prev, ok := n.Arguments[len(n.Arguments)-2].(*ast.IdentifierNode); ok && prev.Value == CtxVar {
+					return
+				}
+			}
+		}
+		p.sites++
+		n.Arguments = append(n.Arguments, &ast.IdentifierNode{Value: CtxVar}, &ast.IntegerNode{Value: p.sites})
+	case *ast.MemberNode:
+		// x[i][j]: the inner index was patched just before (the walk
+		// visits children first) and is typed any, as its result is a
+		// tensor or a number depending on the rank; __at takes both, and
+		// any other value typed only at run time (cast's result, $env[k]),
+		// which may be a tensor too.
+		// An index typed only at run time (a jsonl field) may be an int
+		// too: __at refuses any other.
+		if id, ok := n.Node.(*ast.IdentifierNode); ok && id.Value == "$env" {
+			if _, lit := constOf(n.Property); !lit {
+				// $env[k], k known as the sample runs: __envget keeps the
+				// run context out of reach (a re-test read it through a
+				// jsonl value "__piperun").
+				ast.Patch(node, &ast.CallNode{Callee: &ast.IdentifierNode{Value: "__envget"}, Arguments: []ast.Node{n.Node, n.Property}})
+			}
+			return
+		}
+		if n.Optional {
+			return // x?.[i]: expr's own, which gives nil for a nil x
+		}
+		_, field := n.Property.(*ast.StringNode) // x.name: the inferrer's to refuse
+		tensorLike := n.Node.Type() == tensorPtr || isAt(n.Node)
+		if field && isAny(n.Node.Type()) {
+			// $env[k].Data: a tensor known only at run time is refused
+			// then, as a known one is at validate time.
+			ast.Patch(node, &ast.CallNode{Callee: &ast.IdentifierNode{Value: "__field"}, Arguments: []ast.Node{n.Node, n.Property}})
+			return
+		}
+		if tensorLike && !field || isAny(n.Node.Type()) && (isInt(n.Property.Type()) || isAny(n.Property.Type())) {
+			ast.Patch(node, &ast.CallNode{Callee: &ast.IdentifierNode{Value: "__at"}, Arguments: []ast.Node{n.Node, n.Property}})
+		}
+	case *ast.BinaryNode:
+		_, lnil := n.Left.(*ast.NilNode)
+		_, rnil := n.Right.(*ast.NilNode)
+		if n.Operator == "+" && !lnil && !rnil && stringish(n.Left.Type()) && stringish(n.Right.Type()) {
+			// A + that may join strings, which expr's VM does not count
+			// against its limit (registerStrings).
+			fn := "__add"
+			if !isAny(n.Left.Type()) && !isAny(n.Right.Type()) {
+				fn = "__concat"
+			}
+			ast.Patch(node, &ast.CallNode{Callee: &ast.IdentifierNode{Value: fn}, Arguments: []ast.Node{n.Left, n.Right}})
+			return
+		}
+		// expr's == is false, not an error, for a tensor against anything;
+		// where an operand's type is known only at run time, __eq and __ne
+		// (registerEquality) compare instead and refuse a tensor.
+		fn := operatorFuncs[n.Operator]
+		if id, ok := n.Right.(*ast.IdentifierNode); ok && id.Value == "$env" && n.Operator == "in" {
+			// "name" in $env: whether the sample has the field, and never
+			// the run context's name.
+			ast.Patch(node, &ast.CallNode{Callee: &ast.IdentifierNode{Value: "__envhas"}, Arguments: []ast.Node{n.Right, n.Left}})
+			return
+		}
+		if n.Operator == "in" && (n.Left.Type() == tensorPtr || n.Right.Type() == tensorPtr) {
+			// expr's checker refuses these in its own words ("cannot use
+			// tensor as type int in array"): __in's Check says why.
+			ast.Patch(node, &ast.CallNode{Callee: &ast.IdentifierNode{Value: fn}, Arguments: []ast.Node{n.Left, n.Right}})
+			return
+		}
+		if fn != "" && (isAny(n.Left.Type()) || isAny(n.Right.Type())) {
+			if _, ok := p.reg.funcs[fn]; ok {
+				ast.Patch(node, &ast.CallNode{Callee: &ast.IdentifierNode{Value: fn}, Arguments: []ast.Node{n.Left, n.Right}})
+			}
+		}
+	case *ast.BuiltinNode:
+		if n.Name == "replace" {
+			// expr's replace, whose result its VM does not count
+			// (registerStrings).
+			ast.Patch(node, &ast.CallNode{Callee: &ast.IdentifierNode{Value: "__replace"}, Arguments: n.Arguments})
+			return
+		}
+		// expr's own len fails on a tensor at run time, so len goes to
+		// __len both where the argument is a tensor and where its type is
+		// known only at run time (say $env[key] with key a field).
+		// expr's string prints bytes as Go does ("[104 105]"): __string
+		// reads them as text, as Python's bytes.decode.
+		if n.Name == "string" && len(n.Arguments) == 1 {
+			if t := n.Arguments[0].Type(); t == bytesType || t == tensorPtr || isAny(t) {
+				ast.Patch(node, &ast.CallNode{Callee: &ast.IdentifierNode{Value: "__string"}, Arguments: n.Arguments})
+				return
+			}
+		}
+		// expr's builtins take a tensor typed only at run time for
+		// something else: first(x) gave null, sum(x) failed in reflect's
+		// words. Known tensors are refused by the checker.
+		if n.Name != "len" && n.Name != "string" && n.Name != "type" && len(n.Arguments) > 0 && isAny(n.Arguments[0].Type()) && !isCallOf(n.Arguments[0], "__notensor") {
+			n.Arguments[0] = &ast.CallNode{Callee: &ast.IdentifierNode{Value: "__notensor"}, Arguments: []ast.Node{n.Arguments[0], &ast.StringNode{Value: n.Name}}}
+		}
+		if n.Name == "len" && len(n.Arguments) == 1 {
+			if t := n.Arguments[0].Type(); t == tensorPtr || t == nil || t.Kind() == reflect.Interface {
+				ast.Patch(node, &ast.CallNode{Callee: &ast.IdentifierNode{Value: "__len"}, Arguments: n.Arguments})
+			}
+		}
+	}
+}
+
+// isAny reports whether t is an interface type: a value whose type is
+// known only at run time.
+func isAny(t reflect.Type) bool { return t == nil || t.Kind() == reflect.Interface }
+
+func isMap(t reflect.Type) bool { return t != nil && t.Kind() == reflect.Map }
+
+// isAt reports whether n is a call of __at, a tensor index.
+func isAt(n ast.Node) bool { return isCallOf(n, "__at") }
+
+// isCallOf reports whether n is a call of the function name.
+func isCallOf(n ast.Node, name string) bool {
+	c, ok := n.(*ast.CallNode)
+	if !ok {
+		return false
+	}
+	id, ok := c.Callee.(*ast.IdentifierNode)
+	return ok && id.Value == name
+}
+
+// untypeCalls clears the types of call nodes, so that the checker visits
+// their arguments again.
+type untypeCalls struct{}
+
+// isInt reports whether t is an integer type that can index a tensor.
+func isInt(t reflect.Type) bool {
+	if t == nil {
+		return false
+	}
+	switch t.Kind() {
+	case reflect.Int, reflect.Int64, reflect.Int32:
+		return true
+	}
+	return false
+}
