@@ -59,15 +59,26 @@ func noMatch(p, specDir string) string {
 	// Names that match but are no regular file: links into a dataset that
 	// is not mounted, or folders, were passed over without a word.
 	if raw, _ := globAll(abs); len(raw) > 0 && !strings.Contains(abs, "**") {
-		var broken, dirs []string
+		var broken, dirs, denied []string
 		for _, m := range raw {
 			st, err := os.Stat(m)
 			switch {
+			case errors.Is(err, fs.ErrPermission):
+				// Listed by a folder that cannot be searched: no
+				// broken link, as it was called.
+				denied = append(denied, m)
 			case err != nil:
 				broken = append(broken, m)
 			case st.IsDir():
 				dirs = append(dirs, m)
 			}
+		}
+		if len(denied) > 0 {
+			in := filepath.Dir(denied[0])
+			if len(denied) == len(raw) && filepath.Dir(denied[len(denied)-1]) == in {
+				return msg + fmt.Sprintf("; folder %s lists %d names but none can be looked up (permission denied): it needs execute (search) permission", in, len(denied))
+			}
+			msg += fmt.Sprintf("; %d %s (such as %s) in a folder that cannot be searched: it needs execute (search) permission", len(denied), oneOrMany(len(denied), "name cannot be looked up", "names cannot be looked up"), denied[0])
 		}
 		msg += fmt.Sprintf("; %d %s, none a regular file", len(raw), oneOrMany(len(raw), "name matches", "names match"))
 		if len(dirs) > 0 {

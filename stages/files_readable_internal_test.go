@@ -23,7 +23,7 @@ import (
 // where the test runs as root.
 func TestFilesSaysWhatCannotBeRead(t *testing.T) {
 	dir := t.TempDir()
-	for _, f := range []string{"one/a.jpg", "one/b.jpg", "two/a.jpg", "two/b.jpg", "two/c.jpg", "priv/data/a.jpg"} {
+	for _, f := range []string{"one/a.jpg", "one/b.jpg", "two/a.jpg", "two/b.jpg", "two/c.jpg", "priv/data/a.jpg", "srch/a/b/c/x.jpg", "ns/sub/x.jpg"} {
 		if err := os.MkdirAll(filepath.Dir(filepath.Join(dir, f)), 0o755); err != nil {
 			t.Fatal(err)
 		}
@@ -101,7 +101,19 @@ func TestFilesSaysWhatCannotBeRead(t *testing.T) {
 	if err := os.Chmod(filepath.Join(dir, "priv"), 0o700); err != nil {
 		t.Fatal(err)
 	}
+	// Searched but not listed, after a wildcard, as the shell reads it:
+	// filepath.Glob listed b to find c, and matched nothing.
+	if err := os.Chmod(filepath.Join(dir, "srch/a/b"), 0o711); err != nil {
+		t.Fatal(err)
+	}
+	// Listed but not searched, above a ** walk: the error named the
+	// folder below it that the walk could not open.
+	if err := os.Chmod(filepath.Join(dir, "ns"), 0o644); err != nil {
+		t.Fatal(err)
+	}
 	realModes(func() {
+		check("srch/a/*/c/*.jpg", "")
+		check("ns/**/*.jpg", `stages[0].pattern: folder `+filepath.Join(dir, "ns")+` needs execute (search) permission for this process: permission denied`)
 		check("priv/data/*.jpg", `stages[0].pattern: pattern "priv/data/*.jpg" matches no file (resolved to `+filepath.Join(dir, "priv/data/*.jpg")+`); folder `+filepath.Join(dir, "priv/data")+` cannot be reached: `+filepath.Join(dir, "priv")+` needs execute (search) permission for this process`)
 		check("one/*.jpg", `warning: stages[0].pattern: pattern "one/*.jpg" matches a file this process cannot read: read `+filepath.Join(dir, "one/b.jpg")+`: permission denied`+skipTail)
 		check("two/*.jpg", `stages[0].pattern: pattern "two/*.jpg" matches no file (resolved to `+filepath.Join(dir, "two/*.jpg")+`); folder `+filepath.Join(dir, "two")+` cannot be read: permission denied`)

@@ -3,9 +3,11 @@ package stages
 // This file holds the files stage's glob, with ** for any depth.
 
 import (
+	"errors"
 	"fmt"
 	"io/fs"
 	"os"
+	"path"
 	"path/filepath"
 	"sort"
 	"strings"
@@ -111,6 +113,11 @@ func Glob(pattern string) ([]string, error) {
 			if p == start && os.IsNotExist(err) {
 				return filepath.SkipAll
 			}
+			// A folder listed but not searched: its entries cannot be
+			// opened, and the error named the entry, not the folder.
+			if _, serr := os.Lstat(p); errors.Is(serr, fs.ErrPermission) && p != start {
+				return fmt.Errorf("folder %s needs execute (search) permission for this process: %w", filepath.Dir(p), fs.ErrPermission)
+			}
 			return err
 		}
 		if d.IsDir() {
@@ -129,9 +136,12 @@ func Glob(pattern string) ([]string, error) {
 }
 
 // globAll is filepath.Glob of a pattern without "**", directories and
-// all, that reads its literal prefix as a path: a folder named there need
-// not be listed, only opened, as a spec's folder escaped into every
-// pattern ("sp\[1]") was, below a parent that lets no one list it.
+// all, that reads every literal segment as a path, the prefix and those
+// after a wildcard alike: a folder named there need not be listed, only
+// searched, as a spec's folder escaped into every pattern ("sp\[1]") was,
+// below a parent that lets no one list it, and as the shell reads
+// data/a/*/c/*.jsonl where data/a/b may be searched but not listed
+// (filepath.Glob lists it, and matched nothing).
 func globAll(pattern string) ([]string, error) {
 	segs := strings.Split(filepath.ToSlash(pattern), "/")
 	k := 0
@@ -150,15 +160,47 @@ func globAll(pattern string) ([]string, error) {
 	case base == "":
 		base = "."
 	}
-	rel, err := fs.Glob(os.DirFS(filepath.FromSlash(base)), strings.Join(segs[k:], "/"))
-	if err != nil {
-		return nil, err
+	for _, s := range segs[k:] {
+		if _, err := path.Match(s, ""); err != nil {
+			return nil, err
+		}
 	}
-	out := make([]string, len(rel))
-	for i, r := range rel {
-		out[i] = filepath.Join(filepath.FromSlash(base), filepath.FromSlash(r))
-	}
+	var out []string
+	globFrom(filepath.FromSlash(base), segs[k:], &out)
 	return out, nil
+}
+
+// globFrom appends to out what the segments segs match below dir: a
+// wildcard segment by listing dir, a literal one by looking its name up.
+// As filepath.Glob, it passes over what it cannot read.
+func globFrom(dir string, segs []string, out *[]string) {
+	seg, last := segs[0], len(segs) == 1
+	if !hasMeta(seg) {
+		p := filepath.Join(dir, unescapeGlob(seg))
+		if last {
+			if _, err := os.Lstat(p); err == nil {
+				*out = append(*out, p)
+			}
+		} else if st, err := os.Stat(p); err == nil && st.IsDir() {
+			globFrom(p, segs[1:], out)
+		}
+		return
+	}
+	ents, err := os.ReadDir(dir)
+	if err != nil {
+		return
+	}
+	for _, e := range ents {
+		if ok, _ := path.Match(seg, e.Name()); !ok {
+			continue
+		}
+		p := filepath.Join(dir, e.Name())
+		if last {
+			*out = append(*out, p)
+		} else if st, err := os.Stat(p); err == nil && st.IsDir() {
+			globFrom(p, segs[1:], out)
+		}
+	}
 }
 
 func regularFiles(m []string) []string {
