@@ -43,6 +43,13 @@ func applyCmd(g *globals) *cobra.Command {
 			if cmd.Flags().Changed("report") && reportPath == "" {
 				return exit(ExitUsage, errEmptyReport)
 			}
+			// ".." read as text, as a sink reads its path: the checks and
+			// the write then agree on one file (yl/../../out/a.jsonl, yl a
+			// link, was checked as ../out/a.jsonl and renamed through yl
+			// onto a sink's output).
+			if reportPath != "" {
+				reportPath = filepath.Clean(reportPath)
+			}
 			if gpuMode != "auto" && gpuMode != "off" {
 				return exit(ExitUsage, fmt.Errorf("--gpu must be auto or off, got %q", gpuMode))
 			}
@@ -144,13 +151,8 @@ func applyCmd(g *globals) *cobra.Command {
 				// stopping half-way would have left them mixed.
 				g.log.Warn("the interrupt came as the outputs were being committed: the run finished, and they are whole")
 			}
-			if reportPath != "" {
-				if err := writeReport(reportPath, rep); err != nil {
-					g.log.Error("write report", zap.Error(err))
-					if runErr == nil {
-						return exit(ExitFailed, err)
-					}
-				}
+			if err := reportOrFail(g, reportPath, rep, runErr); err != nil {
+				return err
 			}
 			if runErr != nil {
 				skipHint(g, sp, runErr)
@@ -535,6 +537,23 @@ func writeFailureReport(g *globals, path, specFile string, rep any) {
 
 // writeReport writes the report aside and renames it, so a reader never
 // sees half a report.
+// reportOrFail writes rep to path, where one was asked for; a run that
+// succeeded fails when its report cannot be written, as a CI job would
+// read none (bench logged it and exited 0). A failed run keeps its own
+// error.
+func reportOrFail(g *globals, path string, rep any, runErr error) error {
+	if path == "" {
+		return nil
+	}
+	if err := writeReport(path, rep); err != nil {
+		g.log.Error("write report", zap.Error(err))
+		if runErr == nil {
+			return exit(ExitFailed, err)
+		}
+	}
+	return nil
+}
+
 func writeReport(path string, rep any) error {
 	// Through a link to its target, as checkReportTarget checked it.
 	path, err := stages.OutputPath(path)

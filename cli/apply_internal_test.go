@@ -1,7 +1,14 @@
 package cli
 
 import (
+	"errors"
+	"os"
+	"path/filepath"
+	"runtime"
+	"strings"
 	"testing"
+
+	"go.uber.org/zap"
 
 	"github.com/piperun/piperun/engine"
 )
@@ -23,5 +30,30 @@ func TestProgressLine(t *testing.T) {
 		if got := progressLine("out", tc.s, 2, 0); got != tc.want {
 			t.Errorf("%+v:\ngot  %q\nwant %q", tc.s, got, tc.want)
 		}
+	}
+}
+
+// TestReportOrFail: apply and bench fail a run that succeeded when its
+// report cannot be written (bench exited 0), and keep a failed run's own
+// error.
+func TestReportOrFail(t *testing.T) {
+	if runtime.GOOS != "linux" {
+		t.Skip("needs /proc, where no folder can be made")
+	}
+	g := &globals{log: zap.NewNop()}
+	const bad = "/proc/piperun-nope/r.json"
+	var ee *exitError
+	if err := reportOrFail(g, bad, map[string]bool{"ok": true}, nil); !errors.As(err, &ee) || ee.code != ExitFailed {
+		t.Errorf("report to %s after a good run: %v, want exit %d", bad, err, ExitFailed)
+	}
+	if err := reportOrFail(g, bad, map[string]bool{"ok": false}, errors.New("the run failed")); err != nil {
+		t.Errorf("report to %s after a failed run: %v, want nil (the run's error stands)", bad, err)
+	}
+	good := filepath.Join(t.TempDir(), "r.json")
+	if err := reportOrFail(g, good, map[string]bool{"ok": true}, nil); err != nil {
+		t.Errorf("report to %s: %v", good, err)
+	}
+	if b, err := os.ReadFile(good); err != nil || !strings.Contains(string(b), `"ok": true`) {
+		t.Errorf("report written: %q, %v", b, err)
 	}
 }

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"path/filepath"
 	"regexp"
 	"slices"
 	"sort"
@@ -13,7 +14,6 @@ import (
 	"time"
 
 	"github.com/spf13/cobra"
-	"go.uber.org/zap"
 
 	"github.com/piperun/piperun/engine"
 	"github.com/piperun/piperun/internal/bytesize"
@@ -115,6 +115,13 @@ func benchCmd(g *globals) *cobra.Command {
 			if cmd.Flags().Changed("report") && reportPath == "" {
 				return exit(ExitUsage, errEmptyReport)
 			}
+			// ".." read as text, as a sink reads its path: the checks and
+			// the write then agree on one file (yl/../../out/a.jsonl, yl a
+			// link, was checked as ../out/a.jsonl and renamed through yl
+			// onto a sink's output).
+			if reportPath != "" {
+				reportPath = filepath.Clean(reportPath)
+			}
 			// As apply does: a CI job reading the report learns why a run
 			// that never began failed, and never reads an older report.
 			failed := func(err error) error {
@@ -145,10 +152,8 @@ func benchCmd(g *globals) *cobra.Command {
 			}
 			if rep != nil {
 				rep.text(g.stdout, seedMatters(sp))
-				if reportPath != "" {
-					if werr := writeReport(reportPath, rep); werr != nil {
-						g.log.Error("write report", zap.Error(werr))
-					}
+				if werr := reportOrFail(g, reportPath, rep, err); werr != nil {
+					return werr
 				}
 			}
 			return err

@@ -91,3 +91,31 @@ func TestApplyReportBelowALinkToNowhere(t *testing.T) {
 		t.Errorf("--report below a link to nowhere: %s\nwant exit 2 and %q", r, want)
 	}
 }
+
+// TestApplyReportDotDotAfterALink: ".." in --report is read as text, as a
+// sink's path is. With yl a link to x/y, DIR/yl/../../out/small.jsonl is
+// out/small.jsonl beside DIR as text, and the sink's own output through
+// the link: the checks read the text, and the rename followed the link,
+// replacing the sink's lines with the report, exit 0.
+func TestApplyReportDotDotAfterALink(t *testing.T) {
+	dir := t.TempDir()
+	p := writeSpec(t, dir, "small.yaml", smallSpec)
+	if err := os.MkdirAll(filepath.Join(dir, "x", "y"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Symlink("x/y", filepath.Join(dir, "yl")); err != nil {
+		t.Skip("no symlinks here:", err)
+	}
+	rep := filepath.Join(dir, "yl") + "/../../out/small.jsonl"
+	if r := run(t, "apply", "--report", rep, p); r.code != 0 {
+		t.Fatalf("apply --report %s: %s", rep, r)
+	}
+	out, err := os.ReadFile(filepath.Join(dir, "out", "small.jsonl"))
+	if err != nil || strings.Contains(string(out), `"ok"`) {
+		t.Errorf("the sink's output is now %q (%v): the report replaced it", out, err)
+	}
+	beside := filepath.Join(filepath.Dir(dir), "out", "small.jsonl")
+	if b, err := os.ReadFile(beside); err != nil || !strings.Contains(string(b), `"ok": true`) {
+		t.Errorf("no report at %s, where the path reads as text: %q, %v", beside, b, err)
+	}
+}
