@@ -1136,6 +1136,51 @@ except RuntimeError as e:
 	}
 }
 
+// TestServePythonDatasetEndlessEndsQuietly: an endless spec (epochs: 0)
+// ended by a take has no epoch count a loop could have kept to, so the
+// empty epoch after its end is how the loop learns it: no warning
+// (train_shapes.py warned at the end of every such run).
+func TestServePythonDatasetEndlessEndsQuietly(t *testing.T) {
+	py := pythonWith(t, "numpy, torch")
+	dir := t.TempDir()
+	listen := listenAddress(t, "unix", dir)
+	p := writeSpec(t, dir, "endless.yaml", fmt.Sprintf(`version: 1
+name: endless
+epochs: 0
+stages:
+  - {name: src, type: range, count: 20}
+  - {name: m, type: map, set: {label: index}}
+  - {name: t, type: take, count: 50}
+  - {name: batch, type: batch, size: 10}
+  - {name: out, type: serve, listen: '%s'}
+`, listen))
+	done := applyInBackground(context.Background(), p)
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	out, err := exec.CommandContext(ctx, py, "testdata/serve_handover.py", listen, "0", "--past-the-end", "4").Output()
+	if err != nil {
+		t.Fatalf("trainer: %v\n%s", err, out)
+	}
+	lines := strings.Split(strings.TrimSpace(string(out)), "\n")
+	if len(lines) != 2 {
+		t.Fatalf("trainer printed %q, want the epochs and the warnings", out)
+	}
+	var by [][]int64
+	var said []string
+	if err := errors.Join(json.Unmarshal([]byte(lines[0]), &by), json.Unmarshal([]byte(lines[1]), &said)); err != nil {
+		t.Fatalf("trainer printed %q: %v", out, err)
+	}
+	if len(by) != 4 || len(by[0]) != 20 || len(by[1]) != 20 || len(by[2]) != 10 || len(by[3]) != 0 {
+		t.Errorf("epochs read: %v, want 20 labels, 20, 10, then none", by)
+	}
+	if len(said) != 0 {
+		t.Errorf("warnings: %q, want none", said)
+	}
+	if r := <-done; r.code != 0 {
+		t.Errorf("apply: %s", r)
+	}
+}
+
 // labelSpec writes a spec serving count samples, each labelled with its
 // index, in batches of batch, to listen; head holds the top-level keys
 // (seed, epochs) as YAML lines.

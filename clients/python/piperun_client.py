@@ -347,11 +347,14 @@ try:
             if epoch is None:
                 # An empty epoch, not an error: a loop may read until one
                 # comes. But a loop of more epochs than the spec's would
-                # go on without data, and without a word.
+                # go on without data, and without a word. An endless spec
+                # (epochs: 0) ended by a take has no count to keep to: the
+                # empty epoch is how a loop learns of its end.
                 n = self._stream.hello.get("epochs")
-                warnings.warn("piperun_client: the stream from %s has ended%s, so this epoch is empty (an epoch "
-                              "left early, such as a next(iter(loader)) to look at the shapes, counts as read)"
-                              % (self.address, ": its %d epochs were read" % n if n else ""), stacklevel=2)
+                if n:
+                    warnings.warn("piperun_client: the stream from %s has ended: its %d epochs were read, so this "
+                                  "epoch is empty (an epoch left early, such as a next(iter(loader)) to look at the "
+                                  "shapes, counts as read)" % (self.address, n), stacklevel=2)
                 epoch = iter(())
             return self._holding(epoch)
 
