@@ -312,27 +312,60 @@ func (a *atomicFile) abort() error {
 func MkdirAll(dir string) error {
 	err := os.MkdirAll(dir, 0o755)
 	if err != nil {
-		if link, target, ok := danglingLink(dir); ok {
-			return fmt.Errorf("%s is a link to %s, which does not exist", link, target)
+		if link, why, ok := danglingLink(dir); ok {
+			return fmt.Errorf("%s %s", link, why)
 		}
 	}
 	return err
 }
 
-// danglingLink finds, in dir or a folder above it, a symbolic link whose
-// target does not exist.
-func danglingLink(dir string) (link, target string, ok bool) {
+// danglingLink finds, in dir or a folder above it, a symbolic link that
+// leads nowhere, and says why: the end of its chain does not exist, or
+// the chain loops.
+func danglingLink(dir string) (link, why string, ok bool) {
 	for d := filepath.Clean(dir); ; d = filepath.Dir(d) {
 		if st, err := os.Lstat(d); err == nil && st.Mode()&os.ModeSymlink != 0 {
-			if _, err := os.Stat(d); os.IsNotExist(err) {
-				t, _ := os.Readlink(d)
-				return d, t, true
+			if w := linkNowhere(d); w != "" {
+				return d, w, true
 			}
 		}
 		if filepath.Dir(d) == d {
 			return "", "", false
 		}
 	}
+}
+
+// linkNowhere says why the link at p leads nowhere ("is a link to x,
+// which does not exist"), naming the end of a chain of links, or is ""
+// where it leads somewhere.
+func linkNowhere(p string) string {
+	_, err := os.Stat(p)
+	switch {
+	case errors.Is(err, syscall.ELOOP):
+		return "is a loop of symbolic links"
+	case !os.IsNotExist(err):
+		return ""
+	}
+	first, _ := os.Readlink(p)
+	end := p
+	for hops := 0; hops < maxSymlinks; hops++ {
+		st, err := os.Lstat(end)
+		if err != nil || st.Mode()&os.ModeSymlink == 0 {
+			break
+		}
+		t, err := os.Readlink(end)
+		if err != nil {
+			break
+		}
+		if !filepath.IsAbs(t) {
+			t = filepath.Join(filepath.Dir(end), t)
+		}
+		end = t
+	}
+	if shown := filepath.Join(filepath.Dir(p), first); shown != end && filepath.Clean(first) != end {
+		return fmt.Sprintf("is a link to %s, which leads to %s, which does not exist", first, end)
+	}
+	return fmt.Sprintf("is a link to %s, which does not exist", first)
 }
 
 // checkWritable reports whether files can be created in path's directory,
@@ -382,9 +415,10 @@ func checkDirFor(path, what string) error {
 		// Absent, or under a file (ENOTDIR): look further up, where the
 		// loop names the file that is no directory. Not past a link that
 		// leads nowhere: the folder cannot be made there.
-		if st, lerr := os.Lstat(d); lerr == nil && st.Mode()&os.ModeSymlink != 0 && os.IsNotExist(err) {
-			t, _ := os.Readlink(d)
-			return fmt.Errorf("%s %s cannot be made: %s is a link to %s, which does not exist", what, dir, d, t)
+		if st, lerr := os.Lstat(d); lerr == nil && st.Mode()&os.ModeSymlink != 0 {
+			if w := linkNowhere(d); w != "" {
+				return fmt.Errorf("%s %s cannot be made: %s %s", what, dir, d, w)
+			}
 		}
 		if !os.IsNotExist(err) && !errors.Is(err, syscall.ENOTDIR) || filepath.Dir(d) == d {
 			return fmt.Errorf("%s %s: %w", what, dir, err)

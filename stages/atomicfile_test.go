@@ -42,6 +42,17 @@ func TestCheckWritable(t *testing.T) {
 		if err := MkdirAll(filepath.Join(link, "x")); err == nil || err.Error() != link+" is a link to nowhere/dir, which does not exist" {
 			t.Errorf("MkdirAll below a link to nowhere: %v", err)
 		}
+		// A chain is named to its end; a loop, as a loop.
+		chain, la, lb := filepath.Join(dir, "dl2"), filepath.Join(dir, "la"), filepath.Join(dir, "lb")
+		mustOK(t, os.Symlink("dl", chain))
+		mustOK(t, os.Symlink("lb", la))
+		mustOK(t, os.Symlink("la", lb))
+		cases = append(cases,
+			struct{ path, want string }{filepath.Join(chain, "o.jsonl"), "output directory " + chain + " cannot be made: " + chain + " is a link to dl, which leads to " + filepath.Join(dir, "nowhere/dir") + ", which does not exist"},
+			struct{ path, want string }{filepath.Join(la, "o.jsonl"), "output directory " + la + " cannot be made: " + la + " is a loop of symbolic links"})
+		if err := MkdirAll(filepath.Join(la, "x")); err == nil || err.Error() != la+" is a loop of symbolic links" {
+			t.Errorf("MkdirAll below a loop of links: %v", err)
+		}
 	}
 	for _, tc := range cases {
 		err := checkWritable(tc.path)
