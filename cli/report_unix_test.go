@@ -35,7 +35,7 @@ func TestApplyReportRefusesANode(t *testing.T) {
 	}
 	cmd := exec.Command(binary, "apply", "--progress", "never", "--report", "/dev/stdout", p)
 	out, _ := cmd.CombinedOutput()
-	if want := "--report /dev/stdout is not a regular file"; cmd.ProcessState.ExitCode() != 2 || !strings.Contains(string(out), want) {
+	if want := "--report /dev/stdout is one of this process's open files"; cmd.ProcessState.ExitCode() != 2 || !strings.Contains(string(out), want) {
 		t.Errorf("--report /dev/stdout onto a pipe: exit %d, %s\nwant exit 2 and %q", cmd.ProcessState.ExitCode(), out, want)
 	}
 }

@@ -252,6 +252,11 @@ func OutputPath(path string) (string, error) {
 			what = fmt.Sprintf("%s (the target of %s)", p, path)
 		}
 		switch {
+		case isFD(p):
+			// /dev/stdout leads through /proc/self/fd/1 to whatever the
+			// shell opened: a log appended to (>> run.log) was replaced by
+			// the sink's lines, its earlier contents lost.
+			return "", fmt.Errorf("%s is one of this process's open files (its standard output, say), not a file to write whole: write to a file", what)
 		case m&os.ModeSymlink != 0:
 			if hops == maxSymlinks {
 				return "", fmt.Errorf("%s: too many levels of symbolic links", path)
@@ -272,6 +277,21 @@ func OutputPath(path string) (string, error) {
 			return p, nil
 		}
 	}
+}
+
+// isFD reports whether p names one of the process's file descriptors
+// (/dev/stdout, /dev/fd/N, /proc/self/fd/N).
+func isFD(p string) bool {
+	switch filepath.Clean(p) {
+	case "/dev/stdin", "/dev/stdout", "/dev/stderr":
+		return true
+	}
+	for _, d := range []string{"/dev/fd/", "/proc/self/fd/", "/proc/thread-self/fd/", fmt.Sprintf("/proc/%d/fd/", os.Getpid())} {
+		if strings.HasPrefix(filepath.Clean(p), d) {
+			return true
+		}
+	}
+	return false
 }
 
 // nodeKind names a file mode that is not a regular file's.

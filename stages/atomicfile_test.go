@@ -32,6 +32,13 @@ func TestCheckWritable(t *testing.T) {
 	if runtime.GOOS == "linux" {
 		cases = append(cases, struct{ path, want string }{"/proc/nope/x", "output directory /proc/nope cannot be made in /proc: "})
 	}
+	// The process's own open files: /dev/stdout into a log opened with >>
+	// replaced the log.
+	if runtime.GOOS == "linux" {
+		for _, p := range []string{"/dev/stdout", "/dev/fd/1", "/proc/self/fd/2"} {
+			cases = append(cases, struct{ path, want string }{p, p + " is one of this process's open files"})
+		}
+	}
 	// A folder that is a link to nowhere cannot be made: validate passed
 	// it, and the run failed with "mkdir: file exists".
 	if err := os.Symlink("nowhere/dir", filepath.Join(dir, "dl")); err == nil {
