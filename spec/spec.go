@@ -13,6 +13,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"maps"
 	"os"
 	"path/filepath"
 	"regexp"
@@ -931,6 +932,28 @@ func check(sp *Spec, r *reporter, opts Options) {
 				} else {
 					c.Errorf("", "writes %s, which stage %q writes too", shown, first)
 				}
+				break
+			}
+			// A file in a folder below another's output, which only a
+			// cache's folder has (one per fingerprint): a sink writing a
+			// cache's manifest.json damaged it. One directly in it is a
+			// sibling of the caches, which cache commands pass over.
+			k, clash := OutputKey(p), ""
+			for _, w := range slices.Sorted(maps.Keys(writers)) {
+				by, sep := writers[w], string(filepath.Separator)
+				switch {
+				case by == "" || by == st.Name || strings.Contains(w, "://"):
+				case strings.HasPrefix(k, w+sep) && strings.Contains(k[len(w)+1:], sep):
+					clash = fmt.Sprintf("writes %s, inside the folder %s that stage %q writes", p, w, by)
+				case strings.HasPrefix(w, k+sep):
+					clash = fmt.Sprintf("writes the folder %s, around %s that stage %q writes", p, w, by)
+				}
+				if clash != "" {
+					break
+				}
+			}
+			if clash != "" {
+				(&CheckContext{Spec: sp, Stage: st, r: r}).Errorf("", "%s", clash)
 				break
 			}
 			writers[OutputKey(p)] = st.Name
