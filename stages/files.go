@@ -167,8 +167,21 @@ func (c *FilesConfig) Check(cc *spec.CheckContext) sample.Schema {
 			// (the first run passed, and every later
 			// one was refused).
 			for _, o := range slices.Sorted(maps.Keys(outputs)) {
-				if clash || strings.Contains(o, "://") || isCacheStage(cc.Spec, outputs[o]) || !globMatches(cc.ResolvePattern(p), o) {
-					continue // a cache's folder is no file the pattern lists
+				if clash || strings.Contains(o, "://") {
+					continue
+				}
+				if isCacheStage(cc.Spec, outputs[o]) {
+					// A cache's folder is no file the pattern lists, but
+					// the files a cache keeps in it are: the next run read
+					// Badger's tables as its input.
+					if globMatches(cc.ResolvePattern(p), filepath.Join(o, "0123456789abcdef", "manifest.json")) {
+						cc.Errorf(field, "pattern %q would match the files that stage %q keeps in its folder %s (FINGERPRINT/manifest.json and Badger's tables): the next run would read the cache as input; put the cache's dir outside what the pattern matches", p, outputs[o], o)
+						break
+					}
+					continue
+				}
+				if !globMatches(cc.ResolvePattern(p), o) {
+					continue
 				}
 				cc.Errorf(field, "pattern %q would match %s, which stage %q writes: the next run would read this one's output", p, o, outputs[o])
 				break

@@ -1,0 +1,41 @@
+package stages
+
+import (
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/piperun/piperun/spec"
+)
+
+// TestFilesWouldReadACache: a files pattern that would match the files a
+// cache keeps below its dir is refused; the first run passed, and the
+// next read Badger's tables as JSON lines (with on_error: skip, every one
+// skipped and counted, exit 0).
+func TestFilesWouldReadACache(t *testing.T) {
+	dir := t.TempDir()
+	if err := os.MkdirAll(filepath.Join(dir, "data"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(dir, "data", "a.jsonl"), []byte("{\"x\": 1}\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct{ pattern, cacheDir, want string }{
+		{"data/**", "data/cache", `stages[0].pattern: pattern "data/**" would match the files that stage "c" keeps in its folder DIR/data/cache (FINGERPRINT/manifest.json and Badger's tables): the next run would read the cache as input; put the cache's dir outside what the pattern matches`},
+		{"data/*.jsonl", "data/cache", ""},
+		{"data/**", "cache", ""},
+	} {
+		src := "version: 1\nname: c\nstages:\n  - {name: f, type: files, pattern: '" + tc.pattern + "'}\n  - {name: j, type: jsonl}\n  - {name: c, type: cache, dir: " + tc.cacheDir + "}\n  - {name: o, type: discard}\n"
+		_, diags := spec.Parse(filepath.Join(dir, "s.yaml"), []byte(src), spec.Options{Catalog: Default(), Environment: true})
+		var got []string
+		for _, d := range diags {
+			if d.Severity == spec.SevError {
+				got = append(got, strings.SplitN(d.String(), ": ", 2)[1])
+			}
+		}
+		if want := strings.ReplaceAll(tc.want, "DIR", dir); strings.Join(got, "\n") != want {
+			t.Errorf("pattern %s, cache dir %s:\n got %q\nwant %q", tc.pattern, tc.cacheDir, got, want)
+		}
+	}
+}
