@@ -577,7 +577,7 @@ func writeReport(path string, rep any) error {
 	}
 	// CreateTemp makes 0600 files; a report is an ordinary output, read by
 	// whoever collects it (CI, another user), as write_jsonl's are.
-	if err := f.Chmod(0o644); err != nil {
+	if err := f.Chmod(stages.OutputMode(path)); err != nil {
 		f.Close()
 		return fmt.Errorf("report: %w", err)
 	}

@@ -186,7 +186,7 @@ func (a *atomicFile) prepare() error {
 	err := a.w.Flush()
 	if err == nil {
 		// CreateTemp makes 0600 files; outputs are ordinary data files.
-		err = a.tmp.Chmod(0o644)
+		err = a.tmp.Chmod(OutputMode(a.final))
 	}
 	if err == nil {
 		err = a.tmp.Sync()
@@ -277,6 +277,17 @@ func OutputPath(path string) (string, error) {
 			return p, nil
 		}
 	}
+}
+
+// OutputMode is the mode an output written aside and renamed onto path
+// takes, as a shell's > gives it: the mode of the file it replaces, or
+// 0666 less the process's umask. Always 0644, it made a file kept 0660
+// readable by everyone, and ignored a umask of 077.
+func OutputMode(path string) os.FileMode {
+	if st, err := os.Stat(path); err == nil && st.Mode().IsRegular() {
+		return st.Mode().Perm()
+	}
+	return os.FileMode(0o666 &^ umask)
 }
 
 // isFD reports whether p names one of the process's file descriptors
