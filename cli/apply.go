@@ -43,6 +43,9 @@ func applyCmd(g *globals) *cobra.Command {
 			if cmd.Flags().Changed("report") && reportPath == "" {
 				return exit(ExitUsage, errEmptyReport)
 			}
+			if reportPath == "-" {
+				return exit(ExitUsage, errStdoutReport)
+			}
 			// ".." read as text, as a sink reads its path: the checks and
 			// the write then agree on one file (yl/../../out/a.jsonl, yl a
 			// link, was checked as ../out/a.jsonl and renamed through yl
@@ -465,6 +468,9 @@ func checkReportPath(path string, sp *spec.Spec) error {
 // errEmptyReport refuses --report "": a variable left empty in a CI job
 // wrote no report, and the run said nothing of it.
 var errEmptyReport = errors.New("--report must name a file, got an empty path")
+
+// errStdoutReport refuses --report -, which wrote a file named "-".
+var errStdoutReport = errors.New("--report - would write a file named -: name a file (a report does not go to stdout)")
 
 // checkReportTarget is what checkReportPath can check without a loaded
 // spec: a report must not replace the spec file (a failure report of a

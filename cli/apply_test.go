@@ -54,6 +54,8 @@ func TestApplyReportPathCheckedFirst(t *testing.T) {
 		{"bench", dir, "--report " + dir + " is a directory"},
 		{"apply", "", "--report must name a file, got an empty path"},
 		{"bench", "", "--report must name a file, got an empty path"},
+		{"apply", "-", "--report - would write a file named -: name a file (a report does not go to stdout)"},
+		{"bench", "-", "--report - would write a file named -: name a file (a report does not go to stdout)"},
 	} {
 		args := []string{tc.cmd, "--report", tc.path, p}
 		if tc.cmd == "bench" {

@@ -115,6 +115,9 @@ func benchCmd(g *globals) *cobra.Command {
 			if cmd.Flags().Changed("report") && reportPath == "" {
 				return exit(ExitUsage, errEmptyReport)
 			}
+			if reportPath == "-" {
+				return exit(ExitUsage, errStdoutReport)
+			}
 			// ".." read as text, as a sink reads its path: the checks and
 			// the write then agree on one file (yl/../../out/a.jsonl, yl a
 			// link, was checked as ../out/a.jsonl and renamed through yl

@@ -279,6 +279,26 @@ func OutputPath(path string) (string, error) {
 	}
 }
 
+// maxName is the longest file name most file systems take (ext4, XFS,
+// APFS, NTFS: 255 bytes).
+const maxName = 255
+
+// fileName refuses an output path that names a folder ("out/", "out/.")
+// or whose name, with the temporary file's beside it, is longer than a
+// file system takes: both passed validate, and the run wrote a file named
+// after the folder, or failed at its first sample.
+func fileName(p string) error {
+	s := filepath.ToSlash(p)
+	if strings.HasSuffix(s, "/") || strings.HasSuffix(s, "/.") || strings.HasSuffix(s, "/..") || s == "." || s == ".." {
+		return fmt.Errorf("path %q names a folder, not a file", p)
+	}
+	// ".NAME.tmp-PID-RANDOM": a pid of up to 7 digits, 10 random ones.
+	if base, extra := filepath.Base(p), len("..tmp--")+7+10; len(base)+extra > maxName {
+		return fmt.Errorf("file name %q is %d bytes, more than the %d the run can use (the file is written aside, as .NAME.tmp-PID-N, within %d)", base, len(base), maxName-extra, maxName)
+	}
+	return nil
+}
+
 // OutputMode is the mode an output written aside and renamed onto path
 // takes, as a shell's > gives it: the mode of the file it replaces, or
 // 0666 less the process's umask. Always 0644, it made a file kept 0660

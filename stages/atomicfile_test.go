@@ -261,3 +261,27 @@ func TestShardsOfAnotherWriterAreRefused(t *testing.T) {
 		t.Errorf("a dead writer's temporary file stayed: %v", err)
 	}
 }
+
+// TestFileName: an output path naming a folder, or whose name with the
+// temporary file's beside it is longer than a file system takes, is
+// refused at validate time (the run wrote a file named after the folder,
+// or failed at its first sample).
+func TestFileName(t *testing.T) {
+	long := strings.Repeat("a", 230)
+	for _, tc := range []struct{ path, want string }{
+		{"out/o.jsonl", ""},
+		{"out/dir/", `path "out/dir/" names a folder, not a file`},
+		{"out/dir/.", `path "out/dir/." names a folder, not a file`},
+		{"..", `path ".." names a folder, not a file`},
+		{"out/" + long[:225] + ".json", ""},
+		{"out/" + long + ".json", `file name "` + long + `.json" is 235 bytes, more than the 231 the run can use (the file is written aside, as .NAME.tmp-PID-N, within 255)`},
+	} {
+		msg := ""
+		if err := fileName(tc.path); err != nil {
+			msg = err.Error()
+		}
+		if msg != tc.want {
+			t.Errorf("fileName(%.40q) = %q, want %q", tc.path, msg, tc.want)
+		}
+	}
+}

@@ -120,7 +120,9 @@ func (c *WriteTFRecordConfig) Check(cc *spec.CheckContext) sample.Schema {
 				staleWords(filepath.Dir(c.Path), stale, c.Shards), placeholder.ReplaceAllString(c.Path, "*"), them)
 		}
 	}
-	if cc.Environment && c.Path != "" {
+	if err := fileName(ShardPath(c.Path, max(c.Shards, 1)-1, max(c.Shards, 1))); c.Path != "" && err != nil {
+		cc.Errorf("path", "%v", err)
+	} else if cc.Environment && c.Path != "" {
 		err := checkWritable(cc.Resolve(ShardPath(c.Path, 0, max(c.Shards, 1))))
 		for i := 1; err == nil && i < c.Shards; i++ {
 			err = replaceable(cc.Resolve(ShardPath(c.Path, i, c.Shards)))
