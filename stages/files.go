@@ -8,6 +8,7 @@ import (
 	"maps"
 	"os"
 	"path/filepath"
+	"regexp"
 	"slices"
 	"sort"
 	"strings"
@@ -81,6 +82,27 @@ func init() {
 	})
 }
 
+// tempName is the name of an output being written aside (createAtomic):
+// .NAME.tmp-PID-RANDOM.
+var tempName = regexp.MustCompile(`^\..+\.tmp-[0-9]+-[0-9]+$`)
+
+// filesGlob is Glob less the temporary files of unfinished piperun
+// writes, which it returns apart: after a kill -9 a pattern such as
+// out/*.rec* read a writer's partial shards as data, their cut tails
+// counted as damage.
+func filesGlob(pattern string) (files, temps []string, err error) {
+	m, err := Glob(pattern)
+	files = m[:0]
+	for _, f := range m {
+		if tempName.MatchString(filepath.Base(f)) {
+			temps = append(temps, f)
+		} else {
+			files = append(files, f)
+		}
+	}
+	return files, temps, err
+}
+
 func (c *FilesConfig) patterns() []string {
 	var out []string
 	if c.Pattern != "" {
@@ -124,7 +146,10 @@ func (c *FilesConfig) Check(cc *spec.CheckContext) sample.Schema {
 			continue
 		}
 		if cc.Environment {
-			m, err := Glob(cc.ResolvePattern(p))
+			m, temps, err := filesGlob(cc.ResolvePattern(p))
+			if len(temps) > 0 {
+				cc.Warnf(field, "pattern %q matches %d %s of an unfinished piperun write (such as %s), passed over: a run stopped by kill -9 leaves them, and the next run writing there removes them", p, len(temps), oneOrMany(len(temps), "temporary file", "temporary files"), temps[0])
+			}
 			if err != nil {
 				cc.Errorf(field, "%v", err)
 			} else if len(m) == 0 {
@@ -283,7 +308,7 @@ func buildFiles(env *Env, cfg any) (any, error) {
 			return nil, err
 		}
 		abs := env.ResolvePattern(p)
-		m, err := Glob(abs)
+		m, _, err := filesGlob(abs)
 		if err != nil {
 			return nil, err
 		}

@@ -39,3 +39,33 @@ func TestFilesWouldReadACache(t *testing.T) {
 		}
 	}
 }
+
+// TestFilesPassOverTemporaries: the temporary files an unfinished piperun
+// write leaves (.NAME.tmp-PID-N, after a kill -9) are not read as data,
+// and validate says it passed over them; a pattern such as out/*.rec*
+// matched them, and their partial records were read.
+func TestFilesPassOverTemporaries(t *testing.T) {
+	dir := t.TempDir()
+	if err := os.MkdirAll(filepath.Join(dir, "out"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	for _, f := range []string{"a.rec", ".a.rec.tmp-4242-123456", ".b.rec.tmp-4242-99", ".c.rec.tmp-x"} {
+		if err := os.WriteFile(filepath.Join(dir, "out", f), nil, 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	src := "version: 1\nname: c\nstages:\n  - {name: f, type: files, pattern: 'out/.*'}\n  - {name: o, type: discard}\n"
+	sp, diags := spec.Parse(filepath.Join(dir, "s.yaml"), []byte(src), spec.Options{Catalog: Default(), Environment: true})
+	var got []string
+	for _, d := range diags {
+		got = append(got, strings.SplitN(d.String(), ": ", 2)[1])
+	}
+	want := `warning: stages[0].pattern: pattern "out/.*" matches 2 temporary files of an unfinished piperun write (such as ` + filepath.Join(dir, "out", ".a.rec.tmp-4242-123456") + `), passed over: a run stopped by kill -9 leaves them, and the next run writing there removes them`
+	if strings.Join(got, "\n") != want {
+		t.Errorf("diagnostics:\n got %q\nwant %q", got, want)
+	}
+	// What it reads: the one hidden name that is no temporary file.
+	if n := sp.Stages[0].Config.(*FilesConfig).EpochSamples(0); n != 1 {
+		t.Errorf("files counted %d, want 1 (.c.rec.tmp-x)", n)
+	}
+}
