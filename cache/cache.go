@@ -33,6 +33,7 @@ import (
 
 	badger "github.com/dgraph-io/badger/v4"
 
+	"github.com/piperun/piperun/internal/bytesize"
 	"github.com/piperun/piperun/sample"
 	"github.com/piperun/piperun/tensor"
 )
@@ -929,11 +930,36 @@ func payloadBytes(s *sample.Sample) int64 {
 	return n
 }
 
+// checkRoom refuses to write on with less room on the disk than this
+// flush may fill in the files Badger maps into memory: the batch, in the
+// value log, and the memtables, with a margin. A page of a mapped file
+// that a full disk cannot back ends the process with SIGBUS, no error to
+// return (a fill on a full tmpfs did, exit 2, no report); tables Badger
+// writes as files fail with an error of their own.
+func (c *Cache) checkRoom() error {
+	free, err := freeBytes(c.dir)
+	if err != nil || free < 0 {
+		return nil // unknown: Badger's own errors, where it gives them
+	}
+	need := int64(len(c.buf)) + int64(c.opts.NumMemtables+1)*c.opts.MemTableSize + roomMargin
+	if free < need {
+		return fmt.Errorf("cache: %s: the disk has %s free, less than the %s a cache needs to write on (Badger maps its files into memory, and a full disk would end the process with SIGBUS): free some space, or set the cache's dir on another disk", c.dir, bytesize.Format(free), bytesize.Format(need))
+	}
+	return nil
+}
+
+// roomMargin is what checkRoom leaves beyond a flush's own bytes: the
+// value log's and memtables' headers, the manifest, a table flushed.
+const roomMargin = 16 << 20
+
 // flush writes the pending samples to Badger, in as many transactions as
 // Badger's batch limits need. It does not sync.
 func (c *Cache) flush() error {
 	if len(c.pend) == 0 {
 		return nil
+	}
+	if err := c.checkRoom(); err != nil {
+		return err
 	}
 	txn := c.db.NewTransaction(true)
 	defer func() { txn.Discard() }()

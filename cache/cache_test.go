@@ -8,6 +8,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
 	"strconv"
 	"strings"
 	"syscall"
@@ -631,5 +632,39 @@ func TestPutRefusesWhatBadgerCannotHold(t *testing.T) {
 		if s, ok, err := c.Get(id); err != nil || !ok || !sameSample(s, testSample(id)) {
 			t.Errorf("sample %d: %v, %v", id, ok, err)
 		}
+	}
+}
+
+// TestNoRoomToWrite: a cache stops with an error naming its folder and
+// the room it needs before Badger writes into files it maps into memory
+// on a disk that cannot back them (a fill on a full tmpfs ended the
+// process with SIGBUS, no error, no report).
+func TestNoRoomToWrite(t *testing.T) {
+	dir := t.TempDir()
+	real := freeBytes
+	t.Cleanup(func() { freeBytes = real })
+	free := int64(1 << 30)
+	freeBytes = func(string) (int64, error) { return free, nil }
+	c := openT(t, dir, "fp1", Options{BatchBytes: 10 << 10})
+	defer c.Close()
+	if err := c.Put(0, testSample(0)); err != nil {
+		t.Fatal(err)
+	}
+	if err := c.Commit(); err != nil {
+		t.Fatalf("commit with 1GiB free: %v", err)
+	}
+	free = 20 << 20
+	var err error
+	for id := int64(1); id < 200 && err == nil; id++ {
+		err = c.Put(id, testSample(id))
+	}
+	if err == nil {
+		err = c.Commit()
+	}
+	// The need is the batch (10KiB here, or a little more), the three
+	// memtables' 12MiB and the margin's 16MiB.
+	want := regexp.MustCompile(`^cache: ` + regexp.QuoteMeta(filepath.Join(dir, "fp1")) + `: the disk has 20MiB free, less than the 28\.0[0-9]MiB a cache needs to write on \(Badger maps its files into memory, and a full disk would end the process with SIGBUS\): free some space, or set the cache's dir on another disk$`)
+	if err == nil || !want.MatchString(err.Error()) {
+		t.Errorf("writing with 20MiB free: %v\nwant %s", err, want)
 	}
 }
