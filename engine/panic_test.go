@@ -20,6 +20,7 @@ type boom struct{}
 func (boom) Process(_ context.Context, s *sample.Sample, emit stages.Emit) error {
 	if s.Fields["index"].(int64) == 3 {
 		var m map[string]int
+		//lint:ignore SA5000 the panic is what the test needs
 		m["x"] = 1 // a nil-map write: a real runtime panic
 	}
 	return emit(s)
