@@ -1155,21 +1155,7 @@ stages:
   - {name: out, type: serve, listen: '%s'}
 `, listen))
 	done := applyInBackground(context.Background(), p)
-	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
-	defer cancel()
-	out, err := exec.CommandContext(ctx, py, "testdata/serve_handover.py", listen, "0", "--past-the-end", "4").Output()
-	if err != nil {
-		t.Fatalf("trainer: %v\n%s", err, out)
-	}
-	lines := strings.Split(strings.TrimSpace(string(out)), "\n")
-	if len(lines) != 2 {
-		t.Fatalf("trainer printed %q, want the epochs and the warnings", out)
-	}
-	var by [][]int64
-	var said []string
-	if err := errors.Join(json.Unmarshal([]byte(lines[0]), &by), json.Unmarshal([]byte(lines[1]), &said)); err != nil {
-		t.Fatalf("trainer printed %q: %v", out, err)
-	}
+	by, said := pastTheEnd(t, py, listen, 4)
 	if len(by) != 4 || len(by[0]) != 20 || len(by[1]) != 20 || len(by[2]) != 10 || len(by[3]) != 0 {
 		t.Errorf("epochs read: %v, want 20 labels, 20, 10, then none", by)
 	}
@@ -1179,6 +1165,27 @@ stages:
 	if r := <-done; r.code != 0 {
 		t.Errorf("apply: %s", r)
 	}
+}
+
+// pastTheEnd runs a trainer reading epochs epochs through one DataLoader
+// (testdata/serve_handover.py --past-the-end) from listen, and returns the
+// labels it read by epoch and the warnings the client gave.
+func pastTheEnd(t *testing.T, py, listen string, epochs int) (by [][]int64, said []string) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	out, err := exec.CommandContext(ctx, py, "testdata/serve_handover.py", listen, "0", "--past-the-end", fmt.Sprint(epochs)).Output()
+	if err != nil {
+		t.Fatalf("trainer: %v\n%s", err, out)
+	}
+	lines := strings.Split(strings.TrimSpace(string(out)), "\n")
+	if len(lines) != 2 {
+		t.Fatalf("trainer printed %q, want the epochs and the warnings", out)
+	}
+	if err := errors.Join(json.Unmarshal([]byte(lines[0]), &by), json.Unmarshal([]byte(lines[1]), &said)); err != nil {
+		t.Fatalf("trainer printed %q: %v", out, err)
+	}
+	return by, said
 }
 
 // labelSpec writes a spec serving count samples, each labelled with its
@@ -1207,21 +1214,7 @@ func TestServePythonDatasetPastTheEnd(t *testing.T) {
 	dir := t.TempDir()
 	listen := listenAddress(t, "unix", dir)
 	done := applyInBackground(context.Background(), labelSpec(t, dir, listen, "epochs: 2", 20, 10))
-	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
-	defer cancel()
-	out, err := exec.CommandContext(ctx, py, "testdata/serve_handover.py", listen, "0", "--past-the-end", "3").Output()
-	if err != nil {
-		t.Fatalf("trainer: %v\n%s", err, out)
-	}
-	lines := strings.Split(strings.TrimSpace(string(out)), "\n")
-	if len(lines) != 2 {
-		t.Fatalf("trainer printed %q, want the epochs and the warnings", out)
-	}
-	var by [][]int64
-	var said []string
-	if err := errors.Join(json.Unmarshal([]byte(lines[0]), &by), json.Unmarshal([]byte(lines[1]), &said)); err != nil {
-		t.Fatalf("trainer printed %q: %v", out, err)
-	}
+	by, said := pastTheEnd(t, py, listen, 3)
 	if len(by) != 3 || len(by[0]) != 20 || len(by[1]) != 20 || len(by[2]) != 0 {
 		t.Errorf("epochs read: %v, want 20 labels, 20, then none", by)
 	}
