@@ -109,6 +109,20 @@ func OutputKey(p string) string {
 	if strings.Contains(p, "://") {
 		return p
 	}
+	p = FollowLinks(p)
+	if dir, err := filepath.EvalSymlinks(filepath.Dir(p)); err == nil {
+		if abs, err := filepath.Abs(dir); err == nil {
+			return filepath.Join(abs, filepath.Base(p))
+		}
+	}
+	return p
+}
+
+// FollowLinks follows the symbolic link p names, and the one that leads
+// to, up to 40, to the first name that is no link (or does not exist):
+// the file a write to p creates or replaces. The folders on the way are
+// left as they are.
+func FollowLinks(p string) string {
 	p = filepath.Clean(p)
 	for hops := 0; hops < 40; hops++ {
 		st, err := os.Lstat(p)
@@ -123,11 +137,6 @@ func OutputKey(p string) string {
 			t = filepath.Join(filepath.Dir(p), t)
 		}
 		p = filepath.Clean(t)
-	}
-	if dir, err := filepath.EvalSymlinks(filepath.Dir(p)); err == nil {
-		if abs, err := filepath.Abs(dir); err == nil {
-			return filepath.Join(abs, filepath.Base(p))
-		}
 	}
 	return p
 }

@@ -10,6 +10,8 @@ import (
 	"strings"
 	"sync"
 	"syscall"
+
+	"github.com/piperun/piperun/spec"
 )
 
 // atomicFile is written beside its final path under a hidden temporary
@@ -398,21 +400,7 @@ func linkNowhere(p string) string {
 		return ""
 	}
 	first, _ := os.Readlink(p)
-	end := p
-	for hops := 0; hops < maxSymlinks; hops++ {
-		st, err := os.Lstat(end)
-		if err != nil || st.Mode()&os.ModeSymlink == 0 {
-			break
-		}
-		t, err := os.Readlink(end)
-		if err != nil {
-			break
-		}
-		if !filepath.IsAbs(t) {
-			t = filepath.Join(filepath.Dir(end), t)
-		}
-		end = t
-	}
+	end := spec.FollowLinks(p)
 	if shown := filepath.Join(filepath.Dir(p), first); shown != end && filepath.Clean(first) != end {
 		return fmt.Sprintf("is a link to %s, which leads to %s, which does not exist", first, end)
 	}
