@@ -51,6 +51,9 @@ func applyCmd(g *globals) *cobra.Command {
 			// link, was checked as ../out/a.jsonl and renamed through yl
 			// onto a sink's output).
 			if reportPath != "" {
+				if err := stages.FileName(reportPath); err != nil {
+					return exit(ExitUsage, fmt.Errorf("--report: %w", err))
+				}
 				reportPath = filepath.Clean(reportPath)
 			}
 			if gpuMode != "auto" && gpuMode != "off" {
@@ -541,8 +544,6 @@ func writeFailureReport(g *globals, path, specFile string, rep any) {
 	}
 }
 
-// writeReport writes the report aside and renames it, so a reader never
-// sees half a report.
 // reportOrFail writes rep to path, where one was asked for; a run that
 // succeeded fails when its report cannot be written, as a CI job would
 // read none (bench logged it and exited 0). A failed run keeps its own
@@ -560,6 +561,8 @@ func reportOrFail(g *globals, path string, rep any, runErr error) error {
 	return nil
 }
 
+// writeReport writes the report aside and renames it, so a reader never
+// sees half a report.
 func writeReport(path string, rep any) error {
 	// Through a link to its target, as checkReportTarget checked it.
 	path, err := stages.OutputPath(path)

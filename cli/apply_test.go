@@ -54,6 +54,7 @@ func TestApplyReportPathCheckedFirst(t *testing.T) {
 		{"bench", dir, "--report " + dir + " is a directory"},
 		{"apply", "", "--report must name a file, got an empty path"},
 		{"bench", "", "--report must name a file, got an empty path"},
+		{"apply", filepath.Join(dir, "reports") + "/", "--report: path \"" + filepath.Join(dir, "reports") + "/\" names a folder, not a file"},
 		{"apply", "-", "--report - would write a file named -: name a file (a report does not go to stdout)"},
 		{"bench", "-", "--report - would write a file named -: name a file (a report does not go to stdout)"},
 	} {

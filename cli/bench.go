@@ -123,6 +123,9 @@ func benchCmd(g *globals) *cobra.Command {
 			// link, was checked as ../out/a.jsonl and renamed through yl
 			// onto a sink's output).
 			if reportPath != "" {
+				if err := stages.FileName(reportPath); err != nil {
+					return exit(ExitUsage, fmt.Errorf("--report: %w", err))
+				}
 				reportPath = filepath.Clean(reportPath)
 			}
 			// As apply does: a CI job reading the report learns why a run

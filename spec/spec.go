@@ -84,14 +84,19 @@ type Outputter interface {
 }
 
 // Outputs maps each path the spec's stages write, cleaned, to the first
-// stage that writes it.
+// stage that writes it: by OutputKey, the file written, and where the
+// path names a link, by that name too.
 func (sp *Spec) Outputs() map[string]string {
 	out := map[string]string{}
 	for _, st := range sp.Stages {
 		if o, ok := st.Config.(Outputter); ok {
 			for _, p := range o.OutputPaths(sp.Resolve) {
-				if _, dup := out[OutputKey(p)]; !dup {
-					out[OutputKey(p)] = st.Name
+				// Both the file written and the name that leads to it: a
+				// pattern matching the name reads the output too.
+				for _, k := range []string{OutputKey(p), namedKey(p)} {
+					if _, dup := out[k]; !dup {
+						out[k] = st.Name
+					}
 				}
 			}
 		}
@@ -109,7 +114,27 @@ func OutputKey(p string) string {
 	if strings.Contains(p, "://") {
 		return p
 	}
-	p = FollowLinks(p)
+	return namedKey(FollowLinks(p))
+}
+
+// fingerprintName is the name of a cache's folder in its dir.
+var fingerprintName = regexp.MustCompile(`^[0-9a-f]{16}$`)
+
+// inCacheFolder reports whether rel, a path below a cache's dir, is where
+// a cache keeps its files: in a fingerprint's folder, or a manifest.json
+// one folder down, which makes that folder read as a cache.
+func inCacheFolder(rel string) bool {
+	first, rest, below := strings.Cut(filepath.ToSlash(rel), "/")
+	return below && (fingerprintName.MatchString(first) || rest == "manifest.json")
+}
+
+// namedKey is OutputKey without following a link p names: the name the
+// spec gives, its folders' links resolved.
+func namedKey(p string) string {
+	if strings.Contains(p, "://") {
+		return p
+	}
+	p = filepath.Clean(p)
 	if dir, err := filepath.EvalSymlinks(filepath.Dir(p)); err == nil {
 		if abs, err := filepath.Abs(dir); err == nil {
 			return filepath.Join(abs, filepath.Base(p))
@@ -943,18 +968,19 @@ func check(sp *Spec, r *reporter, opts Options) {
 				}
 				break
 			}
-			// A file in a folder below another's output, which only a
-			// cache's folder has (one per fingerprint): a sink writing a
-			// cache's manifest.json damaged it. One directly in it is a
-			// sibling of the caches, which cache commands pass over.
+			// A file where a cache keeps its own, in a folder below
+			// another's output (one per fingerprint): a sink writing a
+			// cache's manifest.json damaged it. Anything else there is
+			// passed over by the cache commands, which read only folders
+			// that hold a manifest.json.
 			k, clash := OutputKey(p), ""
 			for _, w := range slices.Sorted(maps.Keys(writers)) {
 				by, sep := writers[w], string(filepath.Separator)
 				switch {
 				case by == "" || by == st.Name || strings.Contains(w, "://"):
-				case strings.HasPrefix(k, w+sep) && strings.Contains(k[len(w)+1:], sep):
+				case strings.HasPrefix(k, w+sep) && inCacheFolder(k[len(w)+1:]):
 					clash = fmt.Sprintf("writes %s, inside the folder %s that stage %q writes", p, w, by)
-				case strings.HasPrefix(w, k+sep):
+				case strings.HasPrefix(w, k+sep) && inCacheFolder(w[len(k)+1:]):
 					clash = fmt.Sprintf("writes the folder %s, around %s that stage %q writes", p, w, by)
 				}
 				if clash != "" {

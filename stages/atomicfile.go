@@ -285,11 +285,11 @@ func OutputPath(path string) (string, error) {
 // APFS, NTFS: 255 bytes).
 const maxName = 255
 
-// fileName refuses an output path that names a folder ("out/", "out/.")
+// FileName refuses an output path that names a folder ("out/", "out/.")
 // or whose name, with the temporary file's beside it, is longer than a
 // file system takes: both passed validate, and the run wrote a file named
 // after the folder, or failed at its first sample.
-func fileName(p string) error {
+func FileName(p string) error {
 	s := filepath.ToSlash(p)
 	if strings.HasSuffix(s, "/") || strings.HasSuffix(s, "/.") || strings.HasSuffix(s, "/..") || s == "." || s == ".." {
 		return fmt.Errorf("path %q names a folder, not a file", p)

@@ -274,14 +274,16 @@ func TestFileName(t *testing.T) {
 		{"out/dir/.", `path "out/dir/." names a folder, not a file`},
 		{"..", `path ".." names a folder, not a file`},
 		{"out/" + long[:225] + ".json", ""},
+		{"out/" + long[:226] + ".json", ""}, // 231 bytes: .NAME.tmp-PID-N is 255
+		{"out/" + long[:227] + ".json", `file name "` + long[:227] + `.json" is 232 bytes, more than the 231 the run can use (the file is written aside, as .NAME.tmp-PID-N, within 255)`},
 		{"out/" + long + ".json", `file name "` + long + `.json" is 235 bytes, more than the 231 the run can use (the file is written aside, as .NAME.tmp-PID-N, within 255)`},
 	} {
 		msg := ""
-		if err := fileName(tc.path); err != nil {
+		if err := FileName(tc.path); err != nil {
 			msg = err.Error()
 		}
 		if msg != tc.want {
-			t.Errorf("fileName(%.40q) = %q, want %q", tc.path, msg, tc.want)
+			t.Errorf("FileName(%.40q) = %q, want %q", tc.path, msg, tc.want)
 		}
 	}
 }

@@ -403,7 +403,7 @@ func Fingerprint(sp *spec.Spec, st *spec.Stage, seed uint64) (string, string, er
 				fmt.Fprintf(&b, "shard %d of %d\n", index, count)
 			}
 			for _, p := range fc.patterns() {
-				files, err := Glob(sp.ResolvePattern(p))
+				files, _, err := filesGlob(sp.ResolvePattern(p))
 				if err != nil {
 					return "", "", err
 				}

@@ -199,7 +199,8 @@ func (c *FilesConfig) Check(cc *spec.CheckContext) sample.Schema {
 					// A cache's folder is no file the pattern lists, but
 					// the files a cache keeps in it are: the next run read
 					// Badger's tables as its input.
-					if globMatches(cc.ResolvePattern(p), filepath.Join(o, "0123456789abcdef", "manifest.json")) {
+					fp := filepath.Join(o, "0123456789abcdef")
+					if globMatches(cc.ResolvePattern(p), filepath.Join(fp, "manifest.json")) || globMatches(cc.ResolvePattern(p), filepath.Join(fp, "badger", "000001.sst")) {
 						cc.Errorf(field, "pattern %q would match the files that stage %q keeps in its folder %s (FINGERPRINT/manifest.json and Badger's tables): the next run would read the cache as input; put the cache's dir outside what the pattern matches", p, outputs[o], o)
 						break
 					}

@@ -15,14 +15,17 @@ import (
 // skipped and counted, exit 0).
 func TestFilesWouldReadACache(t *testing.T) {
 	dir := t.TempDir()
-	if err := os.MkdirAll(filepath.Join(dir, "data"), 0o755); err != nil {
-		t.Fatal(err)
-	}
-	if err := os.WriteFile(filepath.Join(dir, "data", "a.jsonl"), []byte("{\"x\": 1}\n"), 0o644); err != nil {
-		t.Fatal(err)
+	for _, f := range []string{"data/a.jsonl", "data/x/y/z/a.jsonl"} {
+		if err := os.MkdirAll(filepath.Dir(filepath.Join(dir, f)), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(filepath.Join(dir, f), []byte("{\"x\": 1}\n"), 0o644); err != nil {
+			t.Fatal(err)
+		}
 	}
 	for _, tc := range []struct{ pattern, cacheDir, want string }{
 		{"data/**", "data/cache", `stages[0].pattern: pattern "data/**" would match the files that stage "c" keeps in its folder DIR/data/cache (FINGERPRINT/manifest.json and Badger's tables): the next run would read the cache as input; put the cache's dir outside what the pattern matches`},
+		{"data/*/*/*/*", "data/cache", `stages[0].pattern: pattern "data/*/*/*/*" would match the files that stage "c" keeps in its folder DIR/data/cache (FINGERPRINT/manifest.json and Badger's tables): the next run would read the cache as input; put the cache's dir outside what the pattern matches`},
 		{"data/*.jsonl", "data/cache", ""},
 		{"data/**", "cache", ""},
 	} {
@@ -67,5 +70,37 @@ func TestFilesPassOverTemporaries(t *testing.T) {
 	// What it reads: the one hidden name that is no temporary file.
 	if n := sp.Stages[0].Config.(*FilesConfig).EpochSamples(0); n != 1 {
 		t.Errorf("files counted %d, want 1 (.c.rec.tmp-x)", n)
+	}
+}
+
+// TestFingerprintPassesOverTemporaries: a cache's fingerprint counts the
+// files the files stage reads, not the temporary files it passes over: a
+// leftover .NAME.tmp-PID-N made the next run fill a new cache.
+func TestFingerprintPassesOverTemporaries(t *testing.T) {
+	dir := t.TempDir()
+	if err := os.MkdirAll(filepath.Join(dir, "out"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(dir, "out", "a.jsonl"), []byte("{\"x\": 1}\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	src := "version: 1\nname: c\nstages:\n  - {name: f, type: files, pattern: 'out/*'}\n  - {name: j, type: jsonl}\n  - {name: c, type: cache, dir: cache}\n  - {name: o, type: discard}\n"
+	fingerprint := func() string {
+		sp, diags := spec.Parse(filepath.Join(dir, "s.yaml"), []byte(src), spec.Options{Catalog: Default(), Environment: true})
+		if diags.HasErrors() {
+			t.Fatalf("spec problems:\n%v", diags)
+		}
+		fp, _, err := Fingerprint(sp, sp.Stages[2], 1)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return fp
+	}
+	before := fingerprint()
+	if err := os.WriteFile(filepath.Join(dir, "out", ".a.jsonl.tmp-99999-123"), []byte("{\"x\"\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if after := fingerprint(); after != before {
+		t.Errorf("fingerprint %s with a temporary file beside the input, %s without", after, before)
 	}
 }

@@ -24,14 +24,19 @@ func TestOutputsThroughLinks(t *testing.T) {
 		{"the spec", "out/s.jsonl", "../s.yaml",
 			"  - {name: src, type: range, count: 10}\n  - {name: a, type: write_jsonl, path: out/s.jsonl}\n",
 			`stages[1]: writes DIR/out/s.jsonl (a link to DIR/s.yaml), the spec itself`},
+		{"a name the pattern matches", "out/o.jsonl", "../elsewhere.jsonl",
+			"  - {name: f, type: files, pattern: 'out/*.jsonl'}\n  - {name: r, type: jsonl}\n  - {name: o, type: write_jsonl, path: out/o.jsonl}\n",
+			`stages[0].pattern: pattern "out/*.jsonl" matches DIR/out/o.jsonl, which stage "o" writes`},
 		{"its input", "out/o.jsonl", "../in.jsonl",
 			"  - {name: f, type: files, pattern: in.jsonl}\n  - {name: r, type: jsonl}\n  - {name: o, type: write_jsonl, path: out/o.jsonl}\n",
 			`stages[0].pattern: pattern "in.jsonl" matches DIR/in.jsonl, which stage "o" writes`},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			dir := t.TempDir()
-			if err := os.WriteFile(filepath.Join(dir, "in.jsonl"), []byte("{\"x\": 1}\n"), 0o644); err != nil {
-				t.Fatal(err)
+			for _, f := range []string{"in.jsonl", "elsewhere.jsonl"} {
+				if err := os.WriteFile(filepath.Join(dir, f), []byte("{\"x\": 1}\n"), 0o644); err != nil {
+					t.Fatal(err)
+				}
 			}
 			if err := os.Mkdir(filepath.Join(dir, "out"), 0o755); err != nil {
 				t.Fatal(err)

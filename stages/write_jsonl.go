@@ -55,7 +55,7 @@ func (c *WriteJSONLConfig) Check(cc *spec.CheckContext) sample.Schema {
 	}
 	if c.Path == "" {
 		cc.Errorf("path", "must not be empty")
-	} else if err := fileName(c.Path); err != nil {
+	} else if err := FileName(c.Path); err != nil {
 		cc.Errorf("path", "%v", err)
 	} else if cc.Environment {
 		if err := checkWritable(cc.Resolve(c.Path)); err != nil {

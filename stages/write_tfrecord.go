@@ -120,7 +120,7 @@ func (c *WriteTFRecordConfig) Check(cc *spec.CheckContext) sample.Schema {
 				staleWords(filepath.Dir(c.Path), stale, c.Shards), placeholder.ReplaceAllString(c.Path, "*"), them)
 		}
 	}
-	if err := fileName(ShardPath(c.Path, max(c.Shards, 1)-1, max(c.Shards, 1))); c.Path != "" && err != nil {
+	if err := FileName(ShardPath(c.Path, max(c.Shards, 1)-1, max(c.Shards, 1))); c.Path != "" && err != nil {
 		cc.Errorf("path", "%v", err)
 	} else if cc.Environment && c.Path != "" {
 		err := checkWritable(cc.Resolve(ShardPath(c.Path, 0, max(c.Shards, 1))))

@@ -329,6 +329,7 @@ try:
             self.wait = wait
             self._stream = None
             self._epochs = None
+            self._empty = 0  # empty epochs given past the stream's end
 
         def __iter__(self):
             if _tud.get_worker_info() is not None:
@@ -348,13 +349,19 @@ try:
                 # An empty epoch, not an error: a loop may read until one
                 # comes. But a loop of more epochs than the spec's would
                 # go on without data, and without a word. An endless spec
-                # (epochs: 0) ended by a take has no count to keep to: the
-                # empty epoch is how a loop learns of its end.
+                # (epochs: 0) ended by a take has no count to keep to: its
+                # first empty epoch is how a loop learns of the end, and a
+                # second says the loop did not stop there.
                 n = self._stream.hello.get("epochs")
+                self._empty += 1
                 if n:
                     warnings.warn("piperun_client: the stream from %s has ended: its %d epochs were read, so this "
                                   "epoch is empty (an epoch left early, such as a next(iter(loader)) to look at the "
                                   "shapes, counts as read)" % (self.address, n), stacklevel=2)
+                elif self._empty == 2:
+                    warnings.warn("piperun_client: the stream from %s has ended (its spec is endless, and a take "
+                                  "ended it), so this epoch is empty, as was the one before: stop at the first "
+                                  "empty epoch" % self.address, stacklevel=2)
                 epoch = iter(())
             return self._holding(epoch)
 
