@@ -40,21 +40,8 @@ func applyCmd(g *globals) *cobra.Command {
 			if progress != "auto" && progress != "always" && progress != "never" {
 				return exit(ExitUsage, fmt.Errorf("--progress must be auto, always or never, got %q", progress))
 			}
-			if cmd.Flags().Changed("report") && reportPath == "" {
-				return exit(ExitUsage, errEmptyReport)
-			}
-			if reportPath == "-" {
-				return exit(ExitUsage, errStdoutReport)
-			}
-			// ".." read as text, as a sink reads its path: the checks and
-			// the write then agree on one file (yl/../../out/a.jsonl, yl a
-			// link, was checked as ../out/a.jsonl and renamed through yl
-			// onto a sink's output).
-			if reportPath != "" {
-				if err := stages.FileName(reportPath); err != nil {
-					return exit(ExitUsage, fmt.Errorf("--report: %w", err))
-				}
-				reportPath = filepath.Clean(reportPath)
+			if err := reportFlag(cmd, &reportPath); err != nil {
+				return err
 			}
 			if gpuMode != "auto" && gpuMode != "off" {
 				return exit(ExitUsage, fmt.Errorf("--gpu must be auto or off, got %q", gpuMode))
@@ -542,6 +529,26 @@ func writeFailureReport(g *globals, path, specFile string, rep any) {
 	if err != nil {
 		g.log.Error("write report", zap.Error(err))
 	}
+}
+
+// reportFlag checks --report before anything runs, and cleans it: ".."
+// read as text, as a sink reads its path, so that the checks and the
+// write agree on one file (yl/../../out/a.jsonl, yl a link, was checked as
+// ../out/a.jsonl and renamed through yl onto a sink's output).
+func reportFlag(cmd *cobra.Command, path *string) error {
+	switch {
+	case cmd.Flags().Changed("report") && *path == "":
+		return exit(ExitUsage, errEmptyReport)
+	case *path == "-":
+		return exit(ExitUsage, errStdoutReport)
+	case *path == "":
+		return nil
+	}
+	if err := stages.FileName(*path); err != nil {
+		return exit(ExitUsage, fmt.Errorf("--report: %w", err))
+	}
+	*path = filepath.Clean(*path)
+	return nil
 }
 
 // reportOrFail writes rep to path, where one was asked for; a run that

@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"path/filepath"
 	"regexp"
 	"slices"
 	"sort"
@@ -112,21 +111,8 @@ func benchCmd(g *globals) *cobra.Command {
 			if steps < 0 {
 				return exit(ExitUsage, fmt.Errorf("--steps must not be negative"))
 			}
-			if cmd.Flags().Changed("report") && reportPath == "" {
-				return exit(ExitUsage, errEmptyReport)
-			}
-			if reportPath == "-" {
-				return exit(ExitUsage, errStdoutReport)
-			}
-			// ".." read as text, as a sink reads its path: the checks and
-			// the write then agree on one file (yl/../../out/a.jsonl, yl a
-			// link, was checked as ../out/a.jsonl and renamed through yl
-			// onto a sink's output).
-			if reportPath != "" {
-				if err := stages.FileName(reportPath); err != nil {
-					return exit(ExitUsage, fmt.Errorf("--report: %w", err))
-				}
-				reportPath = filepath.Clean(reportPath)
+			if err := reportFlag(cmd, &reportPath); err != nil {
+				return err
 			}
 			// As apply does: a CI job reading the report learns why a run
 			// that never began failed, and never reads an older report.
