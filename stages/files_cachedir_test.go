@@ -30,13 +30,7 @@ func TestFilesWouldReadACache(t *testing.T) {
 		{"data/**", "cache", ""},
 	} {
 		src := "version: 1\nname: c\nstages:\n  - {name: f, type: files, pattern: '" + tc.pattern + "'}\n  - {name: j, type: jsonl}\n  - {name: c, type: cache, dir: " + tc.cacheDir + "}\n  - {name: o, type: discard}\n"
-		_, diags := spec.Parse(filepath.Join(dir, "s.yaml"), []byte(src), spec.Options{Catalog: Default(), Environment: true})
-		var got []string
-		for _, d := range diags {
-			if d.Severity == spec.SevError {
-				got = append(got, strings.SplitN(d.String(), ": ", 2)[1])
-			}
-		}
+		got := checkErrors(dir, src)
 		if want := strings.ReplaceAll(tc.want, "DIR", dir); strings.Join(got, "\n") != want {
 			t.Errorf("pattern %s, cache dir %s:\n got %q\nwant %q", tc.pattern, tc.cacheDir, got, want)
 		}
@@ -103,4 +97,15 @@ func TestFingerprintPassesOverTemporaries(t *testing.T) {
 	if after := fingerprint(); after != before {
 		t.Errorf("fingerprint %s with a temporary file beside the input, %s without", after, before)
 	}
+}
+
+// checkErrors validates src as the spec s.yaml in dir, with the
+// environment, and returns its errors without their file:line prefix.
+func checkErrors(dir, src string) []string {
+	_, diags := spec.Parse(filepath.Join(dir, "s.yaml"), []byte(src), spec.Options{Catalog: Default(), Environment: true})
+	var got []string
+	for _, d := range diags.Errors() {
+		got = append(got, strings.SplitN(d.String(), ": ", 2)[1])
+	}
+	return got
 }
