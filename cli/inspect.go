@@ -1,6 +1,7 @@
 package cli
 
 import (
+	"bytes"
 	"encoding/hex"
 	"encoding/json"
 	"errors"
@@ -36,7 +37,8 @@ func inspectCmd(g *globals) *cobra.Command {
 		Short: "Count a TFRecord file's records and show the decoded features of the first ones",
 		Long: "inspect reads the whole file, checking every record's framing and CRCs, and prints the\n" +
 			"record count, the compression detected and the tf.train.Example features of the first\n" +
-			"--records records. Exit 0 on success, 1 on a corrupt or unreadable file, 2 on usage errors.",
+			"--records records. FILE may be a pipe, such as /dev/stdin. Exit 0 on success, 1 on a\n" +
+			"corrupt or unreadable file, 2 on usage errors.",
 		Args: exactArgs(1, "one TFRecord file"),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			if format != "text" && format != "json" {
@@ -185,10 +187,10 @@ func inspectFile(path string, n int) (*inspectReport, error) {
 		return nil, fmt.Errorf("%s: %w", path, err)
 	}
 	comp := tfrecord.Detect(path, head[:k])
-	if _, err := f.Seek(0, io.SeekStart); err != nil {
-		return nil, fmt.Errorf("%s: %w", path, err)
-	}
-	r, err := tfrecord.NewReader(f, comp, path)
+	// The head is read again from memory, not by seeking back: a pipe
+	// (/dev/stdin under `gsutil cat … | piperun inspect /dev/stdin`)
+	// cannot seek.
+	r, err := tfrecord.NewReader(io.MultiReader(bytes.NewReader(head[:k]), f), comp, path)
 	if err != nil {
 		return nil, err
 	}
