@@ -106,7 +106,7 @@ func (r *Registry) explain(err error, src string, in sample.Schema) error {
 		}
 		rest := strings.TrimLeft(src[min(len(src), at+len(name)):], " ")
 		if strings.HasPrefix(src[at:], name) && strings.HasPrefix(rest, "(") {
-			e.Msg = fmt.Sprintf("unknown function %s (functions: %s)", name, strings.Join(r.Names(), ", "))
+			e.Msg = r.unknownFunction(name)
 			return e
 		}
 	}

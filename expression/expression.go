@@ -291,7 +291,7 @@ func (r *Registry) compile(src string, in sample.Schema, want sample.Kind, strip
 		ast.Walk(&tree.Node, u)
 		if u.name != "" {
 			line, col := position(src, u.at)
-			return nil, &Error{Line: line, Column: col, Msg: fmt.Sprintf("unknown function %s (functions: %s)", u.name, strings.Join(r.Names(), ", "))}
+			return nil, &Error{Line: line, Column: col, Msg: r.unknownFunction(u.name)}
 		}
 		if u.clock >= 0 {
 			line, col := position(src, u.clock)

@@ -10,6 +10,7 @@ import (
 	"sort"
 	"strings"
 
+	"github.com/piperun/piperun/internal/didyoumean"
 	"github.com/piperun/piperun/sample"
 )
 
@@ -155,6 +156,23 @@ func (r *Registry) Names() []string {
 	}
 	sort.Strings(out)
 	return out
+}
+
+// unknownFunction says that name is not a function: the one it was likely
+// meant to be, or else the registry's functions. expr's builtins are
+// matched by case only: there are sixty of them, and two edits from
+// `sqrt` is `sort`.
+func (r *Registry) unknownFunction(name string) string {
+	names := r.Names()
+	if best := didyoumean.Closest(name, names); best != "" {
+		return fmt.Sprintf("unknown function %s (did you mean %s?)", name, best)
+	}
+	for b := range builtinNames {
+		if strings.EqualFold(b, name) {
+			return fmt.Sprintf("unknown function %s (did you mean %s?)", name, b)
+		}
+	}
+	return fmt.Sprintf("unknown function %s (functions: %s)", name, strings.Join(names, ", "))
 }
 
 var defaultRegistry = NewRegistry()

@@ -169,6 +169,14 @@ func TestUnknownNamesInArguments(t *testing.T) {
 		{`to_float(flipx(0.5))`, `unknown function flipx ` + funcs + ` (line 1, column 10 of the expression)`},
 		{`decode_image(read_file(path), 3) | flipx(0.5) | to_float()`, `unknown function flipx ` + funcs + ` (line 1, column 36 of the expression)`},
 		{`nope + 1`, `unknown field "nope" (fields here: path, index) (line 1, column 1 of the expression)`},
+		// A name near one of piperun's functions, or one of expr's
+		// builtins in another case, is suggested; sqrt is two edits from
+		// the builtin sort, and is not.
+		{`To_Float(index)`, `unknown function To_Float (did you mean to_float?) (line 1, column 1 of the expression)`},
+		{`one_hot(tofloat(index), 3)`, `unknown function tofloat (did you mean to_float?) (line 1, column 9 of the expression)`},
+		{`decode_image(read_file(path), 3) | resiz(2, 2)`, `unknown function resiz (did you mean resize?) (line 1, column 36 of the expression)`},
+		{`LEN(path)`, `unknown function LEN (did you mean len?) (line 1, column 1 of the expression)`},
+		{`sqrt(2.0)`, `unknown function sqrt ` + funcs + ` (line 1, column 1 of the expression)`},
 	} {
 		_, err := expression.Default().Compile(tc.src, in, sample.Any)
 		if err == nil || err.Error() != tc.want {
@@ -575,7 +583,7 @@ func TestErrorPositionsCountLinesAndCharacters(t *testing.T) {
 	for _, tc := range []struct{ src, want string }{
 		{"let x = 1;\n  resize(index, 2, 2)", "resize: argument 1 must be an image tensor, got int64 (line 2, column 10 of the expression)"},
 		{"s == \"é\" ? resize(index, 2, 2) : 0", "resize: argument 1 must be an image tensor, got int64 (line 1, column 19 of the expression)"},
-		{"s == \"é\" ? resiz(index) : 0", "unknown function resiz (functions: "},
+		{"s == \"é\" ? resiz(index) : 0", "unknown function resiz (did you mean resize?) (line 1, column 12 of"},
 		{"let y = \"ü\";\nlen(y) + resiz(index)", "(line 2, column 10 of the expression)"},
 	} {
 		_, err := expression.Default().Compile(tc.src, in, sample.Any)

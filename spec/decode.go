@@ -12,6 +12,8 @@ import (
 	"strings"
 
 	"go.yaml.in/yaml/v3"
+
+	"github.com/piperun/piperun/internal/didyoumean"
 )
 
 // NodeUnmarshaler is implemented by config types that read themselves from a
@@ -431,44 +433,13 @@ func kindWord(k reflect.Kind) string {
 // suggest returns ` (did you mean "x"?)` for the closest known name, or the
 // list of known names when none is close.
 func suggest(got string, names []string) string {
-	if best := closest(got, names); best != "" {
+	if best := didyoumean.Closest(got, names); best != "" {
 		return fmt.Sprintf(" (did you mean %q?)", best)
 	}
 	if len(names) > 0 && len(names) <= 12 {
 		return fmt.Sprintf(" (known: %s)", strings.Join(names, ", "))
 	}
 	return ""
-}
-
-// closest is the known name within two edits of got, or "".
-func closest(got string, names []string) string {
-	best, bestD := "", 3
-	for _, n := range names {
-		if dist := editDistance(got, n); dist < bestD {
-			best, bestD = n, dist
-		}
-	}
-	return best
-}
-
-func editDistance(a, b string) int {
-	prev := make([]int, len(b)+1)
-	cur := make([]int, len(b)+1)
-	for j := range prev {
-		prev[j] = j
-	}
-	for i := 1; i <= len(a); i++ {
-		cur[0] = i
-		for j := 1; j <= len(b); j++ {
-			c := 1
-			if a[i-1] == b[j-1] {
-				c = 0
-			}
-			cur[j] = min(prev[j]+1, cur[j-1]+1, prev[j-1]+c)
-		}
-		prev, cur = cur, prev
-	}
-	return prev[len(b)]
 }
 
 // exactFloat reports whether the integer literal lit equals f, the

@@ -24,6 +24,7 @@ import (
 
 	"go.yaml.in/yaml/v3"
 
+	"github.com/piperun/piperun/internal/didyoumean"
 	"github.com/piperun/piperun/sample"
 )
 
@@ -674,7 +675,7 @@ func decodeStage(d *decoder, sp *Spec, cat Catalog, i int, n *yaml.Node) *Stage 
 		for j := 0; j+1 < len(rest.Content); j += 2 {
 			k := rest.Content[j]
 			for _, want := range []string{"name", "type"} {
-				if strings.EqualFold(k.Value, want) || editDistance(k.Value, want) == 1 {
+				if strings.EqualFold(k.Value, want) || didyoumean.Distance(k.Value, want) == 1 {
 					d.r.add(SevError, k.Line, k.Column, path+"."+k.Value, "unknown field %q (did you mean %q?)", k.Value, want)
 				}
 			}
@@ -871,7 +872,7 @@ func link(sp *Spec, r *reporter, cat Catalog) {
 
 // meantSink reports whether the unknown stage type t is a misspelt sink's.
 func meantSink(t string, cat Catalog) bool {
-	st, ok := cat.Lookup(closest(t, cat.Names()))
+	st, ok := cat.Lookup(didyoumean.Closest(t, cat.Names()))
 	return ok && st.Role == RoleSink
 }
 
