@@ -768,11 +768,12 @@ func cacheFits(p *plan.Plan, st *spec.Stage, cfg *stages.CacheConfig) (bool, int
 		Inputs: []*spec.Stage{st}, Outputs: st.Outputs, InSchemas: []sample.Schema{st.Schema}, Schema: st.Schema, Valid: true}
 	// As plan.Compile has it: the cache passes its input on, and holds one
 	// sample of it (no buffer of its own).
-	cn := &plan.Node{Stage: c, Parallelism: 1, SampleBytes: n.SampleBytes, InSampleBytes: n.SampleBytes}
+	cn := &plan.Node{Stage: c, Parallelism: 1, SampleBytes: n.SampleBytes, InSampleBytes: n.SampleBytes,
+		MinSampleBytes: n.MinSampleBytes, MinInSampleBytes: n.MinSampleBytes}
 	if n.SampleBytes >= 0 {
 		cn.Share = n.SampleBytes
 	} else {
-		cn.MinShare = st.Schema.MinBytes()
+		cn.MinShare = n.MinSampleBytes
 	}
 	q := *p
 	q.Nodes = nil

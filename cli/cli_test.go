@@ -284,7 +284,7 @@ func TestValidateBudgets(t *testing.T) {
 		// batches and the 4 that prefetch holds are known and already
 		// need more (found by the tester: any string turned the check off,
 		// and the run stalled instead).
-		{"testdata/budget_lower.yaml", `buffers need at least 7.4MiB (src 205B, img ≥ 7.15KiB, shuffle ≥ 2.1MiB, batch ≥ 1.07MiB, prefetch ≥ 4.22MiB; ≥: the sizes of strings and bytes are known only at run time, and count as empty here; --probe N measures them), more than resources.memory (4MiB)`},
+		{"testdata/budget_lower.yaml", `buffers need at least 7.05MiB (src 205B, img ≥ 7.15KiB, shuffle ≥ 1.75MiB, batch ≥ 1.07MiB, prefetch ≥ 4.22MiB; ≥: the sizes of strings and bytes are known only at run time, and count as empty here; --probe N measures them), more than resources.memory (4MiB)`},
 		// A prefetch of batches sized by the batch stage's estimate, not
 		// left unknown by the batch's "?" rows.
 		{"testdata/budget_prefetch_batches.yaml", `12:39: stages[3].buffer: stage "p" buffers 1000 samples of about 391.79KiB each = 382.61MiB, more than resources.memory (64MiB): lower its buffer to 164 (what the other stages leave) or raise resources.memory to 383.79MiB`},
@@ -452,13 +452,13 @@ resources: {memory: 1MiB}
 stages:
   - {name: files, type: files, pattern: "nothing-here/*.tfrecord"}
   - {name: records, type: tfrecord}
-  - {name: shuffle, type: shuffle, buffer: 100000}
+  - {name: prefetch, type: prefetch, buffer: 100000}
   - {name: out, type: discard}
 `)
 	r := run(t, "validate", p)
 	// In line order, though the fit is checked after the pattern.
-	want := p + ":3:21: resources.memory: buffers need at least 18.88MiB (files ≥ 196B, records ≥ 198B, shuffle ≥ 18.88MiB; ≥: the sizes of strings and bytes are known only at run time, and count as empty here; --probe N measures them), more than resources.memory (1MiB)\n" +
-		p + `:5:41: stages[0].pattern: pattern "nothing-here/*.tfrecord" matches no file (resolved to ` + filepath.Join(dir, "nothing-here/*.tfrecord") + "); folder " + filepath.Join(dir, "nothing-here") + " does not exist\n"
+	want := p + `:5:41: stages[0].pattern: pattern "nothing-here/*.tfrecord" matches no file (resolved to ` + filepath.Join(dir, "nothing-here/*.tfrecord") + "); folder " + filepath.Join(dir, "nothing-here") + " does not exist\n" +
+		p + `:7:46: stages[2].buffer: stage "prefetch" buffers 100000 samples of at least 198B each = 18.88MiB, more than resources.memory (1MiB): lower its buffer to 5292 at most (what the other stages leave) or raise resources.memory to at least 18.89MiB` + "\n"
 	if r.code != 1 || r.stdout != want || r.stderr != "2 problems\n" {
 		t.Errorf("got %s\nwant exit 1, stdout\n%s", r, want)
 	}

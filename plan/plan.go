@@ -182,6 +182,11 @@ type Node struct {
 	// Share is the bytes the stage needs to make progress (its buffer and
 	// one output sample per consumer), when the sizes are known.
 	Share int64
+	// MinSampleBytes and MinInSampleBytes are lower bounds of
+	// SampleBytes and InSampleBytes: the same where those are known, else
+	// with strings and bytes counted empty.
+	MinSampleBytes   int64
+	MinInSampleBytes int64
 	// MinShare is a lower bound of Share where that is unknown: the same
 	// with strings, bytes and tensors of unknown shape counted empty.
 	MinShare int64
@@ -291,18 +296,35 @@ func Compile(sp *spec.Spec, cat spec.Catalog, opts Options) (*Plan, error) {
 				n.InSampleBytes = up.SampleBytes
 			}
 		}
+		// The lower bounds flow as the estimates do: a prefetch after a
+		// batch of samples with a string in them holds batches at least
+		// a full batch's known part, not its schema's "?" rows (a review
+		// saw 50 batches of 6.1MiB counted as 16KiB).
+		n.MinSampleBytes = st.Schema.MinBytes()
+		if sz, ok := st.Config.(OutputSizer); ok {
+			n.MinSampleBytes = sz.MinOutputBytes()
+		}
+		if up != nil && len(st.InSchemas) == 1 && st.Schema.String() == st.InSchemas[0].String() {
+			n.MinSampleBytes = max(n.MinSampleBytes, up.MinSampleBytes)
+		}
+		if n.SampleBytes >= 0 {
+			n.MinSampleBytes = n.SampleBytes
+		}
+		n.MinInSampleBytes = n.MinSampleBytes
+		if len(st.InSchemas) > 0 {
+			n.MinInSampleBytes = st.InSchemas[0].MinBytes()
+			if up != nil {
+				n.MinInSampleBytes = max(n.MinInSampleBytes, up.MinSampleBytes)
+			}
+		}
+		if n.InSampleBytes >= 0 {
+			n.MinInSampleBytes = n.InSampleBytes
+		}
 		if st.Role != spec.RoleSink {
 			if n.SampleBytes >= 0 && n.InSampleBytes >= 0 {
 				n.Share = share(n)
 			} else {
-				minOut, minIn := st.Schema.MinBytes(), int64(0)
-				if sz, ok := st.Config.(OutputSizer); ok {
-					minOut = sz.MinOutputBytes()
-				}
-				if len(st.InSchemas) > 0 {
-					minIn = st.InSchemas[0].MinBytes()
-				}
-				n.MinShare = addSat(mulSat(int64(n.Buffer), minIn), minOut)
+				n.MinShare = addSat(mulSat(int64(n.Buffer), n.MinInSampleBytes), n.MinSampleBytes)
 			}
 		}
 		p.Nodes = append(p.Nodes, n)
@@ -476,13 +498,8 @@ func (p *Plan) fit(advise bool) []FitProblem {
 	// it only led to the next problem (a new-user test went round twice).
 	var all int64
 	for _, n := range p.Nodes {
-		all += n.Reserved
-		if n.Share <= 0 {
-			all += n.MinShare
-			continue
-		}
-		h, _ := p.held(n)
-		all += h
+		h, _, _ := p.held(n)
+		all += n.Reserved + h
 	}
 	// Where the spec sets no budget there is no resources.memory line to
 	// point at: a problem points at the stage, or its key, instead, so
@@ -514,24 +531,23 @@ func (p *Plan) fit(advise bool) []FitProblem {
 		// stages that pass them on are not named again. The copies a
 		// fan-out sends share their values, which are reserved once
 		// (engine: need).
-		if n.SampleBytes > p.Memory && n.InSampleBytes <= p.Memory {
-			add(budgetPath(n, ""), false, "stage %q emits samples of about %s each, more than %s",
-				n.Stage.Name, spec.ByteSize(n.SampleBytes), p.budget())
+		// Sizes unknown before the run (strings, bytes): what is known of
+		// them still counts, as a lower bound, in the same checks.
+		held, fits, atLeast := p.held(n)
+		about, out, in := "about", n.SampleBytes, n.InSampleBytes
+		if atLeast {
+			about, out, in = "at least", n.MinSampleBytes, n.MinInSampleBytes
+		}
+		if out > p.Memory && in <= p.Memory {
+			add(budgetPath(n, ""), false, "stage %q emits samples of %s %s each, more than %s",
+				n.Stage.Name, about, spec.ByteSize(out), p.budget())
 			errs++
 		}
-		if n.Share <= 0 {
-			// Sizes unknown before the run (strings, bytes): what is known
-			// of them still counts, as a lower bound.
-			if n.MinShare > 0 {
-				lower = true
-				total = addSat(total, n.MinShare)
-				parts = append(parts, fmt.Sprintf("%s ≥ %s", n.Stage.Name, spec.ByteSize(n.MinShare)))
-			}
+		if held <= 0 {
 			continue
 		}
-		held, fits := p.held(n)
-		if n.Buffer > 0 && n.InSampleBytes > 0 {
-			need := mulSat(int64(n.Buffer), n.InSampleBytes)
+		if n.Buffer > 0 && in > 0 {
+			need := mulSat(int64(n.Buffer), in)
 			if bs, ok := n.Stage.Config.(BufferSharer); ok && bs.BufferShare() > 1 {
 				// The run shrinks such a buffer to its share and warns; a
 				// warning here says so before the run, since it changes
@@ -543,8 +559,13 @@ func (p *Plan) fit(advise bool) []FitProblem {
 					if fits == 1 {
 						noun = "sample"
 					}
-					add(p.stagePath(n.Stage, "buffer"), true, "%d samples of about %s each = %s, more than %s, the 1/%d of %s a %s may fill: it will hold about %d %s",
-						n.Buffer, spec.ByteSize(n.InSampleBytes), spec.ByteSize(need), spec.ByteSize(p.Memory/int64(bs.BufferShare())), bs.BufferShare(), p.budget(), n.Stage.Type, fits, noun)
+					// With sizes a lower bound, fewer may fit.
+					holdAbout := "about"
+					if atLeast {
+						holdAbout = "at most"
+					}
+					add(p.stagePath(n.Stage, "buffer"), true, "%d samples of %s %s each = %s, more than %s, the 1/%d of %s a %s may fill: it will hold %s %d %s",
+						n.Buffer, about, spec.ByteSize(in), spec.ByteSize(need), spec.ByteSize(p.Memory/int64(bs.BufferShare())), bs.BufferShare(), p.budget(), n.Stage.Type, holdAbout, fits, noun)
 				}
 			} else if need > p.Memory {
 				key := "buffer"
@@ -555,26 +576,45 @@ func (p *Plan) fit(advise bool) []FitProblem {
 				// sample: its input and, for a batch, its share of the
 				// batch it makes, which grows with its size (a re-test:
 				// counted as fixed, the advice was 428 where 5027 fit).
-				fixed, per := max(0, held-need), n.InSampleBytes
+				fixed, per := max(0, held-need), in
 				if _, scales := n.Stage.Config.(BufferKeyer); scales {
 					fixed, per = 0, max(1, (held+int64(n.Buffer)-1)/int64(n.Buffer))
+					if held == math.MaxInt64 {
+						// Saturated, held/buffer is next to nothing (a
+						// size of 2^62 was advised 66506286): a batch
+						// holds each input twice, buffered and batched.
+						per = mulSat(2, in)
+					}
 				}
 				room := p.Memory - (all - held) - fixed
 				advice := ""
 				if advise {
-					advice = fmt.Sprintf(": lower its %s to %d (what the other stages leave) or raise resources.memory to %s", key, room/per, bytesize.FormatAtLeast(p.leastBudget()))
+					// Sized on lower bounds, both are bounds too.
+					least := bytesize.FormatAtLeast(p.leastBudget())
+					if atLeast {
+						least = "at least " + least
+					}
+					advice = fmt.Sprintf(": lower its %s to %d (what the other stages leave) or raise resources.memory to %s", key, room/per, least)
+					if atLeast {
+						advice = fmt.Sprintf(": lower its %s to %d at most (what the other stages leave) or raise resources.memory to %s", key, room/per, least)
+					}
 					if room < per {
-						advice = fmt.Sprintf(": the other stages leave no room for one sample; raise resources.memory to %s", bytesize.FormatAtLeast(p.leastBudget()))
+						advice = fmt.Sprintf(": the other stages leave no room for one sample; raise resources.memory to %s", least)
 					}
 				}
 				// At the stage's key: the number to change is there.
-				add(p.stagePath(n.Stage, key), false, "stage %q buffers %d samples of about %s each = %s, more than %s%s",
-					n.Stage.Name, n.Buffer, spec.ByteSize(n.InSampleBytes), spec.ByteSize(need), p.budget(), advice)
+				add(p.stagePath(n.Stage, key), false, "stage %q buffers %d samples of %s %s each = %s, more than %s%s",
+					n.Stage.Name, n.Buffer, about, spec.ByteSize(in), spec.ByteSize(need), p.budget(), advice)
 				errs++
 			}
 		}
 		total = addSat(total, held)
-		parts = append(parts, fmt.Sprintf("%s %s", n.Stage.Name, spec.ByteSize(held)))
+		if atLeast {
+			lower = true
+			parts = append(parts, fmt.Sprintf("%s ≥ %s", n.Stage.Name, spec.ByteSize(held)))
+		} else {
+			parts = append(parts, fmt.Sprintf("%s %s", n.Stage.Name, spec.ByteSize(held)))
+		}
 	}
 	errs += p.fitEpochs(add)
 	switch {
@@ -738,20 +778,25 @@ func (p *Plan) takeBelow(st *spec.Stage, in func(*spec.Stage) int64) bool {
 // held is the bytes n will hold: its share, less what a buffer that
 // shares the budget (a shuffle) leaves out when its samples outgrow its
 // part of the budget, as the run shrinks it to that part (and one sample
-// at the least). fits is then how many samples it holds, else 0.
-func (p *Plan) held(n *Node) (held, fits int64) {
-	held = n.Share
-	bs, ok := n.Stage.Config.(BufferSharer)
-	if !ok || bs.BufferShare() <= 1 || n.Buffer <= 0 || n.InSampleBytes <= 0 || held <= 0 {
-		return held, 0
+// at the least). fits is then how many samples it holds, else 0. Where
+// the share is unknown (strings, bytes) it is n's lower bound, and
+// atLeast says so.
+func (p *Plan) held(n *Node) (held, fits int64, atLeast bool) {
+	held, in := n.Share, n.InSampleBytes
+	if held <= 0 {
+		held, in, atLeast = n.MinShare, n.MinInSampleBytes, true
 	}
-	need := mulSat(int64(n.Buffer), n.InSampleBytes)
+	bs, ok := n.Stage.Config.(BufferSharer)
+	if !ok || bs.BufferShare() <= 1 || n.Buffer <= 0 || in <= 0 || held <= 0 {
+		return held, 0, atLeast
+	}
+	need := mulSat(int64(n.Buffer), in)
 	room := p.Memory / int64(bs.BufferShare())
 	if need <= room {
-		return held, 0
+		return held, 0, atLeast
 	}
-	fits = max(1, room/n.InSampleBytes)
-	return held - need + fits*n.InSampleBytes, fits
+	fits = max(1, room/in)
+	return held - need + fits*in, fits, atLeast
 }
 
 // budget names the memory budget in a message: resources.memory and its
@@ -946,16 +991,15 @@ func (p *Plan) Text(w io.Writer) {
 			}
 		}
 		buffer := fmt.Sprint(n.Buffer)
-		if held, fits := p.held(n); held > 0 {
+		if held, fits, lower := p.held(n); held > 0 {
 			share = spec.ByteSize(held).String()
+			if lower {
+				share, atLeast = ">="+share, true
+			}
 			total = addSat(total, held)
 			if fits > 0 {
 				buffer = fmt.Sprintf("%d/%d", fits, n.Buffer)
 			}
-		} else if n.MinShare > 0 {
-			share = ">=" + spec.ByteSize(n.MinShare).String()
-			total = addSat(total, n.MinShare)
-			atLeast = true
 		}
 		if n.Reserved > 0 {
 			reserved = append(reserved, fmt.Sprintf("%s %s", n.Stage.Name, spec.ByteSize(n.Reserved)))

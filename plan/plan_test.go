@@ -693,11 +693,13 @@ stages:
   - {name: out, type: discard}
 `
 	// Where the batch's own size overflows too, it counts as at least
-	// that much, and the whole fit fails, naming it.
+	// that much, and the fit names it.
 	for _, tc := range []struct{ size, want string }{
-		{"4611686018427387904", "stages[2].size: stage \"b\" buffers 4611686018427387904 samples of about 588.25KiB each = 8388608TiB, more than resources.memory (64MiB)"},
-		{"9223372036854775807", "resources.memory: buffers need at least 8388608TiB (r 205B, m 588.25KiB, b ≥ 8388608TiB"},
-		{"61270662738314", "resources.memory: buffers need at least 8388608TiB (r 205B, m 588.25KiB, b ≥ 8388608TiB"},
+		// The advice is what fits, each sample counted twice (buffered,
+		// then batched): 55 × 2 × 588.25KiB in the 64MiB less m's.
+		{"4611686018427387904", "stages[2].size: stage \"b\" buffers 4611686018427387904 samples of about 588.25KiB each = 8388608TiB, more than resources.memory (64MiB): lower its size to 55 "},
+		{"9223372036854775807", "stages[2].size: stage \"b\" buffers 9223372036854775807 samples of at least 588.25KiB each = 8388608TiB, more than resources.memory (64MiB): lower its size to 55 "},
+		{"61270662738314", "stages[2].size: stage \"b\" buffers 61270662738314 samples of at least 588.25KiB each = 8388608TiB, more than resources.memory (64MiB): lower its size to 55 "},
 	} {
 		p := compileWith(t, strings.Replace(src, "SIZE", tc.size, 1), plan.Options{})
 		var got []string
@@ -709,5 +711,56 @@ stages:
 		if len(got) != 1 || !strings.HasPrefix(got[0], tc.want) {
 			t.Errorf("batch of %s: errors %q\nwant one beginning %q", tc.size, got, tc.want)
 		}
+	}
+}
+
+// TestFitLowerBoundsFollowTheSamples: a string in the samples makes their
+// size a lower bound, which must still count what is known of them where
+// it flows: through a batch (whose leading dimension is "?" without
+// drop_remainder) into a prefetch or shuffle after it, and into a shuffle
+// the run shrinks to its share. A review found a prefetch of 50 batches
+// of 6.1MiB refused without the string and passed with it (each batch
+// counted as 16KiB), and a shuffle refused with it that without it was
+// shrunk with a warning.
+func TestFitLowerBoundsFollowTheSamples(t *testing.T) {
+	const src = `version: 1
+name: p
+optimize: false
+resources: {memory: 64MiB}
+stages:
+  - {name: r, type: range, count: 2000}
+  - {name: m, type: map, set: {v: 'one_hot(index %% 10, 100000)'%s}}
+%s  - {name: out, type: discard}
+`
+	for _, tc := range []struct {
+		name, tail  string
+		errs, warns int
+	}{
+		{"prefetch after batch", "  - {name: b, type: batch, size: 16}\n  - {name: q, type: prefetch, buffer: 50}\n", 1, 0},
+		{"shuffle after batch", "  - {name: b, type: batch, size: 16}\n  - {name: q, type: shuffle, buffer: 50}\n", 0, 1},
+		{"shuffle before batch", "  - {name: q, type: shuffle, buffer: 1000}\n  - {name: b, type: batch, size: 10}\n", 0, 1},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			known := compileWith(t, fmt.Sprintf(src, "", tc.tail), plan.Options{Workers: 2})
+			lower := compileWith(t, fmt.Sprintf(src, `, s: '"x"'`, tc.tail), plan.Options{Workers: 2})
+			if k, l := known.Node("q").Share, lower.Node("q").MinShare; l < k {
+				t.Errorf("q's lower bound %d is below its share without the string, %d", l, k)
+			}
+			for _, p := range []*plan.Plan{known, lower} {
+				var errs, warns int
+				var msgs []string
+				for _, f := range p.Fit() {
+					if f.Warning {
+						warns++
+					} else {
+						errs++
+					}
+					msgs = append(msgs, f.Message)
+				}
+				if errs != tc.errs || warns != tc.warns {
+					t.Errorf("%d errors and %d warnings, want %d and %d:\n%s", errs, warns, tc.errs, tc.warns, strings.Join(msgs, "\n"))
+				}
+			}
+		})
 	}
 }
