@@ -225,10 +225,100 @@ func (a *atomicFile) commit() error {
 	return err
 }
 
+// commitAll renames files into place in order, all or none: where one
+// fails to commit (an immutable file, a file of another user in a sticky
+// folder), the files renamed before it are put back as they were, from
+// hard links taken to them first, or removed where there were none. So a
+// set of shards stays whole, the earlier run's or this one's; only a kill
+// in the milliseconds between renames can leave it mixed.
+func commitAll(files []*atomicFile) error {
+	var done []replaced
+	for _, f := range files {
+		if err := f.prepare(); err != nil {
+			return undoAll(done, err)
+		}
+		if f.tmp == nil {
+			continue
+		}
+		r := replaced{f: f}
+		if len(files) > 1 {
+			if st, err := os.Lstat(f.final); err == nil && st.Mode().IsRegular() {
+				// Named as the temporary file is, so that the next run
+				// removes it if this one is killed before it does.
+				r.old = f.tmp.Name() + ".old"
+				if os.Link(f.final, r.old) != nil {
+					r.old, r.lost = "", true
+				}
+			}
+		}
+		if err := f.commit(); err != nil {
+			if r.old != "" {
+				os.Remove(r.old)
+			}
+			return undoAll(done, err)
+		}
+		done = append(done, r)
+	}
+	for _, r := range done {
+		if r.old != "" {
+			os.Remove(r.old)
+		}
+	}
+	return nil
+}
+
+// replaced is a file commitAll renamed into place, and how to undo that.
+type replaced struct {
+	f *atomicFile
+	// old is a hard link to the file it replaced, or "" where there was
+	// none; lost says there was one, and no link could be made to it (a
+	// file system without them, a file of another user under
+	// protected_hardlinks).
+	old  string
+	lost bool
+}
+
+func (r replaced) undo() error {
+	switch {
+	case r.lost:
+		return fmt.Errorf("%s: the file it replaced could not be kept aside", r.f.final)
+	case r.old == "":
+		return os.Remove(r.f.final)
+	}
+	return os.Rename(r.old, r.f.final)
+}
+
+// undoAll puts back the files done replaced, last first, after err.
+func undoAll(done []replaced, err error) error {
+	if len(done) == 0 {
+		return err
+	}
+	var failed []error
+	for i := len(done) - 1; i >= 0; i-- {
+		if uerr := done[i].undo(); uerr != nil {
+			failed = append(failed, uerr)
+			continue
+		}
+		done[i].f.committed = false
+	}
+	if len(failed) == 0 {
+		what := fmt.Sprintf("the %d files renamed before it were", len(done))
+		if len(done) == 1 {
+			what = "the file renamed before it was"
+		}
+		return fmt.Errorf("%w (no output was replaced: %s put back)", err, what)
+	}
+	return fmt.Errorf("%w; %d of the %d files renamed before it could not be put back, and hold this run's data: %w",
+		err, len(failed), len(done), errors.Join(failed...))
+}
+
 // replaceable reports why an output could not be renamed onto path.
 func replaceable(path string) error {
-	_, err := OutputPath(path)
-	return err
+	p, err := OutputPath(path)
+	if err != nil {
+		return err
+	}
+	return mayReplace(p)
 }
 
 // maxSymlinks bounds the links OutputPath follows, as the kernel's ELOOP.
@@ -414,7 +504,10 @@ func checkWritable(path string) error {
 	if err != nil {
 		return err
 	}
-	return checkDirFor(path, "output directory")
+	if err := checkDirFor(path, "output directory"); err != nil {
+		return err
+	}
+	return mayReplace(path)
 }
 
 // checkDirFor reports whether files can be created in path's directory,

@@ -422,13 +422,7 @@ func (s *tfrecordSink) Commit() error {
 	if err := s.Prepare(); err != nil {
 		return err
 	}
-	var errs []error
-	for _, f := range s.files {
-		if err := f.commit(); err != nil {
-			errs = append(errs, err)
-		}
-	}
-	return errors.Join(errs...)
+	return commitAll(s.files)
 }
 
 func (s *tfrecordSink) Abort() error {
