@@ -1161,7 +1161,7 @@ stages:
 		t.Errorf("epochs read: %v, want 20 labels, 20, 10, then none twice", by)
 	}
 	// Quiet at the first empty epoch; the second says the loop ran on.
-	want := "piperun_client: the stream from " + listen + " has ended (its spec is endless, and a take ended it), so this epoch is empty, as was the one before: stop at the first empty epoch"
+	want := "serve_handover.py: piperun_client: the stream from " + listen + " has ended (its spec is endless, and a take ended it), so this epoch is empty, as was the one before: stop at the first empty epoch"
 	if !slices.Equal(said, []string{want}) {
 		t.Errorf("warnings: %q, want %q", said, want)
 	}
@@ -1172,7 +1172,8 @@ stages:
 
 // pastTheEnd runs a trainer reading epochs epochs through one DataLoader
 // (testdata/serve_handover.py --past-the-end) from listen, and returns the
-// labels it read by epoch and the warnings the client gave.
+// labels it read by epoch and the warnings the client gave, each after
+// the name of the file it points at (the trainer's own).
 func pastTheEnd(t *testing.T, py, listen string, epochs int) (by [][]int64, said []string) {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
@@ -1221,7 +1222,7 @@ func TestServePythonDatasetPastTheEnd(t *testing.T) {
 	if len(by) != 3 || len(by[0]) != 20 || len(by[1]) != 20 || len(by[2]) != 0 {
 		t.Errorf("epochs read: %v, want 20 labels, 20, then none", by)
 	}
-	want := "piperun_client: the stream from " + listen + " has ended: its 2 epochs were read, so this epoch is empty (an epoch left early, such as a next(iter(loader)) to look at the shapes, counts as read)"
+	want := "serve_handover.py: piperun_client: the stream from " + listen + " has ended: its 2 epochs were read, so this epoch is empty (an epoch left early, such as a next(iter(loader)) to look at the shapes, counts as read)"
 	if !slices.Equal(said, []string{want}) {
 		t.Errorf("warnings: %q, want %q", said, want)
 	}

@@ -45,7 +45,8 @@ if "--past-the-end" in sys.argv:
         for _ in range(int(sys.argv[sys.argv.index("--past-the-end") + 1])):
             epochs.append([int(x) for b in loader for x in b["label"]])
     print(json.dumps(epochs))
-    print(json.dumps([str(w.message) for w in said]))
+    # Each with the file it points at: the loop's, not torch's.
+    print(json.dumps(["%s: %s" % (os.path.basename(w.filename), w.message) for w in said]))
     sys.stdout.flush()
 elif "--break-early" in sys.argv:
     # Two batches of the first epoch, then a loop left early, then whole

@@ -47,6 +47,14 @@ _RESET = ("piperun reset the connection: the run failed, was interrupted or kill
           "while another trainer was being served")
 
 
+class _NotAFrame(RuntimeError):
+    """Bytes that do not start a piperun frame, in head."""
+
+    def __init__(self, head):
+        super().__init__("not a piperun frame: starts with %r" % head[:4])
+        self.head = head
+
+
 class StreamCut(RuntimeError):
     """The stream stopped before its end-of-stream frame: the run failed or
     was interrupted (piperun's log says why)."""
@@ -65,8 +73,14 @@ def _open_once(address):
             raise
         return s
     if scheme == "tcp":
-        host, _, port = rest.rpartition(":")
-        s = socket.create_connection((host.strip("[]"), int(port)))
+        host, sep, port = rest.rpartition(":")
+        if not sep or not port.isdigit():
+            raise ValueError("%r: want tcp://host:port, with a port number" % address)
+        host = host.strip("[]")
+        try:
+            s = socket.create_connection((host, int(port)))
+        except socket.gaierror as e:
+            raise ConnectionError("%s: cannot find host %r" % (address, host)) from e
         # Acknowledgements are 8 bytes each: Nagle's algorithm would hold
         # them back while frames stream in, and a trainer that then leaves
         # takes them along, so the next would be sent its batches again.
@@ -98,7 +112,7 @@ def _open(address, wait):
             now = time.monotonic()
             if now >= deadline:
                 raise ConnectionError("nothing serves at %s (start piperun apply with a serve sink there%s)"
-                                      % (address, ", or give connect a wait" if wait == 0 else "")) from e
+                                      % (address, ", or give connect or PiperunDataset a wait" if wait == 0 else "")) from e
             if not told and now - start >= WAIT_NOTICE:
                 told = True
                 sys.stderr.write("piperun_client: nothing serves at %s yet; waiting up to %.0f s more for piperun apply "
@@ -124,28 +138,24 @@ class Stream:
     """One connection to a serve sink. Iterate epochs() for one iterator per
     epoch, or samples() for every sample of every epoch."""
 
-    def __init__(self, address, torch=False, wait=0.0):
+    def __init__(self, address, torch=False, wait=0.0, hello_wait=None):
         self._sock = _open(address, wait)
         try:
             self._sock.sendall(CLIENT_HELLO)
-            # piperun greets one trainer at a time: the next waits, without
-            # a word, until the one before leaves. Say so, once.
-            # A selector, not select.select, which fails on a descriptor
-            # past 1023 (a process with many files open).
-            with selectors.DefaultSelector() as sel:
-                sel.register(self._sock, selectors.EVENT_READ)
-                greeted = sel.select(WAIT_NOTICE)
-            if not greeted:
-                sys.stderr.write("piperun_client: connected to %s, no hello yet: piperun is preparing its first sample, "
-                                 "or serving another trainer (one at a time: another stream or PiperunDataset of this "
-                                 "process still open?)\n" % address)
-                sys.stderr.flush()
+            self._await_hello(address, hello_wait)
             self._file = self._sock.makefile("rb", buffering=1 << 20)
             self._torch = torch
             self.epoch = None          # the last end-of-epoch header
             self.end = None            # the end-of-stream header, once read
             self._nread = 0            # frames read after the hello, acknowledged
-            kind, header, _ = self._frame()
+            try:
+                kind, header, _ = self._frame()
+            except StreamCut as e:
+                raise ConnectionError("the connection to %s ended before piperun's hello: the run ended or failed "
+                                      "before it served this trainer, or %s is not a piperun serve sink"
+                                      % (address, address)) from e
+            except _NotAFrame as e:
+                raise ConnectionError("%s is not a piperun serve sink: it answered %r" % (address, e.head)) from e
             if kind != HELLO:
                 raise RuntimeError("%s: first frame is of kind %d, not hello" % (address, kind))
             if header.get("protocol") != PROTOCOL:
@@ -162,6 +172,28 @@ class Stream:
             self._sock.close()
             raise
         self.hello = header
+
+    def _await_hello(self, address, hello_wait):
+        """Waits for the hello: piperun greets one trainer at a time, and
+        the next waits, without a word, until the one before leaves. Say
+        so, once; and give up after hello_wait seconds, if given (a program
+        that is not piperun may never answer)."""
+        # A selector, not select.select, which fails on a descriptor past
+        # 1023 (a process with many files open).
+        with selectors.DefaultSelector() as sel:
+            sel.register(self._sock, selectors.EVENT_READ)
+            first = WAIT_NOTICE if hello_wait is None else min(WAIT_NOTICE, hello_wait)
+            if sel.select(first):
+                return
+            if hello_wait is None or hello_wait > first:
+                sys.stderr.write("piperun_client: connected to %s, no hello yet: piperun is preparing its first sample, "
+                                 "or serving another trainer (one at a time: another stream or PiperunDataset of this "
+                                 "process still open?), or this is not a piperun serve sink\n" % address)
+                sys.stderr.flush()
+                if sel.select(None if hello_wait is None else hello_wait - first):
+                    return
+        raise TimeoutError("no hello from %s in %g s (hello_wait): piperun is still preparing its first sample, or "
+                           "serving another trainer, or %s is not a piperun serve sink" % (address, hello_wait, address))
 
     def _read(self, n):
         # Trust the length up to TRUST_PAYLOAD; beyond it, grow as the bytes
@@ -201,7 +233,16 @@ class Stream:
             raise StreamCut("the stream ended before its end-of-stream frame: the run failed or was interrupted")
         magic, kind, hlen, plen = _HEAD.unpack(head)
         if magic != MAGIC:
-            raise RuntimeError("not a piperun frame: starts with %r" % magic)
+            # What else came already, up to a line's worth, says what
+            # answered (an HTTP server's status line); a peek that would
+            # wait for more gives up at once.
+            more = b""
+            try:
+                self._sock.settimeout(0.05)
+                more = self._file.peek(64)[:64 - len(head)]
+            except OSError:
+                pass
+            raise _NotAFrame(head + more)
         if kind < HELLO or kind > END_OF_STREAM:
             raise RuntimeError("unknown frame kind %d" % kind)
         if hlen > MAX_HEADER:
@@ -307,12 +348,27 @@ class Stream:
         self.close()
 
 
-def connect(address, torch=False, wait=0.0):
+def connect(address, torch=False, wait=0.0, hello_wait=None):
     """Connects to a serve sink (unix:///path or tcp://host:port) and reads
     its hello. torch=True gives torch tensors instead of NumPy arrays; wait
     is how many seconds to keep trying while nothing serves there yet.
-    One trainer is served at a time: a second waits until the first leaves."""
-    return Stream(address, torch=torch, wait=wait)
+    One trainer is served at a time: a second waits until the first leaves,
+    for as long as that takes, or hello_wait seconds if given (then
+    TimeoutError)."""
+    return Stream(address, torch=torch, wait=wait, hello_wait=hello_wait)
+
+
+def _callers_level():
+    """The stacklevel of warnings.warn, called by the function that calls
+    this, that points at the first frame outside this module and torch:
+    the training loop's line, not a DataLoader's fetch."""
+    level, f = 1, sys._getframe(1)
+    while f is not None:
+        name = f.f_globals.get("__name__", "")
+        if name != __name__ and name != "torch" and not name.startswith("torch."):
+            return level
+        level, f = level + 1, f.f_back
+    return 2
 
 
 try:
@@ -323,10 +379,11 @@ try:
         Use it with DataLoader(..., batch_size=None, num_workers=0): piperun
         already batches, shuffles and prefetches on every core."""
 
-        def __init__(self, address, wait=60.0):
+        def __init__(self, address, wait=60.0, hello_wait=None):
             super().__init__()
             self.address = address
             self.wait = wait
+            self.hello_wait = hello_wait
             self._stream = None
             self._epochs = None
             self._empty = 0  # empty epochs given past the stream's end
@@ -336,7 +393,7 @@ try:
                 raise RuntimeError("PiperunDataset is one stream: use it with DataLoader(num_workers=0); "
                                    "piperun already decodes and batches on every core")
             if self._stream is None:
-                self._stream = connect(self.address, torch=True, wait=self.wait)
+                self._stream = connect(self.address, torch=True, wait=self.wait, hello_wait=self.hello_wait)
                 self._epochs = self._stream.epochs()
                 # A training script rarely closes its dataset: leave through
                 # close() when the dataset goes (a new one made for the
@@ -357,11 +414,11 @@ try:
                 if n:
                     warnings.warn("piperun_client: the stream from %s has ended: its %d epochs were read, so this "
                                   "epoch is empty (an epoch left early, such as a next(iter(loader)) to look at the "
-                                  "shapes, counts as read)" % (self.address, n), stacklevel=2)
+                                  "shapes, counts as read)" % (self.address, n), stacklevel=_callers_level())
                 elif self._empty == 2:
                     warnings.warn("piperun_client: the stream from %s has ended (its spec is endless, and a take "
                                   "ended it), so this epoch is empty, as was the one before: stop at the first "
-                                  "empty epoch" % self.address, stacklevel=2)
+                                  "empty epoch" % self.address, stacklevel=_callers_level())
                 epoch = iter(())
             return self._holding(epoch)
 

@@ -1,0 +1,85 @@
+//go:build unix
+
+package cli_test
+
+import (
+	"encoding/json"
+	"io"
+	"net"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/piperun/piperun/serve"
+)
+
+// TestPythonClientTellsWhatAnswered: a client pointed at the wrong
+// address is told so, naming it, rather than blaming a run that does not
+// exist or waiting for ever: a program that closes without a hello, one
+// that answers something else (an HTTP server), one that never answers
+// (with a hello_wait), and addresses it cannot use. A new-user test hung
+// on the silent one and was told "the run failed or was interrupted" by
+// the HTTP server.
+func TestPythonClientTellsWhatAnswered(t *testing.T) {
+	py := pythonWith(t, "numpy")
+	for _, tc := range []struct {
+		name   string
+		answer func(c net.Conn) // nil: no server
+		addr   string           // "": the test's socket
+		wait   string
+		want   map[string]string
+	}{
+		{"closes", func(c net.Conn) { io.ReadFull(c, make([]byte, len(serve.ClientHello))) }, "", "none",
+			map[string]string{"type": "ConnectionError", "error": "the connection to SOCK ended before piperun's hello: the run ended or failed before it served this trainer, or SOCK is not a piperun serve sink"}},
+		{"http", func(c net.Conn) {
+			io.ReadFull(c, make([]byte, len(serve.ClientHello)))
+			c.Write([]byte("HTTP/1.0 400 Bad request\r\nServer: x\r\n\r\n"))
+		}, "", "none",
+			map[string]string{"type": "ConnectionError", "error": "SOCK is not a piperun serve sink: it answered b'HTTP/1.0 400 Bad request\\r\\nServer: x\\r\\n\\r\\n'"}},
+		{"silent", func(c net.Conn) { time.Sleep(5 * time.Second) }, "", "0.5",
+			map[string]string{"type": "TimeoutError", "error": "no hello from SOCK in 0.5 s (hello_wait): piperun is still preparing its first sample, or serving another trainer, or SOCK is not a piperun serve sink"}},
+		{"no port", nil, "tcp://127.0.0.1", "none",
+			map[string]string{"type": "ValueError", "error": "'tcp://127.0.0.1': want tcp://host:port, with a port number"}},
+		{"bad port", nil, "tcp://localhost:notaport", "none",
+			map[string]string{"type": "ValueError", "error": "'tcp://localhost:notaport': want tcp://host:port, with a port number"}},
+		{"no host", nil, "tcp://nosuchhost.invalid:5000", "none",
+			map[string]string{"type": "ConnectionError", "error": "tcp://nosuchhost.invalid:5000: cannot find host 'nosuchhost.invalid'"}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			addr := tc.addr
+			if tc.answer != nil {
+				sock := filepath.Join(t.TempDir(), "s.sock")
+				ln, err := net.Listen("unix", sock)
+				if err != nil {
+					t.Fatal(err)
+				}
+				defer ln.Close()
+				go func() {
+					c, err := ln.Accept()
+					if err != nil {
+						return
+					}
+					defer c.Close()
+					tc.answer(c)
+				}()
+				addr = "unix://" + sock
+			}
+			out, err := exec.Command(py, "testdata/serve_connect.py", addr, tc.wait).Output()
+			if err != nil {
+				t.Fatalf("%v\n%s", err, out)
+			}
+			var got map[string]string
+			if err := json.Unmarshal(out, &got); err != nil {
+				t.Fatalf("%v: %s", err, out)
+			}
+			for k, v := range tc.want {
+				want := strings.ReplaceAll(v, "SOCK", addr)
+				if got[k] != want {
+					t.Errorf("%s:\n got %q\nwant %q", k, got[k], want)
+				}
+			}
+		})
+	}
+}
