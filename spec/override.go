@@ -250,6 +250,16 @@ func ApplySet(doc *yaml.Node, set string) error {
 				if seg == "" {
 					return fmt.Errorf("empty name after %s. (two dots?)", strings.Join(segs[:i], "."))
 				}
+				if _, err := strconv.Atoi(seg); err == nil {
+					which := fmt.Sprintf("0 to %d", len(n.Content)-1)
+					if len(names) > 0 {
+						which += ", or their names: " + strings.Join(names, ", ")
+					}
+					if len(n.Content) == 0 {
+						which = "none"
+					}
+					return fmt.Errorf("no element %s in %s, which has %d (%s)", seg, strings.Join(segs[:i], "."), len(n.Content), which)
+				}
 				return fmt.Errorf("no element %q in %s%s", seg, strings.Join(segs[:i], "."), suggest(seg, names))
 			}
 			if last {

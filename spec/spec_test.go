@@ -138,6 +138,12 @@ func TestSetOverrides(t *testing.T) {
 	if got := diagText(diags); !strings.Contains(got, `(--set stages..count=1): empty name after stages. (two dots?)`) {
 		t.Errorf("bad override: %s", got)
 	}
+	// An index past the end says how many there are; no name is guessed
+	// for a number (stages.9 was asked "did you mean \"m\"?").
+	_, diags = spec.Load("testdata/valid/interp.yaml", spec.Options{Catalog: stages.Default(), LookupEnv: noEnv, Set: []string{"stages.9.count=1"}})
+	if got := diagText(diags); !strings.Contains(got, `(--set stages.9.count=1): no element 9 in stages, which has 3 (0 to 2, or their names: src, m, out)`) {
+		t.Errorf("bad override: %s", got)
+	}
 	// A near miss is named.
 	_, diags = spec.Load("testdata/valid/interp.yaml", spec.Options{Catalog: stages.Default(), LookupEnv: noEnv, Set: []string{"stages.srx.count=1"}})
 	if got := diagText(diags); !strings.Contains(got, `(--set stages.srx.count=1): no element "srx" in stages (did you mean "src"?)`) {
