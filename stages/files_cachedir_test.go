@@ -65,6 +65,19 @@ func TestFilesPassOverTemporaries(t *testing.T) {
 	if n := sp.Stages[0].Config.(*FilesConfig).EpochSamples(0); n != 1 {
 		t.Errorf("files counted %d, want 1 (.c.rec.tmp-x)", n)
 	}
+	// A pattern that matches only temporaries says so, not that they
+	// are no regular files.
+	src = "version: 1\nname: c\nstages:\n  - {name: f, type: files, pattern: 'out/.[ab]*'}\n  - {name: o, type: discard}\n"
+	_, diags = spec.Parse(filepath.Join(dir, "s.yaml"), []byte(src), spec.Options{Catalog: Default(), Environment: true})
+	got = nil
+	for _, d := range diags {
+		got = append(got, strings.SplitN(d.String(), ": ", 2)[1])
+	}
+	want = `warning: stages[0].pattern: pattern "out/.[ab]*" matches 2 temporary files of an unfinished piperun write (such as ` + filepath.Join(dir, "out", ".a.rec.tmp-4242-123456") + `), passed over: a run stopped by kill -9 leaves them, and the next run writing there removes them` + "\n" +
+		`stages[0].pattern: pattern "out/.[ab]*" matches no file (resolved to ` + filepath.Join(dir, "out/.[ab]*") + `); 2 names match, all temporary files of an unfinished piperun write, passed over (above)`
+	if strings.Join(got, "\n") != want {
+		t.Errorf("diagnostics:\n got %q\nwant %q", got, want)
+	}
 }
 
 // TestFingerprintPassesOverTemporaries: a cache's fingerprint counts the

@@ -59,10 +59,12 @@ func noMatch(p, specDir string) string {
 	// Names that match but are no regular file: links into a dataset that
 	// is not mounted, or folders, were passed over without a word.
 	if raw, _ := globAll(abs); len(raw) > 0 && !strings.Contains(abs, "**") {
-		var broken, dirs, denied []string
+		var broken, dirs, denied, temps []string
 		for _, m := range raw {
 			st, err := os.Stat(m)
 			switch {
+			case err == nil && st.Mode().IsRegular() && tempName.MatchString(filepath.Base(m)):
+				temps = append(temps, m)
 			case errors.Is(err, fs.ErrPermission):
 				// Listed by a folder that cannot be searched: no
 				// broken link, as it was called.
@@ -80,7 +82,13 @@ func noMatch(p, specDir string) string {
 			}
 			msg += fmt.Sprintf("; %d %s (such as %s) in a folder that cannot be searched: it needs execute (search) permission", len(denied), oneOrMany(len(denied), "name cannot be looked up", "names cannot be looked up"), denied[0])
 		}
+		if len(temps) == len(raw) {
+			return msg + fmt.Sprintf("; %d %s, %s of an unfinished piperun write, passed over (above)", len(raw), oneOrMany(len(raw), "name matches", "names match"), oneOrMany(len(raw), "a temporary file", "all temporary files"))
+		}
 		msg += fmt.Sprintf("; %d %s, none a regular file", len(raw), oneOrMany(len(raw), "name matches", "names match"))
+		if len(temps) > 0 {
+			msg += fmt.Sprintf(" but %d %s of an unfinished piperun write, passed over (above)", len(temps), oneOrMany(len(temps), "temporary file", "temporary files"))
+		}
 		if len(dirs) > 0 {
 			msg += fmt.Sprintf("; %d %s (such as %s)", len(dirs), oneOrMany(len(dirs), "is a folder", "are folders"), dirs[0])
 			deep := false
