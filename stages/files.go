@@ -41,6 +41,9 @@ type FilesConfig struct {
 	// found them on the machine; -1 when it did not look. longest is the
 	// longest path among them.
 	files, longest int64
+	// first is the first file the first pattern matched, as Check found
+	// it, or "": a tfrecord stage below checks its compression.
+	first string
 	// shardWarned says Check warned of this process's shard (empty, or
 	// unlike the others), which the run then does not say again.
 	shardWarned bool
@@ -118,6 +121,7 @@ func (c *FilesConfig) Check(cc *spec.CheckContext) sample.Schema {
 		cc.Errorf("", "set pattern or patterns")
 	}
 	c.files = -1
+	c.first = ""
 	c.shardWarned = false
 	matched := map[string]bool{}
 	// This process's shard, for the shard warnings; shard: auto's from
@@ -161,6 +165,9 @@ func (c *FilesConfig) Check(cc *spec.CheckContext) sample.Schema {
 				cc.Warnf(field, "pattern %q %s: reading one fails the run unless the stage that reads it has on_error: skip", p, msg)
 			}
 			labelsOK = labelsOK && err == nil && len(m) > 0
+			if c.first == "" && len(m) > 0 {
+				c.first = m[0]
+			}
 			byPattern = append(byPattern, labelPattern{pattern: p, abs: cc.ResolvePattern(p), files: m})
 			// Only the shard warnings read them: a million files need
 			// not be counted twice for nothing.

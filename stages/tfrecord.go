@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"io"
+	"os"
 
 	"github.com/piperun/piperun/sample"
 	"github.com/piperun/piperun/spec"
@@ -50,13 +51,51 @@ func init() {
 // Check implements spec.Checker.
 func (c *TFRecordConfig) Check(cc *spec.CheckContext) sample.Schema {
 	checkPathField(cc, c.Field)
-	if _, _, err := tfrecord.ParseCompression(c.Compression); err != nil {
+	comp, auto, err := tfrecord.ParseCompression(c.Compression)
+	if err != nil {
 		cc.Errorf("compression", "%v", err)
+	} else if cc.Environment && !auto {
+		checkCompression(cc, comp)
 	}
 	if c.BlockLength < 1 {
 		cc.Errorf("block_length", "must be at least 1, got %d", c.BlockLength)
 	}
 	return sample.Schema{Fields: []sample.Field{{Name: "record", Type: sample.TBytes}}}
+}
+
+// checkCompression reads the head of the first file the files stage above
+// matched, and refuses a compression it does not start with: the run
+// fails there (a review: validate passed compression: none over gzipped
+// files, and apply failed at once). Under on_error: skip, which reads on
+// past such files, it is a warning.
+func checkCompression(cc *spec.CheckContext, comp tfrecord.Compression) {
+	st := cc.Stage
+	for len(st.Inputs) == 1 {
+		st = st.Inputs[0]
+		fc, ok := st.Config.(*FilesConfig)
+		if !ok {
+			continue
+		}
+		if fc.first == "" {
+			return
+		}
+		f, err := os.Open(fc.first)
+		if err != nil {
+			return // files says why it cannot be read
+		}
+		head := make([]byte, 16)
+		n, _ := io.ReadFull(f, head)
+		f.Close()
+		if like := tfrecord.LooksLike(head[:n], comp); like != "" {
+			msg := fmt.Sprintf("%s, the first file stage %q matches, is read with compression %s%s", fc.first, st.Name, comp, like)
+			if cc.Stage.Skip() {
+				cc.Warnf("compression", "%s; under on_error: skip such files are skipped", msg)
+			} else {
+				cc.Errorf("compression", "%s", msg)
+			}
+		}
+		return
+	}
 }
 
 // checkPathField checks that the input carries a string field naming files.

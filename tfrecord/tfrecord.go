@@ -156,10 +156,10 @@ func Detect(path string, head []byte) Compression {
 	return None
 }
 
-// looksLike says, as a parenthesis to add to an error, which compression
+// LooksLike says, as a parenthesis to add to an error, which compression
 // the first bytes of a file point to when it is not the one it was read
 // with (declared), or "" when they point nowhere else.
-func looksLike(head []byte, declared Compression) string {
+func LooksLike(head []byte, declared Compression) string {
 	if len(head) < 2 {
 		return ""
 	}
@@ -303,7 +303,7 @@ func newReaderSize(r io.Reader, c Compression, name string, size int) (*Reader, 
 		if errors.Is(err, io.EOF) {
 			err = io.ErrUnexpectedEOF
 		}
-		return nil, &CorruptError{File: name, Reason: fmt.Sprintf("%s header: %v%s", c, err, looksLike(head, c)), Err: err}
+		return nil, &CorruptError{File: name, Reason: fmt.Sprintf("%s header: %v%s", c, err, LooksLike(head, c)), Err: err}
 	}
 	rd.cut = &cutWatch{r: zr}
 	rd.br = bufio.NewReaderSize(rd.cut, rd.bufSize)
@@ -423,7 +423,7 @@ func (r *Reader) next() ([]byte, error) {
 			if r.comp != None {
 				hint = fmt.Sprintf(": what the %s stream holds is not a TFRecord file", r.comp)
 			}
-			if like := looksLike(r.hdr[:], None); like != "" {
+			if like := LooksLike(r.hdr[:], None); like != "" {
 				hint += like
 			} else if looksLikeText(r.hdr[:]) {
 				hint += " (it starts with text: a JSON lines or CSV file?)"
