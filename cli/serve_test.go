@@ -768,21 +768,33 @@ func TestServePythonHandOver(t *testing.T) {
 			done := applyInBackground(context.Background(), p)
 			c := dialWhenUp(t, listen) // up: the trainers need not wait
 			c.Close()
+			said := map[string]string{}
 			read := func(stop string, more ...string) [][]int64 {
-				out, err := exec.Command(py, append([]string{"testdata/serve_handover.py", listen, stop}, more...)...).Output()
+				cmd := exec.Command(py, append([]string{"testdata/serve_handover.py", listen, stop}, more...)...)
+				var stderr strings.Builder
+				cmd.Stderr = &stderr
+				out, err := cmd.Output()
 				if err != nil {
-					t.Fatalf("trainer: %v\n%s", err, out)
+					t.Fatalf("trainer: %v\n%s%s", err, out, stderr.String())
 				}
 				var by [][]int64
 				if err := json.Unmarshal(out, &by); err != nil {
 					t.Fatalf("trainer printed %q: %v", out, err)
 				}
+				said[stop] = stderr.String()
 				return by
 			}
 			resume := filepath.Join(dir, "resume.json")
 			a, b := read("50", first...), read("0", "--resume-to", resume)
 			if len(a) != 1 || len(b) != 3 {
 				t.Fatalf("epochs begun: %d by the first trainer, %d by the second; want 1 and 3", len(a), len(b))
+			}
+			// The second is told, on stderr, that it takes over a run
+			// under way (a stale run served a new-user test's next job
+			// without a word); the first, which starts the run, is not.
+			takes := "piperun_client: " + listen + " serves a run already under way: this trainer takes it over at epoch 0, after the 50 frames a trainer before it read (a new run of piperun apply starts at the beginning)\n"
+			if said["50"] != "" || said["0"] != takes {
+				t.Errorf("the trainers said %q and %q on stderr, want nothing, then %q", said["50"], said["0"], takes)
 			}
 			// The second's hello says where it starts.
 			if got, err := os.ReadFile(resume); err != nil || string(got) != `{"epoch": 0, "frames": 50}` {

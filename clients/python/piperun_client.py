@@ -172,6 +172,16 @@ class Stream:
             self._sock.close()
             raise
         self.hello = header
+        r = header.get("resume")
+        if r and (r.get("epoch") or r.get("frames")):
+            # A run left waiting by a trainer that died serves the next
+            # one to connect, which may have meant to start afresh.
+            at = "at the start of epoch %d" % r.get("epoch", 0)  # the earlier ones were read
+            if r.get("frames"):
+                at = "at epoch %d, after the %d frames a trainer before it read" % (r.get("epoch", 0), r["frames"])
+            sys.stderr.write("piperun_client: %s serves a run already under way: this trainer takes it over %s "
+                             "(a new run of piperun apply starts at the beginning)\n" % (address, at))
+            sys.stderr.flush()
 
     def _await_hello(self, address, hello_wait):
         """Waits for the hello: piperun greets one trainer at a time, and
