@@ -590,3 +590,37 @@ stages:
 		}
 	}
 }
+
+// TestMemCacheSharesItsSamplesReservation: an in-memory cache keeps the
+// samples it passes on, and the copies share their values, so the budget
+// holds those values once: a shuffle below that holds the whole pass
+// (here, and again with the replayed epoch) adds only the copies' field
+// maps. A review found the report's peak 115MiB above the process's RSS,
+// every value counted by the cache and again by the shuffle.
+func TestMemCacheSharesItsSamplesReservation(t *testing.T) {
+	const n, elems = 20, 65536 // 20 samples of 256KiB of float32
+	rep, err := runSpec(t, t.TempDir(), fmt.Sprintf(`version: 1
+name: c
+seed: 1
+epochs: 2
+resources: {memory: 64MiB}
+stages:
+  - {name: src, type: range, count: %d}
+  - {name: m, type: map, set: {v: 'one_hot(index, %d)'}, keep: [v]}
+  - {name: c, type: cache}
+  - {name: s, type: shuffle, buffer: %d}
+  - {name: out, type: discard}
+`, n, elems, n))
+	if err != nil {
+		t.Fatal(err)
+	}
+	values := int64(n * elems * 4)
+	// The values once, and room for field maps and a few samples in
+	// flight; counted twice they would be 10MiB.
+	if rep.PeakMemoryBytes < values || rep.PeakMemoryBytes > values+values/4 {
+		t.Errorf("peak %d bytes, want the cached values (%d) and a little more", rep.PeakMemoryBytes, values)
+	}
+	if got := rep.Sinks["out"].Samples; got != 2*n {
+		t.Errorf("%d samples out, want %d", got, 2*n)
+	}
+}

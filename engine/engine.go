@@ -379,6 +379,8 @@ func Start(ctx context.Context, p *plan.Plan, opts Options) (*Run, error) {
 			Hand:       func(to, from *sample.Sample) { hand(r.budget, to, from) },
 			Shrink:     func(s *sample.Sample, k int64) { shrink(r.budget, s, k) },
 			TryReserve: func(k int64) bool { return r.budget.TryAcquireAt(k, n.holder.Rank) },
+			Keep:       func(s *sample.Sample) (*sample.Sample, bool) { return keep(r.budget, s, n.holder.Rank) },
+			Copy:       copyKept,
 		}
 		if c, ok := skips[pn.Stage]; ok {
 			if caches[c] == nil {

@@ -560,11 +560,15 @@ func (m *memCache) MarkComplete(skipped map[string]int64, causes map[string][]st
 }
 
 func (m *memCache) Put(_ context.Context, s *sample.Sample) error {
-	c := s.Clone()
-	n := c.Size()
+	n := s.Size()
 	// Half the budget at most, like a shuffle buffer: the stages feeding
 	// the cache need the rest to keep producing.
-	if m.bytes+n > m.env.Memory/2 || !m.env.TryReserve(n) {
+	var c *sample.Sample
+	ok := m.bytes+n <= m.env.Memory/2
+	if ok {
+		c, ok = m.env.Keep(s)
+	}
+	if !ok {
 		// An on-disk cache is the usual way out, but its Badger store
 		// reserves memory of its own: a budget that leaves the samples
 		// nothing after it would only trade this error for a stuck run.
@@ -575,7 +579,6 @@ func (m *memCache) Put(_ context.Context, s *sample.Sample) error {
 			spec.ByteSize(disk), spec.ByteSize(disk+max(m.env.Memory, 16<<20)))}
 	}
 	m.bytes += n
-	c.Held = n
 	m.samples = append(m.samples, c)
 	m.mu.Lock()
 	m.stats.Written++
@@ -585,7 +588,7 @@ func (m *memCache) Put(_ context.Context, s *sample.Sample) error {
 
 func (m *memCache) Replay(_ context.Context, epoch int, emit Emit) error {
 	for _, s := range m.samples {
-		c := s.Clone()
+		c := m.env.Copy(s)
 		c.Epoch = epoch
 		m.mu.Lock()
 		m.stats.FromCache++

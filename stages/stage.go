@@ -195,6 +195,14 @@ type Env struct {
 	// TryReserve takes n bytes from the memory budget if they are free, for
 	// stages that keep copies of samples (the in-memory cache).
 	TryReserve func(n int64) bool
+	// Keep returns a copy of s for a stage that keeps it after passing s
+	// on (the in-memory cache): the two share s's values and their place
+	// in the budget, and the copy reserves its own field map, if free
+	// (false if not). Release the copy when done with it.
+	Keep func(s *sample.Sample) (*sample.Sample, bool)
+	// Copy returns a copy of a kept sample to pass on again (a replay),
+	// sharing its values' place in the budget.
+	Copy func(s *sample.Sample) *sample.Sample
 	// Skip, when set, reports that a downstream cache already holds the
 	// result for this sample: the stage passes it on untouched instead of
 	// redoing its work, and the cache substitutes what it stored.
