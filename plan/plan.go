@@ -973,7 +973,7 @@ func (p *Plan) Text(w io.Writer) {
 	rows := [][]string{{"STAGE", "TYPE", "INPUTS", "PAR", "BUFFER", "SAMPLE", "SHARE", "OUTPUT"}}
 	var total int64
 	var atLeast bool
-	var reserved []string
+	var reserved, passes, unknownPasses []string
 	for _, n := range p.Nodes {
 		ins := make([]string, len(n.Stage.Inputs))
 		for i, in := range n.Stage.Inputs {
@@ -999,6 +999,21 @@ func (p *Plan) Text(w io.Writer) {
 			total = addSat(total, held)
 			if fits > 0 {
 				buffer = fmt.Sprintf("%d/%d", fits, n.Buffer)
+			}
+		}
+		// An in-memory cache holds its whole first pass, not one sample
+		// (a review: plan said 588KiB where the run held 115MiB).
+		if h, ok := n.Stage.Config.(EpochHolder); ok && h.EpochShare() >= 1 {
+			if eb, exact := p.EpochBytes(n.Stage.Name); eb > 0 {
+				held, _, _ := p.held(n)
+				total = addSat(total-held, eb)
+				share = spec.ByteSize(eb).String()
+				if !exact {
+					share, atLeast = ">="+share, true
+				}
+				passes = append(passes, n.Stage.Name)
+			} else {
+				unknownPasses = append(unknownPasses, n.Stage.Name)
 			}
 		}
 		if n.Reserved > 0 {
@@ -1032,6 +1047,12 @@ func (p *Plan) Text(w io.Writer) {
 	}
 	if len(reserved) > 0 {
 		sum += " (with " + strings.Join(reserved, ", ") + " reserved for the stages' own use)"
+	}
+	if len(passes) > 0 {
+		sum += fmt.Sprintf(" (with the first pass that %s holds in memory, whose values the stages below share)", strings.Join(passes, " and "))
+	}
+	if len(unknownPasses) > 0 {
+		sum += fmt.Sprintf(" (and the first pass that %s holds in memory, up to half the budget, its length unknown here: validate counts the files)", strings.Join(unknownPasses, " and "))
 	}
 	fmt.Fprintf(w, "memory: the shares total %s of the %s budget; queues between stages take what is left\n", sum, spec.ByteSize(p.Memory))
 }

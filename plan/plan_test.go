@@ -764,3 +764,40 @@ stages:
 		})
 	}
 }
+
+// TestTextShowsACachesFirstPass: plan's table shows what an in-memory
+// cache holds, its whole first pass, not one sample (a review: 588KiB
+// shown where the run held 115MiB), and says so below; where the pass's
+// length is unknown (files not listed), the last line says that.
+func TestTextShowsACachesFirstPass(t *testing.T) {
+	for _, tc := range []struct{ source, row, last string }{
+		{"{name: src, type: range, count: 20}", "c cache m 1 0 256.33KiB 5.01MiB",
+			"memory: the shares total 10.52MiB (with the first pass that c holds in memory, whose values the stages below share) of the 64MiB budget; queues between stages take what is left"},
+		{"{name: src, type: files, pattern: '*.jsonl'}", "c cache m 1 0 ? >=",
+			"(and the first pass that c holds in memory, up to half the budget, its length unknown here: validate counts the files) of the 64MiB budget; queues between stages take what is left"},
+	} {
+		p := compileWith(t, `version: 1
+name: p
+epochs: 2
+resources: {memory: 64MiB}
+stages:
+  - `+tc.source+`
+  - {name: m, type: map, set: {v: 'one_hot(0, 65536)'}}
+  - {name: c, type: cache}
+  - {name: s, type: shuffle, buffer: 20}
+  - {name: out, type: discard}
+`, plan.Options{})
+		var b strings.Builder
+		p.Text(&b)
+		lines := strings.Split(strings.TrimSpace(b.String()), "\n")
+		row := ""
+		for _, l := range lines {
+			if strings.HasPrefix(l, "c ") {
+				row = strings.Join(strings.Fields(l)[:7], " ")
+			}
+		}
+		if !strings.HasPrefix(row, tc.row) || !strings.HasSuffix(lines[len(lines)-1], tc.last) {
+			t.Errorf("cache row %q, last line %q;\nwant %q… and …%q", row, lines[len(lines)-1], tc.row, tc.last)
+		}
+	}
+}
