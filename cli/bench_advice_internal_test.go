@@ -200,3 +200,29 @@ stages:
 		}
 	}
 }
+
+// TestBottleneckCacheAdviceKeepsUint8: a map whose to_float is left to the
+// batch below hands uint8 images on; a cache put right after it, as the
+// advice says, would get float32 ones, four times the bytes (a review
+// followed the advice and saw them), so the advice says where to convert.
+func TestBottleneckCacheAdviceKeepsUint8(t *testing.T) {
+	p := benchPlan(t, `version: 1
+name: c
+epochs: 2
+resources: {memory: 64MiB}
+stages:
+  - {name: r, type: range, count: 40}
+  - {name: m, type: map, set: {img: 'one_hot(0, 2500) | cast("uint8") | to_float()'}}
+  - {name: b, type: batch, size: 4}
+  - {name: out, type: discard}
+`)
+	if f, _ := p.Node("m").Stage.Schema.Lookup("img"); f.Deferred == nil {
+		t.Fatal("the map's to_float is not left to the batch")
+	}
+	rep := &engine.Report{Stages: map[string]engine.StageReport{"m": {BusyS: 0.9, Workers: 1}}}
+	_, _, why := bottleneck(p, rep, time.Second, "out", 100*time.Millisecond)
+	want := "(a cache stage right after the expensive work replays its results in later epochs; end the map before its to_float() and convert in a map after the cache, which then keeps img as uint8, a quarter of the float32 bytes)"
+	if !strings.HasSuffix(why, want) {
+		t.Errorf("advice %q,\nwant it to end %q", why, want)
+	}
+}
