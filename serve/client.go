@@ -3,6 +3,7 @@ package serve
 import (
 	"bufio"
 	"bytes"
+	"context"
 	"encoding/base64"
 	"encoding/binary"
 	"encoding/json"
@@ -41,25 +42,46 @@ type Client struct {
 }
 
 // Dial connects to a serve sink's listen address (unix:///path or
-// tcp://host:port) and reads its hello.
+// tcp://host:port) and reads its hello, waiting for it as long as the sink
+// serves another trainer (DialContext bounds the wait).
 func Dial(address string) (*Client, error) {
+	return DialContext(context.Background(), address)
+}
+
+// DialContext is Dial bounded by ctx: the connect and the wait for the
+// hello end when ctx does, and the error then wraps ctx's. Past the hello,
+// ctx has no effect.
+func DialContext(ctx context.Context, address string) (*Client, error) {
 	network, addr, err := ParseAddress(address)
 	if err != nil {
 		return nil, err
 	}
-	conn, err := net.Dial(network, addr)
+	var d net.Dialer
+	conn, err := d.DialContext(ctx, network, addr)
 	if err != nil {
 		return nil, err
 	}
+	// A deadline in the past wakes the reads and writes below.
+	stop := context.AfterFunc(ctx, func() { conn.SetDeadline(time.Unix(1, 0)) })
 	c := &Client{conn: conn, r: bufio.NewReaderSize(conn, 1<<20)}
-	if _, err := io.WriteString(conn, ClientHello); err != nil {
+	failed := func(what string, err error) (*Client, error) {
+		stop()
 		conn.Close()
-		return nil, fmt.Errorf("greet %s: %w", address, err)
+		if ctx.Err() != nil {
+			err = ctx.Err()
+		}
+		return nil, fmt.Errorf("%s %s: %w", what, address, err)
+	}
+	if _, err := io.WriteString(conn, ClientHello); err != nil {
+		return failed("greet", err)
 	}
 	f, err := ReadFrame(c.r)
 	if err != nil {
-		conn.Close()
-		return nil, fmt.Errorf("read hello from %s: %w", address, cut(err))
+		return failed("read hello from", cut(err))
+	}
+	if !stop() {
+		// ctx ended as the hello came: its deadline is set, or about to be.
+		return failed("read hello from", ctx.Err())
 	}
 	if f.Kind != KindHello {
 		conn.Close()
