@@ -5,7 +5,6 @@ package cli_test
 import (
 	"context"
 	"fmt"
-	"io"
 	"net"
 	"os/exec"
 	"path/filepath"
@@ -32,27 +31,15 @@ func TestPythonClientBoundsAPayload(t *testing.T) {
 		{1 << 31, `"cut": "the stream ended before its end-of-stream frame (after 4 of 2147483648 bytes of a frame): the run failed or was interrupted"`},
 	} {
 		t.Run(fmt.Sprint(tc.plen), func(t *testing.T) {
-			sock := filepath.Join(t.TempDir(), "f.sock")
-			ln, err := net.Listen("unix", sock)
-			if err != nil {
-				t.Fatal(err)
-			}
-			defer ln.Close()
-			go func() {
-				c, err := ln.Accept()
-				if err != nil {
-					return
-				}
-				defer c.Close()
-				io.ReadFull(c, make([]byte, len(serve.ClientHello)))
+			addr := fakeSink(t, func(c net.Conn) {
 				hello, _ := serve.EncodeJSON(serve.KindHello, serve.Hello{Protocol: serve.Protocol})
 				hdr := []byte(`{"id":0,"epoch":0,"fields":[]}`)
 				c.Write(hello)
 				c.Write(serve.AppendHead(nil, serve.KindSample, len(hdr), int(tc.plen)))
 				c.Write(hdr)
 				c.Write([]byte("abcd"))
-			}()
-			cmd := exec.Command(py, "testdata/serve_read.py", "unix://"+sock)
+			})
+			cmd := exec.Command(py, "testdata/serve_read.py", addr)
 			out, err := cmd.CombinedOutput()
 			if err != nil || !strings.Contains(string(out), tc.want) {
 				t.Errorf("%v\n%s\nwant it to contain %s", err, out, tc.want)
