@@ -617,6 +617,11 @@ func wantKind(a []Arg, i int, k sample.Kind) error {
 	if k == sample.Float && got == sample.Int {
 		return nil
 	}
+	// expr's / gives a float even of whole numbers (8 / 2 is 4.0): a
+	// size computed so is refused, and the fix is not plain.
+	if f, isConst := a[i].Const.(float64); k == sample.Int && got == sample.Float && (!a[i].IsConst || isConst && f == math.Trunc(f)) {
+		return argErrorf(i, "must be %s, got %s (/ divides to a float, even 8 / 2: int(…) makes it whole)", k, a[i].Type)
+	}
 	return argErrorf(i, "must be %s, got %s", k, a[i].Type)
 }
 
