@@ -116,7 +116,7 @@ func init() {
 		},
 	})
 	r.Register(&Func{
-		Name: "random_resized_crop", Signature: "random_resized_crop(img, h, w[, min_scale, max_scale])",
+		Name: "random_resized_crop", Signature: "random_resized_crop(img, h, w[, min_scale[, max_scale]])",
 		Doc:     "Inception-style crop: a random window of 8–100% of the area (or the given scale range) and aspect ratio 3/4–4/3, resized to h×w.",
 		MinArgs: 3, MaxArgs: 5, Random: true,
 		Returns: tensorPtr,
@@ -148,7 +148,7 @@ func init() {
 		},
 	})
 	r.Register(&Func{
-		Name: "__decode_rrc", Signature: "random_resized_crop(decode_image(bytes, channels), h, w[, min_scale, max_scale])",
+		Name: "__decode_rrc", Signature: "random_resized_crop(decode_image(bytes, channels), h, w[, min_scale[, max_scale]])",
 		MinArgs: 4, MaxArgs: 6, Random: true,
 		Returns: tensorPtr, // Check: the fusion's
 		Impl: func(c *Call, a []any) (any, error) {

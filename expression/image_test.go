@@ -315,7 +315,7 @@ func TestImageDTypeChecks(t *testing.T) {
 		// written, not the fused one ("resize(
 		// decode_image(bytes, channels), h, w[, method]): got 3, want 4 to 5").
 		{`decode_image(read_file(path), 3) | resize(32)`, `resize(img, h, w[, method]): wrong number of arguments: got 2, want 3 to 4 (line 1, column 36 of the expression)`, ""},
-		{`decode_image(read_file(path), 3) | random_resized_crop(32)`, `random_resized_crop(img, h, w[, min_scale, max_scale]): wrong number of arguments: got 2, want 3 to 5 (line 1, column 36 of the expression)`, ""},
+		{`decode_image(read_file(path), 3) | random_resized_crop(32)`, `random_resized_crop(img, h, w[, min_scale[, max_scale]]): wrong number of arguments: got 2, want 3 to 5 (line 1, column 36 of the expression)`, ""},
 		{`decode_image(read_file(path)) | resize(32, 32)`, `decode_image(bytes, channels[, max_pixels]): wrong number of arguments: got 1, want 2 to 3 (line 1, column 1 of the expression)`, ""},
 		// decode_image's max_pixels has no place in the fused calls: such a
 		// chain runs as written (max_pixels was read as h).
