@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"errors"
 	"fmt"
+	"math/rand/v2"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -243,41 +244,68 @@ func commitAll(files []*atomicFile) error {
 		r := replaced{f: f}
 		if len(files) > 1 {
 			if st, err := os.Lstat(f.final); err == nil && st.Mode().IsRegular() {
-				// Named as the temporary file is, so that the next run
-				// removes it if this one is killed before it does.
-				r.old = f.tmp.Name() + ".old"
-				if os.Link(f.final, r.old) != nil {
-					r.old, r.lost = "", true
+				var err error
+				if r.old, r.lock, err = keepAside(f.final); err != nil {
+					r.lost = true
 				}
 			}
 		}
 		if err := f.commit(); err != nil {
-			if r.old != "" {
-				os.Remove(r.old)
-			}
+			r.drop()
 			return undoAll(done, err)
 		}
 		done = append(done, r)
 	}
 	for _, r := range done {
-		if r.old != "" {
-			os.Remove(r.old)
-		}
+		r.drop()
 	}
 	return nil
+}
+
+// keepAside makes a hard link to the file at path, named as a temporary
+// file of this process is (.NAME.tmp-PID-N) and locked as one, for
+// commitAll to put back: a files stage passes over one that a killed
+// commit leaves (named otherwise, a review read it as an extra shard),
+// the next run writing path removes it, and no run removes it while this
+// one lives (the lock), as rollback may need it.
+func keepAside(path string) (string, *os.File, error) {
+	dir, base := filepath.Split(path)
+	for try := 0; ; try++ {
+		old := filepath.Join(dir, fmt.Sprintf(".%s.tmp-%d-%d", base, os.Getpid(), rand.Uint32()))
+		err := os.Link(path, old)
+		if err == nil {
+			return old, lockTemp(old), nil
+		}
+		if !errors.Is(err, os.ErrExist) || try == 100 {
+			return "", nil, err
+		}
+	}
 }
 
 // replaced is a file commitAll renamed into place, and how to undo that.
 type replaced struct {
 	f *atomicFile
-	// old is a hard link to the file it replaced, or "" where there was
-	// none; lost says there was one, and no link could be made to it (a
-	// file system without them, a file of another user under
-	// protected_hardlinks).
+	// old is a hard link to the file it replaced (keepAside), held by
+	// lock, or "" where there was none; lost says there was one, and no
+	// link could be made to it (a file system without them, a file of
+	// another user under protected_hardlinks).
 	old  string
+	lock *os.File
 	lost bool
 }
 
+// drop removes the link to the replaced file, which is no longer needed.
+func (r replaced) drop() {
+	if r.old != "" {
+		os.Remove(r.old)
+	}
+	if r.lock != nil {
+		r.lock.Close()
+	}
+}
+
+// undo puts back the file r's rename replaced, or removes the new one
+// where there was none before it.
 func (r replaced) undo() error {
 	switch {
 	case r.lost:
@@ -285,7 +313,10 @@ func (r replaced) undo() error {
 	case r.old == "":
 		return os.Remove(r.f.final)
 	}
-	return os.Rename(r.old, r.f.final)
+	if err := os.Rename(r.old, r.f.final); err != nil {
+		return fmt.Errorf("%w (what it replaced is kept as %s)", err, r.old)
+	}
+	return nil
 }
 
 // undoAll puts back the files done replaced, last first, after err.
@@ -295,18 +326,25 @@ func undoAll(done []replaced, err error) error {
 	}
 	var failed []error
 	for i := len(done) - 1; i >= 0; i-- {
-		if uerr := done[i].undo(); uerr != nil {
+		r := done[i]
+		if uerr := r.undo(); uerr != nil {
+			// The link stays, holding what was replaced, for whoever
+			// reads the error.
+			if r.lock != nil {
+				r.lock.Close()
+			}
 			failed = append(failed, uerr)
 			continue
 		}
-		done[i].f.committed = false
+		r.drop()
+		r.f.committed = false
 	}
 	if len(failed) == 0 {
 		what := fmt.Sprintf("the %d files renamed before it were", len(done))
 		if len(done) == 1 {
 			what = "the file renamed before it was"
 		}
-		return fmt.Errorf("%w (no output was replaced: %s put back)", err, what)
+		return fmt.Errorf("%w (no output was replaced: %s undone)", err, what)
 	}
 	return fmt.Errorf("%w; %d of the %d files renamed before it could not be put back, and hold this run's data: %w",
 		err, len(failed), len(done), errors.Join(failed...))

@@ -287,3 +287,31 @@ func TestFileName(t *testing.T) {
 		}
 	}
 }
+
+// TestKeptAsideLooksTemporaryAndIsHeld: the hard link commitAll keeps of
+// a file it replaces is named as a temporary file is, so a files stage
+// passes over one a killed commit left (a review read it as an extra
+// shard: 40 samples of 30), and it is locked while its run lives, so
+// another run writing the same output does not sweep it away from under
+// a rollback.
+func TestKeptAsideLooksTemporaryAndIsHeld(t *testing.T) {
+	dir := t.TempDir()
+	final := filepath.Join(dir, "part-00001.tfrecord")
+	if err := os.WriteFile(final, []byte("old"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	old, lock, err := keepAside(final)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer lock.Close()
+	if !tempName.MatchString(filepath.Base(old)) {
+		t.Errorf("kept aside as %s, which a files stage would read", old)
+	}
+	if b, err := os.ReadFile(old); err != nil || string(b) != "old" {
+		t.Errorf("kept aside: %q, %v", b, err)
+	}
+	if runtime.GOOS != "windows" && !tempHeld(old, os.Getpid()+1) {
+		t.Errorf("%s is not held while its run lives", old)
+	}
+}

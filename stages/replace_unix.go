@@ -29,5 +29,5 @@ func mayReplace(path string) error {
 	if !ok1 || !ok2 || euid == 0 || int(fs.Uid) == euid || int(ds.Uid) == euid {
 		return nil
 	}
-	return fmt.Errorf("%s belongs to user %d, and in a sticky folder (as /tmp is) only its owner may replace it: this run is user %d; remove it, or write elsewhere", path, fs.Uid, euid)
+	return fmt.Errorf("%s belongs to user %d, and in a sticky folder (as /tmp is) only its owner or the folder's may replace it: this run is user %d; remove it, or write elsewhere", path, fs.Uid, euid)
 }

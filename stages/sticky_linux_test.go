@@ -46,7 +46,7 @@ func TestStickyFolderRefusesAnotherUsersFile(t *testing.T) {
 	}) {
 		t.Skip("cannot act as user 65534 here")
 	}
-	want := theirs + " belongs to user 0, and in a sticky folder (as /tmp is) only its owner may replace it: this run is user 65534; remove it, or write elsewhere"
+	want := theirs + " belongs to user 0, and in a sticky folder (as /tmp is) only its owner or the folder's may replace it: this run is user 65534; remove it, or write elsewhere"
 	for _, err := range []error{errTheirs, errTheirsPrep} {
 		if err == nil || err.Error() != want {
 			t.Errorf("another user's file: %v\nwant %s", err, want)
