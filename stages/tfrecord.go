@@ -55,7 +55,7 @@ func (c *TFRecordConfig) Check(cc *spec.CheckContext) sample.Schema {
 	if err != nil {
 		cc.Errorf("compression", "%v", err)
 	} else if cc.Environment && !auto {
-		checkCompression(cc, comp)
+		checkCompression(cc, comp, c.Field)
 	}
 	if c.BlockLength < 1 {
 		cc.Errorf("block_length", "must be at least 1, got %d", c.BlockLength)
@@ -68,12 +68,20 @@ func (c *TFRecordConfig) Check(cc *spec.CheckContext) sample.Schema {
 // fails there (a review: validate passed compression: none over gzipped
 // files, and apply failed at once). Under on_error: skip, which reads on
 // past such files, it is a warning.
-func checkCompression(cc *spec.CheckContext, comp tfrecord.Compression) {
+func checkCompression(cc *spec.CheckContext, comp tfrecord.Compression, field string) {
+	if field != "path" {
+		return // not the files stage's field
+	}
 	st := cc.Stage
 	for len(st.Inputs) == 1 {
 		st = st.Inputs[0]
 		fc, ok := st.Config.(*FilesConfig)
 		if !ok {
+			// Only through stages that pass the paths on as they are:
+			// a map may name other files (a review: path + ".gz").
+			if !passesPaths[st.Type] {
+				return
+			}
 			continue
 		}
 		if fc.first == "" {
@@ -97,6 +105,10 @@ func checkCompression(cc *spec.CheckContext, comp tfrecord.Compression) {
 		return
 	}
 }
+
+// passesPaths are the stage types whose samples keep the paths of the
+// files stage above them as they were.
+var passesPaths = map[string]bool{"filter": true, "shuffle": true, "take": true, "skip": true, "prefetch": true, "cache": true}
 
 // checkPathField checks that the input carries a string field naming files.
 func checkPathField(cc *spec.CheckContext, field string) {

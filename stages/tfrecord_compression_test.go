@@ -32,6 +32,23 @@ func TestValidateReadsTheFirstFilesCompression(t *testing.T) {
 		}
 	}
 	gz, plain := filepath.Join(dir, "a.tfrecord.gz"), filepath.Join(dir, "b.tfrecord")
+	// A map between may read other files than those matched: nothing is
+	// said (a review: files *.tfrecord, a map adding ".gz" to the path,
+	// and compression: gzip was refused). Nor where the reader reads
+	// another field than the files' path.
+	// A shuffle between passes the paths on as they are, and is looked
+	// through.
+	for _, tc := range []struct{ mid, field string }{
+		{"{name: m, type: map, set: {path: 'path + \".gz\"'}}", "path"},
+		{"{name: m, type: map, set: {other: 'path'}}", "other"},
+		{"{name: s, type: shuffle, buffer: 4}", "path"},
+	} {
+		src := "version: 1\nname: c\nstages:\n  - {name: f, type: files, pattern: 'b.*'}\n  - " + tc.mid + "\n  - {name: r, type: tfrecord, field: " + tc.field + ", compression: gzip}\n  - {name: o, type: discard}\n"
+		_, diags := spec.Parse(filepath.Join(dir, "s.yaml"), []byte(src), spec.Options{Catalog: Default(), Environment: true})
+		if said := len(diags) != 0; said != strings.Contains(tc.mid, "shuffle") {
+			t.Errorf("%s: %v, want the compression refused only through the shuffle", tc.mid, diags)
+		}
+	}
 	for _, tc := range []struct{ pattern, reader, want string }{
 		{"*.gz", "compression: none", "error: stages[1].compression: " + gz + `, the first file stage "f" matches, is read with compression none (it starts like a gzip file: read it as gzip, or with auto, which detects it)`},
 		{"*.gz", "compression: zlib, on_error: skip", "warning: stages[1].compression: " + gz + `, the first file stage "f" matches, is read with compression zlib (it starts like a gzip file: read it as gzip, or with auto, which detects it); under on_error: skip such files are skipped`},
