@@ -974,6 +974,7 @@ func (p *Plan) Text(w io.Writer) {
 	var total int64
 	var atLeast bool
 	var reserved, passes, unknownPasses []string
+	pass := map[*spec.Stage]bool{} // the in-memory caches whose pass the total counts
 	for _, n := range p.Nodes {
 		ins := make([]string, len(n.Stage.Inputs))
 		for i, in := range n.Stage.Inputs {
@@ -991,29 +992,32 @@ func (p *Plan) Text(w io.Writer) {
 			}
 		}
 		buffer := fmt.Sprint(n.Buffer)
-		if held, fits, lower := p.held(n); held > 0 {
-			share = spec.ByteSize(held).String()
-			if lower {
-				share, atLeast = ">="+share, true
-			}
-			total = addSat(total, held)
-			if fits > 0 {
-				buffer = fmt.Sprintf("%d/%d", fits, n.Buffer)
-			}
+		held, fits, lower := p.held(n)
+		if fits > 0 {
+			buffer = fmt.Sprintf("%d/%d", fits, n.Buffer)
 		}
 		// An in-memory cache holds its whole first pass, not one sample
 		// (a review: plan said 588KiB where the run held 115MiB).
 		if h, ok := n.Stage.Config.(EpochHolder); ok && h.EpochShare() >= 1 {
 			if eb, exact := p.EpochBytes(n.Stage.Name); eb > 0 {
-				held, _, _ := p.held(n)
-				total = addSat(total-held, eb)
-				share = spec.ByteSize(eb).String()
-				if !exact {
-					share, atLeast = ">="+share, true
-				}
+				held, lower = eb, !exact
 				passes = append(passes, n.Stage.Name)
+				pass[n.Stage] = true
 			} else {
 				unknownPasses = append(unknownPasses, n.Stage.Name)
+			}
+		}
+		if held > 0 {
+			share = spec.ByteSize(held).String()
+			if lower {
+				share = ">=" + share
+			}
+			// The stages below a cache that hold its samples as they are
+			// hold the values its pass counts (the engine reserves them
+			// once): counted again, the total was twice the run's peak.
+			if !pass[cacheAbove(n.Stage)] {
+				total = addSat(total, held)
+				atLeast = atLeast || lower
 			}
 		}
 		if n.Reserved > 0 {
@@ -1049,12 +1053,26 @@ func (p *Plan) Text(w io.Writer) {
 		sum += " (with " + strings.Join(reserved, ", ") + " reserved for the stages' own use)"
 	}
 	if len(passes) > 0 {
-		sum += fmt.Sprintf(" (with the first pass that %s holds in memory, whose values the stages below share)", strings.Join(passes, " and "))
+		sum += fmt.Sprintf(" (with the first pass that %s holds in memory, counted once for the stages below that hold its samples)", strings.Join(passes, " and "))
 	}
 	if len(unknownPasses) > 0 {
 		sum += fmt.Sprintf(" (and the first pass that %s holds in memory, up to half the budget, its length unknown here: validate counts the files)", strings.Join(unknownPasses, " and "))
 	}
 	fmt.Fprintf(w, "memory: the shares total %s of the %s budget; queues between stages take what is left\n", sum, spec.ByteSize(p.Memory))
+}
+
+// cacheAbove is the stage right above st's chain of stages that pass
+// their input on as it is (shuffle, prefetch, take, …), where st is in
+// one, or nil: the stage whose samples st holds.
+func cacheAbove(st *spec.Stage) *spec.Stage {
+	for len(st.Inputs) == 1 && len(st.InSchemas) == 1 && st.Schema.String() == st.InSchemas[0].String() {
+		up := st.Inputs[0]
+		if h, ok := up.Config.(EpochHolder); ok && h.EpochShare() >= 1 {
+			return up
+		}
+		st = up
+	}
+	return nil
 }
 
 // ident turns a stage name into a node ID for dot and Mermaid, one to

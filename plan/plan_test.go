@@ -767,12 +767,14 @@ stages:
 
 // TestTextShowsACachesFirstPass: plan's table shows what an in-memory
 // cache holds, its whole first pass, not one sample (a review: 588KiB
-// shown where the run held 115MiB), and says so below; where the pass's
-// length is unknown (files not listed), the last line says that.
+// shown where the run held 115MiB), and the total counts those values
+// once, not again for the shuffle below that holds the same samples (a
+// review: twice the run's peak); where the pass's length is unknown
+// (files not listed), the last line says that.
 func TestTextShowsACachesFirstPass(t *testing.T) {
 	for _, tc := range []struct{ source, row, last string }{
 		{"{name: src, type: range, count: 20}", "c cache m 1 0 256.33KiB 5.01MiB",
-			"memory: the shares total 10.52MiB (with the first pass that c holds in memory, whose values the stages below share) of the 64MiB budget; queues between stages take what is left"},
+			"memory: the shares total 5.26MiB (with the first pass that c holds in memory, counted once for the stages below that hold its samples) of the 64MiB budget; queues between stages take what is left"},
 		{"{name: src, type: files, pattern: '*.jsonl'}", "c cache m 1 0 ? >=",
 			"(and the first pass that c holds in memory, up to half the budget, its length unknown here: validate counts the files) of the 64MiB budget; queues between stages take what is left"},
 	} {
