@@ -252,7 +252,12 @@ func ApplySet(doc *yaml.Node, set string) error {
 				}
 				if _, err := strconv.Atoi(seg); err == nil {
 					which := fmt.Sprintf("0 to %d", len(n.Content)-1)
-					if len(names) > 0 {
+					if len(n.Content) == 1 {
+						which = "0"
+					}
+					if len(names) == 1 {
+						which += ", or its name: " + names[0]
+					} else if len(names) > 0 {
 						which += ", or their names: " + strings.Join(names, ", ")
 					}
 					if len(n.Content) == 0 {

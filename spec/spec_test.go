@@ -144,6 +144,12 @@ func TestSetOverrides(t *testing.T) {
 	if got := diagText(diags); !strings.Contains(got, `(--set stages.9.count=1): no element 9 in stages, which has 3 (0 to 2, or their names: src, m, out)`) {
 		t.Errorf("bad override: %s", got)
 	}
+	// One element is one: "0", not "0 to 0".
+	_, diags = spec.Parse("one.yaml", []byte("version: 1\nname: o\nstages:\n  - {name: f, type: files, patterns: ['*.x']}\n  - {name: o, type: discard}\n"),
+		spec.Options{Catalog: stages.Default(), LookupEnv: noEnv, Set: []string{"stages.f.patterns.3=y"}})
+	if got := diagText(diags); !strings.Contains(got, `(--set stages.f.patterns.3=y): no element 3 in stages.f.patterns, which has 1 (0)`) {
+		t.Errorf("bad override: %s", got)
+	}
 	// A near miss is named.
 	_, diags = spec.Load("testdata/valid/interp.yaml", spec.Options{Catalog: stages.Default(), LookupEnv: noEnv, Set: []string{"stages.srx.count=1"}})
 	if got := diagText(diags); !strings.Contains(got, `(--set stages.srx.count=1): no element "srx" in stages (did you mean "src"?)`) {
