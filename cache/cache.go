@@ -463,7 +463,7 @@ func (c *Cache) openDB(readOnly bool) error {
 			if c.shared {
 				return errNeedsWriter // the writer marks the damage
 			}
-			return &DamagedError{Dir: c.dir, Reason: fmt.Sprintf("its Badger store %s does not open (%v)", path, err), Err: err}
+			return &DamagedError{Dir: c.dir, Reason: fmt.Sprintf("its Badger store %s does not open (%s)", path, oneLine(err)), Err: err}
 		}
 		c.tablesChecked = true
 	}
@@ -476,7 +476,7 @@ func (c *Cache) openDB(readOnly bool) error {
 		if c.shared {
 			return errNeedsWriter
 		}
-		c.logf("cache: %s: read-only open failed (%v); opening it for writing", c.dir, err)
+		c.logf("cache: %s: read-only open failed (%s); opening it for writing", c.dir, oneLine(err))
 	}
 	db, err := badger.Open(c.opts.badgerOptions(path))
 	if err != nil {
@@ -491,12 +491,19 @@ func (c *Cache) openDB(readOnly bool) error {
 		// remove: anything else, the system's refusals first, fails as
 		// it is, and the cache is left alone.
 		if badgerDamage(err) {
-			return &DamagedError{Dir: c.dir, Reason: fmt.Sprintf("its Badger store %s does not open (%v)", path, err), Err: err}
+			return &DamagedError{Dir: c.dir, Reason: fmt.Sprintf("its Badger store %s does not open (%s)", path, oneLine(err)), Err: err}
 		}
 		return fmt.Errorf("cache: open %s: %w", c.dir, err)
 	}
 	c.db, c.readOnly = db, false
 	return c.scan()
+}
+
+// oneLine is err's text on one line: Badger's can hold the system's
+// newlines ("truncate …\nerror while truncation"), which broke a log line
+// and a cache listing in two.
+func oneLine(err error) string {
+	return strings.ReplaceAll(strings.TrimSpace(err.Error()), "\n", "; ")
 }
 
 // badgerDamageWords are what Badger (v4) says, in the error of a writable

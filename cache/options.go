@@ -1,7 +1,9 @@
 package cache
 
 import (
+	"fmt"
 	"math/bits"
+	"strings"
 	"time"
 
 	badger "github.com/dgraph-io/badger/v4"
@@ -204,15 +206,15 @@ func (o Options) badgerOptions(path string) badger.Options {
 // rest, so that Badger never writes to the terminal of a running pipeline.
 type logger struct{ f func(string, ...any) }
 
-func (l logger) Errorf(format string, args ...any) {
-	if l.f != nil {
-		l.f("cache: badger: "+format, args...)
-	}
-}
+func (l logger) Errorf(format string, args ...any) { l.say(format, args...) }
 
-func (l logger) Warningf(format string, args ...any) {
+func (l logger) Warningf(format string, args ...any) { l.say(format, args...) }
+
+// say passes Badger's message on as one line: its errors can hold the
+// system's newlines ("truncate …\nerror while truncation").
+func (l logger) say(format string, args ...any) {
 	if l.f != nil {
-		l.f("cache: badger: "+format, args...)
+		l.f("cache: badger: %s", strings.ReplaceAll(strings.TrimSpace(fmt.Sprintf(format, args...)), "\n", "; "))
 	}
 }
 
