@@ -624,3 +624,44 @@ stages:
 		t.Errorf("%d samples out, want %d", got, 2*n)
 	}
 }
+
+// TestDamagedStoreIsNoSamplesFault: a resumed cache whose stored sample
+// does not read back fails the run naming the cache, not the sample in
+// whose place it stood: the error began "sample 160 (epoch 0): store:",
+// which read as if that sample were bad (an interrupt test saw a photo's
+// name there).
+func TestDamagedStoreIsNoSamplesFault(t *testing.T) {
+	dir := t.TempDir()
+	const src = `version: 1
+name: d
+seed: 1
+epochs: 1
+stages:
+  - {name: src, type: range, count: 400}
+  - {name: m, type: map, set: {v: 'one_hot(index %% 7, 4000)'}}
+  - {name: c, type: cache, dir: cache, commit_every: 10}
+  - {name: t, type: take, count: %d}
+  - {name: out, type: discard}
+`
+	// A take below the cache ends the first run inside its pass: the
+	// cache stays partial, to be resumed.
+	if _, err := runSpec(t, dir, fmt.Sprintf(src, 200)); err != nil {
+		t.Fatal(err)
+	}
+	logs, _ := filepath.Glob(filepath.Join(dir, "cache", "*", "badger", "*.vlog"))
+	if len(logs) != 1 {
+		t.Fatalf("value logs %v, want one", logs)
+	}
+	st, err := os.Stat(logs[0])
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Truncate(logs[0], st.Size()/2); err != nil {
+		t.Fatal(err)
+	}
+	_, err = runSpec(t, dir, fmt.Sprintf(src, 1000))
+	var se *engine.StageError
+	if !errors.As(err, &se) || se.Stage != "c" || se.Sample != "" || !strings.Contains(err.Error(), " is corrupt (") {
+		t.Fatalf("resumed run: %v; want the cache's error, naming no sample", err)
+	}
+}

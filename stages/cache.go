@@ -5,6 +5,7 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -483,7 +484,18 @@ func (d *diskCache) Get(id int64) (*sample.Sample, bool, error) {
 		d.stats.FromCache++
 		d.mu.Unlock()
 	}
-	return s, ok, err
+	return s, ok, storeFault(err)
+}
+
+// storeFault marks the store's damage as the cache's own, not the fault
+// of the sample being stored or stood for: the run's error began with
+// that sample ("sample 160 (epoch 0): store: …"), a photo's name in an
+// interrupt test, which read as if the photo were bad.
+func storeFault(err error) error {
+	if errors.Is(err, cache.ErrCorrupt) || errors.Is(err, cache.ErrDamaged) {
+		return &StateError{err}
+	}
+	return err
 }
 func (d *diskCache) Stats() CacheStats { d.mu.Lock(); defer d.mu.Unlock(); return d.stats }
 func (d *diskCache) Close() error      { return d.store.Close() }
@@ -509,7 +521,7 @@ func (d *diskCache) Commit() error {
 
 func (d *diskCache) Put(_ context.Context, s *sample.Sample) error {
 	if err := d.store.Put(s.ID, s); err != nil {
-		return err
+		return storeFault(err)
 	}
 	d.mu.Lock()
 	d.stats.Written++
