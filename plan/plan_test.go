@@ -803,3 +803,29 @@ stages:
 		}
 	}
 }
+
+// TestTextCountsAMapBelowACache: a map below an in-memory cache makes new
+// values, of the same schema or not, so a shuffle after it holds its own
+// and the total counts them (a re-test: plan said 37.76MiB, the run held
+// 75.7MiB, the shuffle taken for one holding the cache's samples).
+func TestTextCountsAMapBelowACache(t *testing.T) {
+	p := compileWith(t, `version: 1
+name: p
+epochs: 2
+resources: {memory: 64MiB}
+stages:
+  - {name: src, type: range, count: 20}
+  - {name: m, type: map, set: {v: 'one_hot(0, 65536)'}}
+  - {name: c, type: cache}
+  - {name: f, type: map, set: {v: 'one_hot(1, 65536)'}}
+  - {name: s, type: shuffle, buffer: 20}
+  - {name: out, type: discard}
+`, plan.Options{})
+	var b strings.Builder
+	p.Text(&b)
+	lines := strings.Split(strings.TrimSpace(b.String()), "\n")
+	want := "memory: the shares total 10.77MiB (with the first pass that c holds in memory, counted once for the stages below that hold its samples) of the 64MiB budget; queues between stages take what is left"
+	if got := lines[len(lines)-1]; got != want {
+		t.Errorf("last line\n%q\nwant\n%q", got, want)
+	}
+}
