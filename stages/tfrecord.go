@@ -106,9 +106,11 @@ func checkCompression(cc *spec.CheckContext, comp tfrecord.Compression, field st
 	}
 }
 
-// passesPaths are the stage types whose samples keep the paths of the
-// files stage above them as they were.
-var passesPaths = map[string]bool{"filter": true, "shuffle": true, "take": true, "skip": true, "prefetch": true, "cache": true}
+// passesPaths are the stage types that pass on every path of the files
+// stage above them as it was, so that its first file is read: a skip,
+// take or filter may drop it (a re-test: a skip of the one gzipped file
+// before compression: none was refused).
+var passesPaths = map[string]bool{"shuffle": true, "prefetch": true, "cache": true}
 
 // checkPathField checks that the input carries a string field naming files.
 func checkPathField(cc *spec.CheckContext, field string) {

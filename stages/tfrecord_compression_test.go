@@ -42,6 +42,9 @@ func TestValidateReadsTheFirstFilesCompression(t *testing.T) {
 		{"{name: m, type: map, set: {path: 'path + \".gz\"'}}", "path"},
 		{"{name: m, type: map, set: {other: 'path'}}", "other"},
 		{"{name: s, type: shuffle, buffer: 4}", "path"},
+		// A skip may drop the first file, which is then never read.
+		{"{name: k, type: skip, count: 1}", "path"},
+		{"{name: w, type: filter, where: 'path != \"x\"'}", "path"},
 	} {
 		src := "version: 1\nname: c\nstages:\n  - {name: f, type: files, pattern: 'b.*'}\n  - " + tc.mid + "\n  - {name: r, type: tfrecord, field: " + tc.field + ", compression: gzip}\n  - {name: o, type: discard}\n"
 		_, diags := spec.Parse(filepath.Join(dir, "s.yaml"), []byte(src), spec.Options{Catalog: Default(), Environment: true})
