@@ -39,6 +39,10 @@ func TestPythonClientTellsWhatAnswered(t *testing.T) {
 			map[string]string{"type": "ConnectionError", "error": "SOCK is not a piperun serve sink: it answered b'HTTP/1.0 400 Bad request\\r\\nServer: x\\r\\n\\r\\n'"}},
 		{"silent", func(c net.Conn) { time.Sleep(5 * time.Second) }, "", "0.5",
 			map[string]string{"type": "TimeoutError", "error": "no hello from SOCK in 0.5 s (hello_wait): piperun is still preparing its first sample, or serving another trainer, or SOCK is not a piperun serve sink"}},
+		// A few bytes, and then silence: the wait for the rest of the
+		// hello is bounded too (a re-test hung on "OK\n").
+		{"short", func(c net.Conn) { c.Write([]byte("OK\n")); time.Sleep(5 * time.Second) }, "", "0.5",
+			map[string]string{"type": "TimeoutError", "error": "no hello from SOCK in 0.5 s (hello_wait): piperun is still preparing its first sample, or serving another trainer, or SOCK is not a piperun serve sink"}},
 		{"no port", nil, "tcp://127.0.0.1", "none",
 			map[string]string{"type": "ValueError", "error": "'tcp://127.0.0.1': want tcp://host:port, with a port number"}},
 		{"bad port", nil, "tcp://localhost:notaport", "none",

@@ -142,7 +142,12 @@ class Stream:
         self._sock = _open(address, wait)
         try:
             self._sock.sendall(CLIENT_HELLO)
+            start = time.monotonic()
             self._await_hello(address, hello_wait)
+            if hello_wait is not None:
+                # The rest of the hello within what is left of the wait: a
+                # program that sends a few bytes and falls silent hung here.
+                self._sock.settimeout(max(0.001, hello_wait - (time.monotonic() - start)))
             self._file = self._sock.makefile("rb", buffering=1 << 20)
             self._torch = torch
             self.epoch = None          # the last end-of-epoch header
@@ -150,6 +155,9 @@ class Stream:
             self._nread = 0            # frames read after the hello, acknowledged
             try:
                 kind, header, _ = self._frame()
+                self._sock.settimeout(None)
+            except socket.timeout as e:
+                raise self._no_hello(address, hello_wait) from e
             except StreamCut as e:
                 raise ConnectionError("the connection to %s ended before piperun's hello: the run ended or failed "
                                       "before it served this trainer, or %s is not a piperun serve sink"
@@ -202,8 +210,12 @@ class Stream:
                 sys.stderr.flush()
                 if sel.select(None if hello_wait is None else hello_wait - first):
                     return
-        raise TimeoutError("no hello from %s in %g s (hello_wait): piperun is still preparing its first sample, or "
-                           "serving another trainer, or %s is not a piperun serve sink" % (address, hello_wait, address))
+        raise self._no_hello(address, hello_wait)
+
+    @staticmethod
+    def _no_hello(address, hello_wait):
+        return TimeoutError("no hello from %s in %g s (hello_wait): piperun is still preparing its first sample, or "
+                            "serving another trainer, or %s is not a piperun serve sink" % (address, hello_wait, address))
 
     def _read(self, n):
         # Trust the length up to TRUST_PAYLOAD; beyond it, grow as the bytes
