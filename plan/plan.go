@@ -497,8 +497,14 @@ func (p *Plan) fit(advise bool) []FitProblem {
 	// to what the others leave: sized against the whole budget, following
 	// it only led to the next problem (a new-user test went round twice).
 	var all int64
+	passes := p.cachePasses()
 	for _, n := range p.Nodes {
 		h, _, _ := p.held(n)
+		if cp, ok := passes[n.Stage]; ok {
+			h = cp.bytes
+		} else if _, below := passes[cacheAbove(n.Stage)]; below {
+			h = 0
+		}
 		all += n.Reserved + h
 	}
 	// Where the spec sets no budget there is no resources.memory line to
@@ -607,6 +613,16 @@ func (p *Plan) fit(advise bool) []FitProblem {
 					n.Stage.Name, n.Buffer, about, spec.ByteSize(in), spec.ByteSize(need), p.budget(), advice)
 				errs++
 			}
+		}
+		// An in-memory cache holds its first pass, and the stages below
+		// that hold its samples as they are hold the values it counts
+		// (the engine reserves them once): so the total counts them, as
+		// plan's table does (a re-test: validate refused budgets the run
+		// fitted in, each shuffle below a cache counted in full).
+		if cp, ok := passes[n.Stage]; ok {
+			held, atLeast = cp.bytes, atLeast || !cp.exact
+		} else if _, below := passes[cacheAbove(n.Stage)]; below {
+			continue
 		}
 		total = addSat(total, held)
 		if atLeast {
@@ -974,7 +990,7 @@ func (p *Plan) Text(w io.Writer) {
 	var total int64
 	var atLeast bool
 	var reserved, passes, unknownPasses []string
-	pass := map[*spec.Stage]bool{} // the in-memory caches whose pass the total counts
+	pass := p.cachePasses()
 	for _, n := range p.Nodes {
 		ins := make([]string, len(n.Stage.Inputs))
 		for i, in := range n.Stage.Inputs {
@@ -998,14 +1014,11 @@ func (p *Plan) Text(w io.Writer) {
 		}
 		// An in-memory cache holds its whole first pass, not one sample
 		// (a review: plan said 588KiB where the run held 115MiB).
-		if h, ok := n.Stage.Config.(EpochHolder); ok && h.EpochShare() >= 1 {
-			if eb, exact := p.EpochBytes(n.Stage.Name); eb > 0 {
-				held, lower = eb, !exact
-				passes = append(passes, n.Stage.Name)
-				pass[n.Stage] = true
-			} else {
-				unknownPasses = append(unknownPasses, n.Stage.Name)
-			}
+		if cp, ok := pass[n.Stage]; ok {
+			held, lower = cp.bytes, !cp.exact
+			passes = append(passes, n.Stage.Name)
+		} else if h, ok := n.Stage.Config.(EpochHolder); ok && h.EpochShare() >= 1 {
+			unknownPasses = append(unknownPasses, n.Stage.Name)
 		}
 		if held > 0 {
 			share = spec.ByteSize(held).String()
@@ -1015,7 +1028,7 @@ func (p *Plan) Text(w io.Writer) {
 			// The stages below a cache that hold its samples as they are
 			// hold the values its pass counts (the engine reserves them
 			// once): counted again, the total was twice the run's peak.
-			if !pass[cacheAbove(n.Stage)] {
+			if _, below := pass[cacheAbove(n.Stage)]; !below {
 				total = addSat(total, held)
 				atLeast = atLeast || lower
 			}
@@ -1059,6 +1072,28 @@ func (p *Plan) Text(w io.Writer) {
 		sum += fmt.Sprintf(" (and the first pass that %s holds in memory, up to half the budget, its length unknown here: validate counts the files)", strings.Join(unknownPasses, " and "))
 	}
 	fmt.Fprintf(w, "memory: the shares total %s of the %s budget; queues between stages take what is left\n", sum, spec.ByteSize(p.Memory))
+}
+
+// cachePass is what an in-memory cache's first pass holds.
+type cachePass struct {
+	bytes int64
+	exact bool
+}
+
+// cachePasses are the in-memory caches whose first pass's size is known.
+// One that a take below cuts short never holds its pass, as fitEpochs
+// has it.
+func (p *Plan) cachePasses() map[*spec.Stage]cachePass {
+	m := map[*spec.Stage]cachePass{}
+	_, exactIn := p.epochCounts(true)
+	for _, n := range p.Nodes {
+		if h, ok := n.Stage.Config.(EpochHolder); ok && h.EpochShare() >= 1 && !p.takeBelow(n.Stage, exactIn) {
+			if eb, exact := p.EpochBytes(n.Stage.Name); eb > 0 {
+				m[n.Stage] = cachePass{eb, exact}
+			}
+		}
+	}
+	return m
 }
 
 // passesOn are the stage types that pass on the samples they are given,

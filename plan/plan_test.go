@@ -829,3 +829,29 @@ stages:
 		t.Errorf("last line\n%q\nwant\n%q", got, want)
 	}
 }
+
+// TestFitCountsACachesPassOnceBelowAFanOut: two shuffles below an
+// in-memory cache hold its samples, whose values the engine reserves once
+// with the cache's pass: validate's fit counts them so, as plan's table
+// does (a re-test: validate refused budgets from 80 to 128MiB that plan
+// said were enough and the run fitted in, each shuffle counted in full).
+func TestFitCountsACachesPassOnceBelowAFanOut(t *testing.T) {
+	p := compileWith(t, `version: 1
+name: p
+epochs: 2
+resources: {memory: 96MiB}
+stages:
+  - {name: r, type: range, count: 190}
+  - {name: m, type: map, set: {v: 'one_hot(0, 65536)'}, keep: [v]}
+  - {name: c, type: cache}
+  - {name: s1, type: shuffle, buffer: 190, input: c}
+  - {name: s2, type: shuffle, buffer: 190, input: c}
+  - {name: o1, type: discard, input: s1}
+  - {name: o2, type: discard, input: s2}
+`, plan.Options{})
+	for _, f := range p.Fit() {
+		if !f.Warning {
+			t.Errorf("fit: %s: %s", f.Path, f.Message)
+		}
+	}
+}
