@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"errors"
 	"fmt"
+	"io"
 	"math/rand/v2"
 	"os"
 	"path/filepath"
@@ -229,37 +230,75 @@ func (a *atomicFile) commit() error {
 // commitAll renames files into place in order, all or none: where one
 // fails to commit (an immutable file, a file of another user in a sticky
 // folder), the files renamed before it are put back as they were, from
-// hard links taken to them first, or removed where there were none. So a
+// what was kept aside of them before the first rename (a hard link, or a
+// copy where none can be made), or removed where there were none. So a
 // set of shards stays whole, the earlier run's or this one's; only a kill
 // in the milliseconds between renames can leave it mixed.
 func commitAll(files []*atomicFile) error {
-	var done []replaced
-	for _, f := range files {
-		if err := f.prepare(); err != nil {
-			return undoAll(done, err)
+	kept := make([]replaced, len(files))
+	// Everything is kept aside first: tried as each file was renamed, a
+	// link refused (another user's file under protected_hardlinks) went
+	// unseen until a rollback needed it (a re-test: two of four shards
+	// replaced for good).
+	defer func() {
+		for _, r := range kept {
+			r.drop()
 		}
-		if f.tmp == nil {
+	}()
+	for i, f := range files {
+		if err := f.prepare(); err != nil {
+			return err
+		}
+		kept[i].f = f
+		if f.tmp == nil || len(files) == 1 {
 			continue
 		}
-		r := replaced{f: f}
-		if len(files) > 1 {
-			if st, err := os.Lstat(f.final); err == nil && st.Mode().IsRegular() {
-				var err error
-				if r.old, r.lock, err = keepAside(f.final); err != nil {
-					r.lost = true
+		if st, err := os.Lstat(f.final); err == nil && st.Mode().IsRegular() {
+			var err error
+			if kept[i].old, kept[i].lock, err = keepAside(f.final); err != nil {
+				if kept[i].old, kept[i].lock, err = copyAside(f.final, st.Mode()); err != nil {
+					return fmt.Errorf("commit: keep %s aside, to put it back should a later rename fail: %w", f.final, err)
 				}
 			}
 		}
-		if err := f.commit(); err != nil {
-			r.drop()
-			return undoAll(done, err)
-		}
-		done = append(done, r)
 	}
-	for _, r := range done {
-		r.drop()
+	for i, f := range files {
+		if f.tmp == nil {
+			continue
+		}
+		if err := f.commit(); err != nil {
+			return undoAll(kept[:i], err)
+		}
+		kept[i].renamed = true
 	}
 	return nil
+}
+
+// copyAside is keepAside for a file no hard link can be made to: a copy,
+// of the same mode.
+func copyAside(path string, mode os.FileMode) (string, *os.File, error) {
+	dir, base := filepath.Split(path)
+	in, err := os.Open(path)
+	if err != nil {
+		return "", nil, err
+	}
+	defer in.Close()
+	out, err := os.CreateTemp(dir, fmt.Sprintf(".%s.tmp-%d-*", base, os.Getpid()))
+	if err != nil {
+		return "", nil, err
+	}
+	_, err = io.Copy(out, in)
+	if err == nil {
+		err = out.Chmod(mode.Perm())
+	}
+	if cerr := out.Close(); err == nil {
+		err = cerr
+	}
+	if err != nil {
+		os.Remove(out.Name())
+		return "", nil, err
+	}
+	return out.Name(), lockTemp(out.Name()), nil
 }
 
 // keepAside makes a hard link to the file at path, named as a temporary
@@ -285,32 +324,31 @@ func keepAside(path string) (string, *os.File, error) {
 // replaced is a file commitAll renamed into place, and how to undo that.
 type replaced struct {
 	f *atomicFile
-	// old is a hard link to the file it replaced (keepAside), held by
-	// lock, or "" where there was none; lost says there was one, and no
-	// link could be made to it (a file system without them, a file of
-	// another user under protected_hardlinks).
+	// old is what was kept aside of the file it replaces (keepAside or
+	// copyAside), held by lock, or "" where there was none.
 	old  string
 	lock *os.File
-	lost bool
+	// renamed says commitAll renamed f into place.
+	renamed bool
 }
 
-// drop removes the link to the replaced file, which is no longer needed.
-func (r replaced) drop() {
+// drop removes what was kept aside of the replaced file, which is no
+// longer needed.
+func (r *replaced) drop() {
 	if r.old != "" {
 		os.Remove(r.old)
+		r.old = ""
 	}
 	if r.lock != nil {
 		r.lock.Close()
+		r.lock = nil
 	}
 }
 
 // undo puts back the file r's rename replaced, or removes the new one
 // where there was none before it.
-func (r replaced) undo() error {
-	switch {
-	case r.lost:
-		return fmt.Errorf("%s: the file it replaced could not be kept aside", r.f.final)
-	case r.old == "":
+func (r *replaced) undo() error {
+	if r.old == "" {
 		return os.Remove(r.f.final)
 	}
 	if err := os.Rename(r.old, r.f.final); err != nil {
@@ -325,29 +363,35 @@ func undoAll(done []replaced, err error) error {
 		return err
 	}
 	var failed []error
+	n := 0
 	for i := len(done) - 1; i >= 0; i-- {
-		r := done[i]
+		r := &done[i]
+		if !r.renamed {
+			continue
+		}
+		n++
 		if uerr := r.undo(); uerr != nil {
-			// The link stays, holding what was replaced, for whoever
-			// reads the error.
-			if r.lock != nil {
-				r.lock.Close()
-			}
+			// What was kept aside stays, holding what was replaced, for
+			// whoever reads the error.
+			r.old = ""
 			failed = append(failed, uerr)
 			continue
 		}
-		r.drop()
-		r.f.committed = false
+		r.old = "" // renamed back, or there was none
+		r.renamed, r.f.committed = false, false
 	}
-	if len(failed) == 0 {
-		what := fmt.Sprintf("the %d files renamed before it were", len(done))
-		if len(done) == 1 {
+	switch {
+	case n == 0:
+		return err
+	case len(failed) == 0:
+		what := fmt.Sprintf("the %d files renamed before it were", n)
+		if n == 1 {
 			what = "the file renamed before it was"
 		}
 		return fmt.Errorf("%w (no output was replaced: %s undone)", err, what)
 	}
 	return fmt.Errorf("%w; %d of the %d files renamed before it could not be put back, and hold this run's data: %w",
-		err, len(failed), len(done), errors.Join(failed...))
+		err, len(failed), n, errors.Join(failed...))
 }
 
 // replaceable reports why an output could not be renamed onto path.
