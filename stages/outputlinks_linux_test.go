@@ -25,6 +25,12 @@ func TestOutputsThroughLinks(t *testing.T) {
 		{"a name the pattern matches", "out/o.jsonl", "../elsewhere.jsonl",
 			"  - {name: f, type: files, pattern: 'out/*.jsonl'}\n  - {name: r, type: jsonl}\n  - {name: o, type: write_jsonl, path: out/o.jsonl}\n",
 			`stages[0].pattern: pattern "out/*.jsonl" matches DIR/out/o.jsonl, which stage "o" writes`},
+		// Two shards of one set through a link to one file: the last
+		// renamed replaced the other (a re-test: shard 0's records lost,
+		// exit 0).
+		{"another shard", "out/s-00001-of-00003.tfrecord", "s-00000-of-00003.tfrecord",
+			"  - {name: src, type: range, count: 10}\n  - {name: o, type: write_tfrecord, path: 'out/s-{shard}-of-{shards}.tfrecord', shards: 3}\n",
+			`stages[1].path: shard 1, DIR/out/s-00001-of-00003.tfrecord, is a link to DIR/out/s-00000-of-00003.tfrecord, which shard 0 writes: one would replace the other`},
 		{"its input", "out/o.jsonl", "../in.jsonl",
 			"  - {name: f, type: files, pattern: in.jsonl}\n  - {name: r, type: jsonl}\n  - {name: o, type: write_jsonl, path: out/o.jsonl}\n",
 			`stages[0].pattern: pattern "in.jsonl" matches DIR/in.jsonl, which stage "o" writes`},

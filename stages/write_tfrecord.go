@@ -124,8 +124,27 @@ func (c *WriteTFRecordConfig) Check(cc *spec.CheckContext) sample.Schema {
 		cc.Errorf("path", "%v", err)
 	} else if cc.Environment && c.Path != "" {
 		err := checkWritable(cc.Resolve(ShardPath(c.Path, 0, max(c.Shards, 1))))
-		for i := 1; err == nil && i < c.Shards; i++ {
-			err = replaceable(cc.Resolve(ShardPath(c.Path, i, c.Shards)))
+		// Shards whose paths lead to one file through links would replace
+		// one another (a re-test: shard 0's records lost, exit 0).
+		written := map[string]int{}
+		for i := 0; err == nil && i < max(c.Shards, 1); i++ {
+			p := cc.Resolve(ShardPath(c.Path, i, max(c.Shards, 1)))
+			if err = replaceable(p); err != nil {
+				break
+			}
+			target, terr := OutputPath(p)
+			if terr != nil {
+				err = terr
+				break
+			}
+			if j, ok := written[target]; ok {
+				err = fmt.Errorf("shard %d, %s, is a link to %s, which shard %d writes: one would replace the other", i, p, target, j)
+				if target != cc.Resolve(ShardPath(c.Path, j, c.Shards)) {
+					err = fmt.Errorf("shards %d and %d, %s and %s, lead to one file, %s: one would replace the other", j, i, cc.Resolve(ShardPath(c.Path, j, c.Shards)), p, target)
+				}
+				break
+			}
+			written[target] = i
 		}
 		if err != nil {
 			cc.Errorf("path", "%v", err)
