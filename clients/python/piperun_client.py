@@ -65,6 +65,8 @@ def _open_once(address):
     if not sep:
         raise ValueError("%r: want unix:///path/to.sock or tcp://host:port" % address)
     if scheme == "unix":
+        if not rest:
+            raise ValueError("%r: want unix:///path/to.sock, with a path" % address)
         s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
         try:
             s.connect(rest)
@@ -74,8 +76,8 @@ def _open_once(address):
         return s
     if scheme == "tcp":
         host, sep, port = rest.rpartition(":")
-        if not sep or not port.isdigit():
-            raise ValueError("%r: want tcp://host:port, with a port number" % address)
+        if not sep or not (port.isascii() and port.isdigit()) or int(port) > 65535:
+            raise ValueError("%r: want tcp://host:port, with a port number from 0 to 65535" % address)
         host = host.strip("[]")
         try:
             s = socket.create_connection((host, int(port)))
