@@ -1,6 +1,8 @@
 package stages
 
 import (
+	"os"
+	"path/filepath"
 	"runtime"
 	"syscall"
 	"testing"
@@ -37,4 +39,21 @@ func asUser(t *testing.T, id int, fn func()) bool {
 		fn()
 	}()
 	return <-ok
+}
+
+// openTempDir is a new folder that another user (asUser) can reach, for
+// tests that need root to make files of another user: t.TempDir and its
+// parent are 0700. It skips the test where this process is not root.
+func openTempDir(t *testing.T) string {
+	t.Helper()
+	if os.Geteuid() != 0 {
+		t.Skip("needs root, to make files of another user")
+	}
+	top := t.TempDir()
+	for _, d := range []string{filepath.Dir(top), top} {
+		if err := os.Chmod(d, 0o755); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return top
 }
