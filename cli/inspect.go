@@ -37,7 +37,7 @@ func inspectCmd(g *globals) *cobra.Command {
 		Short: "Count a TFRecord file's records and show the decoded features of the first ones",
 		Long: "inspect reads the whole file, checking every record's framing and CRCs, and prints the\n" +
 			"record count, the compression detected and the tf.train.Example features of the first\n" +
-			"--records records. FILE may be a pipe, such as /dev/stdin. Exit 0 on success, 1 on a\n" +
+			"--records records. FILE may be a pipe, and - is standard input. Exit 0 on success, 1 on a\n" +
 			"corrupt or unreadable file, 2 on usage errors.",
 		Args: exactArgs(1, "one TFRecord file"),
 		RunE: func(cmd *cobra.Command, args []string) error {
@@ -176,11 +176,14 @@ func compressionName(c tfrecord.Compression) string {
 // records before the damage and the error; one that cannot be opened, no
 // report.
 func inspectFile(path string, n int) (*inspectReport, error) {
-	f, err := os.Open(path)
-	if err != nil {
-		return nil, err
+	f := os.Stdin // "-", as for cat
+	if path != "-" {
+		var err error
+		if f, err = os.Open(path); err != nil {
+			return nil, err
+		}
+		defer f.Close()
 	}
-	defer f.Close()
 	head := make([]byte, 16)
 	k, err := io.ReadFull(f, head)
 	if err != nil && !errors.Is(err, io.ErrUnexpectedEOF) && !errors.Is(err, io.EOF) {

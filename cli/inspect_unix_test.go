@@ -66,3 +66,36 @@ func TestInspectReadsAPipe(t *testing.T) {
 		})
 	}
 }
+
+// TestInspectReadsStdin: "-" is standard input, as for cat, and is named
+// so in the report.
+func TestInspectReadsStdin(t *testing.T) {
+	rec := example.Marshal(&example.Example{Features: map[string]*example.Feature{
+		"x": {Kind: example.KindInt64, Ints: []int64{7}},
+	}})
+	var buf bytes.Buffer
+	w := tfrecord.NewWriter(&buf, tfrecord.Gzip)
+	for range 3 {
+		if err := w.Write(rec); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := w.Close(); err != nil {
+		t.Fatal(err)
+	}
+	r, pw, err := os.Pipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	stdin := os.Stdin
+	os.Stdin = r
+	defer func() { os.Stdin = stdin; r.Close() }()
+	go func() {
+		pw.Write(buf.Bytes())
+		pw.Close()
+	}()
+	res := run(t, "inspect", "--records", "0", "-")
+	if want := "file: -\ncompression: gzip\nrecords: 3\n"; res.code != 0 || res.stdout != want {
+		t.Errorf("got %s\nwant stdout\n%s", res, want)
+	}
+}
