@@ -165,23 +165,10 @@ func (c *coeffs) reround13(out, stride int) bool {
 		if left < 0 || left > int64(n) {
 			return false
 		}
-		// The ties go to the lower index. One unit left, the usual case
-		// for the few taps of a mild shrink, needs no sort.
-		switch left {
-		case 0:
-		case 1:
-			best := 0
-			for k := 1; k < n; k++ {
-				if frac[k] > frac[best] {
-					best = k
-				}
-			}
-			w[best]++
-		default:
-			slices.SortStableFunc(order[:n], func(a, b int) int { return cmp.Compare(frac[b], frac[a]) })
-			for _, k := range order[:left] {
-				w[k]++
-			}
+		// The ties go to the lower index.
+		slices.SortStableFunc(order[:n], func(a, b int) int { return cmp.Compare(frac[b], frac[a]) })
+		for _, k := range order[:left] {
+			w[k]++
 		}
 	}
 	return true
