@@ -780,6 +780,9 @@ func link(sp *Spec, r *reporter, cat Catalog) {
 				continue
 			}
 			prev := sp.Stages[i-1]
+			if prev.Name == "" {
+				continue // its missing name is reported; "unknown input" would echo it
+			}
 			if prev.Role == RoleSink {
 				r.add(SevError, st.Pos.Line, st.Pos.Col, st.Path, "stage %q has no input: the stage before it, %q, is a sink; set input", st.Name, prev.Name)
 				continue
@@ -812,6 +815,7 @@ func link(sp *Spec, r *reporter, cat Catalog) {
 				}
 				r.add(SevError, l, c, field, "unknown input %q%s", name, suggest(name, sortedStrings(names)))
 			case in == st:
+				unwired[st.Name] = true // "not read by any stage" would echo this
 				r.add(SevError, l, c, field, "stage %q reads its own output", st.Name)
 			case in.Role == RoleSink:
 				r.add(SevError, l, c, field, "input %q is a sink and has no output", name)
