@@ -180,7 +180,8 @@ func Expand(s string, lookup func(string) (string, bool)) (string, error) {
 // ApplySet applies one override, "a.b=v", to a document's mapping node. The
 // path names keys separated by dots; under "stages" a segment is a stage
 // name or an index ("stages.decode.parallelism=4", "stages.3.parallelism=4").
-// The value is read as YAML, so "4" is an integer and "[a, b]" a list.
+// The value is read as YAML, so "4" is an integer and "[a, b]" a list; an
+// empty value is an error ("null" removes a key).
 func ApplySet(doc *yaml.Node, set string) error {
 	key, val, ok := strings.Cut(set, "=")
 	if !ok || key == "" {
@@ -190,6 +191,11 @@ func ApplySet(doc *yaml.Node, set string) error {
 		// The merges have copied the anchor already: the override would
 		// change nothing, and said nothing.
 		return fmt.Errorf("%s holds anchors that stages merge, and the merges are made before overrides: set the stage's own key (stages.NAME.KEY)", strings.SplitN(key, ".", 2)[0])
+	}
+	if strings.TrimSpace(val) == "" {
+		// Read as YAML it would be null, removing the key: a pinned seed
+		// turned random when a CI matrix left its variable unset.
+		return fmt.Errorf(`no value after "=": write %s=null to remove the setting, or %s='""' for an empty string`, key, key)
 	}
 	var v yaml.Node
 	if err := yaml.Unmarshal([]byte(val), &v); err != nil {

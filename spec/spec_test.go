@@ -138,6 +138,12 @@ func TestSetOverrides(t *testing.T) {
 	if got := diagText(diags); !strings.Contains(got, `(--set stages..count=1): empty name after stages. (two dots?)`) {
 		t.Errorf("bad override: %s", got)
 	}
+	// An empty value is refused, not read as null: "--set seed=${SEED}"
+	// with SEED unset in a CI matrix made a pinned seed random, quietly.
+	_, diags = spec.Load("testdata/valid/interp.yaml", spec.Options{Catalog: stages.Default(), LookupEnv: noEnv, Set: []string{"seed= "}})
+	if got := diagText(diags); !strings.Contains(got, `(--set seed= ): no value after "=": write seed=null to remove the setting, or seed='""' for an empty string`) {
+		t.Errorf("empty override: %s", got)
+	}
 	// An index past the end says how many there are; no name is guessed
 	// for a number (stages.9 was asked "did you mean \"m\"?").
 	_, diags = spec.Load("testdata/valid/interp.yaml", spec.Options{Catalog: stages.Default(), LookupEnv: noEnv, Set: []string{"stages.9.count=1"}})
