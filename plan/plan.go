@@ -967,9 +967,11 @@ func (p *Plan) FitDiagnostics() spec.Diagnostics {
 
 // Text writes the plan as a table.
 func (p *Plan) Text(w io.Writer) {
+	// A drawn seed is not printed: the plan runs nothing with it, and a
+	// number that differs every time would make plans useless to diff.
 	seed := fmt.Sprint(p.Seed)
 	if p.SeedRandom {
-		seed += " (random)"
+		seed = "random"
 	}
 	epochs := fmt.Sprint(p.Spec.Epochs)
 	if p.Spec.Epochs == 0 {

@@ -855,3 +855,27 @@ stages:
 		}
 	}
 }
+
+// TestTextOfARandomSeedIsStable: a spec without a seed plans the same text
+// every time, so that plans can be diffed in review; the seed drawn for a
+// plan runs nothing, and printing it made every plan differ.
+func TestTextOfARandomSeedIsStable(t *testing.T) {
+	src := "version: 1\nname: p\nresources: {memory: 64MiB, workers: 2}\nstages:\n  - {name: src, type: range, count: 4}\n  - {name: out, type: discard}\n"
+	var texts []string
+	for range 2 {
+		p := compileWith(t, src, plan.Options{})
+		if !p.SeedRandom {
+			t.Fatal("no seed in the spec, yet the plan's seed is not random")
+		}
+		var b strings.Builder
+		p.Text(&b)
+		texts = append(texts, b.String())
+	}
+	head, _, _ := strings.Cut(texts[0], "\n")
+	if want := "pipeline p: 2 stages, seed random, epochs 1, deterministic true, memory 64MiB, workers 2"; head != want {
+		t.Errorf("header:\n got %s\nwant %s", head, want)
+	}
+	if texts[0] != texts[1] {
+		t.Errorf("two plans of one spec differ:\n%s\n%s", texts[0], texts[1])
+	}
+}
