@@ -47,7 +47,8 @@ type Diagnostic struct {
 	Severity Severity `json:"severity"`
 }
 
-// String formats the diagnostic as file:line:col: path: message.
+// String formats the diagnostic as file:line:col: path: message, on one
+// line: breaks in the message are written \r and \n.
 func (d Diagnostic) String() string {
 	var b strings.Builder
 	b.WriteString(d.Pos.String())
@@ -59,9 +60,13 @@ func (d Diagnostic) String() string {
 		b.WriteString(d.Path)
 		b.WriteString(": ")
 	}
-	b.WriteString(d.Message)
+	// One problem, one line: CI's problem matchers read lines. A break
+	// comes from the user's own text (a ${VAR:?message}).
+	b.WriteString(lineBreaks.Replace(d.Message))
 	return b.String()
 }
+
+var lineBreaks = strings.NewReplacer("\r", `\r`, "\n", `\n`)
 
 // Diagnostics is a list of problems. As an error it reports them all, one
 // per line.

@@ -562,3 +562,15 @@ func TestMergeKeys(t *testing.T) {
 		t.Errorf("m2's merged type is placed at %v; want line 4, where the anchor writes it", got)
 	}
 }
+
+// TestDiagnosticIsOneLine: a message holding a line break (a ${VAR:?...}
+// message written in a double-quoted string) prints on one line, so that
+// line-based problem matchers in CI read one problem as one.
+func TestDiagnosticIsOneLine(t *testing.T) {
+	_, diags := spec.Parse("nl.yaml", []byte("version: 1\nname: nl\nstages:\n  - {name: src, type: range, count: \"${COUNT:?set COUNT\\r\\nplease}\"}\n  - {name: out, type: discard}\n"),
+		spec.Options{Catalog: stages.Default(), LookupEnv: noEnv})
+	wantOnlyDiag(t, diags, `nl.yaml:4:37: stages[0].count: environment variable COUNT is not set or empty: set COUNT\r\nplease`)
+	if m := diags[0].Message; m != "environment variable COUNT is not set or empty: set COUNT\r\nplease" {
+		t.Errorf("the message itself was changed: %q", m)
+	}
+}
