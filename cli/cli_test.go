@@ -576,13 +576,30 @@ func TestExamplesMatchSchema(t *testing.T) {
 		"{name: a.b, type: discard}",
 		"{name: '', type: discard}",
 		"{name: m, type: map, set: {a: index}, keep: []}",
+		// Found by a CI user's fuzzing of the schema against validate.
+		"{name: f, type: files}",
+		"{name: f, type: files, patterns: []}",
+		"{name: c, type: concat, inputs: [src]}",
+		"{name: c, type: concat, input: src}",
+		"{name: m, type: map, input: src, inputs: [src], set: {a: '1'}}",
+		"{name: m, type: map, set: {a: '1'}, keep: [a], drop: [index]}",
+		"{name: m, type: map}",
+		"{name: p, type: parse_example, features: {}}",
+		"{name: j, type: jsonl, max_line_bytes: 0}",
 	} {
-		f := writeSpec(t, t.TempDir(), "s.yaml", "version: 1\nname: s\nstages:\n  - {name: src, type: range, count: 3}\n  - "+stage+"\n")
+		// The sink reads src, so the stage tried is the spec's only error.
+		f := writeSpec(t, t.TempDir(), "s.yaml", "version: 1\nname: s\nstages:\n  - {name: src, type: range, count: 3}\n  - "+stage+"\n  - {name: zz_out, type: discard, input: src}\n")
 		if err := sch.Validate(yamlAsJSON(t, f)); err == nil {
 			t.Errorf("schema.json accepts %s", stage)
 		}
-		if r := run(t, "validate", f); r.code != 1 {
+		r := run(t, "validate", "--no-environment", f)
+		if r.code != 1 {
 			t.Errorf("validate accepts %s: %s", stage, r)
+		}
+		for _, l := range strings.Split(strings.TrimSpace(r.stdout), "\n") {
+			if !strings.Contains(l, ": warning: ") && !strings.Contains(l, ": stages[1]") {
+				t.Errorf("validate of %s finds another error: %s", stage, l)
+			}
 		}
 	}
 	// And what validate takes, the schema takes: tf.data's capitals.

@@ -46,6 +46,9 @@ func JSONSchema(cat Catalog) ([]byte, error) {
 		Properties: itemProps,
 		AllOf:      branches,
 	}}
+	if v, ok := root.Properties.Get("stages"); ok {
+		stages.Description = v.Description
+	}
 	root.Properties.Set("stages", stages)
 	if v, ok := root.Properties.Get("version"); ok {
 		v.Enum = []any{Version}
@@ -250,6 +253,10 @@ func stageSchema(r *jsonschema.Reflector, t *StageType) *jsonschema.Schema {
 			continue
 		case p.Key == "type":
 			props.Set("type", &jsonschema.Schema{Type: "string", Const: t.Name, Description: t.Doc})
+		case p.Key == "input" && t.Role == RoleJoin:
+			continue // one input is never enough
+		case p.Key == "inputs" && t.Role == RoleJoin:
+			props.Set("inputs", &jsonschema.Schema{Type: "array", Items: &jsonschema.Schema{Type: "string"}, MinItems: ptr(uint64(2)), Description: p.Value.Description})
 		default:
 			props.Set(p.Key, p.Value)
 		}
@@ -260,11 +267,29 @@ func stageSchema(r *jsonschema.Reflector, t *StageType) *jsonschema.Schema {
 		}
 	}
 	required := append([]string{"name", "type"}, cfg.Required...)
+	not := cfg.Not
+	switch t.Role {
+	case RoleJoin:
+		required = append(required, "inputs")
+	case RoleSource:
+	default:
+		// Set input or inputs, not both (a null or empty one is absent).
+		set := jsonschema.NewProperties()
+		set.Set("input", &jsonschema.Schema{Not: &jsonschema.Schema{Type: "null"}, MinLength: ptr(uint64(1))})
+		set.Set("inputs", &jsonschema.Schema{Not: &jsonschema.Schema{Type: "null"}, MinLength: ptr(uint64(1)), MinItems: ptr(uint64(1))})
+		both := &jsonschema.Schema{Required: []string{"input", "inputs"}, Properties: set}
+		if not != nil {
+			both = &jsonschema.Schema{AnyOf: []*jsonschema.Schema{both, not}}
+		}
+		not = both
+	}
 	return &jsonschema.Schema{
 		Title:                t.Name,
 		Description:          t.Doc,
 		Properties:           props,
 		Required:             required,
+		AnyOf:                cfg.AnyOf,
+		Not:                  not,
 		AdditionalProperties: jsonschema.FalseSchema,
 	}
 }

@@ -444,8 +444,8 @@ type document struct {
 	Epochs        *int      `yaml:"epochs" jsonschema:"minimum=0" jsonschema_description:"Passes over the sources; 0 = until stopped. Default 1."`
 	Deterministic *bool     `yaml:"deterministic" jsonschema_description:"Output order independent of parallelism. Default true."`
 	Optimize      *bool     `yaml:"optimize" jsonschema_description:"Let the planner move a shuffle above the maps that feed it, where it then holds smaller samples; a deterministic run that succeeds gives the same output unless the plan says otherwise (piperun plan lists what it changed and why). Default true."`
-	Resources     Resources `yaml:"resources"`
-	Stages        []rawNode `yaml:"stages" jsonschema:"required"`
+	Resources     Resources `yaml:"resources" jsonschema_description:"The host-memory budget and the CPU workers the stages share."`
+	Stages        []rawNode `yaml:"stages" jsonschema:"required" jsonschema_description:"The stages, each reading the one listed before it unless it names its input: sources, transforms, joins and at least one sink."`
 }
 
 // rawNode keeps a node for decoding once its type is known.

@@ -107,3 +107,6 @@ func exprSchema(s *jsonschema.Schema) {
 	s.Type = ""
 	s.Extras = map[string]any{"type": []string{"string", "number", "boolean"}}
 }
+
+// atLeast is a schema keyword's lower bound.
+func atLeast(n uint64) *uint64 { return &n }

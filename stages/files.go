@@ -13,6 +13,8 @@ import (
 	"sort"
 	"strings"
 
+	"github.com/invopop/jsonschema"
+
 	"github.com/piperun/piperun/plan"
 	"github.com/piperun/piperun/sample"
 	"github.com/piperun/piperun/spec"
@@ -446,4 +448,17 @@ func plural(n int, noun string) string {
 		return "1 " + noun
 	}
 	return fmt.Sprintf("%d %ss", n, noun)
+}
+
+// JSONSchemaExtend asks for pattern or a list of at least one pattern, as
+// Check does.
+func (FilesConfig) JSONSchemaExtend(s *jsonschema.Schema) {
+	pattern := jsonschema.NewProperties()
+	pattern.Set("pattern", &jsonschema.Schema{Type: "string", MinLength: atLeast(1)})
+	patterns := jsonschema.NewProperties()
+	patterns.Set("patterns", &jsonschema.Schema{MinItems: atLeast(1)})
+	s.AnyOf = []*jsonschema.Schema{
+		{Required: []string{"pattern"}, Properties: pattern},
+		{Required: []string{"patterns"}, Properties: patterns},
+	}
 }

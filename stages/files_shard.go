@@ -74,8 +74,8 @@ func (s *Shard) UnmarshalNode(n *yaml.Node) error {
 // JSONSchema describes "auto" or {index, count}.
 func (Shard) JSONSchema() *jsonschema.Schema {
 	props := jsonschema.NewProperties()
-	props.Set("index", &jsonschema.Schema{Type: "integer", Minimum: "0"})
-	props.Set("count", &jsonschema.Schema{Type: "integer", Minimum: "1"})
+	props.Set("index", &jsonschema.Schema{Type: "integer", Minimum: "0", Description: "This process's shard, 0 to count-1."})
+	props.Set("count", &jsonschema.Schema{Type: "integer", Minimum: "1", Description: "How many shards the files are split into, one a process."})
 	return &jsonschema.Schema{OneOf: []*jsonschema.Schema{
 		{Type: "string", Enum: []any{"auto"}},
 		{Type: "object", Properties: props, Required: []string{"index", "count"}, AdditionalProperties: jsonschema.FalseSchema},

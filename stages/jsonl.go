@@ -31,7 +31,7 @@ type JSONLConfig struct {
 	Field       string    `yaml:"field" jsonschema_description:"Input field holding the file path (default path)."`
 	CycleLength spec.Auto `yaml:"cycle_length" jsonschema_description:"Files read at once, interleaved; auto = 8 on every machine, so the order does not depend on the core count."`
 	BlockLength int       `yaml:"block_length" jsonschema:"minimum=1" jsonschema_description:"Consecutive lines taken from one file before moving on (default 1)."`
-	MaxLine     int       `yaml:"max_line_bytes" jsonschema_description:"Longest accepted line (default 64 MiB)."`
+	MaxLine     int       `yaml:"max_line_bytes" jsonschema:"minimum=1" jsonschema_description:"Longest accepted line (default 64 MiB)."`
 }
 
 func init() {

@@ -349,9 +349,24 @@ func holds(v any, t *tensor.Tensor) bool {
 	return false
 }
 
-// JSONSchemaExtend lets set's expressions be bare numbers or booleans.
+// JSONSchemaExtend lets set's expressions be bare numbers or booleans, and
+// asks for set, keep or drop, and not both keep and drop, as Check does.
 func (MapConfig) JSONSchemaExtend(s *jsonschema.Schema) {
 	if set, ok := s.Properties.Get("set"); ok && set.AdditionalProperties != nil {
 		exprSchema(set.AdditionalProperties)
 	}
+	// An empty set or list counts as absent there.
+	given := func(keys ...string) *jsonschema.Schema {
+		props := jsonschema.NewProperties()
+		for _, k := range keys {
+			if k == "set" {
+				props.Set(k, &jsonschema.Schema{Type: "object", MinProperties: atLeast(1)})
+			} else {
+				props.Set(k, &jsonschema.Schema{Type: "array", MinItems: atLeast(1)})
+			}
+		}
+		return &jsonschema.Schema{Required: keys, Properties: props}
+	}
+	s.AnyOf = []*jsonschema.Schema{given("set"), given("keep"), given("drop")}
+	s.Not = given("keep", "drop")
 }

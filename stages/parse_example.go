@@ -8,6 +8,8 @@ import (
 	"strconv"
 	"strings"
 
+	"github.com/invopop/jsonschema"
+
 	"github.com/piperun/piperun/example"
 	"github.com/piperun/piperun/expression"
 	"github.com/piperun/piperun/sample"
@@ -435,4 +437,11 @@ func float32Value(f float32) float64 {
 		return float64(f)
 	}
 	return v
+}
+
+// JSONSchemaExtend asks for at least one feature, as Check does.
+func (ParseExampleConfig) JSONSchemaExtend(s *jsonschema.Schema) {
+	if f, ok := s.Properties.Get("features"); ok {
+		f.MinProperties = atLeast(1)
+	}
 }
