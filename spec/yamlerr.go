@@ -6,6 +6,7 @@ import (
 	"regexp"
 	"strconv"
 	"strings"
+	"unicode/utf8"
 
 	"go.yaml.in/yaml/v3"
 )
@@ -56,6 +57,13 @@ const yamlSearchLimit = 256 << 10
 // its first line is reported.
 func yamlErrorPos(data []byte, err error) (line, col int, msg string) {
 	line, msg = splitYAMLError(err)
+	if strings.Contains(msg, "UTF-8") || msg == "control characters are not allowed" {
+		// yaml.v3 gives the line after the character, or none, and no
+		// column; the first one YAML refuses is the one it meant.
+		if l, c, what, ok := unprintable(data); ok {
+			return l, c, what
+		}
+	}
 	if len(data) > yamlSearchLimit {
 		return line, 1, msg
 	}
@@ -135,6 +143,30 @@ func yamlErrorPos(data []byte, err error) (line, col int, msg string) {
 		}
 	}
 	return hi, col, msg
+}
+
+// unprintable finds the first byte sequence of data that is not UTF-8 or
+// is a character YAML does not allow (its c-printable set), and says
+// which, at line and column counted as yaml.v3 counts them (columns in
+// characters).
+func unprintable(data []byte) (line, col int, what string, ok bool) {
+	line, col = 1, 1
+	data = bytes.TrimPrefix(data, utf8BOM)
+	for i := 0; i < len(data); {
+		r, n := utf8.DecodeRune(data[i:])
+		switch {
+		case r == utf8.RuneError && n <= 1:
+			return line, col, fmt.Sprintf("byte 0x%02x is not UTF-8: a spec is UTF-8 text (was it saved as Latin-1?)", data[i]), true
+		case r == '\n', r == '\r' && (i+1 >= len(data) || data[i+1] != '\n'):
+			line, col = line+1, 1
+		case r == '\t', r == '\r', r >= 0x20 && r <= 0x7e, r == 0x85, r >= 0xa0 && r <= 0xd7ff, r >= 0xe000 && r <= 0xfffd, r >= 0x10000:
+			col++
+		default:
+			return line, col, fmt.Sprintf("control character %U is not allowed (in a double-quoted string write it as \\x%02x)", r, r), true
+		}
+		i += n
+	}
+	return 0, 0, "", false
 }
 
 // splitYAMLLines splits data after each line break as yaml.v3 counts

@@ -87,11 +87,17 @@ func TestYAMLErrorPosition(t *testing.T) {
 		{"CR line ends, tab",
 			strings.ReplaceAll(head+"  - name: a\n\ttype: range\n", "\n", "\r"),
 			"y.yaml:5:1: invalid YAML: found a tab character that violates indentation"},
-		// Only an indentation error gets the line's indentation as its
-		// column; here the byte is at column 12, which yaml.v3 does not say.
+		// yaml.v3 names neither the character nor its column; a CI user
+		// found a NUL reported at column 1 and a Latin-1 byte a line late.
 		{"control character",
 			head + "  - name: a\x01\n",
-			"y.yaml:4:1: invalid YAML: control characters are not allowed"},
+			"y.yaml:4:12: invalid YAML: control character U+0001 is not allowed (in a double-quoted string write it as \\x01)"},
+		{"NUL after CRLF line ends and a multi-byte character",
+			"version: 1\r\nname: é\x00\r\n",
+			"y.yaml:2:8: invalid YAML: control character U+0000 is not allowed (in a double-quoted string write it as \\x00)"},
+		{"Latin-1 byte",
+			"version: 1\nname: s\xe9\nstages: []\n",
+			"y.yaml:2:8: invalid YAML: byte 0xe9 is not UTF-8: a spec is UTF-8 text (was it saved as Latin-1?)"},
 		{"byte order mark",
 			"\ufeff" + head + "  - name: a\n\ttype: range\n",
 			"y.yaml:5:1: invalid YAML: found a tab character that violates indentation"},
