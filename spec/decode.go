@@ -412,6 +412,12 @@ func describe(n *yaml.Node) string {
 			return "null"
 		case "!!str":
 			return fmt.Sprintf("string %q", n.Value)
+		case "!!bool":
+			return "boolean " + n.Value
+		case "!!int":
+			return "integer " + n.Value
+		case "!!float":
+			return "number " + n.Value
 		}
 		return fmt.Sprintf("%q", n.Value)
 	}

@@ -181,7 +181,7 @@ func TestSetOverrides(t *testing.T) {
 		t.Fatal(err)
 	}
 	_, diags = spec.Load(file, spec.Options{Catalog: stages.Default(), LookupEnv: noEnv, Set: []string{"stages.r.count=2.5"}})
-	if got, want := diagText(diags), file+" (--set stages.r.count=2.5): stages[0].count: expected an integer, got \"2.5\"\n"; got != want {
+	if got, want := diagText(diags), file+" (--set stages.r.count=2.5): stages[0].count: expected an integer, got number 2.5\n"; got != want {
 		t.Errorf("got %q, want %q", got, want)
 	}
 	if _, diags = spec.Load(file, spec.Options{Catalog: stages.Default(), LookupEnv: noEnv, Set: []string{"stages.r.count=3"}}); diags.HasErrors() {
