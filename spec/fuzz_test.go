@@ -141,7 +141,7 @@ func containsDollarBrace(s string) bool {
 func FuzzSet(f *testing.F) {
 	for _, s := range []string{"seed=99", "stages.src.count=3", "stages.1.parallelism=4", "resources.memory=1GiB",
 		"epochs=[1, 2]", "stages.nope.count=1", "stages.9.x=1", "=1", "a", "stages=", "stages.0=null", "a.b.c.d={x: &a [*a]}",
-		"stages.-1.count=2", "resources=[1]", "stages.src.count=3=4", "name=\"\\xff\""} {
+		"stages.-1.count=2", "resources=[1]", "stages.src.count=3=4", "name=\"\\xff\"", `stages.m.set.a\.b=1`, `a\\.=1`, `\.`} {
 		f.Add(s)
 	}
 	f.Fuzz(func(t *testing.T, set string) {

@@ -179,7 +179,8 @@ func Expand(s string, lookup func(string) (string, bool)) (string, error) {
 
 // ApplySet applies one override, "a.b=v", to a document's mapping node. The
 // path names keys separated by dots; under "stages" a segment is a stage
-// name or an index ("stages.decode.parallelism=4", "stages.3.parallelism=4").
+// name or an index ("stages.decode.parallelism=4", "stages.3.parallelism=4");
+// a dot in a key is written \. ("stages.m.set.a\.b=1").
 // The value is read as YAML, so "4" is an integer and "[a, b]" a list; an
 // empty value is an error ("null" removes a key).
 func ApplySet(doc *yaml.Node, set string) error {
@@ -208,7 +209,7 @@ func ApplySet(doc *yaml.Node, set string) error {
 	// Positions in the value are positions in the override, not in the
 	// file: mark them, so Parse reports them as the override's (markSet).
 	walk(value, func(n *yaml.Node) { n.Line, n.Column = fromSet, fromSet })
-	segs := strings.Split(key, ".")
+	segs := splitKey(key)
 	n := doc
 	for i, seg := range segs {
 		last := i == len(segs)-1
@@ -283,6 +284,26 @@ func ApplySet(doc *yaml.Node, set string) error {
 		}
 	}
 	return nil
+}
+
+// splitKey splits an override's path at its dots, except those written
+// \. (a key holding a dot: a feature named "a.b").
+func splitKey(key string) []string {
+	var segs []string
+	var b strings.Builder
+	for i := 0; i < len(key); i++ {
+		switch {
+		case key[i] == '\\' && i+1 < len(key) && key[i+1] == '.':
+			b.WriteByte('.')
+			i++
+		case key[i] == '.':
+			segs = append(segs, b.String())
+			b.Reset()
+		default:
+			b.WriteByte(key[i])
+		}
+	}
+	return append(segs, b.String())
 }
 
 // fromSet is the line ApplySet gives the nodes it makes; Parse renumbers

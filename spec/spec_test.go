@@ -138,6 +138,15 @@ func TestSetOverrides(t *testing.T) {
 	if got := diagText(diags); !strings.Contains(got, `(--set stages..count=1): empty name after stages. (two dots?)`) {
 		t.Errorf("bad override: %s", got)
 	}
+	// A key holding a dot is reached with \. (it made a mapping x
+	// holding y, "expected a string, got a mapping").
+	dotted := []byte("version: 1\nname: t\nstages:\n  - {name: src, type: range, count: 3}\n  - {name: m, type: map, set: {x.y: '1'}}\n  - {name: out, type: discard}\n")
+	sp, diags := spec.Parse("d.yaml", dotted, spec.Options{Catalog: stages.Default(), LookupEnv: noEnv, Set: []string{`stages.m.set.x\.y=index + 2`}})
+	if diags.HasErrors() {
+		t.Errorf("dotted key: %v", diags)
+	} else if set := sp.Stage("m").Config.(*stages.MapConfig).Set; set.Len() != 1 || set.Entries[0].Key != "x.y" || set.Entries[0].Value != "index + 2" {
+		t.Errorf("dotted key: set is %+v", set.Entries)
+	}
 	// An empty value is refused, not read as null: "--set seed=${SEED}"
 	// with SEED unset in a CI matrix made a pinned seed random, quietly.
 	_, diags = spec.Load("testdata/valid/interp.yaml", spec.Options{Catalog: stages.Default(), LookupEnv: noEnv, Set: []string{"seed= "}})
