@@ -777,16 +777,22 @@ func link(sp *Spec, r *reporter, cat Catalog) {
 		if st.Role != RoleSource && len(st.InputNames) == 0 {
 			if i == 0 {
 				r.add(SevError, st.Pos.Line, st.Pos.Col, st.Path, "stage %q has no input: it is the first stage, so set input or use a source type", st.Name)
+				st.InputNames = []string{""} // unresolved: its checks, quiet, find no field missing
 				continue
 			}
 			prev := sp.Stages[i-1]
-			if prev.Name == "" {
-				continue // its missing name is reported; "unknown input" would echo it
-			}
 			if prev.Role == RoleSink {
-				r.add(SevError, st.Pos.Line, st.Pos.Col, st.Path, "stage %q has no input: the stage before it, %q, is a sink; set input", st.Name, prev.Name)
+				which := strconv.Quote(prev.Name)
+				if prev.Name == "" {
+					which = prev.Path
+				}
+				r.add(SevError, st.Pos.Line, st.Pos.Col, st.Path, "stage %q has no input: the stage before it, %s, is a sink; set input", st.Name, which)
+				st.InputNames = []string{""}
 				continue
 			}
+			// Where prev has no name (reported), the input is "": it
+			// stays unresolved, so that the stage is checked quietly, and
+			// "unknown input" is not said (an echo of the error).
 			st.InputNames = []string{prev.Name}
 		}
 		if st.Role == RoleJoin && len(st.InputNames) < 2 {
@@ -805,6 +811,8 @@ func link(sp *Spec, r *reporter, cat Catalog) {
 			}
 			l, c := posLC(sp, field)
 			switch {
+			case !ok && name == "":
+				// The stage before it has no name (reported).
 			case !ok:
 				// Only the stages it could read: not itself, nor a sink.
 				names := make([]string, 0, len(byName))
