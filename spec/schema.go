@@ -253,8 +253,6 @@ func stageSchema(r *jsonschema.Reflector, t *StageType) *jsonschema.Schema {
 			continue
 		case p.Key == "type":
 			props.Set("type", &jsonschema.Schema{Type: "string", Const: t.Name, Description: t.Doc})
-		case p.Key == "input" && t.Role == RoleJoin:
-			continue // one input is never enough
 		case p.Key == "inputs" && t.Role == RoleJoin:
 			props.Set("inputs", &jsonschema.Schema{Type: "array", Items: &jsonschema.Schema{Type: "string"}, MinItems: ptr(uint64(2)), Description: p.Value.Description})
 		default:
@@ -268,15 +266,17 @@ func stageSchema(r *jsonschema.Reflector, t *StageType) *jsonschema.Schema {
 	}
 	required := append([]string{"name", "type"}, cfg.Required...)
 	not := cfg.Not
-	switch t.Role {
-	case RoleJoin:
+	if t.Role == RoleJoin {
 		required = append(required, "inputs")
-	case RoleSource:
-	default:
-		// Set input or inputs, not both (a null or empty one is absent).
+	}
+	if t.Role != RoleSource {
+		// Set input or inputs, not both. One that is null, empty, or a
+		// variable (which may expand to nothing) does not count as set:
+		// validate reads an empty one as absent.
+		named := &jsonschema.Schema{Type: "string", MinLength: ptr(uint64(1)), Not: &jsonschema.Schema{Pattern: varPattern}}
 		set := jsonschema.NewProperties()
-		set.Set("input", &jsonschema.Schema{Not: &jsonschema.Schema{Type: "null"}, MinLength: ptr(uint64(1))})
-		set.Set("inputs", &jsonschema.Schema{Not: &jsonschema.Schema{Type: "null"}, MinLength: ptr(uint64(1)), MinItems: ptr(uint64(1))})
+		set.Set("input", named)
+		set.Set("inputs", &jsonschema.Schema{AnyOf: []*jsonschema.Schema{named, {Type: "array", MinItems: ptr(uint64(1))}}})
 		both := &jsonschema.Schema{Required: []string{"input", "inputs"}, Properties: set}
 		if not != nil {
 			both = &jsonschema.Schema{AnyOf: []*jsonschema.Schema{both, not}}
