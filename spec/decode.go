@@ -400,6 +400,11 @@ func isNull(n *yaml.Node) bool {
 	return n.Kind == yaml.ScalarNode && n.ShortTag() == "!!null"
 }
 
+// Describe names a YAML value for a message: its kind, and a scalar's
+// type and text ("a mapping", "string \"x\"", "number 2.5"), as a
+// stage's own decoder says what it got.
+func Describe(n *yaml.Node) string { return describe(n) }
+
 func describe(n *yaml.Node) string {
 	switch n.Kind {
 	case yaml.MappingNode:
@@ -418,6 +423,8 @@ func describe(n *yaml.Node) string {
 			return "integer " + n.Value
 		case "!!float":
 			return "number " + n.Value
+		case "!!timestamp":
+			return "date " + n.Value
 		}
 		return fmt.Sprintf("%q", n.Value)
 	}

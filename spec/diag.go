@@ -60,10 +60,10 @@ func (d Diagnostic) String() string {
 		b.WriteString(d.Path)
 		b.WriteString(": ")
 	}
+	b.WriteString(d.Message)
 	// One problem, one line: CI's problem matchers read lines. A break
-	// comes from the user's own text (a ${VAR:?message}).
-	b.WriteString(lineBreaks.Replace(d.Message))
-	return b.String()
+	// comes from the user's own text (a ${VAR:?message}, a --set value).
+	return lineBreaks.Replace(b.String())
 }
 
 var lineBreaks = strings.NewReplacer("\r", `\r`, "\n", `\n`)

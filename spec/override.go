@@ -180,7 +180,7 @@ func Expand(s string, lookup func(string) (string, bool)) (string, error) {
 // ApplySet applies one override, "a.b=v", to a document's mapping node. The
 // path names keys separated by dots; under "stages" a segment is a stage
 // name or an index ("stages.decode.parallelism=4", "stages.3.parallelism=4");
-// a dot in a key is written \. ("stages.m.set.a\.b=1").
+// a dot in a key is written \. ("stages.m.set.a\.b=1"), a backslash \\.
 // The value is read as YAML, so "4" is an integer and "[a, b]" a list; an
 // empty value is an error ("null" removes a key).
 func ApplySet(doc *yaml.Node, set string) error {
@@ -193,19 +193,18 @@ func ApplySet(doc *yaml.Node, set string) error {
 		// change nothing, and said nothing.
 		return fmt.Errorf("%s holds anchors that stages merge, and the merges are made before overrides: set the stage's own key (stages.NAME.KEY)", strings.SplitN(key, ".", 2)[0])
 	}
-	if strings.TrimSpace(val) == "" {
-		// Read as YAML it would be null, removing the key: a pinned seed
-		// turned random when a CI matrix left its variable unset.
-		return fmt.Errorf(`no value after "=": write %s=null to remove the setting, or %s='""' for an empty string`, key, key)
-	}
 	var v yaml.Node
 	if err := yaml.Unmarshal([]byte(val), &v); err != nil {
 		return fmt.Errorf("value: %w", err)
 	}
-	value := &yaml.Node{Kind: yaml.ScalarNode, Tag: "!!null", Value: ""}
-	if len(v.Content) > 0 {
-		value = v.Content[0]
+	if len(v.Content) == 0 || v.Content[0].Tag == "!!null" && v.Content[0].Value == "" {
+		// Nothing, only a comment, a bare "---": read as null it would
+		// remove the key, and a pinned seed turned random when a CI
+		// matrix left its variable unset. An explicit null is "null" or
+		// "~".
+		return fmt.Errorf(`no value after "=": write %s=null to remove the setting, or %s='""' for an empty string`, key, key)
 	}
+	value := v.Content[0]
 	// Positions in the value are positions in the override, not in the
 	// file: mark them, so Parse reports them as the override's (markSet).
 	walk(value, func(n *yaml.Node) { n.Line, n.Column = fromSet, fromSet })
@@ -255,7 +254,7 @@ func ApplySet(doc *yaml.Node, set string) error {
 					}
 				}
 				if seg == "" {
-					return fmt.Errorf("empty name after %s. (two dots?)", strings.Join(segs[:i], "."))
+					return fmt.Errorf("empty name after %s. (two dots?)", joinKey(segs[:i]))
 				}
 				if _, err := strconv.Atoi(seg); err == nil {
 					which := fmt.Sprintf("0 to %d", len(n.Content)-1)
@@ -270,9 +269,9 @@ func ApplySet(doc *yaml.Node, set string) error {
 					if len(n.Content) == 0 {
 						which = "none"
 					}
-					return fmt.Errorf("no element %s in %s, which has %d (%s)", seg, strings.Join(segs[:i], "."), len(n.Content), which)
+					return fmt.Errorf("no element %s in %s, which has %d (%s)", seg, joinKey(segs[:i]), len(n.Content), which)
 				}
-				return fmt.Errorf("no element %q in %s%s", seg, strings.Join(segs[:i], "."), suggest(seg, names))
+				return fmt.Errorf("no element %q in %s%s", seg, joinKey(segs[:i]), suggest(seg, names))
 			}
 			if last {
 				n.Content[idx] = value
@@ -280,21 +279,21 @@ func ApplySet(doc *yaml.Node, set string) error {
 			}
 			n = n.Content[idx]
 		default:
-			return fmt.Errorf("%s is not a mapping or list", strings.Join(segs[:i], "."))
+			return fmt.Errorf("%s is not a mapping or list", joinKey(segs[:i]))
 		}
 	}
 	return nil
 }
 
 // splitKey splits an override's path at its dots, except those written
-// \. (a key holding a dot: a feature named "a.b").
+// \. (a key holding a dot: a feature named "a.b"); \\ is a backslash.
 func splitKey(key string) []string {
 	var segs []string
 	var b strings.Builder
 	for i := 0; i < len(key); i++ {
 		switch {
-		case key[i] == '\\' && i+1 < len(key) && key[i+1] == '.':
-			b.WriteByte('.')
+		case key[i] == '\\' && i+1 < len(key) && (key[i+1] == '.' || key[i+1] == '\\'):
+			b.WriteByte(key[i+1])
 			i++
 		case key[i] == '.':
 			segs = append(segs, b.String())
@@ -304,6 +303,16 @@ func splitKey(key string) []string {
 		}
 	}
 	return append(segs, b.String())
+}
+
+// joinKey writes segments as an override's path, splitKey's inverse.
+func joinKey(segs []string) string {
+	esc := strings.NewReplacer(`\`, `\\`, ".", `\.`)
+	out := make([]string, len(segs))
+	for i, s := range segs {
+		out[i] = esc.Replace(s)
+	}
+	return strings.Join(out, ".")
 }
 
 // fromSet is the line ApplySet gives the nodes it makes; Parse renumbers

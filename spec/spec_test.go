@@ -147,11 +147,23 @@ func TestSetOverrides(t *testing.T) {
 	} else if set := sp.Stage("m").Config.(*stages.MapConfig).Set; set.Len() != 1 || set.Entries[0].Key != "x.y" || set.Entries[0].Value != "index + 2" {
 		t.Errorf("dotted key: set is %+v", set.Entries)
 	}
+	// A path that fails names the keys as they are written.
+	_, diags = spec.Parse("d.yaml", dotted, spec.Options{Catalog: stages.Default(), LookupEnv: noEnv, Set: []string{`stages.m.set.x\.y.z=1`}})
+	if got := diagText(diags); !strings.Contains(got, `stages.m.set.x\.y is not a mapping or list`) {
+		t.Errorf("dotted key, a level too deep: %s", got)
+	}
 	// An empty value is refused, not read as null: "--set seed=${SEED}"
-	// with SEED unset in a CI matrix made a pinned seed random, quietly.
-	_, diags = spec.Load("testdata/valid/interp.yaml", spec.Options{Catalog: stages.Default(), LookupEnv: noEnv, Set: []string{"seed= "}})
-	if got := diagText(diags); !strings.Contains(got, `(--set seed= ): no value after "=": write seed=null to remove the setting, or seed='""' for an empty string`) {
-		t.Errorf("empty override: %s", got)
+	// with SEED unset in a CI matrix made a pinned seed random, quietly;
+	// so is a value of only a comment or a document marker.
+	for _, set := range []string{"seed= ", "seed=#x", "seed=---"} {
+		_, diags = spec.Load("testdata/valid/interp.yaml", spec.Options{Catalog: stages.Default(), LookupEnv: noEnv, Set: []string{set}})
+		if got := diagText(diags); !strings.Contains(got, `(--set `+set+`): no value after "=": write seed=null to remove the setting, or seed='""' for an empty string`) {
+			t.Errorf("empty override %q: %s", set, got)
+		}
+	}
+	// null removes a key, as written.
+	if sp, diags := spec.Load("testdata/valid/interp.yaml", spec.Options{Catalog: stages.Default(), LookupEnv: noEnv, Set: []string{"seed=null"}}); diags.HasErrors() || sp.Seed != nil {
+		t.Errorf("seed=null: %v", diags)
 	}
 	// An index past the end says how many there are; no name is guessed
 	// for a number (stages.9 was asked "did you mean \"m\"?").
@@ -582,4 +594,8 @@ func TestDiagnosticIsOneLine(t *testing.T) {
 	if m := diags[0].Message; m != "environment variable COUNT is not set or empty: set COUNT\r\nplease" {
 		t.Errorf("the message itself was changed: %q", m)
 	}
+	// A break in a --set, which the position quotes, too.
+	_, diags = spec.Parse("nl.yaml", []byte("version: 1\nname: nl\nstages:\n  - {name: src, type: range, count: 1}\n  - {name: out, type: discard}\n"),
+		spec.Options{Catalog: stages.Default(), LookupEnv: noEnv, Set: []string{"seed=\n"}})
+	wantOnlyDiag(t, diags, `nl.yaml (--set seed=\n): no value after "=": write seed=null to remove the setting, or seed='""' for an empty string`)
 }

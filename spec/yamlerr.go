@@ -57,7 +57,7 @@ const yamlSearchLimit = 256 << 10
 // its first line is reported.
 func yamlErrorPos(data []byte, err error) (line, col int, msg string) {
 	line, msg = splitYAMLError(err)
-	if strings.Contains(msg, "UTF-8") || msg == "control characters are not allowed" {
+	if strings.Contains(msg, "UTF-8") || strings.Contains(msg, "Unicode") || msg == "control characters are not allowed" {
 		// yaml.v3 gives the line after the character, or none, and no
 		// column; the first one YAML refuses is the one it meant.
 		if l, c, what, ok := unprintable(data); ok {
@@ -147,9 +147,14 @@ func yamlErrorPos(data []byte, err error) (line, col int, msg string) {
 
 // unprintable finds the first byte sequence of data that is not UTF-8 or
 // is a character YAML does not allow (its c-printable set), and says
-// which, at line and column counted as yaml.v3 counts them (columns in
-// characters).
+// which, at its line and column as an editor counts them: lines end at
+// "\n", "\r\n" or "\r", columns count characters. (yaml.v3 also ends
+// lines at U+0085, U+2028 and U+2029, so its lines below such a character
+// are one more.) UTF-16, which yaml.v3 reads too, is left to yaml.v3.
 func unprintable(data []byte) (line, col int, what string, ok bool) {
+	if bytes.HasPrefix(data, []byte{0xff, 0xfe}) || bytes.HasPrefix(data, []byte{0xfe, 0xff}) {
+		return 0, 0, "", false
+	}
 	line, col = 1, 1
 	data = bytes.TrimPrefix(data, utf8BOM)
 	for i := 0; i < len(data); {
@@ -161,8 +166,10 @@ func unprintable(data []byte) (line, col int, what string, ok bool) {
 			line, col = line+1, 1
 		case r == '\t', r == '\r', r >= 0x20 && r <= 0x7e, r == 0x85, r >= 0xa0 && r <= 0xd7ff, r >= 0xe000 && r <= 0xfffd, r >= 0x10000:
 			col++
-		default:
+		case r <= 0xff:
 			return line, col, fmt.Sprintf("control character %U is not allowed (in a double-quoted string write it as \\x%02x)", r, r), true
+		default:
+			return line, col, fmt.Sprintf("character %U is not allowed (in a double-quoted string write it as \\u%04x)", r, r), true
 		}
 		i += n
 	}

@@ -95,6 +95,12 @@ func TestYAMLErrorPosition(t *testing.T) {
 		{"NUL after CRLF line ends and a multi-byte character",
 			"version: 1\r\nname: é\x00\r\n",
 			"y.yaml:2:8: invalid YAML: control character U+0000 is not allowed (in a double-quoted string write it as \\x00)"},
+		{"U+FFFE, a non-character",
+			"version: 1\nname: \"a\uFFFE\"\n",
+			"y.yaml:2:9: invalid YAML: character U+FFFE is not allowed (in a double-quoted string write it as \\ufffe)"},
+		{"an encoded surrogate",
+			"version: 1\nname: a\xed\xa0\x80\n",
+			"y.yaml:2:8: invalid YAML: byte 0xed is not UTF-8: a spec is UTF-8 text (was it saved as Latin-1?)"},
 		{"Latin-1 byte",
 			"version: 1\nname: s\xe9\nstages: []\n",
 			"y.yaml:2:8: invalid YAML: byte 0xe9 is not UTF-8: a spec is UTF-8 text (was it saved as Latin-1?)"},
@@ -109,5 +115,15 @@ func TestYAMLErrorPosition(t *testing.T) {
 		if sp != nil || len(diags) != 1 || diags[0].String() != tc.want {
 			t.Errorf("%s:\ngot  %v\nwant %s", tc.desc, diags, tc.want)
 		}
+	}
+	// yaml.v3 reads UTF-16 with a byte order mark: a control character
+	// there is not called a byte that is not UTF-8 (a review found it
+	// called Latin-1).
+	utf16 := []byte{0xff, 0xfe}
+	for _, r := range "version: 1\nname: a\x01\n" {
+		utf16 = append(utf16, byte(r), 0)
+	}
+	if _, diags := spec.Parse("y.yaml", utf16, spec.Options{Catalog: stages.Default(), LookupEnv: noEnv}); len(diags) != 1 || strings.Contains(diags[0].Message, "UTF-8") {
+		t.Errorf("UTF-16 with a control character: %v", diags)
 	}
 }

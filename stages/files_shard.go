@@ -48,7 +48,7 @@ func (s *Shard) UnmarshalNode(n *yaml.Node) error {
 			return at(v, "shard.%s: expected an integer, got null", k.Value)
 		} else if v.ShortTag() != "!!int" {
 			// yaml.v3 decodes 1.5 into an int as 1, in silence.
-			return at(v, "shard.%s: expected an integer, got %s", k.Value, v.Value)
+			return at(v, "shard.%s: expected an integer, got %s", k.Value, spec.Describe(v))
 		} else if err := v.Decode(&x); err != nil {
 			return at(v, "shard.%s: expected an integer", k.Value)
 		}
