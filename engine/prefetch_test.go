@@ -51,6 +51,8 @@ func (p *prefetching) Process(ctx context.Context, s *sample.Sample, emit stages
 	case <-p.started:
 	case <-ctx.Done():
 		return ctx.Err()
+	case <-time.After(time.Minute): // fail, not hang, if it never runs
+		return errors.New("the read-ahead work never ran")
 	}
 	p.mu.Lock()
 	ok := p.seen[[2]int64{int64(s.Epoch), s.ID}]
