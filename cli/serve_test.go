@@ -1064,12 +1064,21 @@ stages:
 // TestPythonClientSaysItWaits: a client waiting for a socket nobody serves
 // says so once on stderr after a while, then fails naming the address (a
 // new-user test's client, started after the run ended, looked hung for its
-// whole 60 s wait).
+// whole 60 s wait). The client's clock is a fake one that its sleeps
+// advance: on the real one a pause of the process near the notice's time
+// (0.5 s, as a loaded CI machine can give) skipped the notice.
 func TestPythonClientSaysItWaits(t *testing.T) {
 	py := pythonWith(t, "numpy")
 	sock := filepath.Join(t.TempDir(), "none.sock")
-	code := `import sys; sys.path.insert(0, "../clients/python")
+	code := `import sys, time, types; sys.path.insert(0, "../clients/python")
+import piperun_client
 from piperun_client import connect
+now = [0.0]
+def sleep(s):
+    now[0] += s
+clock = {k: getattr(time, k) for k in dir(time) if not k.startswith("_")}
+clock.update(monotonic=lambda: now[0], sleep=sleep)
+piperun_client.time = types.SimpleNamespace(**clock)
 try:
     connect(sys.argv[1], wait=2.5)
 except ConnectionError as e:
@@ -1086,7 +1095,7 @@ except ConnectionError as e:
 	if string(out) != wantErr {
 		t.Errorf("stdout %q, want %q", out, wantErr)
 	}
-	if got := stderr.String(); strings.Count(got, "piperun_client: nothing serves at unix://"+sock+" yet; waiting up to") != 1 ||
+	if got := stderr.String(); strings.Count(got, "piperun_client: nothing serves at unix://"+sock+" yet; waiting up to 0.5 s more") != 1 ||
 		!strings.HasSuffix(got, "s more for piperun apply (a run that has already ended serves nothing)\n") {
 		t.Errorf("stderr %q, want one notice that it waits", got)
 	}

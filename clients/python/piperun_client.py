@@ -117,8 +117,10 @@ def _open(address, wait):
                                       % (address, ", or give connect or PiperunDataset a wait" if wait == 0 else "")) from e
             if not told and now - start >= WAIT_NOTICE:
                 told = True
-                sys.stderr.write("piperun_client: nothing serves at %s yet; waiting up to %.0f s more for piperun apply "
-                                 "(a run that has already ended serves nothing)\n" % (address, deadline - now))
+                left = deadline - now
+                sys.stderr.write("piperun_client: nothing serves at %s yet; waiting up to %s s more for piperun apply "
+                                 "(a run that has already ended serves nothing)\n"
+                                 % (address, "%.0f" % left if left >= 10 else "%.1f" % left))
                 sys.stderr.flush()
             time.sleep(0.1)
 
