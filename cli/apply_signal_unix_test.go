@@ -3,9 +3,11 @@
 package cli_test
 
 import (
+	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"runtime"
 	"strings"
 	"syscall"
 	"testing"
@@ -46,7 +48,7 @@ stages:
 		}
 	}
 	waitFor("starting")
-	time.Sleep(200 * time.Millisecond) // into the open
+	inOpen(t, cmd.Process.Pid)
 	if err := cmd.Process.Signal(syscall.SIGINT); err != nil {
 		t.Fatal(err)
 	}
@@ -69,6 +71,31 @@ stages:
 	}
 }
 
+// openat is the number of the openat system call, by architecture.
+var openat = map[string]string{"amd64": "257", "arm64": "56"}
+
+// inOpen returns once a thread of process pid is in an openat call, as
+// Linux's /proc tells; elsewhere, or if /proc cannot tell, after 200 ms.
+// A fixed sleep alone could signal a slow run before it reached the open,
+// and the run then stopped at the first signal, as it should.
+func inOpen(t *testing.T, pid int) {
+	t.Helper()
+	nr, ok := openat[runtime.GOARCH]
+	if _, err := os.Stat(fmt.Sprintf("/proc/%d/task", pid)); !ok || err != nil {
+		time.Sleep(200 * time.Millisecond)
+		return
+	}
+	for deadline := time.Now().Add(30 * time.Second); time.Now().Before(deadline); time.Sleep(5 * time.Millisecond) {
+		calls, _ := filepath.Glob(fmt.Sprintf("/proc/%d/task/*/syscall", pid))
+		for _, c := range calls {
+			if b, err := os.ReadFile(c); err == nil && strings.HasPrefix(string(b), nr+" ") {
+				return
+			}
+		}
+	}
+	t.Fatalf("no thread of process %d in openat after 30 s", pid)
+}
+
 // TestReadOnlyCommandsEndOnTheFirstSignal: outside a run nothing looks
 // at the context, so the first SIGTERM or SIGINT ends the process by that
 // signal, as it would without a handler. It was swallowed: inspect of a
@@ -83,7 +110,7 @@ func TestReadOnlyCommandsEndOnTheFirstSignal(t *testing.T) {
 	for _, sig := range []syscall.Signal{syscall.SIGTERM, syscall.SIGINT} {
 		cmd := exec.Command(binary, "inspect", fifo)
 		exited := start(t, cmd).exited
-		time.Sleep(300 * time.Millisecond) // into the open
+		inOpen(t, cmd.Process.Pid)
 		if err := cmd.Process.Signal(sig); err != nil {
 			t.Fatal(err)
 		}

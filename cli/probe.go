@@ -30,6 +30,7 @@ func probe(parent context.Context, g *globals, p *plan.Plan, n int64) (map[strin
 	if err != nil {
 		return nil, err
 	}
+	g.log.Debug("probe running", zap.String("pipeline", p.Spec.Name), zap.Int64("samples_per_sink", n))
 	t := time.NewTicker(10 * time.Millisecond)
 	defer t.Stop()
 	starve := newStarvation(run)

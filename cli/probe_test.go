@@ -1,6 +1,7 @@
 package cli_test
 
 import (
+	"bufio"
 	"bytes"
 	"os"
 	"os/exec"
@@ -137,18 +138,43 @@ stages:
 `)
 	for _, cmd := range []string{"validate", "plan"} {
 		t.Run(cmd, func(t *testing.T) {
-			var stdout, stderr bytes.Buffer
-			c := exec.Command(binary, cmd, "--probe", "1000000000000", spec)
-			c.Stdout, c.Stderr = &stdout, &stderr
+			var stdout bytes.Buffer
+			c := exec.Command(binary, "--log-level", "debug", cmd, "--probe", "1000000000000", spec)
+			c.Stdout = &stdout
+			pipe, err := c.StderrPipe()
+			if err != nil {
+				t.Fatal(err)
+			}
 			if err := c.Start(); err != nil {
 				t.Fatal(err)
 			}
-			time.Sleep(500 * time.Millisecond)
+			// The signal goes once the probe runs: a fixed sleep could
+			// send it before, on a slow machine.
+			var stderr strings.Builder
+			running, copied := make(chan struct{}), make(chan struct{})
+			go func() {
+				defer close(copied)
+				sc := bufio.NewScanner(pipe)
+				for sc.Scan() {
+					stderr.WriteString(sc.Text() + "\n")
+					if strings.Contains(sc.Text(), "probe running") {
+						close(running)
+					}
+				}
+			}()
+			select {
+			case <-running:
+			case <-copied:
+				t.Fatalf("%s --probe ended before its probe ran: %s", cmd, stderr.String())
+			case <-time.After(time.Minute):
+				c.Process.Kill()
+				t.Fatalf("%s --probe did not say its probe runs within a minute", cmd)
+			}
 			if err := c.Process.Signal(syscall.SIGINT); err != nil {
 				t.Fatal(err)
 			}
 			done := make(chan error, 1)
-			go func() { done <- c.Wait() }()
+			go func() { <-copied; done <- c.Wait() }() // Wait after the last read of the pipe
 			select {
 			case <-done:
 			case <-time.After(30 * time.Second):

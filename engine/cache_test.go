@@ -301,21 +301,23 @@ func TestCacheNotResumedWhenNotDeterministic(t *testing.T) {
 
 // cancelOnceCommitted returns a context that is cancelled once the cache
 // under dir has committed some samples (its manifest counts them), or
-// after about 2 s.
+// after a minute. It used to give up after 2 s, which a slow host under
+// -race can spend before the first commit; and it read only counts that
+// start with 1.
 func cancelOnceCommitted(dir string) context.Context {
 	ctx, cancel := context.WithCancel(context.Background())
 	go func() {
-		for i := 0; i < 400; i++ {
-			time.Sleep(5 * time.Millisecond)
+		defer cancel()
+		for end := time.Now().Add(time.Minute); time.Now().Before(end); time.Sleep(5 * time.Millisecond) {
 			ms, _ := filepath.Glob(filepath.Join(dir, "cache", "*", "manifest.json"))
-			if len(ms) > 0 {
-				b, _ := os.ReadFile(ms[0])
-				if strings.Contains(string(b), `"samples": 1`) || strings.Contains(string(b), `"samples":1`) {
-					break
-				}
+			if len(ms) == 0 {
+				continue
+			}
+			var m struct{ Samples int64 }
+			if b, err := os.ReadFile(ms[0]); err == nil && json.Unmarshal(b, &m) == nil && m.Samples > 0 {
+				return
 			}
 		}
-		cancel()
 	}()
 	return ctx
 }

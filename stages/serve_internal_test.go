@@ -120,9 +120,15 @@ func TestServeIdleTimeCountsTheGapUnderWay(t *testing.T) {
 	}
 	wrote := make(chan error, 1)
 	go func() { wrote <- sk.Write(ctx, &sample.Sample{Fields: map[string]any{"x": int64(2)}}) }()
+	// From the moment the sink is idle, the gap grows with the clock: a
+	// fixed sleep left the Write goroutine 50 ms to get there.
+	for !sk.Idle() {
+		time.Sleep(time.Millisecond)
+	}
+	t0 := time.Now()
 	time.Sleep(300 * time.Millisecond)
-	if d := sk.IdleTime(); d < 250*time.Millisecond || !sk.Idle() {
-		t.Errorf("IdleTime %v, Idle %v while waiting 300 ms for the next trainer; want the gap under way counted, and idle", d, sk.Idle())
+	if d, want := sk.IdleTime(), time.Since(t0); d < want || !sk.Idle() {
+		t.Errorf("IdleTime %v, Idle %v while waiting %v for the next trainer; want the gap under way counted, and idle", d, sk.Idle(), want)
 	}
 	if err := read(); err != nil {
 		t.Fatal(err)
@@ -132,8 +138,8 @@ func TestServeIdleTimeCountsTheGapUnderWay(t *testing.T) {
 	}
 	d1 := sk.IdleTime()
 	time.Sleep(50 * time.Millisecond)
-	if d2 := sk.IdleTime(); d2 != d1 || d1 < 250*time.Millisecond || sk.Idle() {
-		t.Errorf("IdleTime %v, then %v 50 ms later, with a trainer served; want at least 250 ms, not growing", d1, d2)
+	if d2 := sk.IdleTime(); d2 != d1 || d1 < 300*time.Millisecond || sk.Idle() {
+		t.Errorf("IdleTime %v, then %v 50 ms later, with a trainer served; want at least 300 ms, not growing", d1, d2)
 	}
 	sk.Abort()
 }
