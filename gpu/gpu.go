@@ -363,13 +363,19 @@ func (m *Monitor) Watch(every time.Duration) *Watching {
 // says so in the verdict, leaving the hung call to the goroutine that
 // made it.
 func (w *Watching) Stop(wait time.Duration) (*Summary, error) {
-	w.cancel()
 	t := time.NewTimer(wait)
 	defer t.Stop()
+	return w.stopWhen(wait, t.C)
+}
+
+// stopWhen is Stop, giving up when timeout fires: a test fires it once a
+// read hangs, where a timer could fire before the read began.
+func (w *Watching) stopWhen(wait time.Duration, timeout <-chan time.Time) (*Summary, error) {
+	w.cancel()
 	select {
 	case <-w.done:
 		return w.m.Summary(), w.closeErr
-	case <-t.C:
+	case <-timeout:
 		return w.m.stalled(wait), nil
 	}
 }
