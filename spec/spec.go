@@ -750,6 +750,7 @@ func link(sp *Spec, r *reporter, cat Catalog) {
 	// they look unread, and saying so would only add noise to the error
 	// that explains it.
 	unwired := map[string]bool{}
+	afterUnnamed := map[*Stage]bool{} // reads, by default, a stage with no name
 	for i, st := range sp.Stages {
 		if st.Config == nil {
 			for _, n := range st.InputNames {
@@ -792,8 +793,12 @@ func link(sp *Spec, r *reporter, cat Catalog) {
 			}
 			// Where prev has no name (reported), the input is "": it
 			// stays unresolved, so that the stage is checked quietly, and
-			// "unknown input" is not said (an echo of the error).
+			// "unknown input" is not said (an echo of the error). An
+			// input the user wrote empty is still unknown.
 			st.InputNames = []string{prev.Name}
+			if prev.Name == "" {
+				afterUnnamed[st] = true
+			}
 		}
 		if st.Role == RoleJoin && len(st.InputNames) < 2 {
 			l, c := posLC(sp, st.Path+".inputs")
@@ -811,7 +816,7 @@ func link(sp *Spec, r *reporter, cat Catalog) {
 			}
 			l, c := posLC(sp, field)
 			switch {
-			case !ok && name == "":
+			case !ok && afterUnnamed[st]:
 				// The stage before it has no name (reported).
 			case !ok:
 				// Only the stages it could read: not itself, nor a sink.
@@ -820,6 +825,11 @@ func link(sp *Spec, r *reporter, cat Catalog) {
 					if o != st && o.Role != RoleSink {
 						names = append(names, n)
 					}
+				}
+				if name == "" {
+					// A guess at an empty name is any name.
+					r.add(SevError, l, c, field, "empty input name (stages here: %s)", strings.Join(sortedStrings(names), ", "))
+					break
 				}
 				r.add(SevError, l, c, field, "unknown input %q%s", name, suggest(name, sortedStrings(names)))
 			case in == st:
