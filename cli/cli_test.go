@@ -586,6 +586,7 @@ func TestExamplesMatchSchema(t *testing.T) {
 		"{name: m, type: map}",
 		"{name: p, type: parse_example, features: {}}",
 		"{name: j, type: jsonl, max_line_bytes: 0}",
+		"{name: m, type: map, inputs: [src, src2], set: {a: '1'}}\n  - {name: src2, type: range, count: 2}",
 	} {
 		// The sink reads src, so the stage tried is the spec's only error.
 		f := writeSpec(t, t.TempDir(), "s.yaml", "version: 1\nname: s\nstages:\n  - {name: src, type: range, count: 3}\n  - "+stage+"\n  - {name: zz_out, type: discard, input: src}\n")

@@ -255,6 +255,12 @@ func stageSchema(r *jsonschema.Reflector, t *StageType) *jsonschema.Schema {
 			props.Set("type", &jsonschema.Schema{Type: "string", Const: t.Name, Description: t.Doc})
 		case p.Key == "inputs" && t.Role == RoleJoin:
 			props.Set("inputs", &jsonschema.Schema{Type: "array", Items: &jsonschema.Schema{Type: "string"}, MinItems: ptr(uint64(2)), Description: p.Value.Description})
+		case p.Key == "inputs":
+			// One stage, as a name or a list of one.
+			props.Set("inputs", &jsonschema.Schema{Description: p.Value.Description, OneOf: []*jsonschema.Schema{
+				{Type: "string"},
+				{Type: "array", Items: &jsonschema.Schema{Type: "string"}, MaxItems: ptr(uint64(1))},
+			}})
 		default:
 			props.Set(p.Key, p.Value)
 		}

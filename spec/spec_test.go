@@ -155,7 +155,7 @@ func TestSetOverrides(t *testing.T) {
 	// An empty value is refused, not read as null: "--set seed=${SEED}"
 	// with SEED unset in a CI matrix made a pinned seed random, quietly;
 	// so is a value of only a comment or a document marker.
-	for _, set := range []string{"seed= ", "seed=#x", "seed=---"} {
+	for _, set := range []string{"seed= ", "seed=\t", "seed=#x", "seed=---"} {
 		_, diags = spec.Load("testdata/valid/interp.yaml", spec.Options{Catalog: stages.Default(), LookupEnv: noEnv, Set: []string{set}})
 		if got := diagText(diags); !strings.Contains(got, `(--set `+set+`): no value after "=": write seed=null to remove the setting, or seed='""' for an empty string`) {
 			t.Errorf("empty override %q: %s", set, got)
