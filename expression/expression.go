@@ -302,8 +302,9 @@ func (r *Registry) compile(src string, in sample.Schema, want sample.Kind, strip
 			return nil, &Error{Line: line, Column: col, Msg: fmt.Sprintf("%s is piperun's own name (random functions read the sample's identity through it); no field may be called so", CtxVar)}
 		}
 	}
-	lits := &literalPaths{dir: r.dir}
+	lits := &literalPaths{dir: r.dir, lets: map[string]ast.Node{}}
 	if err == nil {
+		ast.Walk(&tree.Node, letsOf(lits.lets))
 		ast.Walk(&tree.Node, lits)
 	}
 	if err == nil && strip != nil && !strip(tree) {
@@ -370,10 +371,17 @@ func (r *Registry) compile(src string, in sample.Schema, want sample.Kind, strip
 }
 
 // literalPaths collects the paths written as text in read_file calls,
-// making the relative ones absolute, joined to dir, where dir is set.
+// making the relative ones absolute, joined to dir, where dir is set. A
+// path built of strings alone ("imgs/" + "a.txt", or a let bound to one)
+// is written as text too: it is replaced by the string it makes, so that
+// it resolves as one and the cache's fingerprint sees the file (a cache
+// operator found such a file's change served stale from the cache).
 type literalPaths struct {
 	dir   string
 	paths []string
+	// lets holds what each name a let binds is bound to; nil for a name
+	// bound more than once, whose binding at a use is not known here.
+	lets map[string]ast.Node
 }
 
 func (l *literalPaths) Visit(node *ast.Node) {
@@ -381,16 +389,65 @@ func (l *literalPaths) Visit(node *ast.Node) {
 	if !ok {
 		return
 	}
-	p, ok := c.Arguments[0].(*ast.StringNode)
-	if !ok || p.Value == "" {
+	v, ok := constString(c.Arguments[0], l.lets, 0)
+	if !ok || v == "" {
 		return
 	}
-	if l.dir != "" && !filepath.IsAbs(p.Value) {
-		p.Value = filepath.Join(l.dir, p.Value)
+	if l.dir != "" && !filepath.IsAbs(v) {
+		v = filepath.Join(l.dir, v)
 	}
-	if !slices.Contains(l.paths, p.Value) {
-		l.paths = append(l.paths, p.Value)
+	if p, ok := c.Arguments[0].(*ast.StringNode); ok {
+		p.Value = v
+	} else {
+		p := &ast.StringNode{Value: v}
+		p.SetLocation(c.Arguments[0].Location())
+		c.Arguments[0] = p
 	}
+	if !slices.Contains(l.paths, v) {
+		l.paths = append(l.paths, v)
+	}
+}
+
+// letsOf records in m what each name a let binds is bound to.
+type letsOf map[string]ast.Node
+
+func (m letsOf) Visit(node *ast.Node) {
+	d, ok := (*node).(*ast.VariableDeclaratorNode)
+	if !ok {
+		return
+	}
+	if _, twice := m[d.Name]; twice {
+		m[d.Name] = nil
+		return
+	}
+	m[d.Name] = d.Value
+}
+
+// constString returns the string n makes when it is made of strings
+// alone: text, + of such, or a name a let binds to one.
+func constString(n ast.Node, lets map[string]ast.Node, depth int) (string, bool) {
+	if depth > 32 {
+		return "", false
+	}
+	switch n := n.(type) {
+	case *ast.StringNode:
+		return n.Value, true
+	case *ast.BinaryNode:
+		if n.Operator != "+" {
+			return "", false
+		}
+		a, ok := constString(n.Left, lets, depth+1)
+		if !ok {
+			return "", false
+		}
+		b, ok := constString(n.Right, lets, depth+1)
+		return a + b, ok
+	case *ast.IdentifierNode:
+		if v := lets[n.Value]; v != nil {
+			return constString(v, lets, depth+1)
+		}
+	}
+	return "", false
 }
 
 // filesRead collects the names passed straight to read_file (or the pooled

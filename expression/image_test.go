@@ -147,6 +147,12 @@ func TestLiteralPathsResolveInTheSpecsDir(t *testing.T) {
 		{`string(read_file(p))`, filepath.Join(dir, "imgs", "a.txt"), "spec's"},
 		{`string(read_file(p))`, "imgs/a.txt", "open imgs/a.txt: no such file or directory"},
 		{`string(shape(decode_image(read_file("g.jpg"), 1)))`, "", "[4 8 1]"},
+		// A path built of strings alone is as written (a cache operator
+		// found these read from the working folder, and left out of the
+		// cache's fingerprint).
+		{`string(read_file("imgs/" + "a.txt"))`, "", "spec's"},
+		{`let f = "imgs/a.txt"; string(read_file(f))`, "", "spec's"},
+		{`let d = "imgs/"; let f = d + "a.txt"; string(read_file(f))`, "", "spec's"},
 	} {
 		p, err := reg.Compile(tc.src, in, sample.Any)
 		if err != nil {
@@ -160,6 +166,21 @@ func TestLiteralPathsResolveInTheSpecsDir(t *testing.T) {
 		if !strings.Contains(got, tc.want) {
 			t.Errorf("%s with p=%q: %s, want %s", tc.src, tc.p, got, tc.want)
 		}
+	}
+	// All of them are in the fingerprint, as files the expression names.
+	want := filepath.Join(dir, "imgs", "a.txt")
+	for _, src := range []string{`read_file("imgs/" + "a.txt")`, `let f = "imgs/a.txt"; read_file(f)`, `let d = "imgs/"; let f = d + "a.txt"; read_file(f)`} {
+		p, err := reg.Compile(src, in, sample.Any)
+		if err != nil {
+			t.Fatalf("%s: %v", src, err)
+		}
+		if got := p.LiteralFiles(); len(got) != 1 || got[0] != want {
+			t.Errorf("%s names files %q, want [%s]", src, got, want)
+		}
+	}
+	// A path from the data is not one.
+	if p, err := reg.Compile(`let f = p + ".txt"; read_file(f)`, in, sample.Any); err != nil || len(p.LiteralFiles()) != 0 {
+		t.Errorf("a path from the data: %v, files %v", err, p.LiteralFiles())
 	}
 	// The registry it came from is untouched.
 	p, err := expression.Default().Compile(`read_file("imgs/a.txt")`, in, sample.Any)
