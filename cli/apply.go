@@ -119,6 +119,7 @@ func applyCmd(g *globals) *cobra.Command {
 			tty := progress == "always" || (progress == "auto" && isTerminal(g.stderr))
 			watch(run, g, tty, sp.Epochs)
 			rep, runErr := run.Wait()
+			ended := time.Since(start) // on stoppedAt's clock: the engine's starts later
 			endWatch()
 			feeds := serveFeeds(sp, rep)
 			rep.GPU = stopGPU(feeds)
@@ -133,11 +134,11 @@ func applyCmd(g *globals) *cobra.Command {
 						break
 					}
 				}
-				at := time.Duration(stoppedAt.Load()).Seconds()
+				at := time.Duration(stoppedAt.Load())
 				if at == 0 { // cancelled other than by a signal
-					at = rep.ElapsedS
+					at = ended
 				}
-				runErr = fmt.Errorf("interrupted at %.1fs, stopped at %.1fs; %s", at, rep.ElapsedS, msg)
+				runErr = fmt.Errorf("interrupted at %.1fs, stopped at %.1fs; %s", at.Seconds(), max(at, ended).Seconds(), msg)
 				rep.Error = runErr.Error()
 			} else if runErr == nil && stoppedAt.Load() > 0 {
 				// The outputs were being committed: they are whole, and

@@ -11,6 +11,7 @@ import (
 	"path/filepath"
 	"regexp"
 	"sort"
+	"strconv"
 	"strings"
 	"sync"
 	"syscall"
@@ -455,9 +456,14 @@ func TestApplySignals(t *testing.T) {
 			if code := cmd.ProcessState.ExitCode(); code != 1 {
 				t.Errorf("exit code %d, want 1\n%s", code, stderr.String())
 			}
-			if !regexp.MustCompile(`WARN\tinterrupted: stopping \(interrupt again to quit at once; the next run removes the temporary files left\)\n` +
-				`piperun: interrupted at \d+\.\ds, stopped at \d+\.\ds; no output was committed\n`).MatchString(stderr.String()) {
+			said := regexp.MustCompile(`WARN\tinterrupted: stopping \(interrupt again to quit at once; the next run removes the temporary files left\)\n` +
+				`piperun: interrupted at (\d+\.\d)s, stopped at (\d+\.\d)s; no output was committed\n`).FindStringSubmatch(stderr.String())
+			if said == nil {
 				t.Errorf("stderr does not say it was interrupted:\n%s", stderr.String())
+			} else if parseFloat(said[1]) > parseFloat(said[2]) {
+				// One clock for both (a cache operator saw "interrupted at
+				// 1.5s, stopped at 1.4s").
+				t.Errorf("stopped before it was interrupted: %s", said[0])
 			}
 			if _, err := os.Stat(filepath.Join(outDir, "slow.tfrecord")); !os.IsNotExist(err) {
 				t.Errorf("output file exists after %v: %v", sig, err)
@@ -902,4 +908,10 @@ func TestApplyLateInterruptIsExplained(t *testing.T) {
 			t.Fatalf("run %d exited 0, stderr:\n%s\nwant the interrupted line, then the note that the run finished whole, then the summary", i, s)
 		}
 	}
+}
+
+// parseFloat is strconv.ParseFloat of a number a regexp matched.
+func parseFloat(s string) float64 {
+	f, _ := strconv.ParseFloat(s, 64)
+	return f
 }
