@@ -13,8 +13,13 @@ import (
 	"testing"
 	"time"
 
+	"go.uber.org/zap"
+	"go.uber.org/zap/zapcore"
+	"go.uber.org/zap/zaptest/observer"
+
 	"github.com/piperun/piperun/engine"
 	"github.com/piperun/piperun/plan"
+	"github.com/piperun/piperun/spec"
 	"github.com/piperun/piperun/stages"
 )
 
@@ -665,5 +670,43 @@ stages:
 	var se *engine.StageError
 	if !errors.As(err, &se) || se.Stage != "c" || se.Sample != "" || !strings.Contains(err.Error(), " is corrupt (") {
 		t.Fatalf("resumed run: %v; want the cache's error, naming no sample", err)
+	}
+}
+
+// TestOtherCachesAreOneLine: a cache folder holding earlier caches of the
+// stage (another upstream) gets one line saying how many are not used,
+// not one line for each (a cache operator's runs logged 20 a run).
+func TestOtherCachesAreOneLine(t *testing.T) {
+	dir := t.TempDir()
+	src := "version: 1\nname: others\nstages:\n  - {name: src, type: range, count: 5}\n  - {name: m, type: map, set: {v: 'index'}}\n  - {name: c, type: cache, dir: cache}\n  - {name: out, type: discard}\n"
+	for k := range 3 {
+		if _, err := runSpec(t, dir, src, fmt.Sprintf("stages.m.set.v=index + %d", k)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	reg := stages.Default()
+	sp, diags := spec.Parse(filepath.Join(dir, "spec.yaml"), []byte(src), spec.Options{Catalog: reg, Set: []string{"stages.m.set.v=index + 9"}})
+	if diags.HasErrors() {
+		t.Fatal(diags)
+	}
+	p, err := plan.Compile(sp, reg, plan.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	core, logs := observer.New(zapcore.DebugLevel)
+	run, err := engine.Start(context.Background(), p, engine.Options{Registry: reg, Log: zap.New(core)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := run.Wait(); err != nil {
+		t.Fatal(err)
+	}
+	lines := logs.FilterMessageSnippet("not using").All()
+	if len(lines) != 1 || lines[0].ContextMap()["others"] != int64(3) {
+		var got []string
+		for _, l := range lines {
+			got = append(got, fmt.Sprint(l.Message, l.ContextMap()))
+		}
+		t.Fatalf("lines about the other caches: %q; want one, counting 3", got)
 	}
 }

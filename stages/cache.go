@@ -225,14 +225,23 @@ func buildCache(env *Env, cfg any) (any, error) {
 	dir := env.Resolve(c.Dir)
 	// Say when an older version of this stage's cache is being left behind,
 	// so a user knows why the run recomputes.
+	// One line, naming the one used last: a folder of many (a week of
+	// experiments) gave a line for each, every run.
 	if ms, err := cache.List(dir); err == nil {
+		var others int
+		var last cache.Manifest
 		for _, m := range ms {
 			if m.Fingerprint != fp && m.Pipeline == env.Spec.Name && m.Stage == env.Stage.Name {
-				// Not "older": with ranks sharing a folder, the others' current
-				// caches are listed too (a test of concurrent runs).
-				env.Log.Info("not using another cache of this stage (another upstream, seed or rank)", zap.String("other", m.Fingerprint), zap.String("this", fp),
-					zap.Int64("other_samples", m.Samples), zap.Bool("other_complete", m.Complete))
+				if others++; m.LastUsed.After(last.LastUsed) || others == 1 {
+					last = m
+				}
 			}
+		}
+		if others > 0 {
+			// Not "older": with ranks sharing a folder, the others' current
+			// caches are listed too (a test of concurrent runs).
+			env.Log.Info("not using other caches of this stage (another upstream, seed or rank; piperun cache ls lists them)", zap.String("this", fp),
+				zap.Int("others", others), zap.String("last_used", last.Fingerprint), zap.Int64("last_used_samples", last.Samples), zap.Bool("last_used_complete", last.Complete))
 		}
 	}
 	store, err := cache.Open(dir, fp, cache.Manifest{Pipeline: env.Spec.Name, Stage: env.Stage.Name, Describe: desc},
