@@ -13,13 +13,8 @@ import (
 	"testing"
 	"time"
 
-	"go.uber.org/zap"
-	"go.uber.org/zap/zapcore"
-	"go.uber.org/zap/zaptest/observer"
-
 	"github.com/piperun/piperun/engine"
 	"github.com/piperun/piperun/plan"
-	"github.com/piperun/piperun/spec"
 	"github.com/piperun/piperun/stages"
 )
 
@@ -684,23 +679,7 @@ func TestOtherCachesAreOneLine(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	reg := stages.Default()
-	sp, diags := spec.Parse(filepath.Join(dir, "spec.yaml"), []byte(src), spec.Options{Catalog: reg, Set: []string{"stages.m.set.v=index + 9"}})
-	if diags.HasErrors() {
-		t.Fatal(diags)
-	}
-	p, err := plan.Compile(sp, reg, plan.Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	core, logs := observer.New(zapcore.DebugLevel)
-	run, err := engine.Start(context.Background(), p, engine.Options{Registry: reg, Log: zap.New(core)})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, err := run.Wait(); err != nil {
-		t.Fatal(err)
-	}
+	_, logs := runLogged(t, filepath.Join(dir, "spec.yaml"), src, "stages.m.set.v=index + 9")
 	lines := logs.FilterMessageSnippet("not using").All()
 	if len(lines) != 1 || lines[0].ContextMap()["others"] != int64(3) {
 		var got []string

@@ -13,14 +13,9 @@ import (
 	"testing"
 	"time"
 
-	"go.uber.org/zap"
 	"go.uber.org/zap/zapcore"
-	"go.uber.org/zap/zaptest/observer"
 
 	"github.com/piperun/piperun/engine"
-	"github.com/piperun/piperun/plan"
-	"github.com/piperun/piperun/spec"
-	"github.com/piperun/piperun/stages"
 	"github.com/piperun/piperun/tensor"
 )
 
@@ -1103,24 +1098,7 @@ stages:
     set: {v: 'one_hot(index, 40)'}
   - {name: out, type: discard}
 `
-	reg := stages.Default()
-	sp, diags := spec.Parse("spec.yaml", []byte(src), spec.Options{Catalog: reg})
-	if diags.HasErrors() {
-		t.Fatal(diags)
-	}
-	p, err := plan.Compile(sp, reg, plan.Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	core, logs := observer.New(zapcore.DebugLevel)
-	run, err := engine.Start(context.Background(), p, engine.Options{Registry: reg, Log: zap.New(core)})
-	if err != nil {
-		t.Fatal(err)
-	}
-	rep, err := run.Wait()
-	if err != nil {
-		t.Fatal(err)
-	}
+	rep, logs := runLogged(t, "spec.yaml", src)
 	if rep.Skipped["m"] != 110 {
 		t.Fatalf("skipped %d, want 110", rep.Skipped["m"])
 	}

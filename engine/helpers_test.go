@@ -11,6 +11,10 @@ import (
 	"strings"
 	"testing"
 
+	"go.uber.org/zap"
+	"go.uber.org/zap/zapcore"
+	"go.uber.org/zap/zaptest/observer"
+
 	"github.com/piperun/piperun/engine"
 	"github.com/piperun/piperun/plan"
 	"github.com/piperun/piperun/spec"
@@ -95,4 +99,30 @@ func readLines(t testing.TB, path string) []string {
 		return nil
 	}
 	return strings.Split(s, "\n")
+}
+
+// runLogged runs src, read as the spec file, with the default stages and
+// --set overrides set, and returns its report and what it logged, at every
+// level.
+func runLogged(t *testing.T, file, src string, set ...string) (*engine.Report, *observer.ObservedLogs) {
+	t.Helper()
+	reg := stages.Default()
+	sp, diags := spec.Parse(file, []byte(src), spec.Options{Catalog: reg, Set: set})
+	if diags.HasErrors() {
+		t.Fatal(diags)
+	}
+	p, err := plan.Compile(sp, reg, plan.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	core, logs := observer.New(zapcore.DebugLevel)
+	run, err := engine.Start(context.Background(), p, engine.Options{Registry: reg, Log: zap.New(core)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	rep, err := run.Wait()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return rep, logs
 }
