@@ -194,10 +194,10 @@ func ApplySet(doc *yaml.Node, set string) error {
 		return fmt.Errorf("%s holds anchors that stages merge, and the merges are made before overrides: set the stage's own key (stages.NAME.KEY)", strings.SplitN(key, ".", 2)[0])
 	}
 	var v yaml.Node
-	if err := yaml.Unmarshal([]byte(val), &v); err != nil && strings.TrimSpace(val) != "" {
+	err := yaml.Unmarshal([]byte(val), &v)
+	if blank := strings.TrimSpace(val) == ""; !blank && err != nil {
 		return fmt.Errorf("value: %w", err) // a tab alone is no token to YAML, but no value here
-	}
-	if strings.TrimSpace(val) == "" || len(v.Content) == 0 || v.Content[0].Tag == "!!null" && v.Content[0].Value == "" {
+	} else if blank || len(v.Content) == 0 || v.Content[0].Tag == "!!null" && v.Content[0].Value == "" {
 		// Nothing, only a comment, a bare "---": read as null it would
 		// remove the key, and a pinned seed turned random when a CI
 		// matrix left its variable unset. An explicit null is "null" or
