@@ -1333,8 +1333,8 @@ func writeManifest(dir string, m Manifest) error {
 
 // List returns the manifests of the caches under dir, most recently used
 // first. It reads only manifest files, so it works while other processes
-// have caches open. Directories without a manifest are not caches and are
-// skipped; a missing dir holds no caches.
+// have caches open. Directories without a manifest or a Badger store are
+// not caches and are skipped; a missing dir holds no caches.
 //
 // A cache whose manifest cannot be read or names another fingerprint is
 // listed all the same, so that one damaged cache hides none of the
@@ -1360,7 +1360,10 @@ func List(dir string) ([]Manifest, error) {
 		path := filepath.Join(dir, e.Name())
 		m, err := readManifest(path)
 		if errors.Is(err, os.ErrNotExist) {
-			continue
+			if !holdsStore(path) {
+				continue
+			}
+			err = &DamagedError{Dir: path, Reason: "no " + manifestName + " beside its Badger store (deleted?): nothing says what it holds"}
 		}
 		if err == nil && m.Fingerprint != e.Name() {
 			err = misnamed(path, m.Fingerprint, e.Name())
@@ -1377,6 +1380,16 @@ func List(dir string) ([]Manifest, error) {
 		return out[i].Fingerprint < out[j].Fingerprint
 	})
 	return out, nil
+}
+
+// holdsStore reports whether the folder at path holds a Badger store.
+// Open writes the manifest before it opens the store, and Prune renames a
+// cache aside before deleting it, so a store without a manifest beside it
+// is one whose manifest was deleted: without this, its disk space would
+// be hidden from ls and prune for good.
+func holdsStore(path string) bool {
+	_, err := os.Lstat(filepath.Join(path, badgerName))
+	return err == nil
 }
 
 // unreadable is the manifest List gives for a cache at path whose

@@ -668,3 +668,46 @@ func TestNoRoomToWrite(t *testing.T) {
 		t.Errorf("writing with 20MiB free: %v\nwant %s", err, want)
 	}
 }
+
+// TestListFindsACacheWhoseManifestWasDeleted: a cache folder holding a
+// Badger store but no manifest.json (deleted by hand; Open writes the
+// manifest before the store) is listed as damaged and pruned, instead of
+// hiding its disk space from ls and prune for good. An empty folder with
+// a fingerprint's name is still no cache.
+func TestListFindsACacheWhoseManifestWasDeleted(t *testing.T) {
+	dir := t.TempDir()
+	c := openT(t, dir, "orphan", Options{})
+	for id := int64(0); id < 3; id++ {
+		if err := c.Put(id, testSample(id)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := c.Commit(); err != nil {
+		t.Fatal(err)
+	}
+	c.Close()
+	if err := os.Remove(filepath.Join(dir, "orphan", manifestName)); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Mkdir(filepath.Join(dir, "empty"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	ms, err := List(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := "no manifest.json beside its Badger store (deleted?): nothing says what it holds"
+	if len(ms) != 1 || ms[0].Fingerprint != "orphan" || ms[0].Damaged != want {
+		t.Fatalf("List = %+v\nwant orphan, damaged %q", ms, want)
+	}
+	removed, inUse, err := Prune(dir, time.Hour, 5, time.Now())
+	if err != nil || len(inUse) != 0 || len(removed) != 1 || removed[0].Fingerprint != "orphan" {
+		t.Fatalf("Prune = %+v, %+v, %v; want orphan removed", removed, inUse, err)
+	}
+	if _, err := os.Stat(filepath.Join(dir, "orphan")); !errors.Is(err, os.ErrNotExist) {
+		t.Fatalf("orphan still there: %v", err)
+	}
+	if _, err := os.Stat(filepath.Join(dir, "empty")); err != nil {
+		t.Fatalf("the empty folder was removed: %v", err)
+	}
+}
