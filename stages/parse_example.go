@@ -7,6 +7,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"time"
 
 	"github.com/invopop/jsonschema"
 
@@ -108,12 +109,12 @@ func (c *ParseExampleConfig) Check(cc *spec.CheckContext) sample.Schema {
 		badShape := false
 		for i, d := range f.Shape {
 			if d < -1 || d == 0 || (d == -1 && len(f.Shape) > 1) {
-				cc.Errorf(fmt.Sprintf("%s.shape[%d]", p, i), "dimension must be positive, or a single -1 for variable length; got %v", f.Shape)
+				cc.Errorf(fmt.Sprintf("%s.shape[%d]", p, i), "dimension must be positive, or a single -1 for variable length; got %s", flowList(f.Shape))
 				badShape = true
 			}
 		}
 		if (f.DType == "bytes" || f.DType == "string") && len(f.Shape) > 1 {
-			cc.Errorf(p+".shape", "%s features are scalars or lists; shape %v has too many dimensions", f.DType, f.Shape)
+			cc.Errorf(p+".shape", "%s features are scalars or lists; shape %s has too many dimensions", f.DType, flowList(f.Shape))
 		}
 		if f.Default != nil && !badShape {
 			if _, err := f.defaultValue(); err != nil {
@@ -136,13 +137,13 @@ func (f FeatureSpec) defaultValues(n int) ([]any, error) {
 		return []any{f.Default}, nil
 	}
 	if len(f.Shape) == 0 || f.variable() {
-		return nil, fmt.Errorf("default for a feature of shape %v must be a scalar, got a list", f.Shape)
+		return nil, fmt.Errorf("default for a feature of shape %s must be a scalar, got a list", flowList(f.Shape))
 	}
 	if flat, ok := flattenAs(list, f.Shape); ok {
 		return flat, nil
 	}
 	if len(list) != n || slices.ContainsFunc(list, func(x any) bool { _, nested := x.([]any); return nested }) {
-		return nil, fmt.Errorf("default for shape %v must be a scalar, a list of %d values, or lists nested as the shape", f.Shape, n)
+		return nil, fmt.Errorf("default for shape %s must be a scalar, a list of %d values, or lists nested as the shape", flowList(f.Shape), n)
 	}
 	return list, nil
 }
@@ -181,7 +182,7 @@ func (f FeatureSpec) defaultValue() (any, error) {
 		n = 0
 	}
 	if n < 0 {
-		return nil, fmt.Errorf("shape %v is not a valid shape", f.Shape)
+		return nil, fmt.Errorf("shape %s is not a valid shape", flowList(f.Shape))
 	}
 	vals, err := f.defaultValues(n)
 	if err != nil {
@@ -193,7 +194,7 @@ func (f FeatureSpec) defaultValue() (any, error) {
 	case "int64":
 		for _, x := range vals {
 			if _, ok := x.(int); !ok {
-				return nil, fmt.Errorf("default for an int64 feature must be an integer, got %v", x)
+				return nil, fmt.Errorf("default for an int64 feature must be an integer, got %s", yamlValue(x))
 			}
 		}
 		if len(f.Shape) == 0 {
@@ -219,7 +220,7 @@ func (f FeatureSpec) defaultValue() (any, error) {
 		}
 		for _, x := range vals {
 			if _, ok := num(x); !ok {
-				return nil, fmt.Errorf("default for a float32 feature must be a number, got %v", x)
+				return nil, fmt.Errorf("default for a float32 feature must be a number, got %s", yamlValue(x))
 			}
 			if f, _ := x.(float64); overflows32(f) {
 				// 1e40 became +Inf, unseen.
@@ -241,7 +242,11 @@ func (f FeatureSpec) defaultValue() (any, error) {
 	case "bytes", "string":
 		for _, x := range vals {
 			if _, ok := x.(string); !ok {
-				return nil, fmt.Errorf("default for a %s feature must be a string, got %v", f.DType, x)
+				err := fmt.Errorf("default for a %s feature must be a string, got %s", f.DType, yamlValue(x))
+				if text, ok := scalarText(x); ok {
+					err = fmt.Errorf("%w: quote it (%q)", err, text)
+				}
+				return nil, err
 			}
 		}
 		if len(f.Shape) == 0 {
@@ -264,6 +269,65 @@ func (f FeatureSpec) defaultValue() (any, error) {
 		return out, nil
 	}
 	return nil, fmt.Errorf("unknown dtype %q", f.DType)
+}
+
+// yamlValue names a value decoded from YAML as the spec wrote it: the
+// type's YAML name and the text, where Go's %v printed 1.0 as "1" (read as
+// an integer refused for not being one) and a string without quotes.
+func yamlValue(x any) string {
+	switch v := x.(type) {
+	case nil:
+		return "null"
+	case string:
+		return fmt.Sprintf("string %q", v)
+	case []any:
+		return "a list"
+	case map[string]any:
+		return "a mapping"
+	case bool:
+		return "boolean " + strconv.FormatBool(v)
+	case int:
+		return "integer " + strconv.Itoa(v)
+	}
+	if text, ok := scalarText(x); ok {
+		if _, ok := x.(float64); ok {
+			return "number " + text
+		}
+		return "date " + text
+	}
+	return fmt.Sprintf("%v", x)
+}
+
+// flowList writes a shape as the spec does, [2, -1], not as Go's [2 -1].
+func flowList(shape []int) string {
+	parts := make([]string, len(shape))
+	for i, d := range shape {
+		parts[i] = strconv.Itoa(d)
+	}
+	return "[" + strings.Join(parts, ", ") + "]"
+}
+
+// scalarText is the text a number, boolean or date decoded from YAML was
+// written as, near enough to quote back: a float keeps a decimal point.
+func scalarText(x any) (string, bool) {
+	switch v := x.(type) {
+	case int:
+		return strconv.Itoa(v), true
+	case bool:
+		return strconv.FormatBool(v), true
+	case float64:
+		s := strconv.FormatFloat(v, 'g', -1, 64)
+		if !strings.ContainsAny(s, ".eEnN") {
+			s += ".0"
+		}
+		return s, true
+	case time.Time:
+		if v.Equal(v.Truncate(24*time.Hour)) && v.Location() == time.UTC {
+			return v.Format(time.DateOnly), true
+		}
+		return v.Format(time.RFC3339Nano), true
+	}
+	return "", false
 }
 
 type parseExample struct {
