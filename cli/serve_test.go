@@ -1101,6 +1101,44 @@ except ConnectionError as e:
 	}
 }
 
+// TestPythonClientBoundsATCPConnect: a TCP connect that gets no answer
+// (a firewall dropping packets; here a listener whose backlog is full,
+// which drops them too) gives up after CONNECT_TIMEOUT, or when the
+// connect's wait is spent, with an error saying so; it hung for the
+// kernel's two minutes of retries, whatever hello_wait said.
+func TestPythonClientBoundsATCPConnect(t *testing.T) {
+	py := pythonWith(t, "numpy")
+	code := `import socket, sys, time; sys.path.insert(0, "../clients/python")
+import piperun_client
+from piperun_client import connect
+full = socket.socket()
+full.bind(("127.0.0.1", 0))
+full.listen(0)
+addr = "tcp://127.0.0.1:%d" % full.getsockname()[1]
+first = socket.create_connection(full.getsockname())  # fills the backlog
+piperun_client.CONNECT_TIMEOUT = 0.2
+for wait in (0, 0.7):
+    start = time.monotonic()
+    try:
+        connect(addr, wait=wait, hello_wait=0.1)
+    except ConnectionError as e:
+        took = time.monotonic() - start
+        print(wait, str(e).replace(addr, "ADDR"), took >= max(wait, 0.2) and took < 5)
+`
+	var stderr strings.Builder
+	cmd := exec.Command(py, "-c", code)
+	cmd.Stderr = &stderr
+	out, err := cmd.Output()
+	if err != nil {
+		t.Fatalf("%v\n%s", err, stderr.String())
+	}
+	want := "0 no answer from ADDR in 0.2 s: a firewall dropping packets, a host that is down, or a listener that accepts nothing True\n" +
+		"0.7 no answer from ADDR in 0.2 s: a firewall dropping packets, a host that is down, or a listener that accepts nothing; tried until the wait of 0.7 s was spent True\n"
+	if string(out) != want {
+		t.Errorf("stdout:\n%s\nwant:\n%s\nstderr: %s", out, want, stderr.String())
+	}
+}
+
 // TestPythonClientClosesWhatItRefused: a client that refuses the server's
 // hello, or is interrupted before it, closes its connection at once, even
 // while its exception (and the half-built stream) is still held, as a

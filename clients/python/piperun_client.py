@@ -80,15 +80,29 @@ def _open_once(address):
             raise ValueError("%r: want tcp://host:port, with a port number from 0 to 65535" % address)
         host = host.strip("[]")
         try:
-            s = socket.create_connection((host, int(port)))
+            s = socket.create_connection((host, int(port)), timeout=CONNECT_TIMEOUT)
         except socket.gaierror as e:
             raise ConnectionError("%s: cannot find host %r" % (address, host)) from e
+        except TimeoutError as e:
+            raise _NoAnswer("no answer from %s in %g s: a firewall dropping packets, a host that is down, "
+                            "or a listener that accepts nothing" % (address, CONNECT_TIMEOUT)) from e
+        s.settimeout(None)
         # Acknowledgements are 8 bytes each: Nagle's algorithm would hold
         # them back while frames stream in, and a trainer that then leaves
         # takes them along, so the next would be sent its batches again.
         s.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
         return s
     raise ValueError("%r: scheme %r is not unix or tcp" % (address, scheme))
+
+
+# CONNECT_TIMEOUT bounds one TCP connect: one that gets no answer (a
+# firewall dropping packets) otherwise waits out the kernel's retries,
+# about two minutes, whatever hello_wait says.
+CONNECT_TIMEOUT = 10.0
+
+
+class _NoAnswer(ConnectionError):
+    """A TCP connect that got no answer in CONNECT_TIMEOUT."""
 
 
 # CLOSE_WAIT bounds how long close() reads on after sending its last
@@ -110,8 +124,12 @@ def _open(address, wait):
     while True:
         try:
             return _open_once(address)
-        except (FileNotFoundError, ConnectionRefusedError) as e:
+        except (FileNotFoundError, ConnectionRefusedError, _NoAnswer) as e:
             now = time.monotonic()
+            if now >= deadline and isinstance(e, _NoAnswer):
+                if wait == 0:
+                    raise
+                raise ConnectionError("%s; tried until the wait of %g s was spent" % (e, wait)) from e
             if now >= deadline:
                 raise ConnectionError("nothing serves at %s (start piperun apply with a serve sink there%s)"
                                       % (address, ", or give connect or PiperunDataset a wait" if wait == 0 else "")) from e
