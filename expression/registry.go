@@ -5,8 +5,10 @@ package expression
 import (
 	"errors"
 	"fmt"
+	"maps"
 	"math/rand/v2"
 	"reflect"
+	"slices"
 	"sort"
 	"strings"
 
@@ -159,20 +161,55 @@ func (r *Registry) Names() []string {
 }
 
 // unknownFunction says that name is not a function: the one it was likely
-// meant to be, or else the registry's functions. expr's builtins are
-// matched by case only: there are sixty of them, and two edits from
-// `sqrt` is `sort`.
+// meant to be, or else the registry's functions and where expr's builtins
+// are listed. expr's builtins are matched by case, or a letter more or
+// less, or two letters swapped: there are sixty of them, and one letter
+// changed from `sqrt` is `sort`.
 func (r *Registry) unknownFunction(name string) string {
 	names := r.Names()
 	if best := didyoumean.Closest(name, names); best != "" {
 		return fmt.Sprintf("unknown function %s (did you mean %s?)", name, best)
 	}
-	for b := range builtinNames {
+	builtins := slices.Sorted(maps.Keys(builtinNames))
+	for _, b := range builtins {
 		if strings.EqualFold(b, name) {
 			return fmt.Sprintf("unknown function %s (did you mean %s?)", name, b)
 		}
 	}
-	return fmt.Sprintf("unknown function %s (functions: %s)", name, strings.Join(names, ", "))
+	for _, b := range builtins {
+		if oneLetterOff(name, b) {
+			return fmt.Sprintf("unknown function %s (did you mean %s?)", name, b)
+		}
+	}
+	return fmt.Sprintf("unknown function %s (piperun's functions: %s; expr's builtins, such as len, upper, round and filter, are listed at %s)",
+		name, strings.Join(names, ", "), builtinsDoc)
+}
+
+// builtinsDoc lists expr's builtins, which a name that is not piperun's
+// function may be meant as: the list above read as all there is.
+const builtinsDoc = "https://expr-lang.org/docs/language-definition"
+
+// oneLetterOff reports whether a is b with one letter more, one less, or
+// two neighbouring letters swapped.
+func oneLetterOff(a, b string) bool {
+	if len(a) < len(b) {
+		a, b = b, a
+	}
+	switch len(a) - len(b) {
+	case 1:
+		for i := range len(a) {
+			if a[:i]+a[i+1:] == b {
+				return true
+			}
+		}
+	case 0:
+		for i := 0; i+1 < len(a); i++ {
+			if a[i] != b[i] {
+				return a[i] == b[i+1] && a[i+1] == b[i] && a[i+2:] == b[i+2:]
+			}
+		}
+	}
+	return false
 }
 
 var defaultRegistry = NewRegistry()

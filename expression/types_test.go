@@ -160,7 +160,7 @@ func compileError(src string, in sample.Schema) string {
 // not look at their arguments again).
 func TestUnknownNamesInArguments(t *testing.T) {
 	in := sample.Schema{Fields: []sample.Field{{Name: "path", Type: sample.TString}, {Name: "index", Type: sample.TInt}}}
-	const funcs = "(functions: cast, center_crop, decode_image, decode_raw, flip_left_right, normalize, one_hot, random_crop, random_resized_crop, read_file, resize, shape, to_float, transpose)"
+	const funcs = "(piperun's functions: cast, center_crop, decode_image, decode_raw, flip_left_right, normalize, one_hot, random_crop, random_resized_crop, read_file, resize, shape, to_float, transpose; expr's builtins, such as len, upper, round and filter, are listed at https://expr-lang.org/docs/language-definition)"
 	for _, tc := range []struct{ src, want string }{
 		{`read_file(nope)`, `unknown field "nope" (fields here: path, index) (line 1, column 11 of the expression)`},
 		{`len(nope)`, `unknown field "nope" (fields here: path, index) (line 1, column 5 of the expression)`},
@@ -170,13 +170,19 @@ func TestUnknownNamesInArguments(t *testing.T) {
 		{`decode_image(read_file(path), 3) | flipx(0.5) | to_float()`, `unknown function flipx ` + funcs + ` (line 1, column 36 of the expression)`},
 		{`nope + 1`, `unknown field "nope" (fields here: path, index) (line 1, column 1 of the expression)`},
 		// A name near one of piperun's functions, or one of expr's
-		// builtins in another case, is suggested; sqrt is two edits from
-		// the builtin sort, and is not.
+		// builtins in another case, is suggested; sqrt is one letter
+		// changed from the builtin sort, and is not.
 		{`To_Float(index)`, `unknown function To_Float (did you mean to_float?) (line 1, column 1 of the expression)`},
 		{`one_hot(tofloat(index), 3)`, `unknown function tofloat (did you mean to_float?) (line 1, column 9 of the expression)`},
 		{`decode_image(read_file(path), 3) | resiz(2, 2)`, `unknown function resiz (did you mean resize?) (line 1, column 36 of the expression)`},
 		{`LEN(path)`, `unknown function LEN (did you mean len?) (line 1, column 1 of the expression)`},
 		{`sqrt(2.0)`, `unknown function sqrt ` + funcs + ` (line 1, column 1 of the expression)`},
+		// One letter more or less, or two swapped, from a builtin: one
+		// edit, but not the substitution that made sqrt sort.
+		{`lenn(path)`, `unknown function lenn (did you mean len?) (line 1, column 1 of the expression)`},
+		{`uper(path)`, `unknown function uper (did you mean upper?) (line 1, column 1 of the expression)`},
+		{`lwoer(path)`, `unknown function lwoer (did you mean lower?) (line 1, column 1 of the expression)`},
+		{`rond(1.5)`, `unknown function rond (did you mean round?) (line 1, column 1 of the expression)`},
 	} {
 		_, err := expression.Default().Compile(tc.src, in, sample.Any)
 		if err == nil || err.Error() != tc.want {
