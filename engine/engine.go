@@ -75,8 +75,11 @@ type Run struct {
 	opts   Options
 	log    *zap.Logger
 	budget *budget.Budget
-	start  time.Time
-	nodes  []*node
+	// early is the bytes the parallel stages' jobs reserved ahead of
+	// their heads, bounded together to a quarter of the budget (window).
+	early atomic.Int64
+	start time.Time
+	nodes []*node
 
 	done   chan struct{}
 	cancel context.CancelFunc
@@ -366,6 +369,13 @@ func Start(ctx context.Context, p *plan.Plan, opts Options) (*Run, error) {
 			rank[st] = max(rank[st], rank[in]+1)
 		}
 	}
+	shuffles := 0
+	for _, pn := range p.Nodes {
+		if bs, ok := pn.Stage.Config.(plan.BufferSharer); ok && bs.BufferShare() > 1 {
+			shuffles++
+		}
+	}
+	buffers := stages.NewBuffers(p.Memory, shuffles) // shared by every shuffle and in-memory cache
 	for _, pn := range p.Nodes {
 		t, ok := opts.Registry.Type(pn.Stage.Type)
 		if !ok {
@@ -373,7 +383,7 @@ func Start(ctx context.Context, p *plan.Plan, opts Options) (*Run, error) {
 		}
 		n := &node{pn: pn, st: pn.Stage, holder: budget.Holder{Name: pn.Stage.Name, Rank: rank[pn.Stage]}}
 		n.env = &stages.Env{
-			Spec: p.Spec, Stage: pn.Stage, Seed: p.Seed, Workers: pn.Parallelism, Memory: p.Memory,
+			Spec: p.Spec, Stage: pn.Stage, Seed: p.Seed, Workers: pn.Parallelism, Memory: p.Memory, Buffers: buffers,
 			Log:        opts.Log.With(zap.String("stage", pn.Stage.Name)),
 			Release:    func(s *sample.Sample) { release(r.budget, s) },
 			Hand:       func(to, from *sample.Sample) { hand(r.budget, to, from) },

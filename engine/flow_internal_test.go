@@ -173,7 +173,7 @@ func TestSharedCopyDownstream(t *testing.T) {
 // TestHoldEarlyBoundsAQuarter: work finished ahead of the head may hold at
 // most a quarter of the budget, whatever the sample count window says.
 func TestHoldEarlyBoundsAQuarter(t *testing.T) {
-	w := newWindow(2, 512, 1000, -1)
+	w := newWindow(2, 512, 1000, -1, nil)
 	for _, tc := range []struct {
 		n    int64
 		want bool
@@ -183,7 +183,7 @@ func TestHoldEarlyBoundsAQuarter(t *testing.T) {
 			t.Fatalf("holdEarly(%d) = %v with %d held, want %v with %d", tc.n, got, w.held.Load(), tc.want, tc.held)
 		}
 	}
-	none := newWindow(2, 512, 0, -1) // no budget: no bound, but still counted
+	none := newWindow(2, 512, 0, -1, nil) // no budget: no bound, but still counted
 	if !none.holdEarly(1<<40) || none.held.Load() != 1<<40 {
 		t.Fatalf("without a budget holdEarly refused or did not count")
 	}

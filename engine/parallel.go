@@ -69,10 +69,13 @@ type window struct {
 	outBytes, ins int64
 	closed        bool
 	// held is the bytes reserved by jobs that were not the head when they
-	// reserved, and not yet emitted. The sample count above follows an
-	// average that lags when outputs grow (small images, then large); this
-	// bound does not.
-	held atomic.Int64
+	// reserved, and not yet emitted, by this stage and every other
+	// parallel stage of the run: a quarter each, two maps feeding two
+	// shuffles held the whole budget with the shuffles' half, and the run
+	// stalled (a memory audit). The sample count above follows an average
+	// that lags when outputs grow (small images, then large); this bound
+	// does not.
+	held *atomic.Int64
 	// queued is the bytes held by finished jobs the collector has not
 	// taken yet: outputs of any size, reserved by this stage or above it.
 	// While the stage below is slow, they are what piles up.
@@ -81,12 +84,16 @@ type window struct {
 
 // newWindow makes the window of a stage of workers, at most max samples,
 // under budget (0: none), whose output sample the plan estimates at est
-// bytes (-1: unknown). Until a job has finished, the plan's estimate sets
+// bytes (-1: unknown), counting what jobs reserve ahead of the head in
+// early with the run's other parallel stages. Until a job has finished, the plan's estimate sets
 // the limit; without one, a single sample goes first and is measured: one
 // worker per sample could hold many times the budget before anything was
 // known of output sizes.
-func newWindow(workers, max int, budget, est int64) *window {
-	w := &window{limit: workers, ceil: max, budget: budget}
+func newWindow(workers, max int, budget, est int64, early *atomic.Int64) *window {
+	if early == nil {
+		early = new(atomic.Int64)
+	}
+	w := &window{limit: workers, ceil: max, budget: budget, held: early}
 	switch {
 	case budget > 0 && est > 0:
 		w.limit = min(workers, w.fit(est))
@@ -129,7 +136,8 @@ func (w *window) done(k int, bytes int64) {
 }
 
 // holdEarly counts n more bytes reserved ahead of the head, if they fit
-// in a quarter of the budget.
+// in a quarter of the budget with what the run's other parallel stages
+// reserved so.
 func (w *window) holdEarly(n int64) bool {
 	if w.held.Add(n) > w.budget/4 && w.budget > 0 {
 		w.held.Add(-n)
@@ -230,7 +238,7 @@ func (r *Run) runParallel(ctx context.Context, g *errgroup.Group, n *node, p sta
 	partials := make(chan partial)
 	var inflight sync.WaitGroup
 	var cost jobCost
-	win := newWindow(workers, most, r.budget.Limit(), n.pn.SampleBytes)
+	win := newWindow(workers, most, r.budget.Limit(), n.pn.SampleBytes, &r.early)
 	defer win.close()
 	stop := context.AfterFunc(lctx, win.close)
 	defer stop()

@@ -123,7 +123,8 @@ func pushShuffles(sp *spec.Spec, memory int64, budget string, workers int) (move
 			Why: fmt.Sprintf("shuffle %q moved above %s: it holds %s samples instead of %s%s", sh.Name, quoteList("map", past),
 				sh.Schema, chain[0].Schema, about(chain[0].Schema))}
 		origin := originBytes(chain[0])
-		switch n, buffer := shrunkTo(sh, asWritten+origin, memory, workers); {
+		room, _ := sharedRoom(sp, sh.Config.(BufferSharer), memory)
+		switch n, buffer := shrunkTo(sp, sh, asWritten+origin, memory, workers); {
 		case !sp.Deterministic:
 			r.SameOrder = false
 			r.Why += "; the spec is not deterministic, so its output differs run to run either way"
@@ -133,7 +134,7 @@ func pushShuffles(sp *spec.Spec, memory int64, budget string, workers int) (move
 		case n > 0:
 			r.SameOrder = false
 			r.Why += fmt.Sprintf("; as written, its %d samples might fill its share of %s (%s), and then it shuffles over fewer: the same samples come out, maybe in another order than with optimize: false",
-				buffer, budget, spec.ByteSize(memory/int64(sh.Config.(BufferSharer).BufferShare())))
+				buffer, budget, spec.ByteSize(room))
 		default:
 			r.Why += "; a run that succeeds gives the same output as with optimize: false"
 		}
@@ -244,14 +245,14 @@ func about(s sample.Schema) string {
 // each, might fill its share of the budget before its buffer: n is then
 // at least how many it would hold (as the run shrinks it, even a buffer
 // over the whole budget), 0 when it fits.
-func shrunkTo(sh *spec.Stage, bytes, memory int64, workers int) (n int64, buffer int) {
+func shrunkTo(sp *spec.Spec, sh *spec.Stage, bytes, memory int64, workers int) (n int64, buffer int) {
 	b, ok := sh.Config.(Bufferer)
 	bs, ok2 := sh.Config.(BufferSharer)
 	if !ok || !ok2 || bytes <= 0 || memory <= 0 {
 		return 0, 0
 	}
 	buffer = b.BufferSamples(workers)
-	switch room := memory / int64(max(1, bs.BufferShare())); {
+	switch room, _ := sharedRoom(sp, bs, memory); {
 	case int64(buffer)*bytes > room:
 		return max(1, room/bytes), buffer
 	}

@@ -38,6 +38,32 @@ type BufferSharer interface {
 	BufferShare() int
 }
 
+// sharedRoom is the bytes the buffer of bs may fill in sp under a budget
+// of memory: its share of the budget (a shuffle: half), split evenly
+// among all the stages of sp that fill it together (two shuffles: a
+// quarter each), as the run lets them; and the divisor of the budget that
+// gives. Each counted the share as its own, so two shuffles needed more
+// than the budget at any size of it (found by a memory audit).
+func sharedRoom(sp *spec.Spec, bs BufferSharer, memory int64) (room int64, divisor int) {
+	ways := 0
+	for _, st := range sp.Stages {
+		if o, ok := st.Config.(BufferSharer); ok && o.BufferShare() > 1 {
+			ways++
+		}
+	}
+	divisor = max(1, bs.BufferShare()) * max(1, ways)
+	return memory / int64(divisor), divisor
+}
+
+// sharerWords names the stages that may fill a divisor of the budget: "a
+// shuffle", or "each of its 2 shuffles" where they share it.
+func sharerWords(st *spec.Stage, bs BufferSharer, divisor int) string {
+	if ways := divisor / max(1, bs.BufferShare()); ways > 1 {
+		return fmt.Sprintf("each of the %d %ss", ways, st.Type)
+	}
+	return "a " + st.Type
+}
+
 // OutputSizer is implemented by stage configs that can bound their output
 // sample's size where the schema cannot (a batch without drop_remainder,
 // whose leading dimension is "up to size"); -1 when unknown.
@@ -570,8 +596,9 @@ func (p *Plan) fit(advise bool) []FitProblem {
 					if atLeast {
 						holdAbout = "at most"
 					}
-					add(p.stagePath(n.Stage, "buffer"), true, "%d samples of %s %s each = %s, more than %s, the 1/%d of %s a %s may fill: it will hold %s %d %s",
-						n.Buffer, about, spec.ByteSize(in), spec.ByteSize(need), spec.ByteSize(p.Memory/int64(bs.BufferShare())), bs.BufferShare(), p.budget(), n.Stage.Type, holdAbout, fits, noun)
+					room, divisor := sharedRoom(p.Spec, bs, p.Memory)
+					add(p.stagePath(n.Stage, "buffer"), true, "%d samples of %s %s each = %s, more than %s, the 1/%d of %s %s may fill: it will hold %s %d %s",
+						n.Buffer, about, spec.ByteSize(in), spec.ByteSize(need), spec.ByteSize(room), divisor, p.budget(), sharerWords(n.Stage, bs, divisor), holdAbout, fits, noun)
 				}
 			} else if need > p.Memory {
 				key := "buffer"
@@ -807,7 +834,7 @@ func (p *Plan) held(n *Node) (held, fits int64, atLeast bool) {
 		return held, 0, atLeast
 	}
 	need := mulSat(int64(n.Buffer), in)
-	room := p.Memory / int64(bs.BufferShare())
+	room, _ := sharedRoom(p.Spec, bs, p.Memory)
 	if need <= room {
 		return held, 0, atLeast
 	}

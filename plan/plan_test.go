@@ -348,6 +348,36 @@ stages:
 	}
 }
 
+// TestFitSplitsTheShareAmongShuffles: two shuffles share the half of the
+// budget that one may fill, as the run splits it; each counted the half
+// as its own, so two of them needed more than any budget (a memory
+// audit: "need at least 265.61MiB" at 256MiB, "1.01GiB" at 1GiB).
+func TestFitSplitsTheShareAmongShuffles(t *testing.T) {
+	p := compileWith(t, `version: 1
+name: p
+optimize: false
+resources: {memory: 16MiB}
+stages:
+  - {name: r, type: range, count: 4}
+  - {name: m, type: map, set: {x: 'one_hot(0, 262144)'}}
+  - {name: a, type: shuffle, buffer: 64}
+  - {name: b, type: shuffle, buffer: 64}
+  - {name: out, type: discard}
+`, plan.Options{})
+	var got []string
+	for _, f := range p.Fit() {
+		got = append(got, f.Message)
+	}
+	// 1MiB samples (and 16 bytes more): 3 fit in a quarter of 16MiB.
+	want := []string{
+		"64 samples of about 1MiB each = 64.02MiB, more than 4MiB, the 1/4 of resources.memory (16MiB) each of the 2 shuffles may fill: it will hold about 3 samples",
+		"64 samples of about 1MiB each = 64.02MiB, more than 4MiB, the 1/4 of resources.memory (16MiB) each of the 2 shuffles may fill: it will hold about 3 samples",
+	}
+	if !slices.Equal(got, want) {
+		t.Errorf("fit problems\n%q\nwant\n%q", got, want)
+	}
+}
+
 // TestTextTotalsTheShares: plan's table shows a shuffle shrunk to its part
 // of the budget as held/asked with the bytes it will hold, and ends with
 // the shares' total against the budget, naming memory a stage reserves

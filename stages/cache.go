@@ -582,10 +582,11 @@ func (m *memCache) MarkComplete(skipped map[string]int64, causes map[string][]st
 
 func (m *memCache) Put(_ context.Context, s *sample.Sample) error {
 	n := s.Size()
-	// Half the budget at most, like a shuffle buffer: the stages feeding
-	// the cache need the rest to keep producing.
+	// Half the budget at most, with the other in-memory caches: the
+	// stages feeding the cache need the rest to keep producing. Shuffles
+	// share that half and give samples back as the cache grows.
 	var c *sample.Sample
-	ok := m.bytes+n <= m.env.Memory/2
+	ok := m.env.buffers().keeps(n)
 	if ok {
 		c, ok = m.env.Keep(s)
 	}
@@ -600,6 +601,7 @@ func (m *memCache) Put(_ context.Context, s *sample.Sample) error {
 			spec.ByteSize(disk), spec.ByteSize(disk+max(m.env.Memory, 16<<20)))}
 	}
 	m.bytes += n
+	m.env.buffers().keep(n)
 	m.samples = append(m.samples, c)
 	m.mu.Lock()
 	m.stats.Written++
@@ -626,6 +628,8 @@ func (m *memCache) Close() error {
 		m.env.Release(s)
 	}
 	m.samples = nil
+	m.env.buffers().keep(-m.bytes)
+	m.bytes = 0
 	return nil
 }
 

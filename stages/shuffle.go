@@ -57,7 +57,7 @@ func init() {
 		Build: func(env *Env, cfg any) (any, error) {
 			c := cfg.(*ShuffleConfig)
 			s := &shuffleStage{env: env, size: c.Buffer, reshuffle: c.ReshuffleEachEpoch == nil || *c.ReshuffleEachEpoch,
-				maxBytes: env.Memory / ShuffleShare}
+				buffers: env.buffers()}
 			s.rng = s.rngFor(0)
 			return s, nil
 		},
@@ -72,9 +72,10 @@ type shuffleStage struct {
 	reshuffle bool
 	buf       []*sample.Sample
 	rng       *rand.Rand
-	// bytes is what the buffer holds; maxBytes its share of the budget.
-	bytes, maxBytes int64
-	warned          bool
+	// bytes is what the buffer holds, of the share all buffers fill.
+	bytes   int64
+	buffers *Buffers
+	warned  bool
 	// holding mirrors bytes for the engine's watchdog, which reads it
 	// from another goroutine.
 	holding atomic.Int64
@@ -83,8 +84,9 @@ type shuffleStage struct {
 // Holding implements Holder.
 func (s *shuffleStage) Holding() int64 { return s.holding.Load() }
 
-// ShuffleShare is the divisor of the memory budget a shuffle buffer may
-// fill: half the budget, leaving the rest for the stages around it.
+// ShuffleShare is the divisor of the memory budget that shuffle buffers
+// and in-memory caches may fill together (Buffers): half the budget,
+// leaving the rest for the stages around them.
 const ShuffleShare = 2
 
 func (s *shuffleStage) Retains() {}
@@ -101,35 +103,53 @@ func (s *shuffleStage) rngFor(epoch int) *rand.Rand {
 // memory budget shuffles over fewer samples instead of stalling the
 // pipeline, and says so once.
 func (s *shuffleStage) Process(_ context.Context, in *sample.Sample, emit Emit) error {
-	if len(s.buf) < s.size && (s.maxBytes <= 0 || s.bytes+in.Retained() <= s.maxBytes || len(s.buf) == 0) {
+	if len(s.buf) < s.size && (s.buffers.fits(s.bytes, in.Retained()) || len(s.buf) == 0) {
 		s.buf = append(s.buf, in)
-		s.bytes += in.Retained()
-		s.holding.Store(s.bytes)
+		s.hold(in.Retained())
 		return nil
 	}
 	if len(s.buf) < s.size && !s.warned {
 		s.warned = true
-		s.env.Log.Warn(fmt.Sprintf("shuffle buffer holds %d of %d samples: %d samples of about %s fill its share of the memory budget (%s of %s); shuffling over %d samples. Raise resources.memory to shuffle over more.",
-			len(s.buf), s.size, len(s.buf), spec.ByteSize(s.bytes/int64(len(s.buf))), spec.ByteSize(s.maxBytes), spec.ByteSize(s.env.Memory), len(s.buf)))
+		s.env.Log.Warn(fmt.Sprintf("shuffle buffer holds %d of %d samples: %d samples of about %s fill its share of the memory budget (%s of %s%s); shuffling over %d samples. Raise resources.memory to shuffle over more.",
+			len(s.buf), s.size, len(s.buf), spec.ByteSize(s.bytes/int64(len(s.buf))), spec.ByteSize(s.buffers.ShuffleRoom()), spec.ByteSize(s.env.Memory), s.others(), len(s.buf)))
 	}
 	j := s.rng.IntN(len(s.buf))
 	out := s.buf[j]
 	s.buf[j] = in
-	s.bytes += in.Retained() - out.Retained()
-	s.holding.Store(s.bytes)
+	s.hold(in.Retained() - out.Retained())
 	if err := emit(out); err != nil {
 		return err
 	}
 	// A swap that brings in a larger sample than it sends out grows the
-	// buffer; left to grow past its share, it would hold the memory the
-	// stages before it need to produce its next input, and the pipeline
-	// would stop. So it gives samples back until it fits.
-	for s.maxBytes > 0 && s.bytes > s.maxBytes && len(s.buf) > 1 {
+	// buffer, and so does another buffer filling (a second shuffle, an
+	// in-memory cache); left to grow past their share, the buffers would
+	// hold the memory the stages before them need to produce the next
+	// input, and the pipeline would stop. So it gives samples back until
+	// they fit.
+	for s.buffers.over(s.bytes) && len(s.buf) > 1 {
 		if err := emit(s.takeRandom()); err != nil {
 			return err
 		}
 	}
 	return nil
+}
+
+// hold counts n more bytes in the buffer (negative: fewer).
+func (s *shuffleStage) hold(n int64) {
+	s.bytes += n
+	s.buffers.add(n)
+	s.holding.Store(s.bytes)
+}
+
+// others says how the share is split with other buffers, if it is.
+func (s *shuffleStage) others() string {
+	if s.buffers.shuffles > 1 {
+		return fmt.Sprintf(", a %d-way split of the half that shuffles and in-memory caches fill together", s.buffers.shuffles)
+	}
+	if o := s.buffers.held.Load() - s.bytes; o > 0 {
+		return fmt.Sprintf(", the half that shuffles and in-memory caches fill together, %s of it held by the caches", spec.ByteSize(o))
+	}
+	return ""
 }
 
 // takeRandom removes and returns a random sample of the buffer.
@@ -140,8 +160,7 @@ func (s *shuffleStage) takeRandom() *sample.Sample {
 	s.buf[j] = s.buf[last]
 	s.buf[last] = nil
 	s.buf = s.buf[:last]
-	s.bytes -= out.Retained()
-	s.holding.Store(s.bytes)
+	s.hold(-out.Retained())
 	return out
 }
 
@@ -152,8 +171,7 @@ func (s *shuffleStage) Drop() {
 	}
 	clear(s.buf)
 	s.buf = s.buf[:0]
-	s.bytes = 0
-	s.holding.Store(0)
+	s.hold(-s.bytes)
 }
 
 func (s *shuffleStage) EndEpoch(_ context.Context, epoch int, emit Emit) error {

@@ -180,6 +180,10 @@ type Env struct {
 	// Memory is the pipeline's memory budget in bytes, for stages that size
 	// their own buffers from it.
 	Memory int64
+	// Buffers is the run's share of Memory that shuffle buffers and
+	// in-memory caches fill together; nil gives the stage a share of
+	// its own.
+	Buffers *Buffers
 	Log    *zap.Logger
 	// Release returns a retained sample's bytes to the memory budget. Stages
 	// that implement Retainer call it for samples they drop.
@@ -323,4 +327,14 @@ func (e *ItemError) Unwrap() error { return e.Err }
 func IsItemError(err error) bool {
 	var ie *ItemError
 	return errors.As(err, &ie)
+}
+
+// buffers returns the share of the budget the stage's buffer fills with
+// the others' (Env.Buffers), or, where the Env has none, a share of its
+// own.
+func (e *Env) buffers() *Buffers {
+	if e.Buffers == nil {
+		e.Buffers = NewBuffers(e.Memory, 1)
+	}
+	return e.Buffers
 }
