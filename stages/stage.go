@@ -184,7 +184,7 @@ type Env struct {
 	// in-memory caches fill together; nil gives the stage a share of
 	// its own.
 	Buffers *Buffers
-	Log    *zap.Logger
+	Log     *zap.Logger
 	// Release returns a retained sample's bytes to the memory budget. Stages
 	// that implement Retainer call it for samples they drop.
 	Release func(*sample.Sample)
