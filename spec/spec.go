@@ -548,6 +548,12 @@ func Parse(file string, data []byte, opts Options) (*Spec, Diagnostics) {
 		l, c := at("seed")
 		r.add(SevError, l, c, "seed", "must be 0 or more, got %d", *sp.Seed)
 	}
+	if w := sp.Resources.Workers; w.N > MaxParallelism {
+		// A stage of parallelism auto gets them all: 100000000 workers
+		// held 24 GB and ignored the signal to stop.
+		l, c := at("resources.workers")
+		r.add(SevError, l, c, "resources.workers", "must be at most %d, got %d: a stage of parallelism auto gets one worker each", MaxParallelism, w.N)
+	}
 	if sp.Epochs < 0 {
 		l, c := at("epochs")
 		r.add(SevError, l, c, "epochs", "must be 0 (until stopped) or more, got %d", sp.Epochs)
@@ -976,6 +982,15 @@ func check(sp *Spec, r *reporter, opts Options) {
 		if !ok {
 			continue
 		}
+		// The folders other stages write, for the clash check below: once
+		// per stage, not per path (sorting them for each of 19000 shards
+		// took validate a minute).
+		var others []string
+		for _, w := range slices.Sorted(maps.Keys(writers)) {
+			if by := writers[w]; by != "" && by != st.Name && !strings.Contains(w, "://") {
+				others = append(others, w)
+			}
+		}
 		for _, p := range o.OutputPaths(sp.Resolve) {
 			first, dup := writers[OutputKey(p)]
 			if dup && first != st.Name {
@@ -997,10 +1012,9 @@ func check(sp *Spec, r *reporter, opts Options) {
 			// passed over by the cache commands, which read only folders
 			// that hold a manifest.json.
 			k, clash := OutputKey(p), ""
-			for _, w := range slices.Sorted(maps.Keys(writers)) {
+			for _, w := range others {
 				by, sep := writers[w], string(filepath.Separator)
 				switch {
-				case by == "" || by == st.Name || strings.Contains(w, "://"):
 				case strings.HasPrefix(k, w+sep) && inCacheFolder(k[len(w)+1:]):
 					clash = fmt.Sprintf("writes %s, inside the folder %s that stage %q writes", p, w, by)
 				case strings.HasPrefix(w, k+sep) && inCacheFolder(w[len(k)+1:]):

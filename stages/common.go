@@ -110,3 +110,12 @@ func exprSchema(s *jsonschema.Schema) {
 
 // atLeast is a schema keyword's lower bound.
 func atLeast(n uint64) *uint64 { return &n }
+
+// checkCycle refuses a cycle_length past the files a process may hold
+// open: each stream of the cycle is an open file and a read-ahead, and
+// 9223372036854775807 panicked making the cycle, 1000000000 hung.
+func checkCycle(cc *spec.CheckContext, a spec.Auto) {
+	if a.N > spec.MaxParallelism {
+		cc.Errorf("cycle_length", "must be at most %d, got %d: each is a file open at once", spec.MaxParallelism, a.N)
+	}
+}

@@ -59,6 +59,7 @@ func (c *JSONLConfig) Check(cc *spec.CheckContext) sample.Schema {
 	if c.BlockLength < 1 {
 		cc.Errorf("block_length", "must be at least 1, got %d", c.BlockLength)
 	}
+	checkCycle(cc, c.CycleLength)
 	if c.MaxLine < 1 {
 		cc.Errorf("max_line_bytes", "must be positive")
 	}

@@ -60,6 +60,7 @@ func (c *TFRecordConfig) Check(cc *spec.CheckContext) sample.Schema {
 	if c.BlockLength < 1 {
 		cc.Errorf("block_length", "must be at least 1, got %d", c.BlockLength)
 	}
+	checkCycle(cc, c.CycleLength)
 	return sample.Schema{Fields: []sample.Field{{Name: "record", Type: sample.TBytes}}}
 }
 

@@ -33,7 +33,7 @@ var (
 // WriteTFRecordConfig configures the write_tfrecord sink.
 type WriteTFRecordConfig struct {
 	Path        string `yaml:"path" jsonschema:"required" jsonschema_description:"Output path; {shard} and {shards} become 5-digit numbers, e.g. out/train-{shard}-of-{shards}.tfrecord."`
-	Shards      int    `yaml:"shards" jsonschema:"minimum=1" jsonschema_description:"Number of files; sample i goes to shard i mod shards (default 1)."`
+	Shards      int    `yaml:"shards" jsonschema:"minimum=1,maximum=65536" jsonschema_description:"Number of files; sample i goes to shard i mod shards (default 1)."`
 	Compression string `yaml:"compression" jsonschema:"enum=none,enum=gzip,enum=zlib,enum=NONE,enum=GZIP,enum=ZLIB" jsonschema_description:"none (default), gzip or zlib."`
 
 	// bools are the fields that are booleans batched into uint8 tensors:
@@ -66,6 +66,9 @@ func (c *WriteTFRecordConfig) Check(cc *spec.CheckContext) sample.Schema {
 	}
 	if c.Shards < 1 {
 		cc.Errorf("shards", "must be at least 1, got %d", c.Shards)
+	}
+	if c.Shards > MaxShards {
+		cc.Errorf("shards", "must be at most %d, got %d: every shard is a file open as the run writes", MaxShards, c.Shards)
 	}
 	if c.Shards > 1 && !strings.Contains(c.Path, "{shard}") {
 		cc.Errorf("path", "with %d shards the path must contain {shard}", c.Shards)
@@ -105,12 +108,12 @@ func (c *WriteTFRecordConfig) Check(cc *spec.CheckContext) sample.Schema {
 			cc.Warnf("", "field %q is %s, whose elements are known only at run time: it can be written only if they are all numbers and booleans (an int64_list, or a float_list if any is a float) or all strings and bytes (a bytes_list)", f.Name, f.Type)
 		}
 	}
-	if lim, ok := openFileLimit(); ok && cc.Environment && c.Shards >= 1 && uint64(c.Shards)+shardsSpare > lim {
+	if lim, ok := openFileLimit(); ok && cc.Environment && c.Shards >= 1 && c.Shards <= MaxShards && uint64(c.Shards)+shardsSpare > lim {
 		// Every shard is open until the commit: 100001 of them failed at
 		// the run's start, "too many open files".
 		cc.Errorf("shards", "the %d shards are all open as the run writes them, more than the %d files this process may open (ulimit -n) less %d for the rest of the run: write fewer shards, or raise the limit", c.Shards, lim, shardsSpare)
 	}
-	if cc.Environment && c.Path != "" && c.Shards >= 1 {
+	if cc.Environment && c.Path != "" && c.Shards >= 1 && c.Shards <= MaxShards {
 		if stale := otherShards(cc.Resolve(c.Path), c.Shards); len(stale) > 0 {
 			them := "them"
 			if len(stale) == 1 {
@@ -122,7 +125,7 @@ func (c *WriteTFRecordConfig) Check(cc *spec.CheckContext) sample.Schema {
 	}
 	if err := FileName(ShardPath(c.Path, max(c.Shards, 1)-1, max(c.Shards, 1))); c.Path != "" && err != nil {
 		cc.Errorf("path", "%v", err)
-	} else if cc.Environment && c.Path != "" {
+	} else if cc.Environment && c.Path != "" && c.Shards <= MaxShards {
 		err := checkWritable(cc.Resolve(ShardPath(c.Path, 0, max(c.Shards, 1))))
 		// Shards whose paths lead to one file through links would replace
 		// one another (a re-test: shard 0's records lost, exit 0).
@@ -217,7 +220,7 @@ func (c *WriteTFRecordConfig) WritesWhole() {}
 
 // OutputPaths implements spec.Outputter: every shard.
 func (c *WriteTFRecordConfig) OutputPaths(resolve func(string) string) []string {
-	if c.Path == "" {
+	if c.Path == "" || c.Shards > MaxShards { // refused by Check
 		return nil
 	}
 	var out []string
@@ -226,6 +229,10 @@ func (c *WriteTFRecordConfig) OutputPaths(resolve func(string) string) []string 
 	}
 	return out
 }
+
+// MaxShards is the most files write_tfrecord writes: 100000000 of them
+// spent minutes and gigabytes building their names.
+const MaxShards = 1 << 16
 
 type tfrecordSink struct {
 	env     *Env
