@@ -12,6 +12,7 @@ import (
 	"strconv"
 	"strings"
 
+	"github.com/piperun/piperun/internal/fileguard"
 	"github.com/piperun/piperun/sample"
 	"github.com/piperun/piperun/spec"
 )
@@ -85,7 +86,7 @@ func (j *jsonlStage) Open(_ context.Context, in *sample.Sample) (Stream, error) 
 	if err != nil {
 		return nil, err
 	}
-	return &jsonlStream{f: f, r: bufio.NewReaderSize(f, 64<<10), max: j.max, why: j.why, path: path, epoch: in.Epoch}, nil
+	return &jsonlStream{f: f, r: bufio.NewReaderSize(fileguard.Reader(f), 64<<10), max: j.max, why: j.why, path: path, epoch: in.Epoch}, nil
 }
 
 type jsonlStream struct {

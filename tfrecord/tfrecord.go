@@ -24,6 +24,8 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+
+	"github.com/piperun/piperun/internal/fileguard"
 )
 
 const (
@@ -830,7 +832,7 @@ func Open(path string, c Compression, auto bool) (*Reader, io.Closer, error) {
 	if err != nil {
 		return nil, nil, fmt.Errorf("tfrecord: %w", err)
 	}
-	br := bufio.NewReaderSize(f, bufferSize)
+	br := bufio.NewReaderSize(fileguard.Reader(f), bufferSize)
 	if auto {
 		head, err := br.Peek(headerSize)
 		if err != nil && !errors.Is(err, io.EOF) {

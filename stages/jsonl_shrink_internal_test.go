@@ -1,0 +1,48 @@
+package stages
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/piperun/piperun/sample"
+)
+
+// TestJSONLFileShrinkingWhileRead: a JSON lines file cut at a line
+// boundary while read fails the stream, where it ended as a clean end of
+// file with the lines past the cut lost.
+func TestJSONLFileShrinkingWhileRead(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "a.jsonl")
+	line := `{"x": "` + strings.Repeat("y", 1000) + `"}` + "\n"
+	if err := os.WriteFile(path, []byte(strings.Repeat(line, 1000)), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	j := &jsonlStage{cfg: &JSONLConfig{Field: "path"}, max: 1 << 20, why: "max_line_bytes"}
+	st, err := j.Open(context.Background(), &sample.Sample{Fields: map[string]any{"path": path}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer st.Close()
+	if _, err := st.Next(); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Truncate(path, int64(500*len(line))); err != nil {
+		t.Fatal(err)
+	}
+	n := 1
+	for ; ; n++ {
+		if _, err = st.Next(); err != nil {
+			break
+		}
+	}
+	want := fmt.Sprintf("%s:501: the file shrank while it was read: it had %d bytes when opened, and ends after %d", path, 1000*len(line), 500*len(line))
+	if !strings.Contains(err.Error(), want) {
+		t.Fatalf("after %d lines: %v; want the file's shrinking", n, err)
+	}
+	if n != 500 {
+		t.Errorf("read %d lines before the error, want 500", n)
+	}
+}
