@@ -112,6 +112,15 @@ func TestStringsAreBounded(t *testing.T) {
 		{`a + b`, "x", int64(1), "invalid operation: string + int64 (1:3)\n | a + b\n | ..^"},
 		{`replace(s, "a", "aa")`, nil, nil, "aab"},
 		{`len(reduce(0..25, replace(#acc, "a", "aa"), "a"))`, nil, nil, "replace: a string of 2MiB would take more than the run's memory budget (1MiB) (1:19)\n | len(reduce(0..25, replace(#acc, \"a\", \"aa\"), \"a\"))\n | ..................^"},
+		// The encoders too (an adversarial test: 24 nested toBase64 held
+		// 4.9 GB, 10 nested toJSON 4.1 GB, under a 512 MiB budget). What
+		// they give within the bound is what expr's do.
+		{`toBase64(s)`, nil, nil, "YWI="},
+		{`toBase64(a)`, "hi", nil, "aGk="},
+		{`toJSON(a)`, map[string]any{"k": []any{1, "<x>"}}, nil, "{\n  \"k\": [\n    1,\n    \"\\u003cx\\u003e\"\n  ]\n}"},
+		{`len(reduce(0..40, toBase64(#acc), "ab"))`, nil, nil, 825880},
+		{`len(reduce(0..41, toBase64(#acc), "ab"))`, nil, nil, "toBase64: a string of 1.05MiB would take more than the run's memory budget (1MiB) (1:19)\n | len(reduce(0..41, toBase64(#acc), \"ab\"))\n | ..................^"},
+		{`len(reduce(0..40, toJSON(#acc), "\\\\"))`, nil, nil, "toJSON: its text may take up to 1.5MiB, more than the run's memory budget (1MiB) (1:19)\n | len(reduce(0..40, toJSON(#acc), \"\\\\\\\\\"))\n | ..................^"},
 	} {
 		p, err := expression.Default().Compile(tc.src, in, sample.Any)
 		if err != nil {
@@ -157,6 +166,9 @@ func TestPatchedOperatorsStillCheck(t *testing.T) {
 		{`replace(s, 1, "2")`, "replace(s, old, new[, n]): argument 2 must be string, got int64"},
 		{`replace(s, "1", "2", 1.5)`, "replace(s, old, new[, n]): argument 4 must be int64, got float64"},
 		{`replace(s, "1", "2", 1, 2)`, "replace"},
+		{`toBase64(i)`, "toBase64(s): argument 1 must be string, got int64"},
+		{`toBase64(s, s)`, "toBase64"},
+		{`toJSON()`, "toJSON"},
 		{`s + nil`, "invalid operation"},
 	} {
 		_, err := expression.Default().Compile(tc.src, in, sample.Any)

@@ -163,10 +163,10 @@ func (p *patcher) Visit(node *ast.Node) {
 			}
 		}
 	case *ast.BuiltinNode:
-		if n.Name == "replace" {
-			// expr's replace, whose result its VM does not count
+		if to, ok := boundedBuiltins[n.Name]; ok {
+			// expr's own, whose results its VM does not count
 			// (registerStrings).
-			ast.Patch(node, &ast.CallNode{Callee: &ast.IdentifierNode{Value: "__replace"}, Arguments: n.Arguments})
+			ast.Patch(node, &ast.CallNode{Callee: &ast.IdentifierNode{Value: to}, Arguments: n.Arguments})
 			return
 		}
 		// expr's own len fails on a tensor at run time, so len goes to
@@ -193,6 +193,10 @@ func (p *patcher) Visit(node *ast.Node) {
 		}
 	}
 }
+
+// boundedBuiltins are expr's builtins whose results its VM does not count
+// against its limit, and the registered functions that bound them.
+var boundedBuiltins = map[string]string{"replace": "__replace", "toBase64": "__toBase64", "toJSON": "__toJSON"}
 
 // isAny reports whether t is an interface type: a value whose type is
 // known only at run time.

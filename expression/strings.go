@@ -1,6 +1,8 @@
 package expression
 
 import (
+	"encoding/base64"
+	"encoding/json"
 	"fmt"
 	"reflect"
 	"strings"
@@ -97,6 +99,107 @@ func registerStrings(r *Registry) {
 			return strings.Replace(s, old, repl, n), nil
 		},
 	})
+	r.Register(&Func{
+		Name: "__toBase64", Signature: "toBase64(s)", MinArgs: 1, MaxArgs: 1,
+		Check: func(a []Arg) (sample.Type, error) {
+			if k := a[0].Type.Kind; k != sample.String && k != sample.Any {
+				return sample.TAny, argErrorf(0, "must be string, got %s", a[0].Type)
+			}
+			return sample.TString, nil
+		},
+		Returns: reflect.TypeOf(""),
+		Impl: func(_ *Call, a []any) (any, error) {
+			s, ok := a[0].(string)
+			if !ok {
+				return nil, fmt.Errorf("s must be a string, got %s", valueWord(a[0]))
+			}
+			if err := stringFits(int64(base64.StdEncoding.EncodedLen(len(s)))); err != nil {
+				return nil, err
+			}
+			return base64.StdEncoding.EncodeToString([]byte(s)), nil
+		},
+	})
+	r.Register(&Func{
+		Name: "__toJSON", Signature: "toJSON(v)", MinArgs: 1, MaxArgs: 1,
+		Check: func([]Arg) (sample.Type, error) {
+			return sample.TString, nil
+		},
+		Returns: reflect.TypeOf(""),
+		Impl: func(_ *Call, a []any) (any, error) {
+			if n, ok := jsonBound(reflect.ValueOf(a[0]), 0); ok {
+				if err := jsonFits(n); err != nil {
+					return nil, err
+				}
+			}
+			// As expr's own toJSON writes it.
+			b, err := json.MarshalIndent(a[0], "", "  ")
+			if err != nil {
+				return nil, err
+			}
+			if err := stringFits(int64(len(b))); err != nil {
+				return nil, err
+			}
+			return string(b), nil
+		},
+	})
+}
+
+// jsonFits is nil, or an error saying that JSON text of up to n bytes may
+// be more than the run's memory budget allows any value to be.
+func jsonFits(n int64) error {
+	if err := stringFits(n); err != nil {
+		return fmt.Errorf("its text may take up to %s, more than %s", byteWords(n), strings.SplitN(err.Error(), " would take more than ", 2)[1])
+	}
+	return nil
+}
+
+// jsonBound bounds the bytes of v written as toJSON writes it, indented
+// at depth, without writing it: each level of toJSON(toJSON(…)) doubles
+// the backslashes, and ten of them made 4 GB. ok is false for a value
+// whose text it cannot bound (a struct), which is measured once written.
+func jsonBound(v reflect.Value, depth int) (n int64, ok bool) {
+	const number = 32 // the longest float64, int64 or uint64, or a word
+	indent := int64(2*depth + 4)
+	switch v.Kind() {
+	case reflect.Invalid, reflect.Bool, reflect.Int, reflect.Int8, reflect.Int16, reflect.Int32, reflect.Int64,
+		reflect.Uint, reflect.Uint8, reflect.Uint16, reflect.Uint32, reflect.Uint64, reflect.Float32, reflect.Float64:
+		return number, true
+	case reflect.String:
+		return 6*int64(v.Len()) + 2, true // \u00XX for the worst byte
+	case reflect.Interface, reflect.Pointer:
+		if v.IsNil() {
+			return number, true
+		}
+		if v.Kind() == reflect.Pointer {
+			return 0, false
+		}
+		return jsonBound(v.Elem(), depth)
+	case reflect.Slice, reflect.Array:
+		if v.Type().Elem().Kind() == reflect.Uint8 {
+			return 4*int64(v.Len())/3 + 8, true // base64
+		}
+		n = 2 + indent
+		for i := range v.Len() {
+			e, ok := jsonBound(v.Index(i), depth+1)
+			if !ok {
+				return 0, false
+			}
+			n += e + indent
+		}
+		return n, true
+	case reflect.Map:
+		n = 2 + indent
+		for it := v.MapRange(); it.Next(); {
+			k, ok := jsonBound(it.Key(), depth+1)
+			e, ok2 := jsonBound(it.Value(), depth+1)
+			if !ok || !ok2 {
+				return 0, false
+			}
+			n += k + e + indent + 2
+		}
+		return n, true
+	}
+	return 0, false
 }
 
 // plusCheck refuses, at validate time, a + the patcher took from the
