@@ -290,6 +290,13 @@ func init() {
 			if !ok1 || !ok2 {
 				return nil, fmt.Errorf("mean and std must be numbers or lists of numbers")
 			}
+			// Computed at run time, checked as constants are at validate
+			// time: a NaN std wrote NaN images, and the run succeeded.
+			for i := 1; i < 3; i++ {
+				if err := finiteNormalize(i, a[i]); err != nil {
+					return nil, err
+				}
+			}
 			return imageops.Normalize(img, mean, std)
 		},
 	})
@@ -649,7 +656,7 @@ func plural(n int) string {
 	return "s"
 }
 
-// finiteNormalize refuses a constant mean or std (argument i) that
+// finiteNormalize refuses a mean or std (argument i) that
 // normalize's float32 arithmetic would turn into infinities or NaNs in
 // every pixel: one beyond float32's range, or a std of 0 or one so small
 // that its reciprocal, by which normalize multiplies, overflows (1e-50 is
@@ -669,7 +676,9 @@ func finiteNormalize(i int, v any) error {
 		switch {
 		case i == 2 && f == 0:
 			return fmt.Errorf("std must not be 0")
-		case math.IsInf(float64(f32), 0) || math.IsNaN(f):
+		case math.IsNaN(f):
+			return fmt.Errorf("%s is NaN (not a number)", name)
+		case math.IsInf(float64(f32), 0):
 			return fmt.Errorf("%s %g is beyond float32's range (±3.4e38)", name, f)
 		case i == 2 && math.IsInf(float64(1/f32), 0):
 			return fmt.Errorf("std %g is too small for float32: its reciprocal, which normalize multiplies by, overflows (the least is about 3e-39)", f)

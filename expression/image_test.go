@@ -532,6 +532,14 @@ func TestImageFunctionsCheckAtRunTime(t *testing.T) {
 		{`flip_left_right(x, p)`, hwc, math.NaN(), nil, "probability NaN is outside [0, 1]"},
 		{`flip_left_right(x, p)`, hwc, 1, nil, ""},
 		{`resize(x, 4, 4)`, hwc, 0, nil, ""},
+		// A mean or std computed at run time is checked as a constant one
+		// is at validate time: a NaN std wrote NaN images, and exit 0.
+		{`normalize(to_float(x), 0.5, p)`, hwc, math.NaN(), nil, "normalize: std is NaN (not a number)"},
+		{`normalize(to_float(x), [0.5, 0.5, 0.5], [p, 1, 1])`, hwc, math.Inf(1), nil, "normalize: std +Inf is beyond float32's range (±3.4e38)"},
+		{`normalize(to_float(x), [p, 0.5, 0.5], 1)`, hwc, math.NaN(), nil, "normalize: mean is NaN (not a number)"},
+		{`normalize(to_float(x), p, 1)`, hwc, 1e39, nil, "normalize: mean 1e+39 is beyond float32's range (±3.4e38)"},
+		{`normalize(to_float(x), 0.5, p)`, hwc, 1e-50, nil, "normalize: std 1e-50 is too small for float32"},
+		{`normalize(to_float(x), 0.5, p)`, hwc, 0.25, nil, ""},
 	} {
 		p, err := expression.Default().Compile(tc.src, in, sample.Any)
 		if err != nil {
