@@ -909,7 +909,7 @@ stages:
   - {name: b, type: batch, input: ex, size: 3}
   - name: check
     type: map
-    set: {f32: 'string(shape(fare)) + " " + string(fare[0] == 17.65)'}
+    set: {f32: 'string(shape(fare)) + " " + string(fare[0] == 17.65) + " " + string(cast(fare, "float64")[0] == 17.65)'}
   - {name: out, type: write_jsonl, path: batch.jsonl}
 `
 	reg := stages.Default()
@@ -931,10 +931,12 @@ stages:
 		t.Errorf("one sample: %s\nwant %s", one, want)
 	}
 	batch := readLines(t, filepath.Join(dir, "batch.jsonl"))
-	// write_jsonl writes a float32 tensor's elements as float32s; that the
-	// batch is float32, not float64 holding 17.65, shows in fare[0], the
-	// float32 nearest 17.65, which is not 17.65.
-	if want := `{"big":[3.4028235e+38,3.4028235e+38,3.4028235e+38],"f32":"[3] false","fare":[17.65,18.65,19.65],"tiny":[1e-45,1e-45,1e-45]}`; len(batch) != 1 || batch[0] != want {
+	// write_jsonl writes a float32 tensor's elements as float32s; fare[0]
+	// reads as the float32's shortest decimal, 17.65, as a scalar does;
+	// that the batch is float32, not float64 holding 17.65, shows in its
+	// cast to float64, whose element is the float32 nearest 17.65, which
+	// is not 17.65.
+	if want := `{"big":[3.4028235e+38,3.4028235e+38,3.4028235e+38],"f32":"[3] true false","fare":[17.65,18.65,19.65],"tiny":[1e-45,1e-45,1e-45]}`; len(batch) != 1 || batch[0] != want {
 		t.Errorf("batch: %v\nwant %s", batch, want)
 	}
 }

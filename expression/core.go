@@ -100,7 +100,7 @@ func init() {
 				return nil, fmt.Errorf("cast: argument 1 must be a tensor, a number or a list of numbers, got %s", valueWord(a[0]))
 			}
 			if dt == tensor.Float32 {
-				return float64(float32(f)), nil // rounded, as a float32 tensor's element is
+				return tensor.Float32Decimal(float32(f)), nil // rounded, and read as a float32 tensor's element is
 			}
 			if dt.IsFloat() {
 				return f, nil
@@ -310,6 +310,11 @@ func init() {
 				return nil, fmt.Errorf("index %d out of range for %s", i, t)
 			}
 			if len(t.Shape) == 1 {
+				if t.DType == tensor.Float32 {
+					// As a float32 scalar reads (parse_example): x[0] ==
+					// 0.29166666 was false where TensorFlow's is true.
+					return tensor.Float32Decimal(t.Float32()[i]), nil
+				}
 				if t.DType.IsFloat() {
 					return t.At(int(i)), nil
 				}

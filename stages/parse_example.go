@@ -229,7 +229,7 @@ func (f FeatureSpec) defaultValue() (any, error) {
 		}
 		if len(f.Shape) == 0 {
 			v, _ := num(vals[0])
-			return float32Value(v), nil
+			return tensor.Float32Decimal(v), nil
 		}
 		t := tensor.New(tensor.Float32, 0)
 		if !f.variable() {
@@ -513,7 +513,7 @@ func convertFeature(fs FeatureSpec, f *example.Feature) (any, error) {
 		return t, nil
 	case "float32":
 		if len(fs.Shape) == 0 {
-			return float32Value(f.Floats[0]), nil
+			return tensor.Float32Decimal(f.Floats[0]), nil
 		}
 		t := tensor.New(tensor.Float32, shape...)
 		copy(t.Float32(), f.Floats)
@@ -535,17 +535,6 @@ func convertFeature(fs FeatureSpec, f *example.Feature) (any, error) {
 	}
 }
 
-// float32Value widens a float32 feature to the float64 a sample holds:
-// the shortest decimal that reads back as the same float32, so 17.65
-// stays 17.65 in expressions and output, not 17.649999618530273, and
-// narrowing it again (batch, write_tfrecord) gives the very float32.
-func float32Value(f float32) float64 {
-	v, err := strconv.ParseFloat(strconv.FormatFloat(float64(f), 'g', -1, 32), 64)
-	if err != nil { // NaN and the infinities format as words that parse back
-		return float64(f)
-	}
-	return v
-}
 
 // JSONSchemaExtend asks for at least one feature, as Check does.
 func (ParseExampleConfig) JSONSchemaExtend(s *jsonschema.Schema) {

@@ -10,6 +10,7 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	"strconv"
 	"strings"
 	"sync/atomic"
 	"unsafe"
@@ -187,6 +188,18 @@ func (t *Tensor) Float32() []float32 { return view[float32](t, Float32) }
 
 // Float64 returns the elements of a float64 tensor, aliasing Data.
 func (t *Tensor) Float64() []float64 { return view[float64](t, Float64) }
+
+// Float32Decimal widens f to the float64 of its shortest decimal: 17.65
+// as 17.65, not 17.649999618530273. So a float32 compares equal to the
+// number a spec writes for it, as TensorFlow's float32 comparison does,
+// prints as it was written, and narrows back to the very float32.
+func Float32Decimal(f float32) float64 {
+	v, err := strconv.ParseFloat(strconv.FormatFloat(float64(f), 'g', -1, 32), 64)
+	if err != nil { // NaN and the infinities format as words that parse back
+		return float64(f)
+	}
+	return v
+}
 
 // At returns element i (flat index) converted to float64, for any dtype.
 func (t *Tensor) At(i int) float64 {
