@@ -535,7 +535,6 @@ func convertFeature(fs FeatureSpec, f *example.Feature) (any, error) {
 	}
 }
 
-
 // JSONSchemaExtend asks for at least one feature, as Check does.
 func (ParseExampleConfig) JSONSchemaExtend(s *jsonschema.Schema) {
 	if f, ok := s.Properties.Get("features"); ok {
