@@ -116,7 +116,10 @@ func (c *ParseExampleConfig) Check(cc *spec.CheckContext) sample.Schema {
 		if (f.DType == "bytes" || f.DType == "string") && len(f.Shape) > 1 {
 			cc.Errorf(p+".shape", "%s features are scalars or lists; shape %s has too many dimensions", f.DType, flowList(f.Shape))
 		}
-		if f.Default != nil && !badShape {
+		switch {
+		case f.Default != nil && f.variable() && !badShape:
+			cc.Errorf(p+".default", "a variable-length feature (shape [-1]) takes no default: a missing one is an empty list, as TensorFlow's VarLenFeature gives; declare a fixed shape to fill it")
+		case f.Default != nil && !badShape:
 			if _, err := f.defaultValue(); err != nil {
 				cc.Errorf(p+".default", "%v", err)
 			}
@@ -129,8 +132,8 @@ func (c *ParseExampleConfig) Check(cc *spec.CheckContext) sample.Schema {
 // defaultValues returns the spec's default as its elements: one for a
 // scalar, which fills a fixed shape; or, for a fixed shape, a list of one
 // value per element, flat in row-major order or nested as the shape is
-// (TensorFlow's default_value). A variable-length feature's default is a
-// scalar, checked for its type but unused (a missing one is empty).
+// (TensorFlow's default_value). A variable-length feature takes none
+// (Check refuses one); a missing one is empty.
 func (f FeatureSpec) defaultValues(n int) ([]any, error) {
 	list, ok := f.Default.([]any)
 	if !ok {
