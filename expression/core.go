@@ -327,6 +327,7 @@ func init() {
 	registerEquality(r)
 	registerIn(r)
 	registerStrings(r)
+	registerNumbers(r)
 	r.Register(&Func{
 		Name: "__notensor", Signature: "a builtin's argument", MinArgs: 2, MaxArgs: 2,
 		Check: func(a []Arg) (sample.Type, error) { return a[0].Type, nil },

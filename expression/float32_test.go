@@ -2,6 +2,7 @@ package expression_test
 
 import (
 	"math"
+	"strings"
 	"testing"
 
 	"github.com/piperun/piperun/expression"
@@ -40,6 +41,46 @@ func TestFloat32ValuesCompareAsWritten(t *testing.T) {
 		got, err := p.Run(nil, map[string]any{"x": x, "any": x})
 		if err != nil || got != tc.want {
 			t.Errorf("%s = %#v, %v; want %#v", tc.src, got, err, tc.want)
+		}
+	}
+}
+
+// TestIntOfAFloatBeyondInt64: int() of a float that int64 cannot hold is
+// an error, where expr's own gave -9223372036854775808 for 1e30 (found by
+// a tf.data user's test; cast(x, "int64") saturates, as TensorFlow's
+// does). Within the range it truncates as expr's does, and reads strings.
+func TestIntOfAFloatBeyondInt64(t *testing.T) {
+	in := sample.Schema{Fields: []sample.Field{{Name: "f", Type: sample.TFloat}, {Name: "a", Type: sample.TAny}}}
+	for _, tc := range []struct {
+		src  string
+		f    float64
+		a    any
+		want any // an error's start, or the value
+	}{
+		{`int(f)`, 2.9, nil, 2},
+		{`int(f)`, -2.9, nil, -2},
+		{`int(f)`, 9.2e18, nil, 9200000000000000000},
+		{`int(f)`, 1e30, nil, "int: 1e+30 is beyond int64's range"},
+		{`int(f)`, -1e19, nil, "int: -1e+19 is beyond int64's range"},
+		{`int(f)`, math.NaN(), nil, "int: NaN is no integer"},
+		{`int(a)`, 0, 1e30, "int: 1e+30 is beyond int64's range"},
+		{`int(a)`, 0, "42", 42},
+		{`int(a)`, 0, int64(7), 7},
+		{`int(1e30)`, 0, nil, "int: 1e+30 is beyond int64's range"},
+	} {
+		p, err := expression.Default().Compile(tc.src, in, sample.Any)
+		if err != nil {
+			t.Fatalf("%s: %v", tc.src, err)
+		}
+		got, err := p.Run(nil, map[string]any{"f": tc.f, "a": tc.a})
+		if msg, ok := tc.want.(string); ok {
+			if err == nil || !strings.HasPrefix(err.Error(), msg) {
+				t.Errorf("%s of %v, %v: %v, %v; want error %s", tc.src, tc.f, tc.a, got, err, msg)
+			}
+			continue
+		}
+		if err != nil || got != tc.want {
+			t.Errorf("%s of %v, %v = %#v, %v; want %#v", tc.src, tc.f, tc.a, got, err, tc.want)
 		}
 	}
 }

@@ -163,7 +163,7 @@ func (p *patcher) Visit(node *ast.Node) {
 			}
 		}
 	case *ast.BuiltinNode:
-		if to, ok := boundedBuiltins[n.Name]; ok {
+		if to, ok := boundedBuiltins[n.Name]; ok && (n.Name != "int" || len(n.Arguments) == 1 && floatish(n.Arguments[0].Type())) {
 			// expr's own, whose results its VM does not count
 			// (registerStrings).
 			ast.Patch(node, &ast.CallNode{Callee: &ast.IdentifierNode{Value: to}, Arguments: n.Arguments})
@@ -195,8 +195,15 @@ func (p *patcher) Visit(node *ast.Node) {
 }
 
 // boundedBuiltins are expr's builtins whose results its VM does not count
-// against its limit, and the registered functions that bound them.
-var boundedBuiltins = map[string]string{"replace": "__replace", "toBase64": "__toBase64", "toJSON": "__toJSON"}
+// against its limit, or that give a wrong value where they should fail
+// (int of 1e30), and the registered functions that take their place.
+var boundedBuiltins = map[string]string{"replace": "__replace", "toBase64": "__toBase64", "toJSON": "__toJSON", "int": "__int"}
+
+// floatish reports whether a value of type t may be a float: a float, or
+// a value typed only at run time.
+func floatish(t reflect.Type) bool {
+	return isAny(t) || t.Kind() == reflect.Float64 || t.Kind() == reflect.Float32
+}
 
 // isAny reports whether t is an interface type: a value whose type is
 // known only at run time.

@@ -303,7 +303,7 @@ func TestRunTimeErrorsInPlainWords(t *testing.T) {
 		{`x + 1`, "s", "invalid operation: string + int64 (1:3)"},
 		{`1 + x`, "s", "invalid operation: int64 + string (1:3)"},
 		{`x + 1`, []byte("a"), "invalid operation: bytes + int64 (1:3)"},
-		{`int(x)`, []byte("a"), "invalid operation: int(bytes) (1:1)"},
+		{`int(x)`, []byte("a"), "int: invalid operation: int(bytes) (1:1)"},
 		{`upper(x)`, int64(3), "upper: wrong argument type: got int64, want string (1:1)"},
 		// piperun's functions name themselves, as validate's messages do.
 		{`resize(x, 2, 2)`, int64(3), "resize: argument 1 must be an image tensor, got int64 (1:1)"},
