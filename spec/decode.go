@@ -183,16 +183,20 @@ func (d *decoder) decode(n *yaml.Node, v reflect.Value, path string) {
 		}
 		// A null here is a list element or a map value (a key's null is
 		// absent, decodeStruct): yaml.v3 would read it as 0 or false.
+		if k := v.Kind(); (k == reflect.Int64 || k == reflect.Int) && isDigits(n) {
+			if err := n.Decode(new(int64)); err != nil {
+				// yaml.v3 reads digits past uint64 as a number, and some
+				// as a string: an integer all the same.
+				d.errorf(n, path, "integer %s is out of range (%d to %d)", shortDigits(n.Value), math.MinInt64, math.MaxInt64)
+				return
+			}
+		}
 		if !exactScalar(n, v.Kind()) || n.ShortTag() == "!!null" {
 			d.errorf(n, path, "expected %s, got %s", kindWord(v.Kind()), describe(n))
 			return
 		}
 		p := reflect.New(v.Type())
 		if err := n.Decode(p.Interface()); err != nil {
-			if n.ShortTag() == "!!int" && (v.Kind() == reflect.Int64 || v.Kind() == reflect.Int) {
-				d.errorf(n, path, "integer %s is out of range (%d to %d)", n.Value, math.MinInt64, math.MaxInt64)
-				return
-			}
 			d.errorf(n, path, "expected %s, got %s", kindWord(v.Kind()), describe(n))
 			return
 		}
@@ -390,6 +394,25 @@ func exactScalar(n *yaml.Node, kind reflect.Kind) bool {
 		}
 	}
 	return true
+}
+
+// isDigits reports whether n is a plain scalar of digits, with a sign or
+// not: an integer, whatever yaml.v3 resolves it to past uint64.
+func isDigits(n *yaml.Node) bool {
+	if n.Kind != yaml.ScalarNode || n.Style != 0 {
+		return false
+	}
+	digits := strings.TrimLeft(n.Value, "+-")
+	return len(n.Value)-len(digits) <= 1 && digits != "" && strings.Trim(digits, "0123456789") == ""
+}
+
+// shortDigits writes a long integer by its ends and length: 5000 nines
+// printed whole buried the message.
+func shortDigits(s string) string {
+	if len(s) <= 40 {
+		return s
+	}
+	return fmt.Sprintf("%s…%s (%d digits)", s[:12], s[len(s)-4:], len(strings.TrimLeft(s, "+-")))
 }
 
 // isNull reports whether n, or the node an alias n names, is null.
