@@ -466,7 +466,7 @@ func (p *Plan) Fit() []FitProblem { return p.fit(true) }
 // they are, found by bisection over fit itself: a shuffle's part grows
 // with the budget, so advice computed from today's budget crept up one
 // try at a time (a re-test went 16.26, 16.39, … 16.52MiB).
-func (p *Plan) leastBudget() int64 {
+func (p *Plan) leastBudget() (n int64, ok bool) {
 	q := *p
 	q.Nodes = make([]*Node, len(p.Nodes))
 	for i, n := range p.Nodes {
@@ -494,7 +494,7 @@ func (p *Plan) leastBudget() int64 {
 	lo, hi := p.Memory, max(p.Memory, 1<<20)*2
 	for !fits(hi) {
 		if hi > 1<<50 {
-			return hi
+			return 0, false // a pebibyte: no machine has it
 		}
 		lo, hi = hi, hi*2
 	}
@@ -505,7 +505,7 @@ func (p *Plan) leastBudget() int64 {
 			lo = mid
 		}
 	}
-	return hi
+	return hi, true
 }
 
 // fit is Fit, with advice (what to lower a buffer to, what budget fits)
@@ -623,16 +623,25 @@ func (p *Plan) fit(advise bool) []FitProblem {
 				advice := ""
 				if advise {
 					// Sized on lower bounds, both are bounds too.
-					least := bytesize.FormatAtLeast(p.leastBudget())
+					n, ok := p.leastBudget()
+					least := bytesize.FormatAtLeast(n)
 					if atLeast {
 						least = "at least " + least
 					}
-					advice = fmt.Sprintf(": lower its %s to %d (what the other stages leave) or raise resources.memory to %s", key, room/per, least)
-					if atLeast {
-						advice = fmt.Sprintf(": lower its %s to %d at most (what the other stages leave) or raise resources.memory to %s", key, room/per, least)
+					raise := " or raise resources.memory to " + least
+					if !ok {
+						// The search gave up: its bound was advised, and
+						// did not fit.
+						raise = "; no machine's memory would hold it"
 					}
-					if room < per {
+					advice = fmt.Sprintf(": lower its %s to %d (what the other stages leave)%s", key, room/per, raise)
+					if atLeast {
+						advice = fmt.Sprintf(": lower its %s to %d at most (what the other stages leave)%s", key, room/per, raise)
+					}
+					if room < per && ok {
 						advice = fmt.Sprintf(": the other stages leave no room for one sample; raise resources.memory to %s", least)
+					} else if room < per {
+						advice = ": the other stages leave no room for one sample, and no machine's memory would hold it"
 					}
 				}
 				// At the stage's key: the number to change is there.
@@ -672,7 +681,9 @@ func (p *Plan) fit(advise bool) []FitProblem {
 	default:
 		least := ""
 		if advise {
-			least = fmt.Sprintf("; %s fits", bytesize.FormatAtLeast(p.leastBudget()))
+			if n, ok := p.leastBudget(); ok {
+				least = fmt.Sprintf("; %s fits", bytesize.FormatAtLeast(n))
+			}
 		}
 		add(budgetPath(nil, ""), false, "buffers need about %s (%s), more than %s%s",
 			spec.ByteSize(total), strings.Join(parts, ", "), p.budget(), least)

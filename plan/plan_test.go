@@ -93,7 +93,23 @@ stages:
 		// 1GiB over samples a little over 1MiB, less what the map and
 		// the in-flight samples hold.
 		{"resources: {memory: 1GiB}", `stage "s" buffers 1000000 samples of about 1MiB each = 976.87GiB, more than resources.memory (1GiB): lower its buffer to 1021 (what the other stages leave) or raise resources.memory to 976.88GiB`, "stages[2].buffer", "spec.yaml:8:39"},
+		// Past what any machine holds the advice is to lower the buffer
+		// alone: "raise resources.memory to at least 2048TiB" was where
+		// the search for a budget gave up, and did not fit.
+		{"resources: {memory: 1GiB}\n#HUGE", `stage "s" emits samples of at least 65483.62TiB each, more than resources.memory (1GiB)|stage "s" buffers 9000000000000000 samples of at least 1MiB each = 8388608TiB, more than resources.memory (1GiB): lower its size to 511 at most (what the other stages leave); no machine's memory would hold it`, "stages[2].size", "spec.yaml:9:39"},
 	} {
+		if strings.Contains(tc.resources, "#HUGE") {
+			src := strings.Replace(src, "type: prefetch, buffer: 1000000", "type: batch, size: 9000000000000000", 1)
+			p := compileWith(t, fmt.Sprintf(src, tc.resources), plan.Options{})
+			var got []string
+			for _, f := range p.Fit() {
+				got = append(got, f.Message)
+			}
+			if want := strings.Split(tc.want, "|"); !slices.Equal(got, want) {
+				t.Errorf("huge batch: fit problems %q\nwant %q", got, want)
+			}
+			continue
+		}
 		p := compileWith(t, fmt.Sprintf(src, tc.resources), plan.Options{})
 		if strings.Contains(tc.want, "FIT") {
 			// The default budget is the machine's: the advice must fit
