@@ -60,7 +60,7 @@ type StageError struct {
 func (e *StageError) Error() string {
 	// A cause that names its file already (a TFRecord reader's) is not
 	// told the file again.
-	if e.Sample != "" && !strings.Contains(e.Err.Error(), e.Sample) {
+	if e.Sample != "" && !namesWhole(e.Err.Error(), e.Sample) {
 		return fmt.Sprintf("stage %q (%s): %s: %v", e.Stage, e.Type, e.Sample, e.Err)
 	}
 	return fmt.Sprintf("stage %q (%s): %v", e.Stage, e.Type, e.Err)
@@ -68,6 +68,23 @@ func (e *StageError) Error() string {
 
 // Unwrap returns the error e wraps, for errors.Is and errors.As.
 func (e *StageError) Unwrap() error { return e.Err }
+
+// namesWhole reports whether msg names name whole: followed by its end or
+// by punctuation, not by more of a name (read_file(path + "x") named
+// a.txtx, and the sample a.txt went unnamed).
+func namesWhole(msg, name string) bool {
+	for i := 0; ; {
+		j := strings.Index(msg[i:], name)
+		if j < 0 {
+			return false
+		}
+		end := i + j + len(name)
+		if end == len(msg) || strings.ContainsRune(" :,;)\n\"'", rune(msg[end])) {
+			return true
+		}
+		i += j + 1
+	}
+}
 
 // Run is a pipeline in progress.
 type Run struct {

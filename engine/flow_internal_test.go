@@ -287,3 +287,21 @@ func TestJobCostSizesJobsToTheirWork(t *testing.T) {
 		t.Errorf("after an empty job: size %d, want 1", got)
 	}
 }
+
+// TestStageErrorNamesItsSampleOnce: a cause that names the sample's file
+// already is not told it again, but one naming another file that starts
+// with its name (read_file(path + "x")) is: the sample went unnamed.
+func TestStageErrorNamesItsSampleOnce(t *testing.T) {
+	for _, tc := range []struct{ sample, err, want string }{
+		{"/d/a.txt", "read_file: open /d/a.txtx: no such file or directory", `stage "m" (map): /d/a.txt: read_file: open /d/a.txtx: no such file or directory`},
+		{"/d/a.txt", "tfrecord: /d/a.txt: record 3 at byte offset 9: truncated", `stage "m" (map): tfrecord: /d/a.txt: record 3 at byte offset 9: truncated`},
+		{"/d/a.txt", "read_file: open /d/a.txt", `stage "m" (map): read_file: open /d/a.txt`},
+		{"/d/a.txt record 3", "bad value in /d/a.txt record 3, field x", `stage "m" (map): bad value in /d/a.txt record 3, field x`},
+		{"/d/a.txt record 3", "bad value in /d/a.txt record 31", `stage "m" (map): /d/a.txt record 3: bad value in /d/a.txt record 31`},
+	} {
+		e := &StageError{Stage: "m", Type: "map", Sample: tc.sample, Err: errors.New(tc.err)}
+		if got := e.Error(); got != tc.want {
+			t.Errorf("%q in %q:\ngot  %s\nwant %s", tc.sample, tc.err, got, tc.want)
+		}
+	}
+}
