@@ -19,6 +19,7 @@ import (
 
 	"github.com/piperun/piperun/example"
 	"github.com/piperun/piperun/imageops"
+	"github.com/piperun/piperun/internal/fileguard"
 	"github.com/piperun/piperun/tfrecord"
 )
 
@@ -183,9 +184,14 @@ func inspectFile(path string, n int) (*inspectReport, error) {
 			return nil, err
 		}
 		defer f.Close()
+		if fi, err := f.Stat(); err == nil && fi.Mode()&os.ModeDevice != 0 {
+			// /dev/zero never ends: it was scanned forever, silently.
+			return nil, fmt.Errorf("%s is a device, not a file of records", path)
+		}
 	}
+	in := fileguard.Reader(f) // a file rewritten while read says so
 	head := make([]byte, 16)
-	k, err := io.ReadFull(f, head)
+	k, err := io.ReadFull(in, head)
 	if err != nil && !errors.Is(err, io.ErrUnexpectedEOF) && !errors.Is(err, io.EOF) {
 		return nil, fmt.Errorf("%s: %w", path, err)
 	}
@@ -193,7 +199,7 @@ func inspectFile(path string, n int) (*inspectReport, error) {
 	// The head is read again from memory, not by seeking back: a pipe
 	// (/dev/stdin under `gsutil cat … | piperun inspect /dev/stdin`)
 	// cannot seek.
-	r, err := tfrecord.NewReader(io.MultiReader(bytes.NewReader(head[:k]), f), comp, path)
+	r, err := tfrecord.NewReader(io.MultiReader(bytes.NewReader(head[:k]), in), comp, path)
 	if err != nil {
 		return nil, err
 	}

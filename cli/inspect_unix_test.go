@@ -99,3 +99,17 @@ func TestInspectReadsStdin(t *testing.T) {
 		t.Errorf("got %s\nwant stdout\n%s", res, want)
 	}
 }
+
+// TestInspectRefusesADevice: a device is no file to count records of:
+// inspect of /dev/zero scanned forever without a word (an adversarial
+// test), as a run refuses a device among its inputs.
+func TestInspectRefusesADevice(t *testing.T) {
+	if _, err := os.Stat("/dev/zero"); err != nil {
+		t.Skipf("no /dev/zero here: %v", err)
+	}
+	r := run(t, "inspect", "/dev/zero")
+	const want = "piperun: /dev/zero is a device, not a file of records\n"
+	if r.code != 1 || r.stderr != want {
+		t.Errorf("got %s\nwant exit 1 and stderr %q", r, want)
+	}
+}
