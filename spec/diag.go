@@ -147,6 +147,19 @@ func (r *reporter) markUndecoded(path string) {
 	r.undecoded[path] = true
 }
 
+// undecodedBelow reports whether a value path holds (an element, a key)
+// was reported by the decoder: a list whose elements did not decode holds
+// their zero values, and "weights: must not all be zero" said nothing of
+// the elements' own errors.
+func (r *reporter) undecodedBelow(path string) bool {
+	for p := range r.undecoded {
+		if len(p) > len(path) && strings.HasPrefix(p, path) && (p[len(path)] == '[' || p[len(path)] == '.') {
+			return true
+		}
+	}
+	return false
+}
+
 // isUndecoded reports whether the value at path, or one that holds it, was
 // reported by the decoder.
 func (r *reporter) isUndecoded(path string) bool {

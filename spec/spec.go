@@ -1175,11 +1175,12 @@ func (c *CheckContext) FieldPath(field string) string {
 
 // Errorf reports a problem with a field of the stage's config ("" for the
 // stage itself), at that field's position. A field the decoder reported
-// (missing, or of the wrong type) gets no second error: the config holds
-// its zero value, and a complaint about that says nothing new.
+// (missing, or of the wrong type), or one of whose elements it reported,
+// gets no second error: the config holds zero values, and a complaint
+// about them says nothing new.
 func (c *CheckContext) Errorf(field, format string, args ...any) {
 	p := c.FieldPath(field)
-	if c.r.isUndecoded(p) {
+	if c.r.isUndecoded(p) || field != "" && c.r.undecodedBelow(p) {
 		c.dropped = true
 		return
 	}
@@ -1190,7 +1191,7 @@ func (c *CheckContext) Errorf(field, format string, args ...any) {
 // Warnf reports a warning at a field's position.
 func (c *CheckContext) Warnf(field, format string, args ...any) {
 	p := c.FieldPath(field)
-	if c.quiet || c.r.isUndecoded(p) {
+	if c.quiet || c.r.isUndecoded(p) || field != "" && c.r.undecodedBelow(p) {
 		return // its value had an error already: a warning about it would be about the default
 	}
 	pos := c.Spec.rawPosOf(p)
