@@ -37,6 +37,11 @@ func TestBudgetBalancedAtEnd(t *testing.T) {
   - {name: m, type: map, parallelism: 4, set: {x: 'one_hot(int(index % 5), 500)'}}
   - {name: t, type: take, count: 5}
   - {name: out, type: discard}`},
+		{"parallel map of large samples above take", `
+  - {name: src, type: range, count: 2000}
+  - {name: m, type: map, parallelism: 4, set: {x: 'one_hot(int(index % 5), 200000)'}}
+  - {name: t, type: take, count: 5}
+  - {name: out, type: discard}`},
 		{"serial map above take", `
   - {name: src, type: range, count: 200000}
   - {name: m, type: map, parallelism: 1, set: {x: 'one_hot(int(index % 5), 500)'}}
@@ -103,6 +108,12 @@ func testBalanced(t *testing.T, dir, src string) {
 		}
 		if u := r.budget.Used(); u != 0 {
 			t.Fatalf("try %d: %d bytes still reserved after the run ended", try, u)
+		}
+		// The parallel stages share their count of early holds: one
+		// stopped by a take below left its jobs' counted, and the
+		// others' workers then waited their turn (a review).
+		if e := r.early.Load(); e != 0 {
+			t.Fatalf("try %d: %d bytes still counted as held early by parallel stages after the run ended", try, e)
 		}
 	}
 }

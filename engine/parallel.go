@@ -248,14 +248,20 @@ func (r *Run) runParallel(ctx context.Context, g *errgroup.Group, n *node, p sta
 	var held *job // taken from results, its output not yet handed to emitOut
 	defer func() {
 		cancel()
+		// The window's count of early holds is the run's, shared with its
+		// other parallel stages: what these jobs held early is given back
+		// there too, or their workers would wait their turn for the rest
+		// of the run.
 		if held != nil {
 			<-held.done
 			releaseAll(r.budget, held.out)
+			win.held.Add(-held.early)
 		}
 		for j := range results {
 			<-j.done
 			releaseAll(r.budget, j.out)
-			j.out = nil
+			win.held.Add(-j.early)
+			j.out, j.early = nil, 0
 		}
 	}()
 
@@ -285,7 +291,8 @@ func (r *Run) runParallel(ctx context.Context, g *errgroup.Group, n *node, p sta
 					case results <- j:
 					case <-lctx.Done():
 						releaseAll(r.budget, j.out)
-						j.out = nil
+						win.held.Add(-j.early) // 0: every job is the head here
+						j.out, j.early = nil, 0
 					}
 					inflight.Done()
 				}
@@ -535,6 +542,7 @@ func (r *Run) work(ctx context.Context, n *node, p stages.Processor, j *job, win
 			return nil
 		case <-ctx.Done():
 			releaseAll(r.budget, pt.out)
+			win.held.Add(-pt.early)
 			return ctx.Err()
 		}
 	}
