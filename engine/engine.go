@@ -386,13 +386,11 @@ func Start(ctx context.Context, p *plan.Plan, opts Options) (*Run, error) {
 			rank[st] = max(rank[st], rank[in]+1)
 		}
 	}
-	shuffles := 0
-	for _, pn := range p.Nodes {
-		if bs, ok := pn.Stage.Config.(plan.BufferSharer); ok && bs.BufferShare() > 1 {
-			shuffles++
-		}
-	}
-	buffers := stages.NewBuffers(p.Memory, shuffles) // shared by every shuffle and in-memory cache
+	// The shuffles split one half of the budget, the in-memory caches
+	// another (stages.Buffers).
+	nShuffles, nCaches := plan.BufferWays(p.Spec)
+	shuffleBuffers := stages.NewBuffers(p.Memory, nShuffles, "shuffles")
+	cacheBuffers := stages.NewBuffers(p.Memory, nCaches, "in-memory caches")
 	for _, pn := range p.Nodes {
 		t, ok := opts.Registry.Type(pn.Stage.Type)
 		if !ok {
@@ -400,7 +398,7 @@ func Start(ctx context.Context, p *plan.Plan, opts Options) (*Run, error) {
 		}
 		n := &node{pn: pn, st: pn.Stage, holder: budget.Holder{Name: pn.Stage.Name, Rank: rank[pn.Stage]}}
 		n.env = &stages.Env{
-			Spec: p.Spec, Stage: pn.Stage, Seed: p.Seed, Workers: pn.Parallelism, Memory: p.Memory, Buffers: buffers,
+			Spec: p.Spec, Stage: pn.Stage, Seed: p.Seed, Workers: pn.Parallelism, Memory: p.Memory,
 			Log:        opts.Log.With(zap.String("stage", pn.Stage.Name)),
 			Release:    func(s *sample.Sample) { release(r.budget, s) },
 			Hand:       func(to, from *sample.Sample) { hand(r.budget, to, from) },
@@ -408,6 +406,11 @@ func Start(ctx context.Context, p *plan.Plan, opts Options) (*Run, error) {
 			TryReserve: func(k int64) bool { return r.budget.TryAcquireAt(k, n.holder.Rank) },
 			Keep:       func(s *sample.Sample) (*sample.Sample, bool) { return keep(r.budget, s, n.holder.Rank) },
 			Copy:       copyKept,
+		}
+		if bs, ok := pn.Stage.Config.(plan.BufferSharer); ok && bs.BufferShare() > 1 {
+			n.env.Buffers = shuffleBuffers
+		} else if h, ok := pn.Stage.Config.(plan.EpochHolder); ok && h.EpochShare() >= 1 {
+			n.env.Buffers = cacheBuffers
 		}
 		if c, ok := skips[pn.Stage]; ok {
 			if caches[c] == nil {

@@ -38,27 +38,36 @@ type BufferSharer interface {
 	BufferShare() int
 }
 
-// sharedRoom is the bytes the buffer of bs may fill in sp under a budget
-// of memory: its share of the budget (a shuffle: half), split evenly
-// among all the stages of sp that fill it together (two shuffles: a
-// quarter each), as the run lets them; and the divisor of the budget that
-// gives. Each counted the share as its own, so two shuffles needed more
-// than the budget at any size of it (found by a memory audit).
-func sharedRoom(sp *spec.Spec, bs BufferSharer, memory int64) (room int64, divisor int) {
-	ways := 0
+// BufferWays counts the stages of sp that split the budget's buffer half
+// of their kind between them: the shuffles (BufferSharer), and apart from
+// them the in-memory caches (EpochHolder). Each counted a half as its
+// own, so two shuffles needed more than the budget at any size of it, and
+// the run stalled (found by a memory audit); the run splits each half
+// evenly, as this counts it.
+func BufferWays(sp *spec.Spec) (shuffles, caches int) {
 	for _, st := range sp.Stages {
 		if o, ok := st.Config.(BufferSharer); ok && o.BufferShare() > 1 {
-			ways++
+			shuffles++
+		} else if h, ok := st.Config.(EpochHolder); ok && h.EpochShare() >= 1 {
+			caches++
 		}
 	}
-	divisor = max(1, bs.BufferShare()) * max(1, ways)
+	return max(1, shuffles), max(1, caches)
+}
+
+// sharedRoom is the bytes the buffer of bs may fill in sp under a budget
+// of memory: its share of the budget (a shuffle: half), split evenly among
+// the shuffles of sp; and the divisor of the budget that gives.
+func sharedRoom(sp *spec.Spec, bs BufferSharer, memory int64) (room int64, divisor int) {
+	shuffles, _ := BufferWays(sp)
+	divisor = max(1, bs.BufferShare()) * shuffles
 	return memory / int64(divisor), divisor
 }
 
 // sharerWords names the stages that may fill a divisor of the budget: "a
-// shuffle", or "each of its 2 shuffles" where they share it.
-func sharerWords(st *spec.Stage, bs BufferSharer, divisor int) string {
-	if ways := divisor / max(1, bs.BufferShare()); ways > 1 {
+// shuffle", or "each of the 2 shuffles" where they split it.
+func sharerWords(st *spec.Stage, share, divisor int) string {
+	if ways := divisor / max(1, share); ways > 1 {
 		return fmt.Sprintf("each of the %d %ss", ways, st.Type)
 	}
 	return "a " + st.Type
@@ -598,7 +607,7 @@ func (p *Plan) fit(advise bool) []FitProblem {
 					}
 					room, divisor := sharedRoom(p.Spec, bs, p.Memory)
 					add(p.stagePath(n.Stage, "buffer"), true, "%d samples of %s %s each = %s, more than %s, the 1/%d of %s %s may fill: it will hold %s %d %s",
-						n.Buffer, about, spec.ByteSize(in), spec.ByteSize(need), spec.ByteSize(room), divisor, p.budget(), sharerWords(n.Stage, bs, divisor), holdAbout, fits, noun)
+						n.Buffer, about, spec.ByteSize(in), spec.ByteSize(need), spec.ByteSize(room), divisor, p.budget(), sharerWords(n.Stage, bs.BufferShare(), divisor), holdAbout, fits, noun)
 				}
 			} else if need > p.Memory {
 				key := "buffer"
@@ -721,14 +730,16 @@ func (p *Plan) fitEpochs(add func(path string, warn bool, format string, args ..
 		// advice without it failed the run (a new-user test, 70-byte paths;
 		// a review, 230-byte ones).
 		size += originFor(n.Stage)
-		room := p.Memory / int64(h.EpochShare())
+		_, caches := BufferWays(p.Spec)
+		divisor := h.EpochShare() * caches
+		room := p.Memory / int64(divisor)
 		if in > room/size {
 			need := in * size
-			if in > math.MaxInt64/size/int64(h.EpochShare()) {
-				need = math.MaxInt64 / int64(h.EpochShare()) // a count past int64's bytes
+			if in > math.MaxInt64/size/int64(divisor) {
+				need = math.MaxInt64 / int64(divisor) // a count past int64's bytes
 			}
 			add(p.stagePath(n.Stage, ""), false, "stage %q holds its whole first pass in memory: %d samples of %s %s each = %s, more than %s, the 1/%d of %s it may fill; set dir: to cache on disk, or raise the budget to at least %s",
-				n.Stage.Name, in, about, spec.ByteSize(size), spec.ByteSize(need), spec.ByteSize(room), h.EpochShare(), p.budget(), bytesize.FormatAtLeast(need*int64(h.EpochShare())))
+				n.Stage.Name, in, about, spec.ByteSize(size), spec.ByteSize(need), spec.ByteSize(room), divisor, p.budget(), bytesize.FormatAtLeast(mulSat(need, int64(divisor))))
 			errs++
 		}
 	}

@@ -394,6 +394,47 @@ stages:
 	}
 }
 
+// TestFitSplitsTheHalfAmongCaches: two in-memory caches split the half of
+// the budget the caches may fill, as the run splits it: each took a half,
+// and two of them could fill the whole budget. A shuffle does not take
+// from their half: below a cache it holds copies sharing its memory.
+func TestFitSplitsTheHalfAmongCaches(t *testing.T) {
+	const src = `version: 1
+name: cc
+optimize: false
+epochs: 3
+resources: {memory: 5MiB}
+stages:
+  - {name: s1, type: range, count: 100}
+  - {name: m1, type: map, set: {v: 'one_hot(int(index % 5), 4000)'}}
+  - {name: c1, type: cache}
+  - {name: s2, type: range, count: 100}
+  - {name: m2, type: map, input: s2, set: {v: 'one_hot(int(index % 5), 4000)', index: 'index + 100'}}
+  - {name: c2, type: %s}
+  - {name: j, type: mix, inputs: [c1, c2]}
+  - {name: out, type: discard}
+`
+	msg := func(c string) string {
+		return `stage "` + c + `" holds its whole first pass in memory: 100 samples of about 16.08KiB each = 1.57MiB, more than 1.25MiB, the 1/4 of resources.memory (5MiB) it may fill; set dir: to cache on disk, or raise the budget to at least 6.28MiB`
+	}
+	for _, tc := range []struct {
+		second string
+		want   []string
+	}{
+		{"cache", []string{msg("c1"), msg("c2")}},
+		{"shuffle, buffer: 100", nil},
+	} {
+		p := compileWith(t, strings.Replace(src, "type: %s", "type: "+tc.second, 1), plan.Options{})
+		var got []string
+		for _, f := range p.Fit() {
+			got = append(got, f.Message)
+		}
+		if !slices.Equal(got, tc.want) {
+			t.Errorf("%s: fit problems\n%q\nwant\n%q", tc.second, got, tc.want)
+		}
+	}
+}
+
 // TestTextTotalsTheShares: plan's table shows a shuffle shrunk to its part
 // of the budget as held/asked with the bytes it will hold, and ends with
 // the shares' total against the budget, naming memory a stage reserves

@@ -582,11 +582,11 @@ func (m *memCache) MarkComplete(skipped map[string]int64, causes map[string][]st
 
 func (m *memCache) Put(_ context.Context, s *sample.Sample) error {
 	n := s.Size()
-	// Half the budget at most, with the other in-memory caches: the
-	// stages feeding the cache need the rest to keep producing. Shuffles
-	// share that half and give samples back as the cache grows.
+	// Its part of the half of the budget that it splits with the other
+	// in-memory caches: the stages feeding it need the rest to keep
+	// producing.
 	var c *sample.Sample
-	ok := m.env.buffers().keeps(n)
+	ok := m.bytes+n <= m.env.buffers().Share()
 	if ok {
 		c, ok = m.env.Keep(s)
 	}
@@ -595,13 +595,17 @@ func (m *memCache) Put(_ context.Context, s *sample.Sample) error {
 		// reserves memory of its own: a budget that leaves the samples
 		// nothing after it would only trade this error for a stuck run.
 		disk := (&CacheConfig{Dir: "set"}).ReservedBytes(0)
-		return &StateError{fmt.Errorf("in-memory cache outgrew its share of the memory budget (half of %s) after %d samples (%s, about %s a sample); "+
-			"set dir: to cache on disk (Badger reserves %s of the budget for itself, so give resources.memory at least %s), or raise resources.memory to hold the whole first pass in half of it",
-			spec.ByteSize(m.env.Memory), len(m.samples), spec.ByteSize(m.bytes+n), spec.ByteSize((m.bytes+n)/int64(len(m.samples)+1)),
-			spec.ByteSize(disk), spec.ByteSize(disk+max(m.env.Memory, 16<<20)))}
+		share, in := "half of "+spec.ByteSize(m.env.Memory).String(), "half of it"
+		if b := m.env.buffers(); b.Ways() > 1 {
+			share = fmt.Sprintf("%s, a 1/%d part of the half of %s that the %d in-memory caches split", spec.ByteSize(b.Share()), b.Ways(), spec.ByteSize(m.env.Memory), b.Ways())
+			in = "its part"
+		}
+		return &StateError{fmt.Errorf("in-memory cache outgrew its share of the memory budget (%s) after %d samples (%s, about %s a sample); "+
+			"set dir: to cache on disk (Badger reserves %s of the budget for itself, so give resources.memory at least %s), or raise resources.memory to hold the whole first pass in %s",
+			share, len(m.samples), spec.ByteSize(m.bytes+n), spec.ByteSize((m.bytes+n)/int64(len(m.samples)+1)),
+			spec.ByteSize(disk), spec.ByteSize(disk+max(m.env.Memory, 16<<20)), in)}
 	}
 	m.bytes += n
-	m.env.buffers().keep(n)
 	m.samples = append(m.samples, c)
 	m.mu.Lock()
 	m.stats.Written++
@@ -628,7 +632,6 @@ func (m *memCache) Close() error {
 		m.env.Release(s)
 	}
 	m.samples = nil
-	m.env.buffers().keep(-m.bytes)
 	m.bytes = 0
 	return nil
 }

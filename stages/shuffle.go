@@ -111,7 +111,7 @@ func (s *shuffleStage) Process(_ context.Context, in *sample.Sample, emit Emit) 
 	if len(s.buf) < s.size && !s.warned {
 		s.warned = true
 		s.env.Log.Warn(fmt.Sprintf("shuffle buffer holds %d of %d samples: %d samples of about %s fill its share of the memory budget (%s of %s%s); shuffling over %d samples. Raise resources.memory to shuffle over more.",
-			len(s.buf), s.size, len(s.buf), spec.ByteSize(s.bytes/int64(len(s.buf))), spec.ByteSize(s.buffers.ShuffleRoom()), spec.ByteSize(s.env.Memory), s.others(), len(s.buf)))
+			len(s.buf), s.size, len(s.buf), spec.ByteSize(s.bytes/int64(len(s.buf))), spec.ByteSize(s.buffers.Share()), spec.ByteSize(s.env.Memory), s.buffers.splitWords(), len(s.buf)))
 	}
 	j := s.rng.IntN(len(s.buf))
 	out := s.buf[j]
@@ -121,11 +121,9 @@ func (s *shuffleStage) Process(_ context.Context, in *sample.Sample, emit Emit) 
 		return err
 	}
 	// A swap that brings in a larger sample than it sends out grows the
-	// buffer, and so does another buffer filling (a second shuffle, an
-	// in-memory cache); left to grow past their share, the buffers would
-	// hold the memory the stages before them need to produce the next
-	// input, and the pipeline would stop. So it gives samples back until
-	// they fit.
+	// buffer; left to grow past its part, it would hold the memory the
+	// stages before it need to produce its next input, and the pipeline
+	// would stop. So it gives samples back until it fits.
 	for s.buffers.over(s.bytes) && len(s.buf) > 1 {
 		if err := emit(s.takeRandom()); err != nil {
 			return err
@@ -137,19 +135,7 @@ func (s *shuffleStage) Process(_ context.Context, in *sample.Sample, emit Emit) 
 // hold counts n more bytes in the buffer (negative: fewer).
 func (s *shuffleStage) hold(n int64) {
 	s.bytes += n
-	s.buffers.add(n)
 	s.holding.Store(s.bytes)
-}
-
-// others says how the share is split with other buffers, if it is.
-func (s *shuffleStage) others() string {
-	if s.buffers.shuffles > 1 {
-		return fmt.Sprintf(", a %d-way split of the half that shuffles and in-memory caches fill together", s.buffers.shuffles)
-	}
-	if o := s.buffers.held.Load() - s.bytes; o > 0 {
-		return fmt.Sprintf(", the half that shuffles and in-memory caches fill together, %s of it held by the caches", spec.ByteSize(o))
-	}
-	return ""
 }
 
 // takeRandom removes and returns a random sample of the buffer.

@@ -180,9 +180,9 @@ type Env struct {
 	// Memory is the pipeline's memory budget in bytes, for stages that size
 	// their own buffers from it.
 	Memory int64
-	// Buffers is the run's share of Memory that shuffle buffers and
-	// in-memory caches fill together; nil gives the stage a share of
-	// its own.
+	// Buffers is the part of Memory that the stage's buffer may fill (a
+	// shuffle's, an in-memory cache's), split with the others of its
+	// kind; nil gives the stage the whole half.
 	Buffers *Buffers
 	Log     *zap.Logger
 	// Release returns a retained sample's bytes to the memory budget. Stages
@@ -334,7 +334,7 @@ func IsItemError(err error) bool {
 // own.
 func (e *Env) buffers() *Buffers {
 	if e.Buffers == nil {
-		e.Buffers = NewBuffers(e.Memory, 1)
+		e.Buffers = NewBuffers(e.Memory, 1, "buffers")
 	}
 	return e.Buffers
 }
