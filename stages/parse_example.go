@@ -434,37 +434,31 @@ func (p *parseExample) Process(_ context.Context, s *sample.Sample, emit Emit) e
 	return emit(out)
 }
 
-// unalias copies the bytes values in vals out of their record, of recLen
-// bytes, unless they are most of it. Parsed bytes alias the record, and
-// the budget counts a value at its own length: a 20-byte file name kept
-// its 380 KB record alive while counted as 20 bytes (a memory audit saw
-// 680 MiB of RSS under a 64 MiB budget, behind a shuffle of them). Where
-// they are most of the record (the encoded image), the copy would free
-// little and cost a pass over the image.
+// unalias copies each bytes value in vals out of its record, of recLen
+// bytes, unless the value is most of the record by itself. Parsed bytes
+// alias the record, and the budget counts a value at its own length: a
+// 20-byte file name kept its 380 KB record alive while counted as 20
+// bytes (a memory audit saw 680 MiB of RSS under a 64 MiB budget, behind
+// a shuffle of them), also beside the image in the same record, which the
+// map below decodes and drops (a review). The image itself, most of the
+// record, stays an alias: its copy would free little and cost a pass over
+// it.
 func unalias(vals []any, recLen int) {
-	total := 0
-	for _, v := range vals {
-		switch x := v.(type) {
-		case []byte:
-			total += len(x)
-		case [][]byte:
-			for _, b := range x {
-				total += len(b)
-			}
-		}
-	}
-	if total == 0 || total >= recLen-recLen/8 {
-		return
-	}
+	small := func(n int) bool { return n < recLen-recLen/8 }
 	for i, v := range vals {
 		switch x := v.(type) {
 		case []byte:
-			vals[i] = slices.Clone(x)
+			if small(len(x)) {
+				vals[i] = slices.Clone(x)
+			}
 		case [][]byte:
 			// One buffer for the list's values: a list is one value.
 			n := 0
 			for _, b := range x {
 				n += len(b)
+			}
+			if !small(n) {
+				continue
 			}
 			buf := make([]byte, 0, n)
 			parts := make([][]byte, len(x))
