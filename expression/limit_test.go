@@ -6,6 +6,7 @@ import (
 
 	"github.com/piperun/piperun/expression"
 	"github.com/piperun/piperun/sample"
+	"github.com/piperun/piperun/tensor"
 )
 
 // TestSizesFromSamplesAreBounded: a function that sizes its result from a
@@ -118,6 +119,8 @@ func TestStringsAreBounded(t *testing.T) {
 		{`toBase64(s)`, nil, nil, "YWI="},
 		{`toBase64(a)`, "hi", nil, "aGk="},
 		{`toJSON(a)`, map[string]any{"k": []any{1, "<x>"}}, nil, "{\n  \"k\": [\n    1,\n    \"\\u003cx\\u003e\"\n  ]\n}"},
+		// A tensor is bounded before it is written too.
+		{`len(toJSON(a))`, tensor.New(tensor.Uint8, 800_000), nil, "toJSON: its text may take up to 1.02MiB, more than the run's memory budget (1MiB) (1:5)\n | len(toJSON(a))\n | ....^"},
 		{`len(reduce(0..40, toBase64(#acc), "ab"))`, nil, nil, 825880},
 		{`len(reduce(0..41, toBase64(#acc), "ab"))`, nil, nil, "toBase64: a string of 1.05MiB would take more than the run's memory budget (1MiB) (1:19)\n | len(reduce(0..41, toBase64(#acc), \"ab\"))\n | ..................^"},
 		{`len(reduce(0..40, toJSON(#acc), "\\\\"))`, nil, nil, "toJSON: its text may take up to 1.5MiB, more than the run's memory budget (1MiB) (1:19)\n | len(reduce(0..40, toJSON(#acc), \"\\\\\\\\\"))\n | ..................^"},

@@ -10,6 +10,7 @@ import (
 
 	"github.com/expr-lang/expr/vm/runtime"
 	"github.com/piperun/piperun/sample"
+	"github.com/piperun/piperun/tensor"
 )
 
 // registerStrings registers what the patcher puts in place of the string
@@ -169,6 +170,11 @@ func jsonBound(v reflect.Value, depth int) (n int64, ok bool) {
 	case reflect.Interface, reflect.Pointer:
 		if v.IsNil() {
 			return number, true
+		}
+		if t, ok := v.Interface().(*tensor.Tensor); ok {
+			// Its fields, Data in base64: the largest value an
+			// expression holds.
+			return 4*int64(len(t.Data))/3 + 32*int64(len(t.Shape)) + 128, true
 		}
 		if v.Kind() == reflect.Pointer {
 			return 0, false
