@@ -27,6 +27,7 @@ import (
 	"github.com/piperun/piperun/expression"
 	"github.com/piperun/piperun/gpu"
 	"github.com/piperun/piperun/imageops"
+	"github.com/piperun/piperun/internal/fileguard"
 	"github.com/piperun/piperun/plan"
 	"github.com/piperun/piperun/sample"
 	"github.com/piperun/piperun/spec"
@@ -360,8 +361,10 @@ func (n *node) handle(s *sample.Sample, err error) error {
 
 func isControl(err error) bool {
 	var tl *budget.TooLargeError
+	// A file that shrank while read is no damage to skip: the records
+	// after the cut are gone, and one skip counted for them hid the loss.
 	return errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded) ||
-		errors.Is(err, errDownstreamDone) || errors.As(err, &tl)
+		errors.Is(err, errDownstreamDone) || errors.As(err, &tl) || errors.Is(err, fileguard.ErrShrank)
 }
 
 // Start builds every stage and starts the run. Build errors are returned

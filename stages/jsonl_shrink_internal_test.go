@@ -2,12 +2,14 @@ package stages
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
 
+	"github.com/piperun/piperun/internal/fileguard"
 	"github.com/piperun/piperun/sample"
 )
 
@@ -38,11 +40,14 @@ func TestJSONLFileShrinkingWhileRead(t *testing.T) {
 			break
 		}
 	}
-	want := fmt.Sprintf("%s:501: the file shrank while it was read: it had %d bytes when opened, and ends after %d", path, 1000*len(line), 500*len(line))
+	want := fmt.Sprintf("%s:501: the file shrank while it was read: it had %d bytes when opened, and has %d now", path, 1000*len(line), 500*len(line))
 	if !strings.Contains(err.Error(), want) {
 		t.Fatalf("after %d lines: %v; want the file's shrinking", n, err)
 	}
 	if n != 500 {
 		t.Errorf("read %d lines before the error, want 500", n)
+	}
+	if !errors.Is(err, fileguard.ErrShrank) {
+		t.Errorf("%v does not wrap fileguard.ErrShrank, which on_error: skip must not skip", err)
 	}
 }

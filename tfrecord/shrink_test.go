@@ -9,6 +9,7 @@ import (
 	"strconv"
 	"testing"
 
+	"github.com/piperun/piperun/internal/fileguard"
 	"github.com/piperun/piperun/tfrecord"
 )
 
@@ -57,12 +58,16 @@ func TestFileShrinkingWhileReadIsAnError(t *testing.T) {
 	if errors.Is(err, io.EOF) {
 		t.Fatalf("read %d of 100 records and then a clean end of file", n)
 	}
-	want := "tfrecord: " + path + ": record 50 at byte offset " + itoa(50*frame) + ": read: the file shrank while it was read: it had " + itoa(100*frame) + " bytes when opened, and ends after " + itoa(50*frame) + " (rewritten in place by another process?)"
+	want := "tfrecord: " + path + ": record 50 at byte offset " + itoa(50*frame) + ": read: the file shrank while it was read: it had " + itoa(100*frame) + " bytes when opened, and has " + itoa(50*frame) + " now (rewritten in place by another process?)"
 	if err.Error() != want {
 		t.Fatalf("after %d records: %v\nwant %s", n, err, want)
 	}
 	if n != 50 {
 		t.Errorf("read %d records before the error, want 50", n)
+	}
+	// So that on_error: skip does not take it for damage to read past.
+	if !errors.Is(err, fileguard.ErrShrank) {
+		t.Errorf("%v does not wrap fileguard.ErrShrank", err)
 	}
 }
 

@@ -1,6 +1,7 @@
 package fileguard_test
 
 import (
+	"errors"
 	"fmt"
 	"io"
 	"os"
@@ -29,7 +30,7 @@ func TestReader(t *testing.T) {
 			return err
 		}, ""},
 		{"cut", func(p string) error { return os.Truncate(p, 6) },
-			"the file shrank while it was read: it had 10 bytes when opened, and ends after 6 (rewritten in place by another process?)"},
+			"the file shrank while it was read: it had 10 bytes when opened, and has 6 now (rewritten in place by another process?)"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			path := filepath.Join(t.TempDir(), "f")
@@ -52,6 +53,9 @@ func TestReader(t *testing.T) {
 			}
 			if got != tc.want {
 				t.Fatalf("ReadAll: %q, want %q", got, tc.want)
+			}
+			if tc.want != "" && !errors.Is(err, fileguard.ErrShrank) {
+				t.Errorf("%v is not ErrShrank", err)
 			}
 		})
 	}
