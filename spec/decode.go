@@ -9,6 +9,7 @@ import (
 	"regexp"
 	"slices"
 	"sort"
+	"strconv"
 	"strings"
 
 	"go.yaml.in/yaml/v3"
@@ -184,7 +185,10 @@ func (d *decoder) decode(n *yaml.Node, v reflect.Value, path string) {
 		// A null here is a list element or a map value (a key's null is
 		// absent, decodeStruct): yaml.v3 would read it as 0 or false.
 		if k := v.Kind(); (k == reflect.Int64 || k == reflect.Int) && isDigits(n) {
-			if err := n.Decode(new(int64)); err != nil {
+			// ParseInt, not yaml.v3's Decode, which read
+			// -99999999999999999999 as a number and that as the least
+			// int64.
+			if _, err := strconv.ParseInt(n.Value, 10, 64); err != nil {
 				// yaml.v3 reads digits past uint64 as a number, and some
 				// as a string: an integer all the same.
 				d.errorf(n, path, "integer %s is out of range (%d to %d)", shortDigits(n.Value), math.MinInt64, math.MaxInt64)
