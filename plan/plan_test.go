@@ -101,10 +101,7 @@ stages:
 		if strings.Contains(tc.resources, "#HUGE") {
 			src := strings.Replace(src, "type: prefetch, buffer: 1000000", "type: batch, size: 9000000000000000", 1)
 			p := compileWith(t, fmt.Sprintf(src, tc.resources), plan.Options{})
-			var got []string
-			for _, f := range p.Fit() {
-				got = append(got, f.Message)
-			}
+			got := fitMessages(p)
 			if want := strings.Split(tc.want, "|"); !slices.Equal(got, want) {
 				t.Errorf("huge batch: fit problems %q\nwant %q", got, want)
 			}
@@ -117,10 +114,7 @@ stages:
 			n := adviceFits(t, src, tc.resources)
 			tc.want = strings.Replace(tc.want, "FIT", fmt.Sprint(n), 1)
 		}
-		var got []string
-		for _, f := range p.Fit() {
-			got = append(got, f.Message)
-		}
+		got := fitMessages(p)
 		if len(got) != 1 || got[0] != tc.want {
 			t.Errorf("%q: fit problems %q\nwant [%q]", tc.resources, got, tc.want)
 		}
@@ -354,10 +348,7 @@ stages:
 			"buffers need about 3MiB (r 205B, m 1MiB, s 2MiB), more than resources.memory (2MiB); 3.01MiB fits"}},
 	} {
 		p := compileWith(t, fmt.Sprintf(src, tc.memory, tc.buffer), plan.Options{})
-		var got []string
-		for _, f := range p.Fit() {
-			got = append(got, f.Message)
-		}
+		got := fitMessages(p)
 		if !slices.Equal(got, tc.want) {
 			t.Errorf("%s, buffer %d: fit problems\n%q\nwant\n%q", tc.memory, tc.buffer, got, tc.want)
 		}
@@ -380,10 +371,7 @@ stages:
   - {name: b, type: shuffle, buffer: 64}
   - {name: out, type: discard}
 `, plan.Options{})
-	var got []string
-	for _, f := range p.Fit() {
-		got = append(got, f.Message)
-	}
+	got := fitMessages(p)
 	// 1MiB samples (and 16 bytes more): 3 fit in a quarter of 16MiB.
 	want := []string{
 		"64 samples of about 1MiB each = 64.02MiB, more than 4MiB, the 1/4 of resources.memory (16MiB) each of the 2 shuffles may fill: it will hold about 3 samples",
@@ -425,10 +413,7 @@ stages:
 		{"shuffle, buffer: 100", nil},
 	} {
 		p := compileWith(t, strings.Replace(src, "type: %s", "type: "+tc.second, 1), plan.Options{})
-		var got []string
-		for _, f := range p.Fit() {
-			got = append(got, f.Message)
-		}
+		got := fitMessages(p)
 		if !slices.Equal(got, tc.want) {
 			t.Errorf("%s: fit problems\n%q\nwant\n%q", tc.second, got, tc.want)
 		}
@@ -686,10 +671,7 @@ stages:
 	each := p.Node("m").SampleBytes + int64(longest)
 	want := fmt.Sprintf("stage \"c\" holds its whole first pass in memory: 60 samples of about %s each = %s, more than 512KiB, the 1/2 of resources.memory (1MiB) it may fill; set dir: to cache on disk, or raise the budget to at least %s",
 		spec.ByteSize(each), spec.ByteSize(60*each), bytesize.FormatAtLeast(2*60*each))
-	var got []string
-	for _, f := range p.Fit() {
-		got = append(got, f.Message)
-	}
+	got := fitMessages(p)
 	if !slices.Contains(got, want) {
 		t.Errorf("got %q\nwant %q", got, want)
 	}
@@ -965,4 +947,13 @@ func TestTextOfARandomSeedIsStable(t *testing.T) {
 	if texts[0] != texts[1] {
 		t.Errorf("two plans of one spec differ:\n%s\n%s", texts[0], texts[1])
 	}
+}
+
+// fitMessages returns the messages of p's fit problems, in order.
+func fitMessages(p *plan.Plan) []string {
+	var got []string
+	for _, f := range p.Fit() {
+		got = append(got, f.Message)
+	}
+	return got
 }
