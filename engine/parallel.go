@@ -85,10 +85,10 @@ type window struct {
 // newWindow makes the window of a stage of workers, at most max samples,
 // under budget (0: none), whose output sample the plan estimates at est
 // bytes (-1: unknown), counting what jobs reserve ahead of the head in
-// early with the run's other parallel stages. Until a job has finished, the plan's estimate sets
-// the limit; without one, a single sample goes first and is measured: one
-// worker per sample could hold many times the budget before anything was
-// known of output sizes.
+// early with the run's other parallel stages. Until a job has finished,
+// the plan's estimate sets the limit; without one, a single sample goes
+// first and is measured: one worker per sample could hold many times the
+// budget before anything was known of output sizes.
 func newWindow(workers, max int, budget, est int64, early *atomic.Int64) *window {
 	if early == nil {
 		early = new(atomic.Int64)
