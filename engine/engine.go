@@ -213,7 +213,11 @@ func (n *node) skip(s *sample.Sample, err error) {
 	c := skipCause{text: err.Error()}
 	if s != nil {
 		c.sample, c.epoch, c.id = true, s.Epoch, s.ID
-		c.text = n.describe(s) + ": " + c.text
+		// As a stage error: a cause that names the file already (a
+		// reader's) is not told it again.
+		if d := n.describe(s); !namesWhole(c.text, d) {
+			c.text = d + ": " + c.text
+		}
 	}
 	// The report leaves out an expression's caret drawing: it is for the
 	// log, and in JSON reads as escaped noise. Only the drawing: a file's

@@ -1145,3 +1145,47 @@ func TestTFRecordBadHeaderSkipped(t *testing.T) {
 		}
 	})
 }
+
+// TestSkipCauseNamesTheFileOnce: a skipped file's cause, which the reader
+// words with the file's name, is not told the name again in front of it
+// ("skipped: /d/a.tfrecord: tfrecord: /d/a.tfrecord: …", found by a
+// tf.data user's test); in a run of several epochs the epoch is.
+func TestSkipCauseNamesTheFileOnce(t *testing.T) {
+	dir := t.TempDir()
+	var buf bytes.Buffer
+	w := tfrecord.NewWriter(&buf, tfrecord.None)
+	if err := w.Write([]byte("rec")); err != nil {
+		t.Fatal(err)
+	}
+	if err := w.Close(); err != nil {
+		t.Fatal(err)
+	}
+	path := filepath.Join(dir, "plain.tfrecord")
+	if err := os.WriteFile(path, buf.Bytes(), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	const src = `version: 1
+name: s
+epochs: %d
+stages:
+  - {name: files, type: files, pattern: plain.tfrecord}
+  - {name: records, type: tfrecord, compression: gzip, on_error: skip}
+  - {name: out, type: discard}
+`
+	cause := "tfrecord: " + path + ": record 0 at byte offset 0: gzip header: gzip: invalid header (it starts like an uncompressed TFRecord: read it as none, or with auto, which detects it)"
+	for _, tc := range []struct {
+		epochs int
+		want   string
+	}{
+		{1, cause},
+		{2, path + " (epoch 0): " + cause},
+	} {
+		rep, err := tfrRun(t, dir, fmt.Sprintf(src, tc.epochs))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := rep.SkipCauses["records"]; len(got) == 0 || got[0] != tc.want {
+			t.Errorf("epochs %d: skip causes %q\nwant first %q", tc.epochs, got, tc.want)
+		}
+	}
+}
