@@ -277,9 +277,10 @@ func newReaderSize(r io.Reader, c Compression, name string, size int) (*Reader, 
 		return nil, fmt.Errorf("tfrecord: %s: unknown compression %d", name, int(c))
 	}
 	// flate reads byte by byte through io.ByteReader, so buffer the
-	// compressed side too unless the caller already did.
+	// compressed side too unless the caller already did (in a reader that
+	// can be peeked at, as the first bytes and gzipStream are).
 	var src flate.Reader
-	if fr, ok := r.(flate.Reader); ok {
+	if fr, ok := r.(*bufio.Reader); ok {
 		src = fr
 	} else {
 		src = bufio.NewReaderSize(r, 64<<10)
@@ -297,7 +298,10 @@ func newReaderSize(r io.Reader, c Compression, name string, size int) (*Reader, 
 		head = bytes.Clone(head)
 	}
 	if c == Gzip {
-		zr, err = gzip.NewReader(src)
+		var gz *gzip.Reader
+		if gz, err = gzip.NewReader(src); err == nil {
+			zr = newGzipStream(gz, src)
+		}
 	} else {
 		zr, err = zlib.NewReader(src)
 	}
@@ -311,6 +315,63 @@ func newReaderSize(r io.Reader, c Compression, name string, size int) (*Reader, 
 	rd.br = bufio.NewReaderSize(rd.cut, rd.bufSize)
 	return rd, nil
 }
+
+// errTrailing is the error of bytes after a gzip stream's last member
+// that are no gzip.
+var errTrailing = errors.New("bytes after the end of the gzip stream are not gzip (trailing garbage)")
+
+// gzipStream reads a gzip stream member by member, to tell bytes after its
+// last member that are no gzip from a member cut short: Go's multistream
+// reader took 8 such bytes for a cut stream, and 16 zeros for an invalid
+// header (found by a tf.data user's test). Where src cannot be peeked at,
+// it reads as Go's reader does.
+type gzipStream struct {
+	zr   *gzip.Reader
+	src  flate.Reader
+	peek func(int) ([]byte, error)
+	err  error
+}
+
+func newGzipStream(zr *gzip.Reader, src flate.Reader) io.ReadCloser {
+	p, ok := src.(interface{ Peek(int) ([]byte, error) })
+	if !ok {
+		return zr
+	}
+	zr.Multistream(false)
+	return &gzipStream{zr: zr, src: src, peek: p.Peek}
+}
+
+func (g *gzipStream) Read(p []byte) (int, error) {
+	for g.err == nil {
+		n, err := g.zr.Read(p)
+		if err != io.EOF {
+			return n, err
+		}
+		// The end of a member: the next one, the end of the file, or
+		// bytes that are no gzip.
+		switch head, _ := g.peek(2); {
+		case len(head) == 0:
+			g.err = io.EOF
+		case head[0] == 0x1f && (len(head) == 1 || head[1] == 0x8b):
+			if rerr := g.zr.Reset(g.src); rerr != nil {
+				if rerr == io.EOF {
+					rerr = io.ErrUnexpectedEOF
+				}
+				g.err = rerr
+			} else {
+				g.zr.Multistream(false)
+			}
+		default:
+			g.err = errTrailing
+		}
+		if n > 0 {
+			return n, nil
+		}
+	}
+	return 0, g.err
+}
+
+func (g *gzipStream) Close() error { return g.zr.Close() }
 
 // cutWatch notes whether a decompressor said its stream was cut short
 // (io.ErrUnexpectedEOF): the file then ended inside the compressed stream,
@@ -809,6 +870,8 @@ func (r *Reader) readErr(err error, what string) error {
 		return r.corrupt(reason, io.ErrUnexpectedEOF)
 	case errors.Is(err, io.ErrUnexpectedEOF) || errors.Is(err, io.EOF):
 		return r.corrupt("truncated: "+what, io.ErrUnexpectedEOF)
+	case errors.Is(err, errTrailing):
+		return r.corrupt(err.Error()+": every record before this offset is whole", err)
 	case errors.As(err, &flateErr), errors.Is(err, gzip.ErrChecksum), errors.Is(err, gzip.ErrHeader),
 		errors.Is(err, zlib.ErrChecksum), errors.Is(err, zlib.ErrHeader), errors.Is(err, zlib.ErrDictionary):
 		return r.corrupt("decompress: "+err.Error(), err)
