@@ -22,6 +22,9 @@ type Budget struct {
 	mu      sync.Mutex
 	used    int64
 	waiters []waiter
+	// kept is the part of used that stages hold for the whole run (Keep):
+	// no sample can ever have it.
+	kept int64
 
 	peak atomic.Int64
 	cur  atomic.Int64
@@ -81,19 +84,53 @@ type Holder struct {
 // lowest is the rank of holders that pass no waiter.
 const lowest = math.MinInt
 
-// TooLargeError reports a single reservation larger than the whole budget,
-// which could never be satisfied.
+// TooLargeError reports a single reservation larger than the budget less
+// what stages keep for the run, which could never be satisfied.
 type TooLargeError struct {
 	Need, Limit int64
+	// Kept is what stages hold of the budget for the whole run (Keep).
+	Kept int64
 }
 
 // Error implements error.
 func (e *TooLargeError) Error() string {
-	need, limit := bytesize.Format(e.Need), bytesize.Format(e.Limit)
-	if e.Need-e.Limit < e.Limit/100 { // within rounding: say by how much
-		need = fmt.Sprintf("%s (%d bytes more)", need, e.Need-e.Limit)
+	room := e.Limit - e.Kept
+	need := bytesize.Format(e.Need)
+	if e.Need-room < room/100 { // within rounding: say by how much
+		need = fmt.Sprintf("%s (%d bytes more)", need, e.Need-room)
 	}
-	return fmt.Sprintf("a sample of %s exceeds the whole memory budget of %s; raise resources.memory", need, limit)
+	if e.Kept > 0 {
+		return fmt.Sprintf("a sample of %s exceeds the %s the memory budget of %s leaves samples (stages keep %s for their own use); raise resources.memory",
+			need, bytesize.Format(room), bytesize.Format(e.Limit), bytesize.Format(e.Kept))
+	}
+	return fmt.Sprintf("a sample of %s exceeds the whole memory budget of %s; raise resources.memory", need, bytesize.Format(e.Limit))
+}
+
+// Keep reserves n bytes for the rest of the run (what a stage holds of
+// its own, not samples), if they are free now and nobody waits; a sample
+// larger than what is left then fails at once instead of waiting for
+// memory that never frees. Unkeep gives them back.
+func (b *Budget) Keep(n int64) bool {
+	if !b.TryAcquire(n) {
+		return false
+	}
+	if b != nil && n > 0 {
+		b.mu.Lock()
+		b.kept += n
+		b.mu.Unlock()
+	}
+	return true
+}
+
+// Unkeep returns n bytes reserved by Keep.
+func (b *Budget) Unkeep(n int64) {
+	if b == nil || n <= 0 {
+		return
+	}
+	b.mu.Lock()
+	b.kept -= n
+	b.releaseLocked(n)
+	b.mu.Unlock()
 }
 
 // New returns a budget of limit bytes.
@@ -243,10 +280,11 @@ func (b *Budget) AcquireFor(ctx context.Context, n int64, h Holder) error {
 	if b == nil || n <= 0 {
 		return nil
 	}
-	if n > b.limit {
-		return &TooLargeError{Need: n, Limit: b.limit}
-	}
 	b.mu.Lock()
+	if n > b.limit-b.kept {
+		b.mu.Unlock()
+		return &TooLargeError{Need: n, Limit: b.limit, Kept: b.kept}
+	}
 	if b.used+n <= b.limit && b.mayPassLocked(h.Rank) {
 		b.add(n)
 		b.mu.Unlock()

@@ -198,6 +198,7 @@ func TestMessages(t *testing.T) {
 		{TooLargeError{Need: 3 << 20, Limit: 1 << 20}, "a sample of 3MiB exceeds the whole memory budget of 1MiB; raise resources.memory"},
 		{TooLargeError{Need: 1<<20 + 128, Limit: 1 << 20}, "a sample of 1MiB (128 bytes more) exceeds the whole memory budget of 1MiB; raise resources.memory"},
 		{TooLargeError{Need: 1 << 20, Limit: 1<<20 - 8}, "a sample of 1MiB (8 bytes more) exceeds the whole memory budget of 1023.99KiB; raise resources.memory"},
+		{TooLargeError{Need: 3 << 20, Limit: 4 << 20, Kept: 2 << 20}, "a sample of 3MiB exceeds the 2MiB the memory budget of 4MiB leaves samples (stages keep 2MiB for their own use); raise resources.memory"},
 	} {
 		if got := tc.err.Error(); got != tc.want {
 			t.Errorf("got %q\nwant %q", got, tc.want)
@@ -218,5 +219,34 @@ func TestMessages(t *testing.T) {
 	}
 	if got, want := b.Waiters(), []string{"b (4B)", "r (2 waiting, 5B)"}; !slices.Equal(got, want) {
 		t.Errorf("Waiters = %q, want %q", got, want)
+	}
+}
+
+// TestKeptBytesBoundASample: what stages keep for the run is no sample's,
+// so a sample larger than the rest fails at once rather than waiting for
+// memory that never frees; given back, the whole budget is there again.
+func TestKeptBytesBoundASample(t *testing.T) {
+	b := New(1000)
+	ctx := context.Background()
+	if !b.Keep(600) {
+		t.Fatal("600 of 1000 not kept")
+	}
+	if b.Keep(500) {
+		t.Fatal("500 more kept of the 400 free")
+	}
+	err := b.Acquire(ctx, 401)
+	if tl, ok := err.(*TooLargeError); !ok || *tl != (TooLargeError{Need: 401, Limit: 1000, Kept: 600}) {
+		t.Fatalf("Acquire(401) = %v, want a TooLargeError with 600 kept", err)
+	}
+	if err := b.Acquire(ctx, 400); err != nil {
+		t.Fatal(err)
+	}
+	b.Release(400)
+	b.Unkeep(600)
+	if err := b.Acquire(ctx, 1000); err != nil {
+		t.Fatal(err)
+	}
+	if b.Used() != 1000 || b.Peak() != 1000 {
+		t.Errorf("used %d, peak %d, want 1000 and 1000", b.Used(), b.Peak())
 	}
 }

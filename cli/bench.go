@@ -72,6 +72,14 @@ func (r *replacedSink) ReservedBytes(memory int64) int64 {
 	return 0
 }
 
+// ReservedFor implements plan.Reserver.
+func (r *replacedSink) ReservedFor() string {
+	if rs, ok := r.orig.(plan.Reserver); ok {
+		return rs.ReservedFor()
+	}
+	return ""
+}
+
 // trainerType is the sink bench puts in place of every sink of the spec.
 const trainerType = "piperun_bench_trainer"
 

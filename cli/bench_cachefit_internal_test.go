@@ -100,7 +100,7 @@ stages:
 			memory := tc.memory
 			if m := atLeast.FindStringSubmatch(why); m != nil {
 				memory = m[1]
-				if code, out := validate(tc.memory); code != 1 || !strings.Contains(out, `stage "c" needs 82MiB for its own use, more than resources.memory (16MiB)`) {
+				if code, out := validate(tc.memory); code != 1 || !strings.Contains(out, `stage "c" needs 82MiB for its own use (Badger's tables and caches), more than resources.memory (16MiB)`) {
 					t.Errorf("the advised cache at %s: exit %d\n%s\nwant exit 1: its store does not fit", tc.memory, code, out)
 				}
 			}

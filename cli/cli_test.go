@@ -451,14 +451,14 @@ name: both
 resources: {memory: 1MiB}
 stages:
   - {name: files, type: files, pattern: "nothing-here/*.tfrecord"}
-  - {name: records, type: tfrecord}
+  - {name: records, type: tfrecord, cycle_length: 1}
   - {name: prefetch, type: prefetch, buffer: 100000}
   - {name: out, type: discard}
 `)
 	r := run(t, "validate", p)
 	// In line order, though the fit is checked after the pattern.
 	want := p + `:5:41: stages[0].pattern: pattern "nothing-here/*.tfrecord" matches no file (resolved to ` + filepath.Join(dir, "nothing-here/*.tfrecord") + "); folder " + filepath.Join(dir, "nothing-here") + " does not exist\n" +
-		p + `:7:46: stages[2].buffer: stage "prefetch" buffers 100000 samples of at least 198B each = 18.88MiB, more than resources.memory (1MiB): lower its buffer to 5292 at most (what the other stages leave) or raise resources.memory to at least 18.89MiB` + "\n"
+		p + `:7:46: stages[2].buffer: stage "prefetch" buffers 100000 samples of at least 198B each = 18.88MiB, more than resources.memory (1MiB): lower its buffer to 4382 at most (what the other stages leave) or raise resources.memory to at least 19.06MiB` + "\n"
 	if r.code != 1 || r.stdout != want || r.stderr != "2 problems\n" {
 		t.Errorf("got %s\nwant exit 1, stdout\n%s", r, want)
 	}

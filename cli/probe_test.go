@@ -230,7 +230,7 @@ func TestPlanProbeOfAMisfit(t *testing.T) {
 	}
 	// validate --probe likewise: the fit's error, no stuck probe.
 	r = run(t, "validate", spec, "--set", "resources.memory=3MiB", "--probe", "10")
-	for _, want := range []string{"--probe was not run: the buffers do not fit the budget even as far as they are known, and a run of them would stall", "stages[7].buffer: stage \"prefetch\" buffers 4 samples of at least 864.71KiB each = 3.38MiB, more than resources.memory (3MiB): the other stages leave no room for one sample; raise resources.memory to at least 8.8MiB"} {
+	for _, want := range []string{"--probe was not run: the buffers do not fit the budget even as far as they are known, and a run of them would stall", "stages[7].buffer: stage \"prefetch\" buffers 4 samples of at least 864.71KiB each = 3.38MiB, more than resources.memory (3MiB): the other stages leave no room for one sample; raise resources.memory to at least 9.49MiB"} {
 		if !strings.Contains(r.stdout+r.stderr, want) {
 			t.Errorf("validate: output lacks %q", want)
 		}

@@ -447,7 +447,7 @@ func Start(ctx context.Context, p *plan.Plan, opts Options) (*Run, error) {
 				return ok
 			}
 		}
-		if pn.Reserved > 0 && !r.budget.TryAcquire(pn.Reserved) {
+		if pn.Reserved > 0 && !r.budget.Keep(pn.Reserved) {
 			r.abortBuilt()
 			return nil, &StageError{Stage: pn.Stage.Name, Type: pn.Stage.Type, Err: fmt.Errorf("needs %d bytes of the memory budget for itself, more than is free", pn.Reserved)}
 		}
@@ -647,7 +647,7 @@ func (r *Run) run(parent context.Context) {
 	// What stages reserved for their own use (a disk cache's tables) goes
 	// back with them, after the report has read the peak.
 	for _, n := range r.nodes {
-		r.budget.Release(n.pn.Reserved)
+		r.budget.Unkeep(n.pn.Reserved)
 	}
 }
 

@@ -164,6 +164,9 @@ func (r *Run) stallError() error {
 		// samples did not fit in room that in fact holds them.
 		if res := nd.pn.Reserved; res > 0 {
 			where += fmt.Sprintf(", %s reserved by %s %q for its own use", spec.ByteSize(res), nd.st.Type, nd.st.Name)
+			if nd.pn.ReservedFor != "" {
+				where += " (" + nd.pn.ReservedFor + ")"
+			}
 			rest -= res
 			reserved += res
 		}

@@ -105,11 +105,11 @@ func TestStallErrorNamesReservedMemory(t *testing.T) {
 	}
 	r := &Run{budget: b, nodes: []*node{
 		{pn: &plan.Node{}, st: &spec.Stage{Name: "records", Type: "tfrecord"}, impl: interleaver{cycle: 8}},
-		{pn: &plan.Node{Reserved: 82 << 20}, st: &spec.Stage{Name: "c", Type: "cache"}},
+		{pn: &plan.Node{Reserved: 82 << 20, ReservedFor: "Badger's tables and caches"}, st: &spec.Stage{Name: "c", Type: "cache"}},
 		{pn: &plan.Node{Parallelism: 2}, st: &spec.Stage{Name: "decode", Type: "map"}},
 		{pn: &plan.Node{Parallelism: 1}, st: &spec.Stage{Name: "grow", Type: "map"}},
 	}}
-	want := ErrStalled.Error() + ` (memory budget 100MiB: 98MiB held: none queued between stages, 82MiB reserved by cache "c" for its own use, 16MiB inside other stages; waiting for more: batch (3MiB)): raise resources.memory to hold several of the largest samples at once (3MiB was asked for here), or make them smaller earlier (resize in the decode); or lower cycle_length of tfrecord "records" (8 files open at once, a record of each held); or lower the parallelism of map "decode" (2): each worker holds its samples in and out, and finished ones wait their turn; or count the 82MiB reserved in resources.memory: it leaves samples 18MiB`
+	want := ErrStalled.Error() + ` (memory budget 100MiB: 98MiB held: none queued between stages, 82MiB reserved by cache "c" for its own use (Badger's tables and caches), 16MiB inside other stages; waiting for more: batch (3MiB)): raise resources.memory to hold several of the largest samples at once (3MiB was asked for here), or make them smaller earlier (resize in the decode); or lower cycle_length of tfrecord "records" (8 files open at once, a record of each held); or lower the parallelism of map "decode" (2): each worker holds its samples in and out, and finished ones wait their turn; or count the 82MiB reserved in resources.memory: it leaves samples 18MiB`
 	if got := r.stallError().Error(); got != want {
 		t.Errorf("got\n%s\nwant\n%s", got, want)
 	}

@@ -85,10 +85,13 @@ type OutputSizer interface {
 
 // Reserver is implemented by stage configs that hold memory of their own
 // beyond samples (the on-disk cache's Badger tables, the serve sink's
-// window of samples sent but not acknowledged), told the run's memory
-// budget; the bytes are taken from the budget when the run starts.
+// window of samples sent but not acknowledged, an interleave's open
+// files), told the run's memory budget; the bytes are taken from the
+// budget when the run starts. ReservedFor says what they hold, for
+// messages.
 type Reserver interface {
 	ReservedBytes(memory int64) int64
+	ReservedFor() string
 }
 
 // Counter is implemented by stage configs that know how many samples they
@@ -225,8 +228,10 @@ type Node struct {
 	// MinShare is a lower bound of Share where that is unknown: the same
 	// with strings, bytes and tensors of unknown shape counted empty.
 	MinShare int64
-	// Reserved is memory the stage holds besides samples.
-	Reserved int64
+	// Reserved is memory the stage holds besides samples, and ReservedFor
+	// what it holds (Reserver).
+	Reserved    int64
+	ReservedFor string
 	// Probed says SampleBytes was measured by --probe, not derived.
 	Probed bool
 }
@@ -320,7 +325,7 @@ func Compile(sp *spec.Spec, cat spec.Catalog, opts Options) (*Plan, error) {
 			n.Buffer = b.BufferSamples(p.Workers)
 		}
 		if rs, ok := st.Config.(Reserver); ok {
-			n.Reserved = rs.ReservedBytes(p.Memory)
+			n.Reserved, n.ReservedFor = rs.ReservedBytes(p.Memory), rs.ReservedFor()
 		}
 		// A buffer holds input samples (batch gathers inputs; its output is
 		// one batch), the output queues hold output samples.
@@ -562,7 +567,7 @@ func (p *Plan) fit(advise bool) []FitProblem {
 			total = addSat(total, n.Reserved)
 			parts = append(parts, fmt.Sprintf("%s %s (reserved)", n.Stage.Name, spec.ByteSize(n.Reserved)))
 			if n.Reserved > p.Memory {
-				add(budgetPath(n, ""), false, "stage %q needs %s for its own use, more than %s", n.Stage.Name, spec.ByteSize(n.Reserved), p.budget())
+				add(budgetPath(n, ""), false, "stage %q needs %s for its own use (%s), more than %s", n.Stage.Name, spec.ByteSize(n.Reserved), n.ReservedFor, p.budget())
 				errs++
 			}
 		}

@@ -78,6 +78,9 @@ func (c *CacheConfig) ReservedBytes(int64) int64 {
 	return cache.Options{}.MemoryBytes()
 }
 
+// ReservedFor implements plan.Reserver.
+func (c *CacheConfig) ReservedFor() string { return "Badger's tables and caches" }
+
 // StoresOnDisk implements plan.DiskStorer.
 func (c *CacheConfig) StoresOnDisk() bool { return c.Dir != "" && !c.through }
 

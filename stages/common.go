@@ -2,6 +2,7 @@ package stages
 
 import (
 	"errors"
+	"fmt"
 	"math/rand/v2"
 	"unicode/utf8"
 
@@ -110,6 +111,16 @@ func exprSchema(s *jsonschema.Schema) {
 
 // atLeast is a schema keyword's lower bound.
 func atLeast(n uint64) *uint64 { return &n }
+
+// openFiles says what an interleave reserves: the buffers of its open
+// files, and what bounds them.
+func openFiles(cycle spec.Auto) string {
+	n := cycle.Resolve(DefaultCycleLength)
+	if n == 1 {
+		return "the buffers of the file it reads"
+	}
+	return fmt.Sprintf("the buffers of the %d files it reads at once; lower cycle_length", n)
+}
 
 // checkCycle refuses a cycle_length past the files a process may hold
 // open: each stream of the cycle is an open file and a read-ahead, and

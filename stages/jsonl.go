@@ -13,6 +13,7 @@ import (
 	"strings"
 
 	"github.com/piperun/piperun/internal/fileguard"
+	"github.com/piperun/piperun/plan"
 	"github.com/piperun/piperun/sample"
 	"github.com/piperun/piperun/spec"
 )
@@ -21,10 +22,11 @@ import (
 // engine and planner find them by type assertion, where a changed
 // signature would silently turn a hook off.
 var (
-	_ spec.Checker = (*JSONLConfig)(nil)
-	_ Expander     = (*jsonlStage)(nil)
-	_ Closer       = (*jsonlStream)(nil)
-	_ Stream       = (*jsonlStream)(nil)
+	_ spec.Checker  = (*JSONLConfig)(nil)
+	_ plan.Reserver = (*JSONLConfig)(nil)
+	_ Expander      = (*jsonlStage)(nil)
+	_ Closer        = (*jsonlStream)(nil)
+	_ Stream        = (*jsonlStream)(nil)
 )
 
 // JSONLConfig configures the jsonl reader.
@@ -42,11 +44,11 @@ func init() {
 		Build: func(env *Env, cfg any) (any, error) {
 			c := cfg.(*JSONLConfig)
 			j := &jsonlStage{cfg: c, cycle: c.CycleLength.Resolve(DefaultCycleLength), max: c.MaxLine, why: "max_line_bytes"}
-			if env.Memory > 0 && env.Memory < int64(j.max) {
+			if room := env.Memory - c.ReservedBytes(env.Memory); env.Memory > 0 && room < int64(j.max) {
 				// A sample from a longer line could never be held: refuse
 				// the line as it is read, not once it is decoded (a 60 MiB
 				// line took a 16 MiB run to 218 MB).
-				j.max, j.why = int(env.Memory), "the memory budget"
+				j.max, j.why = int(max(room, 1)), "what the memory budget leaves samples"
 			}
 			return j, nil
 		},
@@ -67,6 +69,19 @@ func (c *JSONLConfig) Check(cc *spec.CheckContext) sample.Schema {
 	return sample.Schema{Open: true}
 }
 
+// jsonlBuffer is the read buffer of each open file, and the most of a
+// line's bytes a stream keeps between lines.
+const jsonlBuffer = 64 << 10
+
+// ReservedBytes implements plan.Reserver: each file the interleave holds
+// open has a read buffer and keeps its line's bytes, which are no samples.
+func (c *JSONLConfig) ReservedBytes(int64) int64 {
+	return int64(c.CycleLength.Resolve(DefaultCycleLength)) * (2*jsonlBuffer + 2<<10)
+}
+
+// ReservedFor implements plan.Reserver.
+func (c *JSONLConfig) ReservedFor() string { return openFiles(c.CycleLength) }
+
 type jsonlStage struct {
 	cfg   *JSONLConfig
 	cycle int
@@ -86,7 +101,7 @@ func (j *jsonlStage) Open(_ context.Context, in *sample.Sample) (Stream, error) 
 	if err != nil {
 		return nil, err
 	}
-	return &jsonlStream{f: f, r: bufio.NewReaderSize(fileguard.Reader(f), 64<<10), max: j.max, why: j.why, path: path, epoch: in.Epoch}, nil
+	return &jsonlStream{f: f, r: bufio.NewReaderSize(fileguard.Reader(f), jsonlBuffer), max: j.max, why: j.why, path: path, epoch: in.Epoch}, nil
 }
 
 type jsonlStream struct {
@@ -108,6 +123,12 @@ func (s *jsonlStream) readLine() ([]byte, error) {
 		if b, _ := s.r.Peek(3); bytes.Equal(b, []byte("\xef\xbb\xbf")) {
 			s.r.Discard(3)
 		}
+	}
+	// A long line's bytes are not kept for the next: each open file
+	// would hold its longest line, up to max_line_bytes, outside the
+	// budget.
+	if cap(s.buf) > jsonlBuffer {
+		s.buf = nil
 	}
 	s.buf = s.buf[:0]
 	long := false

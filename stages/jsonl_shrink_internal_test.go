@@ -51,3 +51,33 @@ func TestJSONLFileShrinkingWhileRead(t *testing.T) {
 		t.Errorf("%v does not wrap fileguard.ErrShrank, which on_error: skip must not skip", err)
 	}
 }
+
+// TestJSONLKeepsNoLongLine: a stream keeps at most jsonlBuffer of a
+// line's bytes between lines, as its reservation counts: a 1 MiB line
+// was kept for the rest of the file, in each file the interleave held.
+func TestJSONLKeepsNoLongLine(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "a.jsonl")
+	long := `{"x": "` + strings.Repeat("y", 1<<20) + `"}` + "\n"
+	if err := os.WriteFile(path, []byte(long+`{"x": 1}`+"\n"+`{"x": 2}`+"\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	j := &jsonlStage{cfg: &JSONLConfig{Field: "path"}, max: 2 << 20, why: "max_line_bytes"}
+	st, err := j.Open(context.Background(), &sample.Sample{Fields: map[string]any{"path": path}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer st.Close()
+	s, err := st.Next()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got, _ := s.Fields["x"].(string); len(got) != 1<<20 {
+		t.Fatalf("line 1 gave x of %d bytes, want %d", len(got), 1<<20)
+	}
+	if _, err := st.Next(); err != nil {
+		t.Fatal(err)
+	}
+	if c := cap(st.(*jsonlStream).buf); c > 64<<10 {
+		t.Errorf("after a short line the stream keeps %d bytes of line, more than its 64 KiB", c)
+	}
+}

@@ -68,6 +68,11 @@ func (c *ServeConfig) window(memory int64) int64 {
 // since its samples stay in memory after the engine has handed them over.
 func (c *ServeConfig) ReservedBytes(memory int64) int64 { return c.window(memory) }
 
+// ReservedFor implements plan.Reserver.
+func (c *ServeConfig) ReservedFor() string {
+	return "its window of samples sent and not yet acknowledged"
+}
+
 // maxUnixPath is the longest socket path Linux takes (sun_path less its NUL).
 const maxUnixPath = 107
 

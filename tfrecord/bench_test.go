@@ -6,6 +6,8 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"os"
+	"path/filepath"
 	"testing"
 )
 
@@ -148,5 +150,47 @@ func readToEnd(b *testing.B, r *Reader) int {
 			return recs
 		}
 		recs++
+	}
+}
+
+// BenchmarkReadFile reads a file of 150 KB records and one of 1 KB
+// records, as stored and gzipped, through buffers of 64 and 256 KiB: the
+// figures that chose bufferSize.
+func BenchmarkReadFile(b *testing.B) {
+	small := make([][]byte, 10000)
+	for i := range small {
+		small[i] = bytes.Repeat([]byte{byte(i), byte(i >> 8), 7}, 340)
+	}
+	sets := []struct {
+		name string
+		recs [][]byte
+	}{{"150KB", benchRecords(64)}, {"1KB", small}}
+	for _, set := range sets {
+		for _, c := range []Compression{None, Gzip} {
+			stream := writeAll(b, c, set.recs)
+			path := filepath.Join(b.TempDir(), "f")
+			if err := os.WriteFile(path, stream, 0o644); err != nil {
+				b.Fatal(err)
+			}
+			for _, size := range []int{64 << 10, 256 << 10} {
+				b.Run(fmt.Sprintf("%s/%s/buf=%dKiB", set.name, c, size>>10), func(b *testing.B) {
+					b.SetBytes(int64(len(stream)))
+					for b.Loop() {
+						r, f, err := openSize(path, c, false, size)
+						if err != nil {
+							b.Fatal(err)
+						}
+						for {
+							if _, err := r.Next(); err == io.EOF {
+								break
+							} else if err != nil {
+								b.Fatal(err)
+							}
+						}
+						f.Close()
+					}
+				})
+			}
+		}
 	}
 }

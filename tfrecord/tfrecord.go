@@ -32,9 +32,12 @@ const (
 	headerSize = 12 // uint64 length + uint32 masked length crc
 	footerSize = 4  // uint32 masked data crc
 
-	// bufferSize is large enough that image-sized records need only a few
-	// refills, and small enough to keep many interleaved readers cheap.
-	bufferSize = 256 << 10
+	// bufferSize is what a Reader buffers on each side of a decompressor.
+	// Records larger than it are read straight into their own buffer, so
+	// a larger one saves only system calls for small records, and every
+	// file an interleave holds open has one or two (BenchmarkReadFile: no
+	// faster at 256 KiB).
+	bufferSize = 64 << 10
 
 	// allocChunk bounds how much a Reader allocates ahead of the bytes it has
 	// actually received, so a truncated file claiming a huge record fails
@@ -255,6 +258,17 @@ type Reader struct {
 	scanWork uint64
 }
 
+// OpenBytes is about what a Reader opened with compression c holds beyond
+// the records it returns: its buffer and, compressed, the decompressor's
+// state and a second buffer (TestOpenBytesCoverAReader measures it). An
+// interleave counts it for each file it holds open.
+func OpenBytes(c Compression) int64 {
+	if c == None {
+		return bufferSize + 2<<10
+	}
+	return 2*bufferSize + 48<<10
+}
+
 // NewReader returns a Reader for the records in r, decompressing with c.
 // name is used only in error messages (usually the file path). For Gzip and
 // Zlib the compressed header is read immediately, so a damaged header fails
@@ -283,7 +297,7 @@ func newReaderSize(r io.Reader, c Compression, name string, size int) (*Reader, 
 	if fr, ok := r.(*bufio.Reader); ok {
 		src = fr
 	} else {
-		src = bufio.NewReaderSize(r, 64<<10)
+		src = bufio.NewReaderSize(r, bufferSize)
 	}
 	var (
 		zr  io.ReadCloser
@@ -891,11 +905,17 @@ func (r *Reader) readErr(err error, what string) error {
 // detected from the file's first bytes and name (see Detect) and c is
 // ignored. The returned Closer closes the file.
 func Open(path string, c Compression, auto bool) (*Reader, io.Closer, error) {
+	return openSize(path, c, auto, bufferSize)
+}
+
+// openSize is Open with buffers of size bytes, for the benchmark that
+// chose bufferSize.
+func openSize(path string, c Compression, auto bool, size int) (*Reader, io.Closer, error) {
 	f, err := os.Open(path)
 	if err != nil {
 		return nil, nil, fmt.Errorf("tfrecord: %w", err)
 	}
-	br := bufio.NewReaderSize(fileguard.Reader(f), bufferSize)
+	br := bufio.NewReaderSize(fileguard.Reader(f), size)
 	if auto {
 		head, err := br.Peek(headerSize)
 		if err != nil && !errors.Is(err, io.EOF) {
@@ -904,7 +924,7 @@ func Open(path string, c Compression, auto bool) (*Reader, io.Closer, error) {
 		}
 		c = Detect(path, head)
 	}
-	r, err := NewReader(br, c, path)
+	r, err := newReaderSize(br, c, path, size)
 	if err != nil {
 		f.Close()
 		return nil, nil, err
