@@ -488,9 +488,10 @@ stages:
 	r := run(t, "validate", p)
 	// At resources.memory, where the spec sets it (with
 	// no position, JSON read "line": 0).
-	want := p + ":3:21: warning: resources.memory: the memory fit was not checked: it needs the spec's errors fixed first\n" +
-		p + `:6:5: stages[1]: missing required field "buffer"` + "\n" +
-		p + `:6:36: stages[1].bufer: unknown field "bufer" (did you mean "buffer"?)` + "\n"
+	// Last, though its line comes first: it follows from the others.
+	want := p + `:6:5: stages[1]: missing required field "buffer"` + "\n" +
+		p + `:6:36: stages[1].bufer: unknown field "bufer" (did you mean "buffer"?)` + "\n" +
+		p + ":3:21: warning: resources.memory: the memory fit was not checked: it needs the spec's errors fixed first\n"
 	if r.code != 1 || r.stdout != want || r.stderr != "2 problems, 1 warning\n" {
 		t.Errorf("got %s\nwant exit 1 and\n%s", r, want)
 	}

@@ -107,10 +107,15 @@ func validateCmd(g *globals) *cobra.Command {
 // validateFile runs every check on one spec, including the memory fit that
 // needs a plan, and returns the problems in the order of the lines they
 // point at, as a compiler lists them; those that point at no line (the
-// spec as a whole) come last, in the order found.
+// spec as a whole) come last, in the order found, and the note that the
+// fit was not checked after them: it follows from the others, and read
+// first, above a typo, it was the noise a newcomer saw first.
 func validateFile(ctx context.Context, g *globals, file string, set []string, environment bool, probeN int64) spec.Diagnostics {
 	diags := checkFile(ctx, g, file, set, environment, probeN)
 	sort.SliceStable(diags, func(i, j int) bool {
+		if x, y := diags[i].Message == fitNotChecked, diags[j].Message == fitNotChecked; x != y {
+			return y
+		}
 		a, b := diags[i].Pos, diags[j].Pos
 		if (a.Line == 0) != (b.Line == 0) {
 			return b.Line == 0
@@ -122,6 +127,10 @@ func validateFile(ctx context.Context, g *globals, file string, set []string, en
 	})
 	return diags
 }
+
+// fitNotChecked is the warning of a spec whose errors keep its memory fit
+// from being checked.
+const fitNotChecked = "the memory fit was not checked: it needs the spec's errors fixed first"
 
 // checkFile is validateFile before the problems are put in line order: the
 // spec's own first, then its memory fit, then the machine's.
@@ -136,7 +145,7 @@ func checkFile(ctx context.Context, g *globals, file string, set []string, envir
 		// At resources.memory where the spec sets it; "the problems
 		// above" meant nothing in JSON.
 		notChecked := spec.Diagnostic{Pos: sp.PosOf("resources.memory"), Path: "resources.memory", Severity: spec.SevWarning,
-			Message: "the memory fit was not checked: it needs the spec's errors fixed first"}
+			Message: fitNotChecked}
 		if !environment {
 			return append(diags, notChecked)
 		}
