@@ -24,6 +24,19 @@ import (
 // the HTTP server.
 func TestPythonClientTellsWhatAnswered(t *testing.T) {
 	py := pythonWith(t, "numpy")
+	// helloThen answers with a hello of this protocol, then a sample frame
+	// of header hdr and payload: what a piperun of another version, or a
+	// peer that is none, might send (a PyTorch user saw JSONDecodeError,
+	// KeyError: 'float16' and numpy's reshape error, naming nothing).
+	helloThen := func(hdr, payload string) func(c net.Conn) {
+		return func(c net.Conn) {
+			hello, err := serve.EncodeJSON(serve.KindHello, serve.Hello{Protocol: serve.Protocol})
+			if err != nil {
+				panic(err)
+			}
+			c.Write(append(append(serve.AppendHead(hello, serve.KindSample, len(hdr), len(payload)), hdr...), payload...))
+		}
+	}
 	for _, tc := range []struct {
 		name   string
 		answer func(c net.Conn) // nil: no server
@@ -31,6 +44,12 @@ func TestPythonClientTellsWhatAnswered(t *testing.T) {
 		wait   string
 		want   map[string]string
 	}{
+		{"header not json", helloThen("{bad", ""), "", "read",
+			map[string]string{"type": "RuntimeError", "error": "SOCK: a frame's header is not JSON (Expecting property name enclosed in double quotes: line 1 column 2 (char 1)): b'{bad'; is this client the one of the same piperun version?"}},
+		{"unknown dtype", helloThen(`{"fields":[{"name":"x","dtype":"float16","offset":0,"nbytes":2,"shape":[1]}]}`, "ab"), "", "read",
+			map[string]string{"type": "RuntimeError", "error": "SOCK: a sample frame does not decode (KeyError: 'float16'); is this client the one of the same piperun version?"}},
+		{"bytes unlike the shape", helloThen(`{"fields":[{"name":"x","dtype":"uint8","offset":0,"nbytes":2,"shape":[3]}]}`, "ab"), "", "read",
+			map[string]string{"type": "RuntimeError", "error": "SOCK: a sample frame does not decode (ValueError: cannot reshape array of size 2 into shape (3,)); is this client the one of the same piperun version?"}},
 		{"closes", func(c net.Conn) {}, "", "none",
 			map[string]string{"type": "ConnectionError", "error": "the connection to SOCK ended before piperun's hello: the run ended or failed before it served this trainer, or SOCK is not a piperun serve sink"}},
 		{"http", func(c net.Conn) {
@@ -59,7 +78,11 @@ func TestPythonClientTellsWhatAnswered(t *testing.T) {
 			if tc.answer != nil {
 				addr = fakeSink(t, tc.answer)
 			}
-			out, err := exec.Command(py, "testdata/serve_connect.py", addr, tc.wait).Output()
+			args := []string{"testdata/serve_connect.py", addr, tc.wait}
+			if tc.wait == "read" {
+				args = []string{"testdata/serve_connect.py", addr, "none", "read"}
+			}
+			out, err := exec.Command(py, args...).Output()
 			if err != nil {
 				t.Fatalf("%v\n%s", err, out)
 			}

@@ -1101,6 +1101,39 @@ except ConnectionError as e:
 	}
 }
 
+// TestPythonClientNamesARelativePath: unix://tmp/x.sock is the relative
+// tmp/x.sock, and piperun resolves a relative listen path against its
+// spec's directory while the client resolves it against its own: nothing
+// serving there says where the path pointed (a PyTorch user's trainer got
+// only "nothing serves at unix://tmp/x.sock").
+func TestPythonClientNamesARelativePath(t *testing.T) {
+	py := pythonWith(t, "numpy")
+	dir := t.TempDir()
+	code := `import sys; sys.path.insert(0, sys.argv[2])
+from piperun_client import connect
+try:
+    connect(sys.argv[1])
+except ConnectionError as e:
+    print("error:", e)
+`
+	clients, err := filepath.Abs("../clients/python")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct{ address, want string }{
+		{"unix://tmp/x.sock", "error: nothing serves at unix://tmp/x.sock (start piperun apply with a serve sink there, or give connect or PiperunDataset a wait); " +
+			"tmp/x.sock is a relative path, here " + filepath.Join(dir, "tmp/x.sock") + " (piperun resolves a relative listen path against its spec's directory; unix:///tmp/x.sock is absolute)\n"},
+		{"unix://" + filepath.Join(dir, "x.sock"), "error: nothing serves at unix://" + filepath.Join(dir, "x.sock") + " (start piperun apply with a serve sink there, or give connect or PiperunDataset a wait)\n"},
+	} {
+		cmd := exec.Command(py, "-c", code, tc.address, clients)
+		cmd.Dir = dir
+		out, err := cmd.CombinedOutput()
+		if err != nil || string(out) != tc.want {
+			t.Errorf("%s: %v\n%s\nwant\n%s", tc.address, err, out, tc.want)
+		}
+	}
+}
+
 // TestPythonClientBoundsATCPConnect: a TCP connect that gets no answer
 // (a firewall dropping packets; here a listener whose backlog is full,
 // which drops them too) gives up after CONNECT_TIMEOUT, or when the

@@ -18,6 +18,7 @@ Only the standard library and NumPy are needed; PyTorch only for PiperunDataset.
 """
 import base64
 import json
+import os
 import selectors
 import socket
 import struct
@@ -101,6 +102,18 @@ def _open_once(address):
 CONNECT_TIMEOUT = 10.0
 
 
+def _relative(address):
+    """Says where a relative socket path points, for a connect that found
+    nothing there: piperun resolves its listen path against the spec's
+    directory, this client against the current one, and unix://tmp/x.sock
+    is the relative tmp/x.sock, not /tmp/x.sock."""
+    scheme, _, path = address.partition("://")
+    if scheme != "unix" or not path or os.path.isabs(path):
+        return ""
+    return ("; %s is a relative path, here %s (piperun resolves a relative listen path against its spec's "
+            "directory; unix:///%s is absolute)" % (path, os.path.abspath(path), path))
+
+
 class _NoAnswer(ConnectionError):
     """A TCP connect that got no answer in CONNECT_TIMEOUT."""
 
@@ -131,8 +144,9 @@ def _open(address, wait):
                     raise
                 raise ConnectionError("%s; tried until the wait of %g s was spent" % (e, wait)) from e
             if now >= deadline:
-                raise ConnectionError("nothing serves at %s (start piperun apply with a serve sink there%s)"
-                                      % (address, ", or give connect or PiperunDataset a wait" if wait == 0 else "")) from e
+                raise ConnectionError("nothing serves at %s (start piperun apply with a serve sink there%s)%s"
+                                      % (address, ", or give connect or PiperunDataset a wait" if wait == 0 else "",
+                                         _relative(address))) from e
             if not told and now - start >= WAIT_NOTICE:
                 told = True
                 left = deadline - now
@@ -161,6 +175,7 @@ class Stream:
     epoch, or samples() for every sample of every epoch."""
 
     def __init__(self, address, torch=False, wait=0.0, hello_wait=None):
+        self._address = address
         self._sock = _open(address, wait)
         try:
             self._sock.sendall(CLIENT_HELLO)
@@ -208,7 +223,8 @@ class Stream:
             # one to connect, which may have meant to start afresh.
             at = "at the start of epoch %d" % r.get("epoch", 0)  # the earlier ones were read
             if r.get("frames"):
-                at = "at epoch %d, after the %d frames a trainer before it read" % (r.get("epoch", 0), r["frames"])
+                n = r["frames"]
+                at = "at epoch %d, after the %s a trainer before it read" % (r.get("epoch", 0), "frame" if n == 1 else "%d frames" % n)
             sys.stderr.write("piperun_client: %s serves a run already under way: this trainer takes it over %s "
                              "(a new run of piperun apply starts at the beginning)\n" % (address, at))
             sys.stderr.flush()
@@ -293,13 +309,27 @@ class Stream:
             raise RuntimeError("frame header of %d bytes is over the limit of %d" % (hlen, MAX_HEADER))
         if plen > MAX_PAYLOAD:
             raise RuntimeError("frame payload of %d bytes is over the limit of %d" % (plen, MAX_PAYLOAD))
-        header = json.loads(bytes(self._read(hlen))) if hlen else {}
+        raw = bytes(self._read(hlen)) if hlen else b"{}"
+        try:
+            header = json.loads(raw)
+        except ValueError as e:
+            raise RuntimeError("%s: a frame's header is not JSON (%s): %r; is this client the one of the same "
+                               "piperun version?" % (self._address, e, raw[:64])) from e
         payload = self._read(plen) if plen else bytearray()
         if kind != HELLO:
             self._ack()
         return kind, header, payload
 
     def _decode(self, header, payload):
+        try:
+            return self._fields(header, payload)
+        except (KeyError, ValueError, TypeError, AttributeError) as e:
+            # A frame this client cannot read, from a piperun of another
+            # version or a peer that is none: say so, not numpy's words.
+            raise RuntimeError("%s: a sample frame does not decode (%s: %s); is this client the one of the same "
+                               "piperun version?" % (self._address, type(e).__name__, e)) from e
+
+    def _fields(self, header, payload):
         out = {}
         for f in header["fields"]:
             dt = f.get("dtype")
