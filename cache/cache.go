@@ -590,8 +590,8 @@ func (c *Cache) scan() error {
 	})
 }
 
-// Key encoding: big-endian with the sign bit flipped, so byte order is
-// numeric order for every int64.
+// key encodes id big-endian with the sign bit flipped, so that byte order
+// is numeric order for every int64.
 func key(id int64) []byte {
 	return binary.BigEndian.AppendUint64(make([]byte, 0, 8), uint64(id)^(1<<63))
 }
@@ -1278,8 +1278,6 @@ func readManifest(dir string) (Manifest, error) {
 	return m, nil
 }
 
-// writeManifest replaces manifest.json atomically: a reader sees the old
-// or the new file, never a torn one, even across a crash.
 // touchManifest writes the manifest with its LastUsed. A complete cache
 // on a read-only medium (prepared once, mounted read-only for every rank)
 // is read without it: its LastUsed stays, which only Prune reads, and
@@ -1298,6 +1296,8 @@ func readOnlyMedium(err error) bool {
 	return errors.Is(err, syscall.EROFS) || errors.Is(err, syscall.EACCES) || errors.Is(err, syscall.EPERM)
 }
 
+// writeManifest replaces manifest.json atomically: a reader sees the old
+// or the new file, never a torn one, even across a crash.
 func writeManifest(dir string, m Manifest) error {
 	b, err := json.MarshalIndent(m, "", "  ")
 	if err != nil {

@@ -398,7 +398,7 @@ func (r *Run) runParallel(ctx context.Context, g *errgroup.Group, n *node, p sta
 		}
 	})
 
-	// emitOut emits a job's output, whole or in part; out is the
+	// emitOut emits a job's output, whole or in part; in is the
 	// number of inputs it finishes.
 	emitOut := func(out []*sample.Sample, early int64, in int) error {
 		var held int64
@@ -666,13 +666,13 @@ func (r *Run) runExpand(ctx context.Context, g *errgroup.Group, n *node, x stage
 	for {
 		epoch, ended := -1, false
 		var id int64
-		// open fills slot i with the next input's stream; false when the
-		// inputs for this epoch are exhausted.
-		open := func(i int) (bool, error) {
+		// open fills slot i with the next input's stream, or leaves it
+		// nil when the inputs for this epoch are exhausted.
+		open := func(i int) error {
 			for epoch < 0 && !ended {
 				it, err := in.next()
 				if err != nil {
-					return false, err
+					return err
 				}
 				switch {
 				case it.end:
@@ -685,7 +685,7 @@ func (r *Run) runExpand(ctx context.Context, g *errgroup.Group, n *node, x stage
 					if err != nil {
 						release(r.budget, it.s)
 						if herr := n.handle(it.s, err); herr != nil {
-							return false, herr
+							return herr
 						}
 						continue
 					}
@@ -694,13 +694,13 @@ func (r *Run) runExpand(ctx context.Context, g *errgroup.Group, n *node, x stage
 						r.startReadAhead(ctx, g, sl, cycle, o.copies, n)
 					}
 					slots[i] = sl
-					return true, nil
+					return nil
 				}
 			}
-			return false, nil
+			return nil
 		}
 		for i := range slots {
-			if _, err := open(i); err != nil {
+			if err := open(i); err != nil {
 				return err
 			}
 		}
@@ -741,14 +741,14 @@ func (r *Run) runExpand(ctx context.Context, g *errgroup.Group, n *node, x stage
 				}
 				r.closeSlot(sl)
 				slots[i] = nil
-				if _, err := open(i); err != nil {
+				if err := open(i); err != nil {
 					return err
 				}
 				break
 			}
 		}
 		// Read up to the epoch marker even if the cycle emptied early.
-		if _, err := open(0); err != nil {
+		if err := open(0); err != nil {
 			return err
 		}
 		if slots[0] != nil {

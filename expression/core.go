@@ -285,11 +285,7 @@ func init() {
 			if !ok {
 				// A value typed only at run time (cast's result, $env[k])
 				// that is not a tensor is indexed as expr indexes it.
-				defer func() {
-					if r := recover(); r != nil {
-						v, err = nil, fmt.Errorf("%v", r)
-					}
-				}()
+				defer recovered(&err)
 				return runtime.Fetch(a[0], a[1]), nil
 			}
 			if t == nil {
@@ -385,11 +381,7 @@ func init() {
 			if _, ok := a[0].(*tensor.Tensor); ok {
 				return nil, tensorField(a[1])
 			}
-			defer func() {
-				if r := recover(); r != nil {
-					v, err = nil, fmt.Errorf("%v", r)
-				}
-			}()
+			defer recovered(&err)
 			return runtime.Fetch(a[0], a[1]), nil
 		},
 	})
@@ -544,11 +536,7 @@ func registerIn(r *Registry) {
 			if lt || rt {
 				return nil, tensorIn(valueWord(a[0]), valueWord(a[1]))
 			}
-			defer func() {
-				if r := recover(); r != nil {
-					v, err = nil, fmt.Errorf("%v", r)
-				}
-			}()
+			defer recovered(&err)
 			return runtime.In(a[0], a[1]), nil
 		},
 	})
@@ -614,7 +602,20 @@ func lenOf(v any) int {
 	return 0
 }
 
-// WantKind checks that argument i has kind k (or an unknown type).
+// recovered, deferred, turns a panic of expr's runtime (its way of
+// refusing an operand: an index out of range, + of two kinds) into the
+// call's error, keeping an error value as it is.
+func recovered(err *error) {
+	if r := recover(); r != nil {
+		if e, ok := r.(error); ok {
+			*err = e
+		} else {
+			*err = fmt.Errorf("%v", r)
+		}
+	}
+}
+
+// wantKind checks that argument i has kind k (or an unknown type).
 func wantKind(a []Arg, i int, k sample.Kind) error {
 	got := a[i].Type.Kind
 	if got == k || got == sample.Any {

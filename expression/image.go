@@ -448,8 +448,6 @@ func methodArg(a []Arg, i int) error {
 	return nil
 }
 
-// sizedLike is img with its height and width replaced by the constant
-// arguments at i and i+1 (or unknown when they are not constants).
 // cropFits refuses a crop of constant size larger than an image whose
 // size is known, which would otherwise pass validate and fail every
 // sample at run time.
@@ -466,6 +464,8 @@ func cropFits(img sample.Type, a []Arg) error {
 	return nil
 }
 
+// sizedLike is img with its height and width replaced by the constant
+// arguments at i and i+1 (or unknown when they are not constants).
 func sizedLike(img sample.Type, a []Arg, i int, extra error) (sample.Type, error) {
 	if extra != nil {
 		return sample.TAny, extra

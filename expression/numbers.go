@@ -31,11 +31,7 @@ func registerNumbers(r *Registry) {
 			case float32:
 				f = float64(x)
 			default:
-				defer func() {
-					if p := recover(); p != nil {
-						v, err = nil, fmt.Errorf("%v", p)
-					}
-				}()
+				defer recovered(&err)
 				return builtin.Int(a[0]), nil
 			}
 			switch {

@@ -50,11 +50,7 @@ func registerStrings(r *Registry) {
 				}
 			}
 			// expr's own +, which panics on operands it cannot add.
-			defer func() {
-				if p := recover(); p != nil {
-					v, err = nil, fmt.Errorf("%v", p)
-				}
-			}()
+			defer recovered(&err)
 			return runtime.Add(a[0], a[1]), nil
 		},
 	})
@@ -148,8 +144,8 @@ func registerStrings(r *Registry) {
 // jsonFits is nil, or an error saying that JSON text of up to n bytes may
 // be more than the run's memory budget allows any value to be.
 func jsonFits(n int64) error {
-	if err := stringFits(n); err != nil {
-		return fmt.Errorf("its text may take up to %s, more than %s", byteWords(n), strings.SplitN(err.Error(), " would take more than ", 2)[1])
+	if limit := maxValue.Load(); n > limit {
+		return fmt.Errorf("its text may take up to %s, more than %s", byteWords(n), valueBound(limit))
 	}
 	return nil
 }
@@ -225,11 +221,15 @@ func stringFits(n int64) error {
 	if n <= limit {
 		return nil
 	}
-	bound := "the run's memory budget (" + byteWords(limit) + ")"
+	return fmt.Errorf("a string of %s would take more than %s", byteWords(n), valueBound(limit))
+}
+
+// valueBound names the bound on any value's bytes, limit, for messages.
+func valueBound(limit int64) string {
 	if limit == DefaultMaxValueBytes {
-		bound = "the " + byteWords(limit) + " any value may take"
+		return "the " + byteWords(limit) + " any value may take"
 	}
-	return fmt.Errorf("a string of %s would take more than %s", byteWords(n), bound)
+	return "the run's memory budget (" + byteWords(limit) + ")"
 }
 
 // stringish reports whether a value of type t may be a string: a string,

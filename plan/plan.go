@@ -550,24 +550,21 @@ func (p *Plan) fit(advise bool) []FitProblem {
 	// Where the spec sets no budget there is no resources.memory line to
 	// point at: a problem points at the stage, or its key, instead, so
 	// that it still has a line (and a CI annotation).
-	budgetPath := func(n *Node, key string) string {
+	budgetPath := func(n *Node) string {
 		if !p.MemoryDefault {
 			return "resources.memory"
 		}
 		if n == nil {
 			return "stages"
 		}
-		if k, ok := n.Stage.Config.(BufferKeyer); ok && key == "buffer" {
-			key = k.BufferKey()
-		}
-		return p.stagePath(n.Stage, key)
+		return p.stagePath(n.Stage, "")
 	}
 	for _, n := range p.Nodes {
 		if n.Reserved > 0 {
 			total = addSat(total, n.Reserved)
 			parts = append(parts, fmt.Sprintf("%s %s (reserved)", n.Stage.Name, spec.ByteSize(n.Reserved)))
 			if n.Reserved > p.Memory {
-				add(budgetPath(n, ""), false, "stage %q needs %s for its own use (%s), more than %s", n.Stage.Name, spec.ByteSize(n.Reserved), n.ReservedFor, p.budget())
+				add(budgetPath(n), false, "stage %q needs %s for its own use (%s), more than %s", n.Stage.Name, spec.ByteSize(n.Reserved), n.ReservedFor, p.budget())
 				errs++
 			}
 		}
@@ -585,7 +582,7 @@ func (p *Plan) fit(advise bool) []FitProblem {
 			about, out, in = "at least", n.MinSampleBytes, n.MinInSampleBytes
 		}
 		if out > p.Memory && in <= p.Memory {
-			add(budgetPath(n, ""), false, "stage %q emits samples of %s %s each, more than %s",
+			add(budgetPath(n), false, "stage %q emits samples of %s %s each, more than %s",
 				n.Stage.Name, about, spec.ByteSize(out), p.budget())
 			errs++
 		}
@@ -690,7 +687,7 @@ func (p *Plan) fit(advise bool) []FitProblem {
 		if p.Probed {
 			how = "the probe's samples did not reach them"
 		}
-		add(budgetPath(nil, ""), false, "buffers need at least %s (%s; ≥: the sizes of strings and bytes are known only at run time, and count as empty here; %s), more than %s",
+		add(budgetPath(nil), false, "buffers need at least %s (%s; ≥: the sizes of strings and bytes are known only at run time, and count as empty here; %s), more than %s",
 			spec.ByteSize(total), strings.Join(parts, ", "), how, p.budget())
 	default:
 		least := ""
@@ -699,7 +696,7 @@ func (p *Plan) fit(advise bool) []FitProblem {
 				least = fmt.Sprintf("; %s fits", bytesize.FormatAtLeast(n))
 			}
 		}
-		add(budgetPath(nil, ""), false, "buffers need about %s (%s), more than %s%s",
+		add(budgetPath(nil), false, "buffers need about %s (%s), more than %s%s",
 			spec.ByteSize(total), strings.Join(parts, ", "), p.budget(), least)
 	}
 	return out

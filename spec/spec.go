@@ -732,7 +732,6 @@ func posLC(sp *Spec, path string) (int, int) {
 	return p.Line, p.Col
 }
 
-// link resolves inputs, checks names and roles, and orders the DAG.
 // sinkNames lists the catalog's sink types, for the error of a pipeline
 // without one.
 func sinkNames(cat Catalog) []string {
@@ -749,6 +748,7 @@ func sinkNames(cat Catalog) []string {
 	return out
 }
 
+// link resolves inputs, checks names and roles, and orders the DAG.
 func link(sp *Spec, r *reporter, cat Catalog) {
 	byName := map[string]*Stage{}
 	// unwired holds the stages a stage that could not be wired (its type

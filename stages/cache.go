@@ -283,8 +283,6 @@ func buildCache(env *Env, cfg any) (any, error) {
 	return d, nil
 }
 
-// upstream returns every stage st reads from, directly or not, each once,
-// a stage after all it reads from.
 // shuffleBelow returns a shuffle stage that reads st's output, directly
 // or further down, or nil.
 func shuffleBelow(sp *spec.Spec, st *spec.Stage) *spec.Stage {
@@ -317,6 +315,8 @@ func PassesThrough(sp *spec.Spec, st *spec.Stage) bool {
 	return false
 }
 
+// upstream returns every stage st reads from, directly or not, each once,
+// a stage after all it reads from.
 func upstream(st *spec.Stage) []*spec.Stage {
 	var up []*spec.Stage
 	seen := map[*spec.Stage]bool{}

@@ -122,6 +122,15 @@ func openFiles(cycle spec.Auto) string {
 	return fmt.Sprintf("the buffers of the %d files it reads at once; lower cycle_length", n)
 }
 
+// pathOf is the path an interleave opens: sample in's string field.
+func pathOf(in *sample.Sample, field string) (string, error) {
+	path, ok := in.Fields[field].(string)
+	if !ok {
+		return "", fmt.Errorf("field %q is %s, not a path", field, expression.ValueWord(in.Fields[field]))
+	}
+	return path, nil
+}
+
 // checkCycle refuses a cycle_length past the files a process may hold
 // open: each stream of the cycle is an open file and a read-ahead, and
 // 9223372036854775807 panicked making the cycle, 1000000000 hung.

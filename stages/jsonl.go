@@ -93,9 +93,9 @@ type jsonlStage struct {
 func (j *jsonlStage) Interleave() (int, int) { return j.cycle, j.cfg.BlockLength }
 
 func (j *jsonlStage) Open(_ context.Context, in *sample.Sample) (Stream, error) {
-	path, ok := in.Fields[j.cfg.Field].(string)
-	if !ok {
-		return nil, fmt.Errorf("field %q is %T, not a path", j.cfg.Field, in.Fields[j.cfg.Field])
+	path, err := pathOf(in, j.cfg.Field)
+	if err != nil {
+		return nil, err
 	}
 	f, err := os.Open(path)
 	if err != nil {

@@ -81,3 +81,27 @@ func TestJSONLKeepsNoLongLine(t *testing.T) {
 		t.Errorf("after a short line the stream keeps %d bytes of line, more than its 64 KiB", c)
 	}
 }
+
+// TestInterleaveNamesAFieldThatIsNoPath: a path field holding something
+// else is named by its piperun type, not Go's (it said "%T": "int64" by
+// luck, "[]interface {}" for a list).
+func TestInterleaveNamesAFieldThatIsNoPath(t *testing.T) {
+	for _, tc := range []struct {
+		value any
+		want  string
+	}{
+		{int64(3), `field "path" is int64, not a path`},
+		{[]any{"a", "b"}, `field "path" is list<any>, not a path`},
+		{nil, `field "path" is null, not a path`},
+	} {
+		in := &sample.Sample{Fields: map[string]any{"path": tc.value}}
+		for _, x := range []Expander{
+			&tfrecordStage{cfg: &TFRecordConfig{Field: "path"}},
+			&jsonlStage{cfg: &JSONLConfig{Field: "path"}},
+		} {
+			if _, err := x.Open(context.Background(), in); err == nil || err.Error() != tc.want {
+				t.Errorf("%T of %v: err = %v, want %q", x, tc.value, err, tc.want)
+			}
+		}
+	}
+}

@@ -381,7 +381,7 @@ func (p *parseExample) Process(_ context.Context, s *sample.Sample, emit Emit) e
 	}
 	rec, ok := s.Fields[p.field].([]byte)
 	if !ok {
-		return fmt.Errorf("field %q is %T, not serialized bytes", p.field, s.Fields[p.field])
+		return fmt.Errorf("field %q is %s, not serialized bytes", p.field, expression.ValueWord(s.Fields[p.field]))
 	}
 	vals := make([]any, len(p.keys))
 	var empty []bool

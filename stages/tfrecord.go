@@ -2,6 +2,7 @@ package stages
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"os"
@@ -152,9 +153,9 @@ type tfrecordStage struct {
 func (t *tfrecordStage) Interleave() (int, int) { return t.cycle, t.cfg.BlockLength }
 
 func (t *tfrecordStage) Open(_ context.Context, in *sample.Sample) (Stream, error) {
-	path, ok := in.Fields[t.cfg.Field].(string)
-	if !ok {
-		return nil, fmt.Errorf("field %q is %T, not a path", t.cfg.Field, in.Fields[t.cfg.Field])
+	path, err := pathOf(in, t.cfg.Field)
+	if err != nil {
+		return nil, err
 	}
 	r, c, err := tfrecord.Open(path, t.comp, t.auto)
 	if err != nil {
@@ -180,7 +181,7 @@ func (s *recordStream) Next() (*sample.Sample, error) {
 		// So does a bad header the reader resynchronised after: its error
 		// already says how many bytes that cost, and the skip counts it
 		// as one.
-		if ce, ok := err.(*tfrecord.CorruptError); ok && ce.ReadsOn() {
+		if ce := (*tfrecord.CorruptError)(nil); errors.As(err, &ce) && ce.ReadsOn() {
 			return nil, &ItemError{Err: err}
 		}
 		return nil, err

@@ -459,7 +459,7 @@ func (r *Reader) Next() ([]byte, error) {
 	}
 	rec, err := r.next()
 	if err != nil {
-		if ce, ok := err.(*CorruptError); ok && ce.ReadsOn() {
+		if ce := (*CorruptError)(nil); errors.As(err, &ce) && ce.ReadsOn() {
 			return nil, err
 		}
 		r.err = err
