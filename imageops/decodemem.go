@@ -24,19 +24,42 @@ var decodeMem = &byteSem{limit: DefaultDecodeMemory}
 func DecodeMemoryFor(budget int64) int64 { return max(DefaultDecodeMemory, budget/4) }
 
 // SetDecodeMemory sets what decodes in flight may hold together, in bytes
-// (0 restores DefaultDecodeMemory), and returns a function that restores
-// the previous bound. The bound is the process's: a run sets it from its
-// budget (engine), and the last run to set it wins.
+// (0 or less: DefaultDecodeMemory), and returns a function that takes the
+// bound away again. The bound is the process's: a run sets it from its
+// budget (engine), and where runs overlap in one process the largest of
+// their bounds holds, whatever order they end in (a restore of the value
+// found left a finished run's bound behind; a concurrency review).
 func SetDecodeMemory(n int64) (restore func()) {
-	if n == 0 {
+	if n <= 0 {
 		n = DefaultDecodeMemory
 	}
+	key := &n
 	decodeMem.mu.Lock()
-	old := decodeMem.limit
-	decodeMem.limit = n
-	decodeMem.cond().Broadcast()
-	decodeMem.mu.Unlock()
-	return func() { SetDecodeMemory(old) }
+	defer decodeMem.mu.Unlock()
+	if decodeMem.bounds == nil {
+		decodeMem.bounds = map[*int64]bool{}
+	}
+	decodeMem.bounds[key] = true
+	decodeMem.setLimit()
+	return func() {
+		decodeMem.mu.Lock()
+		defer decodeMem.mu.Unlock()
+		delete(decodeMem.bounds, key)
+		decodeMem.setLimit()
+	}
+}
+
+// setLimit makes the largest bound set the limit, or the default where
+// none is, and wakes the decodes waiting; s.mu is held.
+func (s *byteSem) setLimit() {
+	s.limit = DefaultDecodeMemory
+	if len(s.bounds) > 0 {
+		s.limit = 0
+		for b := range s.bounds {
+			s.limit = max(s.limit, *b)
+		}
+	}
+	s.cond().Broadcast()
 }
 
 // byteSem is a counting semaphore of bytes.
@@ -45,6 +68,8 @@ type byteSem struct {
 	c     *sync.Cond
 	used  int64
 	limit int64
+	// bounds are the bounds set and not yet taken away (SetDecodeMemory).
+	bounds map[*int64]bool
 }
 
 func (s *byteSem) cond() *sync.Cond {

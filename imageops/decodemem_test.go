@@ -53,3 +53,42 @@ func TestDecodeMemoryBound(t *testing.T) {
 		t.Errorf("DecodeMemoryFor(2GiB) = %d", got)
 	}
 }
+
+// TestOverlappingRunsLeaveNoStaleDecodeBound: runs overlapping in one
+// process set the decode bound from their budgets; the largest in force
+// holds, and when all have ended the default is back, whatever order they
+// end in (restoring the value each found left 512 MiB behind a 2 GiB run
+// that ended before a 64 MiB one; a concurrency review).
+func TestOverlappingRunsLeaveNoStaleDecodeBound(t *testing.T) {
+	limit := func() int64 {
+		decodeMem.mu.Lock()
+		defer decodeMem.mu.Unlock()
+		return decodeMem.limit
+	}
+	for _, tc := range []struct {
+		name           string
+		firstEndsFirst bool
+	}{{"first ends first", true}, {"last ends first", false}} {
+		a := SetDecodeMemory(DecodeMemoryFor(2 << 30))
+		b := SetDecodeMemory(DecodeMemoryFor(64 << 20))
+		if got := limit(); got != 512<<20 {
+			t.Errorf("%s: both running: %d, want %d", tc.name, got, 512<<20)
+		}
+		if tc.firstEndsFirst {
+			a()
+			if got := limit(); got != 128<<20 {
+				t.Errorf("%s: the 64 MiB run alone: %d, want %d", tc.name, got, 128<<20)
+			}
+			b()
+		} else {
+			b()
+			if got := limit(); got != 512<<20 {
+				t.Errorf("%s: the 2 GiB run alone: %d, want %d", tc.name, got, 512<<20)
+			}
+			a()
+		}
+		if got := limit(); got != DefaultDecodeMemory {
+			t.Errorf("%s: after both: %d, want the default %d", tc.name, got, DefaultDecodeMemory)
+		}
+	}
+}

@@ -173,7 +173,26 @@ func (s *Sample) Describe() string {
 }
 
 // ValueSize estimates the bytes held by one field value.
-func ValueSize(v any) int64 {
+func ValueSize(v any) int64 { return valueSize(v, false) }
+
+// DataSize is Size with each tensor counted by its data, not by the buffer
+// it may have borrowed: an epoch's short last batch sits in an idle full
+// batch's buffer (tensor.AllocShort) or in one of its own, as the pool's
+// timing has it. Decisions that shape the output (what a shuffle held to
+// its share of the budget keeps, what an in-memory cache finds too large)
+// size samples by it, so that the same spec and seed give the same output
+// every run; the budget is charged what they hold (Size, Retained).
+func (s *Sample) DataSize() int64 {
+	n := int64(sampleOverhead + len(s.Origin))
+	for k, v := range s.Fields {
+		n += fieldOverhead + int64(len(k)) + valueSize(v, true)
+	}
+	return n
+}
+
+// valueSize is ValueSize, with a tensor counted by its data alone where
+// data is set.
+func valueSize(v any, data bool) int64 {
 	switch x := v.(type) {
 	case nil:
 		return 0
@@ -184,6 +203,9 @@ func ValueSize(v any) int64 {
 	case []byte:
 		return int64(len(x))
 	case *tensor.Tensor:
+		if data {
+			return int64(len(x.Data)) + 64
+		}
 		return int64(x.HeldBytes()) + 64
 	case [][]byte:
 		n := int64(24 * len(x))
@@ -200,7 +222,7 @@ func ValueSize(v any) int64 {
 	case []any:
 		n := int64(16 * len(x))
 		for _, e := range x {
-			n += ValueSize(e)
+			n += valueSize(e, data)
 		}
 		return n
 	}

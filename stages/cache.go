@@ -584,7 +584,7 @@ func (m *memCache) MarkComplete(skipped map[string]int64, causes map[string][]st
 }
 
 func (m *memCache) Put(_ context.Context, s *sample.Sample) error {
-	n := s.Size()
+	n := s.DataSize() // the same every run: whether it fits decides the run's fate
 	// Its part of the half of the budget that it splits with the other
 	// in-memory caches: the stages feeding it need the rest to keep
 	// producing.

@@ -103,9 +103,9 @@ func (s *shuffleStage) rngFor(epoch int) *rand.Rand {
 // memory budget shuffles over fewer samples instead of stalling the
 // pipeline, and says so once.
 func (s *shuffleStage) Process(_ context.Context, in *sample.Sample, emit Emit) error {
-	if len(s.buf) < s.size && (s.buffers.fits(s.bytes, in.Retained()) || len(s.buf) == 0) {
+	if len(s.buf) < s.size && (s.buffers.fits(s.bytes, in.DataSize()) || len(s.buf) == 0) {
 		s.buf = append(s.buf, in)
-		s.hold(in.Retained())
+		s.hold(in.DataSize())
 		return nil
 	}
 	if len(s.buf) < s.size && !s.warned {
@@ -116,7 +116,7 @@ func (s *shuffleStage) Process(_ context.Context, in *sample.Sample, emit Emit) 
 	j := s.rng.IntN(len(s.buf))
 	out := s.buf[j]
 	s.buf[j] = in
-	s.hold(in.Retained() - out.Retained())
+	s.hold(in.DataSize() - out.DataSize())
 	if err := emit(out); err != nil {
 		return err
 	}
@@ -146,7 +146,7 @@ func (s *shuffleStage) takeRandom() *sample.Sample {
 	s.buf[j] = s.buf[last]
 	s.buf[last] = nil
 	s.buf = s.buf[:last]
-	s.hold(-out.Retained())
+	s.hold(-out.DataSize())
 	return out
 }
 
