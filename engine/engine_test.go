@@ -1268,7 +1268,7 @@ stages:
   - {name: out, type: write_jsonl, path: out.jsonl}
 `
 	var first string
-	for i := range 12 {
+	for i := range 8 {
 		dir := t.TempDir()
 		if _, err := runSpec(t, dir, src); err != nil {
 			t.Fatal(err)

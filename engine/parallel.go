@@ -215,9 +215,35 @@ func (c *jobCost) size(most int) int {
 	return int(max(1, min(int64(most), int64(jobWork)/ns)))
 }
 
-// runParallel runs a concurrency-safe processor on n workers. With
-// deterministic output, a collector emits jobs in input order (a bounded
-// window of jobs in flight); otherwise in completion order.
+// parallelRun is one run of a parallel stage: a dispatcher cuts the input
+// into jobs, workers process them, and the collector (the stage's own
+// goroutine) emits their outputs, in input order when the spec is
+// deterministic (a bounded window of jobs in flight), otherwise in
+// completion order.
+type parallelRun struct {
+	r *Run
+	n *node
+	p stages.Processor
+	o *outlet
+	// ctx is the run's; lctx is cancelled whenever the collector stops.
+	ctx, lctx context.Context
+	det       bool
+	workers   int
+	// results holds aheadPerWorker jobs a worker, so that while the stage
+	// below is busy for a moment the workers go on with the jobs behind
+	// (see aheadPerWorker); the window and its queued bytes bound what
+	// those jobs hold.
+	jobs     chan *job
+	results  chan *job
+	partials chan partial
+	inflight sync.WaitGroup // jobs with a worker, in completion order
+	cost     jobCost
+	win      *window
+	// held is taken from results, its output not yet handed to emitOut.
+	held *job
+}
+
+// runParallel runs a concurrency-safe processor on n workers.
 func (r *Run) runParallel(ctx context.Context, g *errgroup.Group, n *node, p stages.Processor) (err error) {
 	workers := n.pn.Parallelism
 	o := r.newOutlet(ctx, n)
@@ -227,209 +253,194 @@ func (r *Run) runParallel(ctx context.Context, g *errgroup.Group, n *node, p sta
 	defer r.end(n, o, &err)
 	lctx, cancel := context.WithCancel(ctx)
 	defer cancel()
-	det := r.plan.Spec.Deterministic
-	// results holds aheadPerWorker jobs a worker, so that while the stage
-	// below is busy for a moment the workers go on with the jobs behind
-	// (see aheadPerWorker); the window and its queued bytes bound what
-	// those jobs hold.
 	most := 4 * workers * r.plan.ChunkSize
-	jobs := make(chan *job, workers)
-	results := make(chan *job, min(most, aheadPerWorker*workers))
-	partials := make(chan partial)
-	var inflight sync.WaitGroup
-	var cost jobCost
-	win := newWindow(workers, most, r.budget.Limit(), n.pn.SampleBytes, &r.early)
-	defer win.close()
-	stop := context.AfterFunc(lctx, win.close)
-	defer stop()
-	// However the collector ends, the jobs it did not emit give back their
-	// memory: it stops the workers and the dispatcher, then drains every
-	// job queued behind it, each once its worker is done with it.
-	var held *job // taken from results, its output not yet handed to emitOut
-	defer func() {
-		cancel()
-		// The window's count of early holds is the run's, shared with its
-		// other parallel stages: what these jobs held early is given back
-		// there too, or their workers would wait their turn for the rest
-		// of the run.
-		if held != nil {
-			<-held.done
-			releaseAll(r.budget, held.out)
-			win.held.Add(-held.early)
-		}
-		for j := range results {
-			<-j.done
-			releaseAll(r.budget, j.out)
-			win.held.Add(-j.early)
-			j.out, j.early = nil, 0
-		}
-	}()
-
-	for w := 0; w < workers; w++ {
-		g.Go(func() error {
-			var worked time.Duration // since this worker last yielded
-			for j := range jobs {
-				t0 := time.Now()
-				r.workSafe(lctx, n, p, j, win, partials)
-				d := time.Since(t0)
-				cost.observe(d, len(j.in))
-				for _, s := range j.out {
-					j.queued += s.Retained()
-				}
-				win.queued.Add(j.queued)
-				// See yieldEvery. The yield comes before the hand-off
-				// below, which wakes the collector onto this thread's run
-				// queue: yielding after it, the collector ran first and a
-				// spare thread took the worker to the other core, 8 %
-				// slower on W1.
-				if worked += d; worked >= yieldEvery {
-					runtime.Gosched()
-					worked = 0
-				}
-				if !det {
-					select {
-					case results <- j:
-					case <-lctx.Done():
-						releaseAll(r.budget, j.out)
-						win.held.Add(-j.early) // 0: every job is the head here
-						j.out, j.early = nil, 0
-					}
-					inflight.Done()
-				}
-				close(j.done)
-			}
-			return nil
-		})
+	pr := &parallelRun{
+		r: r, n: n, p: p, o: o, ctx: ctx, lctx: lctx, det: r.plan.Spec.Deterministic, workers: workers,
+		jobs:     make(chan *job, workers),
+		results:  make(chan *job, min(most, aheadPerWorker*workers)),
+		partials: make(chan partial),
+		win:      newWindow(workers, most, r.budget.Limit(), n.pn.SampleBytes, &r.early),
 	}
+	defer pr.win.close()
+	stop := context.AfterFunc(lctx, pr.win.close)
+	defer stop()
+	defer pr.drain(cancel)
+	for range workers {
+		g.Go(pr.work)
+	}
+	g.Go(func() error { return pr.dispatch(g) })
+	return pr.collect()
+}
 
-	// The dispatcher owns the inlet; it stops when the collector cancels.
-	g.Go(func() error {
-		in := r.newInlet(lctx, n.ins[0], nil)
-		if pf, ok := p.(stages.Prefetcher); ok {
-			var stop func()
-			in.prefetch, stop = r.startPrefetch(lctx, g, n, pf)
-			defer stop()
+// drain runs however the collector ends: the jobs it did not emit give
+// back their memory. It stops the workers and the dispatcher, then drains
+// every job queued behind the collector, each once its worker is done
+// with it.
+func (pr *parallelRun) drain(cancel context.CancelFunc) {
+	cancel()
+	// The window's count of early holds is the run's, shared with its
+	// other parallel stages: what these jobs held early is given back
+	// there too, or their workers would wait their turn for the rest of
+	// the run.
+	if j := pr.held; j != nil {
+		<-j.done
+		releaseAll(pr.r.budget, j.out)
+		pr.win.held.Add(-j.early)
+	}
+	for j := range pr.results {
+		<-j.done
+		releaseAll(pr.r.budget, j.out)
+		pr.win.held.Add(-j.early)
+		j.out, j.early = nil, 0
+	}
+}
+
+// work is one worker: it processes jobs until the dispatcher closes them.
+func (pr *parallelRun) work() error {
+	var worked time.Duration // since this worker last yielded
+	for j := range pr.jobs {
+		t0 := time.Now()
+		pr.r.workSafe(pr.lctx, pr.n, pr.p, j, pr.win, pr.partials)
+		d := time.Since(t0)
+		pr.cost.observe(d, len(j.in))
+		for _, s := range j.out {
+			j.queued += s.Retained()
 		}
-		defer func() {
-			close(jobs)
-			if det {
-				close(results)
-			} else {
-				inflight.Wait()
-				close(results)
-			}
-			// Drain under the run's context: lctx is cancelled whenever the
-			// collector stops, and what is queued must still be released.
-			in.ctx = ctx
-			r.finish(nil, nil, in)
-		}()
-		size := jobSize(r.plan.ChunkSize, workers)
-		send := func(j *job) bool {
-			if det {
-				select {
-				case results <- j:
-				case <-lctx.Done():
-					releaseAll(r.budget, j.in)
-					return false
-				}
-			}
-			if j.eoe {
-				if !det {
-					inflight.Wait()
-					select {
-					case results <- j:
-					case <-lctx.Done():
-						return false
-					}
-				}
-				close(j.done)
-				return true
-			}
-			if !det {
-				inflight.Add(1)
-			}
+		pr.win.queued.Add(j.queued)
+		// See yieldEvery. The yield comes before the hand-off below, which
+		// wakes the collector onto this thread's run queue: yielding after
+		// it, the collector ran first and a spare thread took the worker
+		// to the other core, 8 % slower on W1.
+		if worked += d; worked >= yieldEvery {
+			runtime.Gosched()
+			worked = 0
+		}
+		if !pr.det {
 			select {
-			case jobs <- j:
-				return true
-			case <-lctx.Done():
-				if !det {
-					inflight.Done()
-				}
-				releaseAll(r.budget, j.in)
-				close(j.done) // queued in results (det), never worked
-				return false
+			case pr.results <- j:
+			case <-pr.lctx.Done():
+				releaseAll(pr.r.budget, j.out)
+				pr.win.held.Add(-j.early) // 0: every job is the head here
+				j.out, j.early = nil, 0
 			}
+			pr.inflight.Done()
 		}
-		for {
-			batch, it, err := in.nextChunk()
-			if err != nil || it.end {
-				return nil // the collector reports errors; a cancel is its doing
+		close(j.done)
+	}
+	return nil
+}
+
+// dispatch owns the inlet: it cuts the input into jobs for the workers,
+// and stops when the collector cancels.
+func (pr *parallelRun) dispatch(g *errgroup.Group) error {
+	r, n := pr.r, pr.n
+	in := r.newInlet(pr.lctx, n.ins[0], nil)
+	if pf, ok := pr.p.(stages.Prefetcher); ok {
+		var stop func()
+		in.prefetch, stop = r.startPrefetch(pr.lctx, g, n, pf)
+		defer stop()
+	}
+	defer func() {
+		close(pr.jobs)
+		if !pr.det {
+			pr.inflight.Wait()
+		}
+		close(pr.results)
+		// Drain under the run's context: lctx is cancelled whenever the
+		// collector stops, and what is queued must still be released.
+		in.ctx = pr.ctx
+		r.finish(nil, nil, in)
+	}()
+	size := jobSize(r.plan.ChunkSize, pr.workers)
+	for {
+		batch, it, err := in.nextChunk()
+		if err != nil || it.end {
+			return nil // the collector reports errors; a cancel is its doing
+		}
+		if it.eoe {
+			j := newJob()
+			j.eoe, j.epoch = true, it.epoch
+			if !pr.send(j) {
+				return nil
 			}
-			if it.eoe {
-				j := newJob()
-				j.eoe, j.epoch = true, it.epoch
-				if !send(j) {
-					return nil
-				}
-				continue
-			}
-			if allStopped(n.outs) {
+			continue
+		}
+		if allStopped(n.outs) {
+			releaseAll(r.budget, batch)
+			return nil
+		}
+		n.in.Add(int64(len(batch)))
+		for len(batch) > 0 {
+			k := min(pr.cost.size(size), len(batch), pr.win.jobCap(pr.workers))
+			if !pr.win.take(k) {
 				releaseAll(r.budget, batch)
 				return nil
 			}
-			n.in.Add(int64(len(batch)))
-			for len(batch) > 0 {
-				k := min(cost.size(size), len(batch), win.jobCap(workers))
-				if !win.take(k) {
-					releaseAll(r.budget, batch)
-					return nil
-				}
-				j := newJob()
-				j.in = batch[:k:k]
-				if !det {
-					close(j.head) // completion order: nobody waits behind it
-				}
-				if !send(j) {
-					releaseAll(r.budget, batch[k:])
-					return nil
-				}
-				batch = batch[k:]
+			j := newJob()
+			j.in = batch[:k:k]
+			if !pr.det {
+				close(j.head) // completion order: nobody waits behind it
 			}
+			if !pr.send(j) {
+				releaseAll(r.budget, batch[k:])
+				return nil
+			}
+			batch = batch[k:]
 		}
-	})
+	}
+}
 
-	// emitOut emits a job's output, whole or in part; in is the
-	// number of inputs it finishes.
-	emitOut := func(out []*sample.Sample, early int64, in int) error {
-		var held int64
-		for _, s := range out {
-			held += s.Retained()
+// send queues job j: for the collector in input order (deterministic),
+// and for a worker unless it marks an epoch's end; false once the
+// collector has stopped.
+func (pr *parallelRun) send(j *job) bool {
+	if pr.det {
+		select {
+		case pr.results <- j:
+		case <-pr.lctx.Done():
+			releaseAll(pr.r.budget, j.in)
+			return false
 		}
-		win.held.Add(-early)
-		win.done(in, held)
-		for i, s := range out {
-			if err := o.emit(s); err != nil {
-				releaseAll(r.budget, out[i+1:])
-				return err
+	}
+	if j.eoe {
+		if !pr.det {
+			pr.inflight.Wait()
+			select {
+			case pr.results <- j:
+			case <-pr.lctx.Done():
+				return false
 			}
 		}
-		return nil
+		close(j.done)
+		return true
 	}
-	// takePartial emits what a worker handed over before waiting for
-	// memory, and flushes it so that downstream can free that memory.
-	takePartial := func(pt partial) error {
-		if err := emitOut(pt.out, pt.early, 0); err != nil {
-			return err
+	if !pr.det {
+		pr.inflight.Add(1)
+	}
+	select {
+	case pr.jobs <- j:
+		return true
+	case <-pr.lctx.Done():
+		if !pr.det {
+			pr.inflight.Done()
 		}
-		return o.flush()
+		releaseAll(pr.r.budget, j.in)
+		close(j.done) // queued in results (det), never worked
+		return false
 	}
+}
+
+// collect emits the jobs' outputs as they come from results, and what
+// workers hand over before they wait for memory.
+func (pr *parallelRun) collect() error {
+	o := pr.o
 	for {
 		var j *job
 		var ok bool
 		select {
-		case j, ok = <-results:
-		case pt := <-partials:
-			if err := takePartial(pt); err != nil {
+		case j, ok = <-pr.results:
+		case pt := <-pr.partials:
+			if err := pr.takePartial(pt); err != nil {
 				return err
 			}
 			continue
@@ -438,23 +449,23 @@ func (r *Run) runParallel(ctx context.Context, g *errgroup.Group, n *node, p sta
 				return err
 			}
 			select {
-			case j, ok = <-results:
-			case pt := <-partials:
-				if err := takePartial(pt); err != nil {
+			case j, ok = <-pr.results:
+			case pt := <-pr.partials:
+				if err := pr.takePartial(pt); err != nil {
 					return err
 				}
 				continue
-			case <-ctx.Done():
-				return ctx.Err()
+			case <-pr.ctx.Done():
+				return pr.ctx.Err()
 			}
 		}
 		if !ok {
-			if ctx.Err() != nil {
-				return ctx.Err()
+			if pr.ctx.Err() != nil {
+				return pr.ctx.Err()
 			}
 			return o.flush()
 		}
-		held = j
+		pr.held = j
 		select {
 		case <-j.done:
 		default:
@@ -463,24 +474,24 @@ func (r *Run) runParallel(ctx context.Context, g *errgroup.Group, n *node, p sta
 			if err := o.flush(); err != nil {
 				return err
 			}
-			if det {
+			if pr.det {
 				close(j.head)
 			}
 			for waiting := true; waiting; {
 				select {
 				case <-j.done:
 					waiting = false
-				case pt := <-partials:
-					if err := takePartial(pt); err != nil {
+				case pt := <-pr.partials:
+					if err := pr.takePartial(pt); err != nil {
 						return err
 					}
-				case <-ctx.Done():
-					return ctx.Err()
+				case <-pr.ctx.Done():
+					return pr.ctx.Err()
 				}
 			}
 		}
-		held = nil // emitOut owns the output, and a failed job released its own
-		win.queued.Add(-j.queued)
+		pr.held = nil // emitOut owns the output, and a failed job released its own
+		pr.win.queued.Add(-j.queued)
 		if j.err != nil {
 			return j.err
 		}
@@ -490,10 +501,37 @@ func (r *Run) runParallel(ctx context.Context, g *errgroup.Group, n *node, p sta
 			}
 			continue
 		}
-		if err := emitOut(j.out, j.early, len(j.in)); err != nil {
+		if err := pr.emitOut(j.out, j.early, len(j.in)); err != nil {
 			return err
 		}
 	}
+}
+
+// emitOut emits a job's output, whole or in part; in is the number of
+// inputs it finishes.
+func (pr *parallelRun) emitOut(out []*sample.Sample, early int64, in int) error {
+	var held int64
+	for _, s := range out {
+		held += s.Retained()
+	}
+	pr.win.held.Add(-early)
+	pr.win.done(in, held)
+	for i, s := range out {
+		if err := pr.o.emit(s); err != nil {
+			releaseAll(pr.r.budget, out[i+1:])
+			return err
+		}
+	}
+	return nil
+}
+
+// takePartial emits what a worker handed over before waiting for memory,
+// and flushes it so that downstream can free that memory.
+func (pr *parallelRun) takePartial(pt partial) error {
+	if err := pr.emitOut(pt.out, pt.early, 0); err != nil {
+		return err
+	}
+	return pr.o.flush()
 }
 
 // workSafe is work with a panic in the stage made the job's error, so the
