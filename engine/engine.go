@@ -93,6 +93,9 @@ type Run struct {
 	opts   Options
 	log    *zap.Logger
 	budget *budget.Budget
+	// room is the budget less what stages keep for their own use
+	// (plan.SampleRoom): what the shares of samples are parts of.
+	room int64
 	// early is the bytes the parallel stages' jobs reserved ahead of
 	// their heads, bounded together to a quarter of the budget (window).
 	early atomic.Int64
@@ -380,7 +383,7 @@ func Start(ctx context.Context, p *plan.Plan, opts Options) (*Run, error) {
 	if opts.Log == nil {
 		opts.Log = zap.NewNop()
 	}
-	r := &Run{plan: p, opts: opts, log: opts.Log, budget: budget.New(p.Memory), done: make(chan struct{})}
+	r := &Run{plan: p, opts: opts, log: opts.Log, budget: budget.New(p.Memory), room: p.SampleRoom(), done: make(chan struct{})}
 	byStage := map[*spec.Stage]*node{}
 	skips := skipChains(p)
 	caches := map[*spec.Stage]*stages.Cacher{}
@@ -396,8 +399,11 @@ func Start(ctx context.Context, p *plan.Plan, opts Options) (*Run, error) {
 	// The shuffles split one half of the budget, the in-memory caches
 	// another (stages.Buffers).
 	nShuffles, nCaches := plan.BufferWays(p.Spec)
-	shuffleBuffers := stages.NewBuffers(p.Memory, nShuffles, "shuffles")
-	cacheBuffers := stages.NewBuffers(p.Memory, nCaches, "in-memory caches")
+	// Their halves are of what the stages' own reservations leave the
+	// samples: of the whole budget, an interleave's 103 MiB of open files
+	// and a shuffle's half filled it, and the run stalled (a re-test).
+	shuffleBuffers := stages.NewBuffers(r.room, nShuffles, "shuffles")
+	cacheBuffers := stages.NewBuffers(r.room, nCaches, "in-memory caches")
 	for _, pn := range p.Nodes {
 		t, ok := opts.Registry.Type(pn.Stage.Type)
 		if !ok {

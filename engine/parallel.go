@@ -259,7 +259,7 @@ func (r *Run) runParallel(ctx context.Context, g *errgroup.Group, n *node, p sta
 		jobs:     make(chan *job, workers),
 		results:  make(chan *job, min(most, aheadPerWorker*workers)),
 		partials: make(chan partial),
-		win:      newWindow(workers, most, r.budget.Limit(), n.pn.SampleBytes, &r.early),
+		win:      newWindow(workers, most, r.room, n.pn.SampleBytes, &r.early),
 	}
 	defer pr.win.close()
 	stop := context.AfterFunc(lctx, pr.win.close)
@@ -814,7 +814,7 @@ func (r *Run) startReadAhead(ctx context.Context, g *errgroup.Group, sl *slot, c
 	who := n.holder
 	// Streams read ahead at most a quarter of the budget between them, so
 	// the stream being consumed always finds memory.
-	limit := r.budget.Limit() / 4 / int64(max(1, cycle))
+	limit := r.room / 4 / int64(max(1, cycle))
 	sctx, cancel := context.WithCancel(ctx)
 	sl.cancel = cancel
 	sl.items = make(chan streamItem, readAhead)

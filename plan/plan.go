@@ -564,7 +564,14 @@ func (p *Plan) fit(advise bool) []FitProblem {
 			total = addSat(total, n.Reserved)
 			parts = append(parts, fmt.Sprintf("%s %s (reserved)", n.Stage.Name, spec.ByteSize(n.Reserved)))
 			if n.Reserved > p.Memory {
-				add(budgetPath(n), false, "stage %q needs %s for its own use (%s), more than %s", n.Stage.Name, spec.ByteSize(n.Reserved), n.ReservedFor, p.budget())
+				// With the budget that also fits the rest: raised to the
+				// reservation alone, the next try met the next refusal
+				// (a re-test).
+				least := ""
+				if m, ok := p.leastBudget(); ok && advise {
+					least = fmt.Sprintf("; %s fits the whole pipeline", bytesize.FormatAtLeast(m))
+				}
+				add(budgetPath(n), false, "stage %q needs %s for its own use (%s), more than %s%s", n.Stage.Name, spec.ByteSize(n.Reserved), n.ReservedFor, p.budget(), least)
 				errs++
 			}
 		}
@@ -607,9 +614,9 @@ func (p *Plan) fit(advise bool) []FitProblem {
 					if atLeast {
 						holdAbout = "at most"
 					}
-					room, divisor := sharedRoom(p.Spec, bs, p.Memory)
+					room, divisor := sharedRoom(p.Spec, bs, p.SampleRoom())
 					add(p.stagePath(n.Stage, "buffer"), true, "%d samples of %s %s each = %s, more than %s, the 1/%d of %s %s may fill: it will hold %s %d %s",
-						n.Buffer, about, spec.ByteSize(in), spec.ByteSize(need), spec.ByteSize(room), divisor, p.budget(), sharerWords(n.Stage, bs.BufferShare(), divisor), holdAbout, fits, noun)
+						n.Buffer, about, spec.ByteSize(in), spec.ByteSize(need), spec.ByteSize(room), divisor, p.roomWords(), sharerWords(n.Stage, bs.BufferShare(), divisor), holdAbout, fits, noun)
 				}
 			} else if need > p.Memory {
 				key := "buffer"
@@ -734,14 +741,14 @@ func (p *Plan) fitEpochs(add func(path string, warn bool, format string, args ..
 		size += originFor(n.Stage)
 		_, caches := BufferWays(p.Spec)
 		divisor := h.EpochShare() * caches
-		room := p.Memory / int64(divisor)
+		room := p.SampleRoom() / int64(divisor)
 		if in > room/size {
 			need := in * size
 			if in > math.MaxInt64/size/int64(divisor) {
 				need = math.MaxInt64 / int64(divisor) // a count past int64's bytes
 			}
 			add(p.stagePath(n.Stage, ""), false, "stage %q holds its whole first pass in memory: %d samples of %s %s each = %s, more than %s, the 1/%d of %s it may fill; set dir: to cache on disk, or raise the budget to at least %s",
-				n.Stage.Name, in, about, spec.ByteSize(size), spec.ByteSize(need), spec.ByteSize(room), divisor, p.budget(), bytesize.FormatAtLeast(mulSat(need, int64(divisor))))
+				n.Stage.Name, in, about, spec.ByteSize(size), spec.ByteSize(need), spec.ByteSize(room), divisor, p.roomWords(), bytesize.FormatAtLeast(addSat(mulSat(need, int64(divisor)), p.Memory-p.SampleRoom())))
 			errs++
 		}
 	}
@@ -858,7 +865,7 @@ func (p *Plan) held(n *Node) (held, fits int64, atLeast bool) {
 		return held, 0, atLeast
 	}
 	need := mulSat(int64(n.Buffer), in)
-	room, _ := sharedRoom(p.Spec, bs, p.Memory)
+	room, _ := sharedRoom(p.Spec, bs, p.SampleRoom())
 	if need <= room {
 		return held, 0, atLeast
 	}
@@ -869,6 +876,30 @@ func (p *Plan) held(n *Node) (held, fits int64, atLeast bool) {
 // budget names the memory budget in a message: resources.memory and its
 // size, or, where the spec sets none, the default and where it comes
 // from, since another machine gives another one.
+// SampleRoom is the memory budget less what stages reserve for their own
+// use (Reserver): what samples may hold, and what the shares of the
+// shuffles, caches and parallel stages are parts of. 0 where the budget
+// is unbounded.
+func (p *Plan) SampleRoom() int64 {
+	if p.Memory <= 0 {
+		return 0
+	}
+	room := p.Memory
+	for _, n := range p.Nodes {
+		room -= n.Reserved
+	}
+	return max(1, room)
+}
+
+// roomWords names SampleRoom in a message: the budget, or what it leaves
+// samples where stages reserve part of it.
+func (p *Plan) roomWords() string {
+	if room := p.SampleRoom(); room < p.Memory {
+		return fmt.Sprintf("what %s leaves samples (%s)", p.budget(), spec.ByteSize(room))
+	}
+	return p.budget()
+}
+
 func (p *Plan) budget() string {
 	if p.MemoryDefault {
 		return fmt.Sprintf("the default memory budget (%s, %s; set resources.memory)", spec.ByteSize(p.Memory), DefaultMemorySource())
