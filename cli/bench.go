@@ -64,6 +64,8 @@ func replaceSinks(sp *spec.Spec, file, sinkName string) (string, []string, error
 // window out named a budget validate refused).
 type replacedSink struct{ orig any }
 
+var _ plan.Reserver = (*replacedSink)(nil)
+
 // ReservedBytes implements plan.Reserver.
 func (r *replacedSink) ReservedBytes(memory int64) int64 {
 	if rs, ok := r.orig.(plan.Reserver); ok {

@@ -140,6 +140,32 @@ stages:
 	if want := `stage "c" (cache): store: in-memory cache outgrew its share of the memory budget (half of 1MiB) after 120 samples (512.12KiB, about 4.23KiB a sample); set dir: to cache on disk (Badger reserves 82MiB of the budget for itself, so give resources.memory at least 98MiB), or raise resources.memory to hold the whole first pass in half of it`; err == nil || err.Error() != want {
 		t.Errorf("err = %v; want the cache's error, naming no sample", err)
 	}
+	// Its half is of what an interleave's open file leaves the samples
+	// (130KiB of 1154KiB), and the advice counts that file too (a review:
+	// "half of 3MiB" where the cache had 1MiB).
+	dir = t.TempDir()
+	line := `{"v": "` + strings.Repeat("x", 4000) + `"}` + "\n"
+	if err := os.WriteFile(filepath.Join(dir, "a.jsonl"), []byte(strings.Repeat(line, 2000)), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	_, err = runSpec(t, dir, `
+version: 1
+name: toobig
+resources: {memory: 1154KiB}
+stages:
+  - {name: files, type: files, pattern: a.jsonl}
+  - {name: r, type: jsonl, cycle_length: 1}
+  - {name: c, type: cache}
+  - {name: out, type: discard}
+`)
+	for _, want := range []string{
+		`in-memory cache outgrew its share of the memory budget (half of the 1MiB that resources.memory (1.13MiB) leaves samples) after `,
+		`(Badger reserves 82MiB of the budget for itself, so give resources.memory at least 98.13MiB)`,
+	} {
+		if err == nil || !strings.Contains(err.Error(), want) {
+			t.Errorf("err = %v; want it to contain %q", err, want)
+		}
+	}
 }
 
 // TestCompleteCacheBesideAnotherBranch: with the cache complete, the map

@@ -49,8 +49,9 @@ type partial struct {
 func newJob() *job { return &job{done: make(chan struct{}), head: make(chan struct{})} }
 
 // window bounds the samples a parallel stage has taken in but not yet
-// emitted, so that work in flight never holds more than a quarter of the
-// memory budget. Without the bound, finished later jobs could hold all the
+// emitted, so that work in flight never holds more than a quarter of what
+// the memory budget leaves samples (plan.SampleRoom; "the budget" below).
+// Without the bound, finished later jobs could hold all the
 // memory the job at the head of the order needs; and a worker makes its
 // output before the budget is asked for it, so the outputs being made are
 // outside the budget until then: 16 workers making 48 MiB images each held

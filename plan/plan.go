@@ -294,7 +294,20 @@ func Compile(sp *spec.Spec, cat spec.Catalog, opts Options) (*Plan, error) {
 		if p.MemoryDefault {
 			budget = "the default memory budget"
 		}
-		p.Rewrites, p.Kept = pushShuffles(sp, p.Memory, budget, p.Workers)
+		// The shuffle's share is of what the stages' reservations leave,
+		// as the run sizes it: of the whole budget, a rewrite promised
+		// the output of a shuffle that, as written, would shrink (a
+		// review).
+		room := p.Memory
+		for _, st := range sp.Stages {
+			if rs, ok := st.Config.(Reserver); ok {
+				room -= rs.ReservedBytes(p.Memory)
+			}
+		}
+		if room < p.Memory {
+			room, budget = max(1, room), "what "+budget+" leaves samples"
+		}
+		p.Rewrites, p.Kept = pushShuffles(sp, room, budget, p.Workers)
 	}
 	byStage := map[*spec.Stage]*Node{}
 	for _, st := range sp.Order {
@@ -567,11 +580,19 @@ func (p *Plan) fit(advise bool) []FitProblem {
 				// With the budget that also fits the rest: raised to the
 				// reservation alone, the next try met the next refusal
 				// (a re-test).
+				// Where sizes are lower bounds the least is one too (a
+				// review: at the figure, the run stalled).
 				least := ""
 				if m, ok := p.leastBudget(); ok && advise {
 					least = fmt.Sprintf("; %s fits the whole pipeline", bytesize.FormatAtLeast(m))
+					for _, n := range p.Nodes {
+						if _, _, lower := p.held(n); lower {
+							least = fmt.Sprintf("; the whole pipeline needs at least %s, its strings and bytes counted as empty (--probe N measures them)", bytesize.FormatAtLeast(m))
+							break
+						}
+					}
 				}
-				add(budgetPath(n), false, "stage %q needs %s for its own use (%s), more than %s%s", n.Stage.Name, spec.ByteSize(n.Reserved), n.ReservedFor, p.budget(), least)
+				add(budgetPath(n), false, "stage %q needs %s for its own use%s, more than %s%s", n.Stage.Name, spec.ByteSize(n.Reserved), parens(n.ReservedFor), p.budget(), least)
 				errs++
 			}
 		}
@@ -604,7 +625,7 @@ func (p *Plan) fit(advise bool) []FitProblem {
 				// how well the data is mixed, and the fit counts what the
 				// buffer will hold (--probe
 				// refused at 8MiB a spec that ran at 4MiB).
-				if fits > 0 {
+				if fits > 0 && p.SampleRoom() > 1 { // else the reservations fill the budget, an error above
 					noun := "samples"
 					if fits == 1 {
 						noun = "sample"
@@ -873,9 +894,6 @@ func (p *Plan) held(n *Node) (held, fits int64, atLeast bool) {
 	return held - need + fits*in, fits, atLeast
 }
 
-// budget names the memory budget in a message: resources.memory and its
-// size, or, where the spec sets none, the default and where it comes
-// from, since another machine gives another one.
 // SampleRoom is the memory budget less what stages reserve for their own
 // use (Reserver): what samples may hold, and what the shares of the
 // shuffles, caches and parallel stages are parts of. 0 where the budget
@@ -891,6 +909,14 @@ func (p *Plan) SampleRoom() int64 {
 	return max(1, room)
 }
 
+// parens is s in parentheses after a space, or nothing where s is empty.
+func parens(s string) string {
+	if s == "" {
+		return ""
+	}
+	return " (" + s + ")"
+}
+
 // roomWords names SampleRoom in a message: the budget, or what it leaves
 // samples where stages reserve part of it.
 func (p *Plan) roomWords() string {
@@ -900,6 +926,9 @@ func (p *Plan) roomWords() string {
 	return p.budget()
 }
 
+// budget names the memory budget in a message: resources.memory and its
+// size, or, where the spec sets none, the default and where it comes
+// from, since another machine gives another one.
 func (p *Plan) budget() string {
 	if p.MemoryDefault {
 		return fmt.Sprintf("the default memory budget (%s, %s; set resources.memory)", spec.ByteSize(p.Memory), DefaultMemorySource())

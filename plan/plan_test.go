@@ -438,9 +438,9 @@ stages:
 		reserved int64
 		want     []string
 	}{
-		{"tfrecord, cycle_length: 600", 600 * (2*64 + 48) << 10, []string{`stage "r" needs 103.13MiB for its own use (the buffers of the 600 files it reads at once; lower cycle_length), more than resources.memory (8MiB); 103.13MiB fits the whole pipeline`}},
-		{"tfrecord, cycle_length: 600, compression: none", 600 * 66 << 10, []string{`stage "r" needs 38.67MiB for its own use (the buffers of the 600 files it reads at once; lower cycle_length), more than resources.memory (8MiB); 38.68MiB fits the whole pipeline`}},
-		{"jsonl, cycle_length: 64", 64 * 130 << 10, []string{`stage "r" needs 8.13MiB for its own use (the buffers of the 64 files it reads at once; lower cycle_length), more than resources.memory (8MiB); 8.13MiB fits the whole pipeline`}},
+		{"tfrecord, cycle_length: 600", 600 * (2*64 + 48) << 10, []string{`stage "r" needs 103.13MiB for its own use (the buffers of the 600 files it reads at once; lower cycle_length), more than resources.memory (8MiB); the whole pipeline needs at least 103.13MiB, its strings and bytes counted as empty (--probe N measures them)`}},
+		{"tfrecord, cycle_length: 600, compression: none", 600 * 66 << 10, []string{`stage "r" needs 38.67MiB for its own use (the buffers of the 600 files it reads at once; lower cycle_length), more than resources.memory (8MiB); the whole pipeline needs at least 38.68MiB, its strings and bytes counted as empty (--probe N measures them)`}},
+		{"jsonl, cycle_length: 64", 64 * 130 << 10, []string{`stage "r" needs 8.13MiB for its own use (the buffers of the 64 files it reads at once; lower cycle_length), more than resources.memory (8MiB); the whole pipeline needs at least 8.13MiB, its strings and bytes counted as empty (--probe N measures them)`}},
 		{"tfrecord", 8 * 176 << 10, nil},
 		{"jsonl, cycle_length: 1", 130 << 10, nil},
 	} {

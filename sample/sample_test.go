@@ -117,3 +117,31 @@ func TestTextBytes(t *testing.T) {
 		}
 	}
 }
+
+// TestDataSizeIgnoresABorrowedBuffer: an epoch's short batch holds an idle
+// full batch's buffer when the pool has one and a buffer of its own when
+// not, as timing has it; Size (the budget's charge) follows the buffer,
+// DataSize, by which a shuffle and a cache decide, does not, so that a
+// seed gives one output.
+func TestDataSizeIgnoresABorrowedBuffer(t *testing.T) {
+	unbind, ok := tensor.BindPool(func() int64 { return 1 << 30 })
+	if !ok {
+		t.Skip("the tensor pool is bound by another run in this process")
+	}
+	defer unbind()
+	own := tensor.AllocShort(tensor.Uint8, 32, 8, 224, 224, 3) // nothing idle
+	full := tensor.Alloc(tensor.Uint8, 32, 224, 224, 3)
+	full.Recycle()
+	borrowed := tensor.AllocShort(tensor.Uint8, 32, 8, 224, 224, 3)
+	if borrowed.HeldBytes() != 32*224*224*3 {
+		t.Fatalf("the short batch holds %d bytes, want the borrowed full buffer's %d", borrowed.HeldBytes(), 32*224*224*3)
+	}
+	a := &Sample{Fields: map[string]any{"x": own, "label": int64(1)}}
+	b := &Sample{Fields: map[string]any{"x": borrowed, "label": int64(1)}}
+	if a.DataSize() != b.DataSize() || a.DataSize() != a.Size() {
+		t.Errorf("DataSize %d with its own buffer, %d with a borrowed one; want both the Size of the first, %d", a.DataSize(), b.DataSize(), a.Size())
+	}
+	if b.Size()-a.Size() != 24*224*224*3 {
+		t.Errorf("Size %d with a borrowed buffer, %d without: want the borrowed rows' %d more", b.Size(), a.Size(), 24*224*224*3)
+	}
+}

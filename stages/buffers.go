@@ -14,17 +14,27 @@ import "fmt"
 // shuffle below a cache holds copies sharing the cache's memory, so the
 // two kinds do not split one half.
 type Buffers struct {
+	room  int64
 	share int64
 	ways  int
 	kind  string // "shuffles" or "in-memory caches"
 }
 
-// NewBuffers returns the share of a budget of memory bytes (0: no budget,
-// no bound) split among ways stages of a kind ("shuffles").
+// NewBuffers returns the share of memory bytes (what the budget leaves
+// samples, plan.SampleRoom; 0: no budget, no bound) split among ways
+// stages of a kind ("shuffles"). A share is at least a byte where there
+// is a budget, since 0 means no bound.
 func NewBuffers(memory int64, ways int, kind string) *Buffers {
 	ways = max(1, ways)
-	return &Buffers{share: memory / ShuffleShare / int64(ways), ways: ways, kind: kind}
+	b := &Buffers{room: memory, share: memory / ShuffleShare / int64(ways), ways: ways, kind: kind}
+	if memory > 0 {
+		b.share = max(1, b.share)
+	}
+	return b
 }
+
+// Room returns the memory the shares are parts of.
+func (b *Buffers) Room() int64 { return b.room }
 
 // Share returns the bytes each of the stages may hold.
 func (b *Buffers) Share() int64 { return b.share }

@@ -598,15 +598,25 @@ func (m *memCache) Put(_ context.Context, s *sample.Sample) error {
 		// reserves memory of its own: a budget that leaves the samples
 		// nothing after it would only trade this error for a stuck run.
 		disk := (&CacheConfig{Dir: "set"}).ReservedBytes(0)
-		share, in := "half of "+spec.ByteSize(m.env.Memory).String(), "half of it"
-		if b := m.env.buffers(); b.Ways() > 1 {
-			share = fmt.Sprintf("%s, a 1/%d part of the half of %s that the %d in-memory caches split", spec.ByteSize(b.Share()), b.Ways(), spec.ByteSize(m.env.Memory), b.Ways())
+		b := m.env.buffers()
+		// The half is of what other stages' reservations (an
+		// interleave's open files, a serve window) leave the samples; the
+		// advice counts them too (a review: "half of 3MiB" where the
+		// cache had 1MiB).
+		room, others := spec.ByteSize(m.env.Memory).String(), int64(0)
+		if b.Room() > 0 && b.Room() < m.env.Memory {
+			room = fmt.Sprintf("the %s that resources.memory (%s) leaves samples", spec.ByteSize(b.Room()), spec.ByteSize(m.env.Memory))
+			others = m.env.Memory - b.Room()
+		}
+		share, in := "half of "+room, "half of it"
+		if b.Ways() > 1 {
+			share = fmt.Sprintf("%s, a 1/%d part of the half of %s that the %d in-memory caches split", spec.ByteSize(b.Share()), b.Ways(), room, b.Ways())
 			in = "its part"
 		}
 		return &StateError{fmt.Errorf("in-memory cache outgrew its share of the memory budget (%s) after %d samples (%s, about %s a sample); "+
 			"set dir: to cache on disk (Badger reserves %s of the budget for itself, so give resources.memory at least %s), or raise resources.memory to hold the whole first pass in %s",
 			share, len(m.samples), spec.ByteSize(m.bytes+n), spec.ByteSize((m.bytes+n)/int64(len(m.samples)+1)),
-			spec.ByteSize(disk), spec.ByteSize(disk+max(m.env.Memory, 16<<20)), in)}
+			spec.ByteSize(disk), spec.ByteSize(disk+others+max(m.env.Memory-others, 16<<20)), in)}
 	}
 	m.bytes += n
 	m.samples = append(m.samples, c)

@@ -124,12 +124,6 @@ func (s *jsonlStream) readLine() ([]byte, error) {
 			s.r.Discard(3)
 		}
 	}
-	// A long line's bytes are not kept for the next: each open file
-	// would hold its longest line, up to max_line_bytes, outside the
-	// budget.
-	if cap(s.buf) > jsonlBuffer {
-		s.buf = nil
-	}
 	s.buf = s.buf[:0]
 	long := false
 	for {
@@ -160,6 +154,14 @@ func (s *jsonlStream) readLine() ([]byte, error) {
 var errLineTooLong = errors.New("line too long")
 
 func (s *jsonlStream) Next() (*sample.Sample, error) {
+	// A long line's bytes are not kept once its sample is made: each
+	// open file would hold its longest line, up to max_line_bytes,
+	// outside the budget while the interleave reads the others.
+	defer func() {
+		if cap(s.buf) > jsonlBuffer {
+			s.buf = nil
+		}
+	}()
 	for {
 		line, err := s.readLine()
 		if err == io.EOF {
