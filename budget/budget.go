@@ -111,15 +111,20 @@ func (e *TooLargeError) Error() string {
 // larger than what is left then fails at once instead of waiting for
 // memory that never frees. Unkeep gives them back.
 func (b *Budget) Keep(n int64) bool {
-	if !b.TryAcquire(n) {
-		return false
+	if b == nil || n <= 0 {
+		return true
 	}
-	if b != nil && n > 0 {
-		b.mu.Lock()
-		b.kept += n
-		b.mu.Unlock()
+	b.mu.Lock()
+	ok := b.used+n <= b.limit && b.mayPassLocked(lowest)
+	if ok {
+		b.add(n)
+		b.kept += n // under the same lock: a sample asking meanwhile sees both or neither
 	}
-	return true
+	b.mu.Unlock()
+	if ok {
+		b.fitSpare()
+	}
+	return ok
 }
 
 // Unkeep returns n bytes reserved by Keep.
