@@ -99,11 +99,14 @@ func (e *TooLargeError) Error() string {
 	if e.Need-room < room/100 { // within rounding: say by how much
 		need = fmt.Sprintf("%s (%d bytes more)", need, e.Need-room)
 	}
+	// The figure is a floor: a budget that holds this sample alone may
+	// still stall a pipeline holding several, which the stall then says.
+	least := bytesize.FormatAtLeast(e.Need + e.Kept)
 	if e.Kept > 0 {
-		return fmt.Sprintf("a sample of %s exceeds the %s the memory budget of %s leaves samples (stages keep %s for their own use); raise resources.memory",
-			need, bytesize.Format(room), bytesize.Format(e.Limit), bytesize.Format(e.Kept))
+		return fmt.Sprintf("a sample of %s exceeds the %s the memory budget of %s leaves samples (stages keep %s for their own use); raise resources.memory to at least %s, the least that holds it alone with what stages keep",
+			need, bytesize.Format(room), bytesize.Format(e.Limit), bytesize.Format(e.Kept), least)
 	}
-	return fmt.Sprintf("a sample of %s exceeds the whole memory budget of %s; raise resources.memory", need, bytesize.Format(e.Limit))
+	return fmt.Sprintf("a sample of %s exceeds the whole memory budget of %s; raise resources.memory to at least %s, the least that holds it alone", need, bytesize.Format(e.Limit), least)
 }
 
 // Keep reserves n bytes for the rest of the run (what a stage holds of

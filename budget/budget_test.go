@@ -194,11 +194,11 @@ func TestMessages(t *testing.T) {
 		err  TooLargeError
 		want string
 	}{
-		{TooLargeError{Need: 200, Limit: 100}, "a sample of 200B exceeds the whole memory budget of 100B; raise resources.memory"},
-		{TooLargeError{Need: 3 << 20, Limit: 1 << 20}, "a sample of 3MiB exceeds the whole memory budget of 1MiB; raise resources.memory"},
-		{TooLargeError{Need: 1<<20 + 128, Limit: 1 << 20}, "a sample of 1MiB (128 bytes more) exceeds the whole memory budget of 1MiB; raise resources.memory"},
-		{TooLargeError{Need: 1 << 20, Limit: 1<<20 - 8}, "a sample of 1MiB (8 bytes more) exceeds the whole memory budget of 1023.99KiB; raise resources.memory"},
-		{TooLargeError{Need: 3 << 20, Limit: 4 << 20, Kept: 2 << 20}, "a sample of 3MiB exceeds the 2MiB the memory budget of 4MiB leaves samples (stages keep 2MiB for their own use); raise resources.memory"},
+		{TooLargeError{Need: 200, Limit: 100}, "a sample of 200B exceeds the whole memory budget of 100B; raise resources.memory to at least 200B, the least that holds it alone"},
+		{TooLargeError{Need: 3 << 20, Limit: 1 << 20}, "a sample of 3MiB exceeds the whole memory budget of 1MiB; raise resources.memory to at least 3MiB, the least that holds it alone"},
+		{TooLargeError{Need: 1<<20 + 128, Limit: 1 << 20}, "a sample of 1MiB (128 bytes more) exceeds the whole memory budget of 1MiB; raise resources.memory to at least 1.01MiB, the least that holds it alone"},
+		{TooLargeError{Need: 1 << 20, Limit: 1<<20 - 8}, "a sample of 1MiB (8 bytes more) exceeds the whole memory budget of 1023.99KiB; raise resources.memory to at least 1MiB, the least that holds it alone"},
+		{TooLargeError{Need: 3 << 20, Limit: 4 << 20, Kept: 2 << 20}, "a sample of 3MiB exceeds the 2MiB the memory budget of 4MiB leaves samples (stages keep 2MiB for their own use); raise resources.memory to at least 5MiB, the least that holds it alone with what stages keep"},
 	} {
 		if got := tc.err.Error(); got != tc.want {
 			t.Errorf("got %q\nwant %q", got, tc.want)

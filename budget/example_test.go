@@ -20,5 +20,5 @@ func ExampleBudget() {
 	// Output:
 	// false 60
 	// true 50 60
-	// a sample of 200B exceeds the whole memory budget of 100B; raise resources.memory
+	// a sample of 200B exceeds the whole memory budget of 100B; raise resources.memory to at least 200B, the least that holds it alone
 }
