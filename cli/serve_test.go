@@ -691,7 +691,8 @@ func TestServeHandOverKeepsWhatTheSocketHeld(t *testing.T) {
 // TestServePythonLoaderPerEpoch: a trainer making a new DataLoader over a
 // new PiperunDataset for each epoch, dropping the one before unclosed,
 // reads every epoch. The first dataset's connection stayed open (an atexit
-// hook held its stream), so the second waited for ever, without a word.
+// hook held its stream), so the second waited for ever, without a word;
+// later each new dataset was told it took over a run under way.
 func TestServePythonLoaderPerEpoch(t *testing.T) {
 	py := pythonWith(t, "numpy, torch")
 	dir := t.TempDir()
@@ -705,9 +706,17 @@ func TestServePythonLoaderPerEpoch(t *testing.T) {
 		done := applyInBackground(context.Background(), p)
 		ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 		defer cancel()
-		out, err := exec.CommandContext(ctx, py, "testdata/serve_handover.py", listen, "0", how, "3").Output()
+		cmd := exec.CommandContext(ctx, py, "testdata/serve_handover.py", listen, "0", how, "3")
+		var stderr strings.Builder
+		cmd.Stderr = &stderr
+		out, err := cmd.Output()
 		if err != nil {
-			t.Fatalf("%s: trainer: %v\n%s", how, err, out)
+			t.Fatalf("%s: trainer: %v\n%s%s", how, err, out, stderr.String())
+		}
+		// The process goes on where its own dataset before left: no
+		// notice of a run under way, which each new dataset printed.
+		if stderr.Len() != 0 {
+			t.Errorf("%s: the trainer said %q on stderr, want nothing", how, stderr.String())
 		}
 		var by [][]int64
 		if err := json.Unmarshal(out, &by); err != nil {

@@ -170,6 +170,11 @@ def _untag(v):
     return v
 
 
+# _LEFT_BETWEEN_EPOCHS maps an address to the epoch a stream of this
+# process that left it between epochs would have read next.
+_LEFT_BETWEEN_EPOCHS = {}
+
+
 class Stream:
     """One connection to a serve sink. Iterate epochs() for one iterator per
     epoch, or samples() for every sample of every epoch."""
@@ -217,8 +222,14 @@ class Stream:
             self._sock.close()
             raise
         self.hello = header
-        r = header.get("resume")
-        if r and (r.get("epoch") or r.get("frames")):
+        r = header.get("resume") or {}
+        # Where this stream stands, to tell a later one of this process
+        # that it goes on from here (see close).
+        self._next_epoch = r.get("epoch", 0)
+        self._between_epochs = not r.get("frames")
+        own = _LEFT_BETWEEN_EPOCHS.pop(address, None)
+        goes_on = not r.get("frames") and own == r.get("epoch")
+        if (r.get("epoch") or r.get("frames")) and not goes_on:
             # A run left waiting by a trainer that died serves the next
             # one to connect, which may have meant to start afresh.
             at = "at the start of epoch %d" % r.get("epoch", 0)  # the earlier ones were read
@@ -359,9 +370,12 @@ class Stream:
         kind, header, payload = first
         while True:
             if kind == SAMPLE:
+                self._between_epochs = False
                 yield self._decode(header, payload)
             elif kind == END_OF_EPOCH:
                 self.epoch = header
+                self._next_epoch += 1
+                self._between_epochs = True
                 return
             elif kind == END_OF_STREAM:
                 self.end = header
@@ -392,6 +406,15 @@ class Stream:
     def close(self):
         """Leaves the stream. Frames read so far stay delivered; the rest go
         to the next trainer to connect."""
+        # A stream of this process that leaves between epochs is followed
+        # by one that goes on with the next, when a script makes a dataset
+        # per epoch: that one is told nothing. A run found under way at a
+        # script's start, or where a stream of this process left mid-epoch,
+        # is still worth a word.
+        if self._between_epochs:
+            _LEFT_BETWEEN_EPOCHS[self._address] = self._next_epoch
+        else:
+            _LEFT_BETWEEN_EPOCHS.pop(self._address, None)
         try:
             # Closing a socket that holds unread frames resets it, and the
             # reset throws away what the kernel has not sent yet, our last
