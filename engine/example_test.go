@@ -65,6 +65,6 @@ stages:
 	// batches: 2 samples: 4
 	// skipped: 1
 	// sample 2 (epoch 0): set rest (DIR/p.yaml:8:17): integer division or modulo by zero (1:3)
-	// {"index":[0,1],"rest":[1,0]}
+	// {"index":[0,1],"rest":[-1,0]}
 	// {"index":[3,4],"rest":[0,1]}
 }

@@ -267,6 +267,11 @@ func init() {
 			switch {
 			case t.Kind == sample.Any:
 				return sample.TAny, nil
+			case t.Kind == sample.String:
+				if k := a[1].Type.Kind; k != sample.Int && k != sample.Any {
+					return sample.Type{}, fmt.Errorf("a string's index must be an integer, got %s", a[1].Type)
+				}
+				return sample.TString, nil
 			case t.Kind != sample.Tensor:
 				return sample.Type{}, fmt.Errorf("cannot index %s: only tensors and lists take x[i]", t)
 			case t.Shape == nil: // rank unknown: a tensor or a number
@@ -281,6 +286,13 @@ func init() {
 			return sample.TInt, nil
 		},
 		Impl: func(_ *Call, a []any) (v any, err error) {
+			if s, ok := a[0].(string); ok {
+				i, ok := toInt(a[1])
+				if !ok {
+					return nil, fmt.Errorf("a string's index must be an integer, got %s", valueWord(a[1]))
+				}
+				return charAt(s, i)
+			}
 			t, ok := a[0].(*tensor.Tensor)
 			if !ok {
 				// A value typed only at run time (cast's result, $env[k])
@@ -322,6 +334,7 @@ func init() {
 	})
 	registerEquality(r)
 	registerIn(r)
+	registerPython(r)
 	registerStrings(r)
 	registerNumbers(r)
 	r.Register(&Func{

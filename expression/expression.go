@@ -71,6 +71,10 @@ type Program struct {
 	files []string
 	// literals are the paths it reads written as text: read_file("x").
 	literals []string
+	// need are the fields of an open schema that every sample must have
+	// (required), needAt where each is first read, in characters.
+	need   []string
+	needAt []int
 }
 
 // LiteralFiles lists the paths of the files the expression reads that are
@@ -282,6 +286,10 @@ func (r *Registry) compile(src string, in sample.Schema, want sample.Kind, strip
 	cfg.Visitors = append(cfg.Visitors, p)
 	cfg.Check()
 
+	if at := lineCommentAt(src); at >= 0 {
+		line, col := position(src, at)
+		return nil, &Error{Line: line, Column: col, Msg: floorDivision}
+	}
 	tree, err := parser.ParseWithConfig(src, cfg)
 	if err == nil {
 		// With an open schema expr takes an unknown name for a field it
@@ -351,13 +359,30 @@ func (r *Registry) compile(src string, in sample.Schema, want sample.Kind, strip
 	if want != sample.Any && t.Kind != want && t.Kind != sample.Any {
 		return nil, &Error{Msg: fmt.Sprintf("expression must give %s, but gives %s", want, t)}
 	}
+	skip := func() map[string]bool {
+		m := map[string]bool{CtxVar: true, "$env": true}
+		for n := range cfg.Functions {
+			m[n] = true
+		}
+		return m
+	}
+	var need []string
+	var needAt []int
+	if in.Open {
+		// Of a sample whose fields are known only as it runs, a name it
+		// lacks reads as null, and expr compares null without a word.
+		q := &required{skip: skip(), where: map[string]int{}, guarded: map[string]bool{}}
+		ast.Walk(&tree.Node, q)
+		for _, name := range q.names {
+			if !q.guarded[name] {
+				need, needAt = append(need, name), append(needAt, q.where[name])
+			}
+		}
+	}
 	if err := optimizer.Optimize(&tree.Node, cfg); err != nil {
 		return nil, toError(err)
 	}
-	fr := &fieldsRead{skip: map[string]bool{CtxVar: true, "$env": true}}
-	for n := range cfg.Functions {
-		fr.skip[n] = true
-	}
+	fr := &fieldsRead{skip: skip()}
 	ast.Walk(&tree.Node, fr)
 	files := &filesRead{}
 	ast.Walk(&tree.Node, files)
@@ -367,7 +392,7 @@ func (r *Registry) compile(src string, in sample.Schema, want sample.Kind, strip
 	if err != nil {
 		return nil, toError(err)
 	}
-	return &Program{Source: src, Type: t, program: prog, fields: fr.names, files: files.names, literals: lits.paths}, nil
+	return &Program{Source: src, Type: t, program: prog, fields: fr.names, files: files.names, literals: lits.paths, need: need, needAt: needAt}, nil
 }
 
 // literalPaths collects the paths written as text in read_file calls,
@@ -575,6 +600,17 @@ type VM struct{ vm vm.VM }
 // Run evaluates the program on env, which holds the sample's fields and,
 // for random functions, CtxVar. A nil vm allocates one per call.
 func (p *Program) Run(m *VM, env map[string]any) (v any, err error) {
+	for i, name := range p.need {
+		if _, ok := env[name]; !ok {
+			lacks := []string{name}
+			for _, other := range p.need[i+1:] {
+				if _, ok := env[other]; !ok {
+					lacks = append(lacks, other)
+				}
+			}
+			return nil, missingError(p.Source, lacks, p.needAt[i])
+		}
+	}
 	if m == nil {
 		v, err = vm.Run(p.program, env)
 	} else {

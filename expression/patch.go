@@ -125,10 +125,32 @@ func (p *patcher) Visit(node *ast.Node) {
 			ast.Patch(node, &ast.CallNode{Callee: &ast.IdentifierNode{Value: "__field"}, Arguments: []ast.Node{n.Node, n.Property}})
 			return
 		}
-		if tensorLike && !field || isAny(n.Node.Type()) && (isInt(n.Property.Type()) || isAny(n.Property.Type())) {
+		// A string's index counts characters, as len does (expr's gave
+		// a byte).
+		text := isString(n.Node.Type()) && !field
+		if tensorLike && !field || (text || isAny(n.Node.Type())) && (isInt(n.Property.Type()) || isAny(n.Property.Type())) {
 			ast.Patch(node, &ast.CallNode{Callee: &ast.IdentifierNode{Value: "__at"}, Arguments: []ast.Node{n.Node, n.Property}})
 		}
+	case *ast.SliceNode:
+		// A string's slice counts characters, as len does (expr's cut
+		// bytes, and a character in two).
+		if t := n.Node.Type(); isString(t) || isAny(t) {
+			from, to := n.From, n.To
+			if from == nil {
+				from = &ast.NilNode{}
+			}
+			if to == nil {
+				to = &ast.NilNode{}
+			}
+			ast.Patch(node, &ast.CallNode{Callee: &ast.IdentifierNode{Value: "__slice"}, Arguments: []ast.Node{n.Node, from, to}})
+		}
 	case *ast.BinaryNode:
+		if z, ok := n.Right.(*ast.IntegerNode); n.Operator == "%" && intish(n.Left.Type()) && intish(n.Right.Type()) && (!ok || z.Value != 0) {
+			// (% 0 written out is left to expr, which refuses it.)
+			// Python's %, with the divisor's sign (registerPython).
+			ast.Patch(node, &ast.CallNode{Callee: &ast.IdentifierNode{Value: "__mod"}, Arguments: []ast.Node{n.Left, n.Right}})
+			return
+		}
 		_, lnil := n.Left.(*ast.NilNode)
 		_, rnil := n.Right.(*ast.NilNode)
 		if n.Operator == "+" && !lnil && !rnil && stringish(n.Left.Type()) && stringish(n.Right.Type()) {
@@ -208,6 +230,11 @@ func floatish(t reflect.Type) bool {
 // isAny reports whether t is an interface type: a value whose type is
 // known only at run time.
 func isAny(t reflect.Type) bool { return t == nil || t.Kind() == reflect.Interface }
+
+func isString(t reflect.Type) bool { return t != nil && t.Kind() == reflect.String }
+
+// intish reports whether a value of type t may be an integer.
+func intish(t reflect.Type) bool { return isAny(t) || isInt(t) }
 
 func isMap(t reflect.Type) bool { return t != nil && t.Kind() == reflect.Map }
 

@@ -1,0 +1,190 @@
+package expression_test
+
+import (
+	"reflect"
+	"strings"
+	"testing"
+
+	"github.com/piperun/piperun/expression"
+	"github.com/piperun/piperun/sample"
+)
+
+// These tests hold what an expression written by a Python user (the
+// people who write tf.data and torchvision transforms) does where expr's
+// own meaning differs: found by a user's test, each a value silently
+// wrong.
+
+// TestFloorDivisionIsRefused: `//` starts a comment in expr, so Python's
+// `label // 2` gave label, and `label < 10 // 2` kept every sample below
+// 10, without a word.
+func TestFloorDivisionIsRefused(t *testing.T) {
+	in := sample.Schema{Fields: []sample.Field{{Name: "label", Type: sample.TInt}, {Name: "s", Type: sample.TString}}}
+	const refused = "// starts a comment in an expression, not Python's floor division, and the rest of the line would be dropped: write int(floor(a / b)) (int(a / b) rounds towards zero), and a comment as /* … */"
+	for _, tc := range []struct{ src, want string }{
+		{`label // 2`, refused + " (line 1, column 7 of the expression)"},
+		{`label < 10 // 2`, refused + " (line 1, column 12 of the expression)"},
+		{"label +\n  3 // 2", refused + " (line 2, column 5 of the expression)"},
+		{`"ÉÉ" + s // x`, refused + " (line 1, column 10 of the expression)"},
+		{`"a//b" + s`, ""},
+		{`'a // b' + s`, ""},
+		{"`a // b` + s", ""},
+		{`"a\"//" + s`, ""},
+		{`label /* a // b */ + 1`, ""},
+		{`int(floor(label / 2))`, ""},
+	} {
+		if got := compileError(tc.src, in); got != tc.want {
+			t.Errorf("%s:\ngot  %q\nwant %q", tc.src, got, tc.want)
+		}
+	}
+}
+
+// TestModuloIsPythons: `%` gives the divisor's sign, as Python's, NumPy's
+// and tf.math.floormod do: `(label - 1) % 15` of label 0 is 14, where
+// expr's own (Go's) gave -1.
+func TestModuloIsPythons(t *testing.T) {
+	in := sample.Schema{Fields: []sample.Field{{Name: "label", Type: sample.TInt}}, Open: true}
+	for _, tc := range []struct {
+		src  string
+		env  map[string]any
+		want any
+	}{
+		{`(label - 1) % 15`, map[string]any{"label": int64(0)}, 14},
+		{`-7 % 3`, nil, 2},
+		{`7 % -3`, nil, -2},
+		{`-7 % -3`, nil, -1},
+		{`7 % 3`, nil, 1},
+		{`-6 % 3`, nil, 0},
+		{`x % 15`, map[string]any{"x": int64(-1)}, 14},
+		{`x % y`, map[string]any{"x": int64(-1), "y": int64(-15)}, -1},
+		{`label % 4 == 3`, map[string]any{"label": int64(-1)}, true},
+	} {
+		p, err := expression.Default().Compile(tc.src, in, sample.Any)
+		if err != nil {
+			t.Fatalf("%s: %v", tc.src, err)
+		}
+		got, err := p.Run(nil, tc.env)
+		if err != nil || !reflect.DeepEqual(got, tc.want) {
+			t.Errorf("%s: %v (%T), %v; want %v (%T)", tc.src, got, got, err, tc.want, tc.want)
+		}
+	}
+	if p, err := expression.Default().Compile(`label % 3`, in, sample.Any); err != nil || p.Type.String() != sample.TInt.String() {
+		t.Errorf("label %% 3: %v, %v; want an int64", p, err)
+	}
+	p, err := expression.Default().Compile(`x % y`, in, sample.Any)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct {
+		env  map[string]any
+		want string
+	}{
+		{map[string]any{"x": int64(1), "y": int64(0)}, "integer division or modulo by zero"},
+		{map[string]any{"x": 1.5, "y": int64(2)}, "invalid operation: float64 % int64"},
+	} {
+		if _, err := p.Run(nil, tc.env); err == nil || !strings.HasPrefix(err.Error(), tc.want) {
+			t.Errorf("x %% y of %v: %v, want an error starting %q", tc.env, err, tc.want)
+		}
+	}
+}
+
+// TestMissingFieldIsAnError: in a jsonl source's sample, whose keys are
+// known only as it runs, a name the line lacks is an error where the
+// expression does not say it may be missing: `lable == 0` filtered out
+// every sample and `y: lable` wrote null, without a word.
+func TestMissingFieldIsAnError(t *testing.T) {
+	open := sample.Schema{Open: true}
+	const missing = `field "lable" is missing from this sample; where only some samples have it, write lable ?? DEFAULT or "lable" in $env ? … : …`
+	for _, tc := range []struct {
+		src  string
+		env  map[string]any
+		want any
+		err  string
+	}{
+		{`lable == 0`, map[string]any{"label": int64(1)}, nil, missing + " (1:1)"},
+		{`lable`, map[string]any{"label": int64(1)}, nil, missing + " (1:1)"},
+		{`label > 0 && lable == 1`, map[string]any{"label": int64(1)}, nil, missing + " (1:14)"},
+		{`$env["a/b"] == 1`, map[string]any{}, nil, `field "a/b" is missing from this sample; where only some samples have it, write $env["a/b"] ?? DEFAULT or "a/b" in $env ? … : … (1:1)`},
+		{`lable ?? 0`, map[string]any{"label": int64(1)}, 0, ""},
+		{`"lable" in $env ? lable : 0`, map[string]any{}, 0, ""},
+		{`lable != nil ? lable : 0`, map[string]any{}, 0, ""},
+		{`lable == nil`, map[string]any{}, true, ""},
+		{`$env["a/b"] ?? 1`, map[string]any{}, 1, ""},
+		{`$env?.lable ?? 2`, map[string]any{}, 2, ""},
+		{`let lable = 1; lable`, map[string]any{}, 1, ""},
+		{`label == 0`, map[string]any{"label": nil}, false, ""},
+	} {
+		p, err := expression.Default().Compile(tc.src, open, sample.Any)
+		if err != nil {
+			t.Fatalf("%s: %v", tc.src, err)
+		}
+		got, err := p.Run(nil, tc.env)
+		switch {
+		case tc.err != "":
+			if err == nil || !strings.HasPrefix(err.Error(), tc.err) {
+				t.Errorf("%s: %v, %v\nwant an error starting %s", tc.src, got, err, tc.err)
+			}
+		case err != nil || !reflect.DeepEqual(got, tc.want):
+			t.Errorf("%s: %v, %v; want %v", tc.src, got, err, tc.want)
+		}
+	}
+}
+
+// TestStringsIndexByCharacter: a string's index and slice count
+// characters, as len does and as Python's do; they counted bytes, so
+// `text[len(text)-1:]` of "naïve" was "ïve" and `text[0]` of "École" was
+// 195.
+func TestStringsIndexByCharacter(t *testing.T) {
+	const text = "ÉCOLE Straße naïve"
+	open := sample.Schema{Open: true}
+	typed := sample.Schema{Fields: []sample.Field{{Name: "text", Type: sample.TString}}}
+	for _, tc := range []struct {
+		src  string
+		want any
+		err  string
+	}{
+		{`text[0]`, "É", ""},
+		{`text[-1]`, "e", ""},
+		{`text[:3]`, "ÉCO", ""},
+		{`text[len(text)-1:]`, "e", ""},
+		{`text[1:-1]`, "COLE Straße naïv", ""},
+		{`text[6:100]`, "Straße naïve", ""},
+		{`text[5:2]`, "", ""},
+		{`text[-100:2]`, "ÉC", ""},
+		{`text[0] == "É"`, true, ""},
+		{`text[18]`, nil, "index 18 out of range of a string of 18 characters"},
+		{`text[-19]`, nil, "index -19 out of range of a string of 18 characters"},
+	} {
+		for _, schema := range []sample.Schema{open, typed} {
+			p, err := expression.Default().Compile(tc.src, schema, sample.Any)
+			if err != nil {
+				t.Errorf("%s (open %v): %v", tc.src, schema.Open, err)
+				continue
+			}
+			got, err := p.Run(nil, map[string]any{"text": text})
+			switch {
+			case tc.err != "":
+				if err == nil || !strings.HasPrefix(err.Error(), tc.err) {
+					t.Errorf("%s (open %v): %v, %v; want an error starting %q", tc.src, schema.Open, got, err, tc.err)
+				}
+			case err != nil || !reflect.DeepEqual(got, tc.want):
+				t.Errorf("%s (open %v): %q, %v; want %q", tc.src, schema.Open, got, err, tc.want)
+			}
+		}
+	}
+	// Lists slice as before, typed or not.
+	for _, tc := range []struct {
+		src string
+		env map[string]any
+	}{
+		{`[1, 2, 3][1:]`, nil},
+		{`xs[1:]`, map[string]any{"xs": []any{1, 2, 3}}},
+	} {
+		p, err := expression.Default().Compile(tc.src, open, sample.Any)
+		if err != nil {
+			t.Fatalf("%s: %v", tc.src, err)
+		}
+		if got, err := p.Run(nil, tc.env); err != nil || !reflect.DeepEqual(got, []any{2, 3}) {
+			t.Errorf("%s: %v, %v; want [2 3]", tc.src, got, err)
+		}
+	}
+}
