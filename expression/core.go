@@ -640,7 +640,7 @@ func wantKind(a []Arg, i int, k sample.Kind) error {
 	// expr's / gives a float even of whole numbers (8 / 2 is 4.0): a
 	// size computed so is refused, and the fix is not plain.
 	if f, isConst := a[i].Const.(float64); k == sample.Int && got == sample.Float && (!a[i].IsConst || isConst && f == math.Trunc(f)) {
-		return argErrorf(i, "must be %s, got %s (/ divides to a float, even 8 / 2: int(…) makes it whole)", k, a[i].Type)
+		return argErrorf(i, "must be %s, got %s (a whole float such as 2.0, or a / of integers, which divides to a float even of 8 / 2: int(…) makes it whole)", k, a[i].Type)
 	}
 	return argErrorf(i, "must be %s, got %s", k, a[i].Type)
 }

@@ -89,9 +89,19 @@ func (r *Registry) explain(err error, src string, in sample.Schema) error {
 	}
 	if !strings.HasPrefix(e.Msg, "unknown name ") {
 		e.Msg = plainTypes(e.Msg)
+		if m := noMethod.FindStringSubmatch(e.Msg); m != nil && builtinNames[m[1]] {
+			e.Msg += ": write " + m[1] + "(x)" // Python's s.lower()
+		}
+		if e.Msg == "invalid operation: in (mismatched types string and string)" {
+			e.Msg += ": to find a substring write contains(s, sub)" // Python's sub in s
+		}
 		return e
 	}
 	name := strings.TrimPrefix(e.Msg, "unknown name ")
+	if w, ok := pythonWords[name]; ok {
+		e.Msg = fmt.Sprintf("unknown name %s: write %s (expressions write true, false and nil where Python writes True, False and None)", name, w)
+		return e
+	}
 	if e.Column > 0 && e.Line == 1 {
 		// The column counts characters: find its byte, counting an
 		// invalid byte as one, as position does (through []rune it
@@ -111,6 +121,12 @@ func (r *Registry) explain(err error, src string, in sample.Schema) error {
 		}
 	}
 	names := in.Names()
+	for _, f := range names {
+		if strings.HasPrefix(f, name+"/") && strings.Contains(src, f) {
+			e.Msg = fmt.Sprintf("unknown field %q: a name with a / is read as $env[%q] (written bare, / divides)", name, f)
+			return e
+		}
+	}
 	if len(names) == 0 {
 		e.Msg = fmt.Sprintf("unknown field %q: no fields reach this stage", name)
 	} else {
@@ -118,6 +134,12 @@ func (r *Registry) explain(err error, src string, in sample.Schema) error {
 	}
 	return e
 }
+
+// pythonWords are Python's constants, and the expression's words for them.
+var pythonWords = map[string]string{"True": "true", "False": "false", "None": "nil"}
+
+// noMethod is expr's message for a method a value has not (s.lower()).
+var noMethod = regexp.MustCompile(`^type \S+ has no method (\w+)$`)
 
 // userName is the function a spec's author wrote for registered name n:
 // the innermost call of a fused chain (decode_image, whose errors are the

@@ -451,7 +451,7 @@ func TestFusedCallsAreCheckedAsWritten(t *testing.T) {
 		// Each error at the call that is wrong, as written.
 		{`resize(decode_image(b, 3), 224, 2.5)`, "resize: argument 3 must be int64, got float64 (line 1, column 1 of the expression)"},
 		// A size divided out is a float, even a whole one: say why.
-		{`resize(decode_image(b, 3), 224 / 2, 112)`, "resize: argument 2 must be int64, got float64 (/ divides to a float, even 8 / 2: int(…) makes it whole) (line 1, column 1 of the expression)"},
+		{`resize(decode_image(b, 3), 224 / 2, 112)`, "resize: argument 2 must be int64, got float64 (a whole float such as 2.0, or a / of integers, which divides to a float even of 8 / 2: int(…) makes it whole) (line 1, column 1 of the expression)"},
 		{`resize(decode_image(b, 3), int(224 / 2), 112)`, ""},
 		{`to_float(resize(decode_image(b, 3), 224, 2.5))`, "resize: argument 3 must be int64, got float64 (line 1, column 10 of the expression)"},
 		{`to_float(resize(decode_image(path, 3), 224, 224))`, "decode_image: argument 1 must be bytes, got string; to decode the file a path names, read it first: decode_image(read_file(path), …) (line 1, column 17 of the expression)"},

@@ -188,3 +188,22 @@ func TestStringsIndexByCharacter(t *testing.T) {
 		}
 	}
 }
+
+// TestPythonWordsGetAHint: what a Python user writes first, refused with
+// the expression's word for it.
+func TestPythonWordsGetAHint(t *testing.T) {
+	in := sample.Schema{Fields: []sample.Field{{Name: "text", Type: sample.TString}, {Name: "label", Type: sample.TInt}, {Name: "image/encoded", Type: sample.TBytes}}}
+	for _, tc := range []struct{ src, want string }{
+		{`True`, `unknown name True: write true (expressions write true, false and nil where Python writes True, False and None) (line 1, column 1 of the expression)`},
+		{`label == None`, `unknown name None: write nil (expressions write true, false and nil where Python writes True, False and None) (line 1, column 10 of the expression)`},
+		{`str(label)`, `unknown function str: write string(x) (line 1, column 1 of the expression)`},
+		{`image/encoded`, `unknown field "image": a name with a / is read as $env["image/encoded"] (written bare, / divides) (line 1, column 1 of the expression)`},
+		{`text.lower()`, `type string has no method lower: write lower(x) (line 1, column 6 of the expression)`},
+		{`"fox" in lower(text)`, `invalid operation: in (mismatched types string and string): to find a substring write contains(s, sub) (line 1, column 7 of the expression)`},
+		{`one_hot(label, 15.0)`, `one_hot: argument 2 must be int64, got float64 (a whole float such as 2.0, or a / of integers, which divides to a float even of 8 / 2: int(…) makes it whole) (line 1, column 16 of the expression)`},
+	} {
+		if got := compileError(tc.src, in); got != tc.want {
+			t.Errorf("%s:\ngot  %q\nwant %q", tc.src, got, tc.want)
+		}
+	}
+}

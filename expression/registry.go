@@ -166,6 +166,9 @@ func (r *Registry) Names() []string {
 // less, or two letters swapped: there are sixty of them, and one letter
 // changed from `sqrt` is `sort`.
 func (r *Registry) unknownFunction(name string) string {
+	if name == "str" { // Python's
+		return "unknown function str: write string(x)"
+	}
 	names := r.Names()
 	if best := didyoumean.Closest(name, names); best != "" {
 		return fmt.Sprintf("unknown function %s (did you mean %s?)", name, best)
