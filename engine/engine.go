@@ -93,6 +93,8 @@ type Run struct {
 	opts   Options
 	log    *zap.Logger
 	budget *budget.Budget
+	// cpu is resources.workers, shared by the parallel stages' workers.
+	cpu cpuPool
 	// room is the budget less what stages keep for their own use
 	// (plan.SampleRoom): what the shares of samples are parts of.
 	room int64
@@ -383,7 +385,7 @@ func Start(ctx context.Context, p *plan.Plan, opts Options) (*Run, error) {
 	if opts.Log == nil {
 		opts.Log = zap.NewNop()
 	}
-	r := &Run{plan: p, opts: opts, log: opts.Log, budget: budget.New(p.Memory), room: p.SampleRoom(), done: make(chan struct{})}
+	r := &Run{plan: p, opts: opts, log: opts.Log, budget: budget.New(p.Memory), cpu: newCPUPool(p.Workers), room: p.SampleRoom(), done: make(chan struct{})}
 	byStage := map[*spec.Stage]*node{}
 	skips := skipChains(p)
 	caches := map[*spec.Stage]*stages.Cacher{}

@@ -299,10 +299,13 @@ func (pr *parallelRun) drain(cancel context.CancelFunc) {
 // work is one worker: it processes jobs until the dispatcher closes them.
 func (pr *parallelRun) work() error {
 	var worked time.Duration // since this worker last yielded
+	slot := &cpuSlot{pool: pr.r.cpu}
 	for j := range pr.jobs {
+		slot.take(pr.lctx)
 		t0 := time.Now()
-		pr.r.workSafe(pr.lctx, pr.n, pr.p, j, pr.win, pr.partials)
+		pr.r.workSafe(pr.lctx, pr.n, pr.p, j, pr.win, pr.partials, slot)
 		d := time.Since(t0)
+		slot.give()
 		pr.cost.observe(d, len(j.in))
 		for _, s := range j.out {
 			j.queued += s.Retained()
@@ -539,7 +542,7 @@ func (pr *parallelRun) takePartial(pt partial) error {
 // job still reaches the collector, which fails the run with it: a panic
 // that ended the worker would leave the job unfinished, and the collector
 // and the dispatcher waiting for it forever.
-func (r *Run) workSafe(ctx context.Context, n *node, p stages.Processor, j *job, win *window, partials chan<- partial) {
+func (r *Run) workSafe(ctx context.Context, n *node, p stages.Processor, j *job, win *window, partials chan<- partial, slot *cpuSlot) {
 	defer func() {
 		if rec := recover(); rec != nil {
 			j.err = panicError(n, rec)
@@ -549,11 +552,12 @@ func (r *Run) workSafe(ctx context.Context, n *node, p stages.Processor, j *job,
 			j.early = 0
 		}
 	}()
-	r.work(ctx, n, p, j, win, partials)
+	r.work(ctx, n, p, j, win, partials, slot)
 }
 
-// work processes one job's samples, applying on_error to each.
-func (r *Run) work(ctx context.Context, n *node, p stages.Processor, j *job, win *window, partials chan<- partial) {
+// work processes one job's samples, applying on_error to each. The
+// worker holds slot while it computes, not while it waits.
+func (r *Run) work(ctx context.Context, n *node, p stages.Processor, j *job, win *window, partials chan<- partial, slot *cpuSlot) {
 	copies := max(1, len(n.outs)) // as the stage's outlet reserves
 	var cur *sample.Sample
 	passed := false
@@ -568,6 +572,7 @@ func (r *Run) work(ctx context.Context, n *node, p stages.Processor, j *job, win
 	// beforeWait runs when the job must wait for memory: as the head (the
 	// collector is waiting for it), it hands over what it has finished.
 	beforeWait := func() error {
+		slot.give()
 		if err := waitHead(); err != nil {
 			return err
 		}
@@ -597,6 +602,7 @@ func (r *Run) work(ctx context.Context, n *node, p stages.Processor, j *job, win
 				release(r.budget, s)
 			}
 		}()
+		defer slot.take(ctx) // given where it waits, below
 		if r.opts.Profile {
 			t0 := time.Now()
 			defer func() { waited += time.Since(t0) }()
@@ -617,6 +623,7 @@ func (r *Run) work(ctx context.Context, n *node, p stages.Processor, j *job, win
 					}
 					win.held.Add(-d)
 				}
+				slot.give()
 				if err := waitHead(); err != nil {
 					return err
 				}

@@ -1,0 +1,99 @@
+package engine_test
+
+import (
+	"context"
+	"fmt"
+	"path/filepath"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/piperun/piperun/engine"
+	"github.com/piperun/piperun/plan"
+	"github.com/piperun/piperun/sample"
+	"github.com/piperun/piperun/spec"
+	"github.com/piperun/piperun/stages"
+)
+
+// busyConfig configures the busy stage, which takes no options.
+type busyConfig struct{}
+
+// busy holds each sample for a while, counting how many of its kind (in
+// every stage of the type) hold one at once.
+type busy struct{ now, most *atomic.Int64 }
+
+func (b busy) Process(_ context.Context, s *sample.Sample, emit stages.Emit) error {
+	n := b.now.Add(1)
+	for {
+		m := b.most.Load()
+		if n <= m || b.most.CompareAndSwap(m, n) {
+			break
+		}
+	}
+	time.Sleep(200 * time.Microsecond)
+	b.now.Add(-1)
+	return emit(s)
+}
+
+// TestWorkersIsOneBudgetForEveryStage: resources.workers bounds the
+// workers of all parallel stages together, as DESIGN.md's "CPU worker
+// budget shared by all stages" says, and as tf.data's shared thread pool
+// does; each stage's parallelism is how many of them it may use. It was
+// only each stage's default: two stages of parallelism 2 under workers 1
+// computed four samples at once (a contract audit).
+func TestWorkersIsOneBudgetForEveryStage(t *testing.T) {
+	for _, tc := range []struct {
+		workers, par int
+		want         int64
+	}{
+		{1, 2, 1},
+		{2, 2, 2},
+		{3, 4, 3},
+	} {
+		t.Run(fmt.Sprintf("workers %d, parallelism %d", tc.workers, tc.par), func(t *testing.T) {
+			var now, most atomic.Int64
+			full := stages.Default()
+			reg := stages.NewRegistry()
+			for _, n := range []string{"range", "discard"} {
+				st, _ := full.Type(n)
+				reg.Register(st)
+			}
+			reg.Register(&stages.Type{
+				StageType: spec.StageType{Name: "busy", Role: spec.RoleTransform, Parallel: true, NewConfig: func() any { return &busyConfig{} }},
+				Build:     func(*stages.Env, any) (any, error) { return busy{&now, &most}, nil },
+			})
+			src := fmt.Sprintf(`
+version: 1
+name: workers
+resources: {workers: %d}
+stages:
+  - {name: src, type: range, count: 400}
+  - {name: a, type: busy, parallelism: %d}
+  - {name: b, type: busy, parallelism: %d}
+  - {name: out, type: discard}
+`, tc.workers, tc.par, tc.par)
+			sp, diags := spec.Parse(filepath.Join(t.TempDir(), "s.yaml"), []byte(src), spec.Options{Catalog: reg})
+			if diags.HasErrors() {
+				t.Fatal(diags)
+			}
+			p, err := plan.Compile(sp, reg, plan.Options{})
+			if err != nil {
+				t.Fatal(err)
+			}
+			run, err := engine.Start(context.Background(), p, engine.Options{Registry: reg})
+			if err != nil {
+				t.Fatal(err)
+			}
+			rep, err := run.Wait()
+			if err != nil {
+				t.Fatal(err)
+			}
+			if got := rep.Sinks["out"].Samples; got != 400 {
+				t.Errorf("%d samples, want 400", got)
+			}
+			if got := most.Load(); got > tc.want {
+				t.Errorf("%d samples were processed at once, want at most %d", got, tc.want)
+			}
+		})
+	}
+}
