@@ -602,11 +602,12 @@ func (r *Run) work(ctx context.Context, n *node, p stages.Processor, j *job, win
 				release(r.budget, s)
 			}
 		}()
-		defer slot.take(ctx) // given where it waits, below
 		if r.opts.Profile {
 			t0 := time.Now()
 			defer func() { waited += time.Since(t0) }()
 		}
+		// Given where it waits, below; taken back inside the wait's time.
+		defer slot.take(ctx)
 		select {
 		case <-j.head:
 		default:

@@ -26,6 +26,7 @@ func FuzzCompile(f *testing.F) {
 		`cast(image, "float32") | transpose([2, 0, 1])`, `center_crop(image, 2, 2)`, `len(s) > 2 ? "a" : "b"`,
 		`label in [1, 2, 3]`, `hw[5]`, `resize(image, 0, -1)`, `random_crop(image, 9, 9)`, `uniform(0, 1) < 0.5`,
 		`read_file(nope)`, `{"a": 1}`, `1 / 0`, `image + 1`, `-`, `((`, `"\xff"`, `decode_image(b)`,
+		`s[1:-1] + s[-1]`, `s[:2] == "hé"`, `label % -3`, `label // 2`, `"//" + s /* // */`, `'\'//' + s`,
 	} {
 		f.Add(s)
 	}
