@@ -11,6 +11,7 @@ import "context"
 // ones run outside its pool.
 type cpuPool chan struct{}
 
+// newCPUPool makes a pool of workers slots (at least one).
 func newCPUPool(workers int) cpuPool { return make(cpuPool, max(1, workers)) }
 
 // cpuSlot is one worker's hold on the pool.

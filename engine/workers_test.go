@@ -97,3 +97,63 @@ stages:
 		})
 	}
 }
+
+// growConfig configures the grow stage, which takes no options.
+type growConfig struct{}
+
+// grow replaces each sample's data with 200 KiB of its own.
+type grow struct{}
+
+func (grow) Process(_ context.Context, s *sample.Sample, emit stages.Emit) error {
+	s.Fields["data"] = make([]byte, 200<<10)
+	return emit(s)
+}
+
+// TestWorkersGiveTheirSlotWhileTheyWaitForMemory: under workers: 1, a
+// worker of the first parallel stage that waits for memory gives its slot
+// back, for only the stage below can free that memory, and it needs a
+// slot to. Holding it, the run stalled (a review found no test failing
+// without the gives).
+func TestWorkersGiveTheirSlotWhileTheyWaitForMemory(t *testing.T) {
+	full := stages.Default()
+	reg := stages.NewRegistry()
+	for _, n := range []string{"range", "discard"} {
+		st, _ := full.Type(n)
+		reg.Register(st)
+	}
+	reg.Register(&stages.Type{
+		StageType: spec.StageType{Name: "grow", Role: spec.RoleTransform, Parallel: true, NewConfig: func() any { return &growConfig{} }},
+		Build:     func(*stages.Env, any) (any, error) { return grow{}, nil },
+	})
+	src := `
+version: 1
+name: workers
+resources: {workers: 1, memory: 1MiB}
+stages:
+  - {name: src, type: range, count: 300}
+  - {name: a, type: grow, parallelism: 2}
+  - {name: b, type: grow, parallelism: 2}
+  - {name: out, type: discard}
+`
+	sp, diags := spec.Parse(filepath.Join(t.TempDir(), "s.yaml"), []byte(src), spec.Options{Catalog: reg})
+	if diags.HasErrors() {
+		t.Fatal(diags)
+	}
+	p, err := plan.Compile(sp, reg, plan.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	run, err := engine.Start(ctx, p, engine.Options{Registry: reg})
+	if err != nil {
+		t.Fatal(err)
+	}
+	rep, err := run.Wait()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := rep.Sinks["out"].Samples; got != 300 {
+		t.Errorf("%d samples, want 300", got)
+	}
+}

@@ -12,6 +12,7 @@
 package expression
 
 import (
+	"errors"
 	"fmt"
 	"hash/fnv"
 	"math/rand/v2"
@@ -71,10 +72,6 @@ type Program struct {
 	files []string
 	// literals are the paths it reads written as text: read_file("x").
 	literals []string
-	// need are the fields of an open schema that every sample must have
-	// (required), needAt where each is first read, in characters.
-	need   []string
-	needAt []int
 }
 
 // LiteralFiles lists the paths of the files the expression reads that are
@@ -282,6 +279,14 @@ func (r *Registry) compile(src string, in sample.Schema, want sample.Kind, strip
 		}
 		cfg.Functions[n] = bf
 	}
+	// skip are the names that are no fields.
+	skip := func() map[string]bool {
+		m := map[string]bool{CtxVar: true, "$env": true}
+		for n := range cfg.Functions {
+			m[n] = true
+		}
+		return m
+	}
 	p := &patcher{reg: r, parts: map[ast.Node]map[string]file.Location{}}
 	cfg.Visitors = append(cfg.Visitors, p)
 	cfg.Check()
@@ -321,6 +326,9 @@ func (r *Registry) compile(src string, in sample.Schema, want sample.Kind, strip
 	if err == nil {
 		_, err = new(checker.Checker).PatchAndCheck(tree, cfg)
 	}
+	if err == nil && in.Open {
+		err = needFields(tree, in, skip())
+	}
 	if err == nil {
 		// The patch passes check the tree and drop what they find; a call
 		// they typed (through Returns) then keeps its type and is not
@@ -359,26 +367,6 @@ func (r *Registry) compile(src string, in sample.Schema, want sample.Kind, strip
 	if want != sample.Any && t.Kind != want && t.Kind != sample.Any {
 		return nil, &Error{Msg: fmt.Sprintf("expression must give %s, but gives %s", want, t)}
 	}
-	skip := func() map[string]bool {
-		m := map[string]bool{CtxVar: true, "$env": true}
-		for n := range cfg.Functions {
-			m[n] = true
-		}
-		return m
-	}
-	var need []string
-	var needAt []int
-	if in.Open {
-		// Of a sample whose fields are known only as it runs, a name it
-		// lacks reads as null, and expr compares null without a word.
-		q := &required{skip: skip(), where: map[string]int{}, guarded: map[string]bool{}}
-		ast.Walk(&tree.Node, q)
-		for _, name := range q.names {
-			if !q.guarded[name] {
-				need, needAt = append(need, name), append(needAt, q.where[name])
-			}
-		}
-	}
 	if err := optimizer.Optimize(&tree.Node, cfg); err != nil {
 		return nil, toError(err)
 	}
@@ -392,7 +380,7 @@ func (r *Registry) compile(src string, in sample.Schema, want sample.Kind, strip
 	if err != nil {
 		return nil, toError(err)
 	}
-	return &Program{Source: src, Type: t, program: prog, fields: fr.names, files: files.names, literals: lits.paths, need: need, needAt: needAt}, nil
+	return &Program{Source: src, Type: t, program: prog, fields: fr.names, files: files.names, literals: lits.paths}, nil
 }
 
 // literalPaths collects the paths written as text in read_file calls,
@@ -488,8 +476,12 @@ func (f *filesRead) Visit(node *ast.Node) {
 	if !ok || id.Value != "read_file" && id.Value != "__read_file_pooled" {
 		return
 	}
-	if a, ok := c.Arguments[0].(*ast.IdentifierNode); ok && !slices.Contains(f.names, a.Value) {
-		f.names = append(f.names, a.Value)
+	name, ok := neededField(c.Arguments[0]) // a field only the run knows
+	if a, isName := c.Arguments[0].(*ast.IdentifierNode); isName {
+		name, ok = a.Value, true
+	}
+	if ok && !slices.Contains(f.names, name) {
+		f.names = append(f.names, name)
 	}
 }
 
@@ -513,6 +505,10 @@ func (f *fieldsRead) Visit(node *ast.Node) {
 		f.names = slices.DeleteFunc(f.names, func(s string) bool { return s == n.Name })
 	case *ast.IdentifierNode:
 		add(n.Value)
+	case *ast.CallNode:
+		if name, ok := neededField(n); ok {
+			add(name)
+		}
 	case *ast.MemberNode:
 		if id, ok := n.Node.(*ast.IdentifierNode); ok && id.Value == "$env" {
 			if key, ok := n.Property.(*ast.StringNode); ok {
@@ -600,17 +596,6 @@ type VM struct{ vm vm.VM }
 // Run evaluates the program on env, which holds the sample's fields and,
 // for random functions, CtxVar. A nil vm allocates one per call.
 func (p *Program) Run(m *VM, env map[string]any) (v any, err error) {
-	for i, name := range p.need {
-		if _, ok := env[name]; !ok {
-			lacks := []string{name}
-			for _, other := range p.need[i+1:] {
-				if _, ok := env[other]; !ok {
-					lacks = append(lacks, other)
-				}
-			}
-			return nil, missingError(p.Source, lacks, p.needAt[i])
-		}
-	}
 	if m == nil {
 		v, err = vm.Run(p.program, env)
 	} else {
@@ -622,7 +607,11 @@ func (p *Program) Run(m *VM, env map[string]any) (v any, err error) {
 		// reads as null, and expr's message is about null: say what is
 		// missing.
 		var missing []string
+		var named missingField
 		for _, f := range p.fields {
+			if errors.As(err, &named) {
+				break // __need's, which names it
+			}
 			if _, ok := env[f]; !ok {
 				missing = append(missing, strconv.Quote(f))
 			}
@@ -679,7 +668,7 @@ var (
 )
 
 // envFuncs take $env itself as their first argument.
-var envFuncs = map[string]bool{"__envget": true, "__envhas": true}
+var envFuncs = map[string]bool{"__envget": true, "__envhas": true, "__need": true}
 
 func (untypeCalls) Visit(node *ast.Node) {
 	if c, ok := (*node).(*ast.CallNode); ok {

@@ -114,10 +114,17 @@ func (p *patcher) Visit(node *ast.Node) {
 			}
 			return
 		}
+		_, field := n.Property.(*ast.StringNode) // x.name: the inferrer's to refuse
+		if isString(n.Node.Type()) && !field && (isInt(n.Property.Type()) || isAny(n.Property.Type())) {
+			// A string's index counts characters, as len does (expr's
+			// gave a byte); x?.[i] too, as a known string is never nil.
+			ast.Patch(node, &ast.CallNode{Callee: &ast.IdentifierNode{Value: "__strat"}, Arguments: []ast.Node{n.Node, n.Property}})
+			(*node).SetType(stringType) // for the + above, in this same walk
+			return
+		}
 		if n.Optional {
 			return // x?.[i]: expr's own, which gives nil for a nil x
 		}
-		_, field := n.Property.(*ast.StringNode) // x.name: the inferrer's to refuse
 		tensorLike := n.Node.Type() == tensorPtr || isAt(n.Node)
 		if field && isAny(n.Node.Type()) {
 			// $env[k].Data: a tensor known only at run time is refused
@@ -125,10 +132,7 @@ func (p *patcher) Visit(node *ast.Node) {
 			ast.Patch(node, &ast.CallNode{Callee: &ast.IdentifierNode{Value: "__field"}, Arguments: []ast.Node{n.Node, n.Property}})
 			return
 		}
-		// A string's index counts characters, as len does (expr's gave
-		// a byte).
-		text := isString(n.Node.Type()) && !field
-		if tensorLike && !field || (text || isAny(n.Node.Type())) && (isInt(n.Property.Type()) || isAny(n.Property.Type())) {
+		if tensorLike && !field || isAny(n.Node.Type()) && (isInt(n.Property.Type()) || isAny(n.Property.Type())) {
 			ast.Patch(node, &ast.CallNode{Callee: &ast.IdentifierNode{Value: "__at"}, Arguments: []ast.Node{n.Node, n.Property}})
 		}
 	case *ast.SliceNode:
@@ -142,11 +146,20 @@ func (p *patcher) Visit(node *ast.Node) {
 			if to == nil {
 				to = &ast.NilNode{}
 			}
-			ast.Patch(node, &ast.CallNode{Callee: &ast.IdentifierNode{Value: "__slice"}, Arguments: []ast.Node{n.Node, from, to}})
+			fn := "__slice"
+			if isString(t) {
+				fn = "__strslice"
+			}
+			ast.Patch(node, &ast.CallNode{Callee: &ast.IdentifierNode{Value: fn}, Arguments: []ast.Node{n.Node, from, to}})
+			if isString(t) {
+				(*node).SetType(stringType) // for the + above, in this same walk
+			}
 		}
 	case *ast.BinaryNode:
 		if z, ok := n.Right.(*ast.IntegerNode); n.Operator == "%" && intish(n.Left.Type()) && intish(n.Right.Type()) && (!ok || z.Value != 0) {
-			// (% 0 written out is left to expr, which refuses it.)
+			// A literal 0 divisor is left to expr, which refuses a
+			// constant x % 0 at compile time and fails the same as
+			// __mod otherwise.
 			// Python's %, with the divisor's sign (registerPython).
 			ast.Patch(node, &ast.CallNode{Callee: &ast.IdentifierNode{Value: "__mod"}, Arguments: []ast.Node{n.Left, n.Right}})
 			return
@@ -231,6 +244,9 @@ func floatish(t reflect.Type) bool {
 // known only at run time.
 func isAny(t reflect.Type) bool { return t == nil || t.Kind() == reflect.Interface }
 
+var stringType = reflect.TypeOf("")
+
+// isString reports whether t is known to be a string.
 func isString(t reflect.Type) bool { return t != nil && t.Kind() == reflect.String }
 
 // intish reports whether a value of type t may be an integer.

@@ -8,12 +8,11 @@ package expression
 import (
 	"fmt"
 	"reflect"
-	"slices"
 	"strconv"
-	"strings"
 
 	"github.com/expr-lang/expr/ast"
 	"github.com/expr-lang/expr/file"
+	"github.com/expr-lang/expr/parser"
 	"github.com/expr-lang/expr/vm/runtime"
 
 	"github.com/piperun/piperun/sample"
@@ -83,18 +82,72 @@ func registerPython(r *Registry) {
 		},
 	})
 	r.Register(&Func{
-		Name: "__slice", Signature: "x[i:j]", MinArgs: 3, MaxArgs: 3,
-		Check: func(a []Arg) (sample.Type, error) {
-			if a[0].Type.Kind == sample.String {
-				return sample.TString, nil
+		Name: "__need", Signature: "a field", MinArgs: 2, MaxArgs: 2,
+		Check: func([]Arg) (sample.Type, error) { return sample.TAny, nil },
+		Impl: func(_ *Call, a []any) (any, error) {
+			m, _ := a[0].(map[string]any)
+			k, _ := a[1].(string)
+			v, ok := m[k]
+			if !ok {
+				read := k
+				if !IdentLike(k) {
+					read = "$env[" + strconv.Quote(k) + "]"
+				}
+				return nil, missingField(fmt.Sprintf("field %q is missing from this sample; where only some samples have it, write %s ?? DEFAULT or %q in $env ? … : …", k, read, k))
 			}
-			return a[0].Type, nil
+			return v, nil
 		},
+	})
+	// __strslice and __strat are a string's x[i:j] and x[i], typed as
+	// strings for the checker; __slice is x[i:j] of a value known only as
+	// it runs (__at, x[i], is core's).
+	sliceCheck := func(a []Arg) (sample.Type, error) {
+		for _, b := range a[1:] {
+			if k := b.Type.Kind; k != sample.Int && k != sample.Any {
+				return sample.Type{}, fmt.Errorf("a slice's bounds must be integers, got %s", b.Type)
+			}
+		}
+		return a[0].Type, nil
+	}
+	r.Register(&Func{
+		Name: "__strslice", Signature: "x[i:j]", MinArgs: 3, MaxArgs: 3,
+		Check: sliceCheck, Returns: reflect.TypeOf(""),
+		Impl: func(_ *Call, a []any) (any, error) {
+			s, _ := a[0].(string)
+			rs := []rune(s)
+			from, to := sliceBounds(len(rs), a[1], a[2])
+			return string(rs[from:to]), nil
+		},
+	})
+	r.Register(&Func{
+		Name: "__strat", Signature: "x[i]", MinArgs: 2, MaxArgs: 2,
+		Check: func(a []Arg) (sample.Type, error) {
+			if k := a[1].Type.Kind; k != sample.Int && k != sample.Any {
+				return sample.Type{}, fmt.Errorf("a string's index must be an integer, got %s", a[1].Type)
+			}
+			return sample.TString, nil
+		},
+		Returns: reflect.TypeOf(""),
+		Impl: func(_ *Call, a []any) (any, error) {
+			s, _ := a[0].(string)
+			i, ok := toInt(a[1])
+			if !ok {
+				return nil, fmt.Errorf("a string's index must be an integer, got %s", valueWord(a[1]))
+			}
+			return charAt(s, i)
+		},
+	})
+	r.Register(&Func{
+		Name: "__slice", Signature: "x[i:j]", MinArgs: 3, MaxArgs: 3,
+		Check: sliceCheck,
 		Impl: func(_ *Call, a []any) (v any, err error) {
 			if s, ok := a[0].(string); ok {
 				rs := []rune(s)
 				from, to := sliceBounds(len(rs), a[1], a[2])
 				return string(rs[from:to]), nil
+			}
+			if a[0] == nil {
+				return nil, fmt.Errorf("cannot slice null")
 			}
 			defer recovered(&err)
 			from, to := a[1], a[2]
@@ -144,112 +197,163 @@ func charAt(s string, i int64) (string, error) {
 	return string(rs[j]), nil
 }
 
-// missingError is the error of the fields the sample lacks that the
-// expression reads without saying they may be missing, at the first place
-// the first is read.
-func missingError(src string, names []string, at int) error {
-	read := names[0]
-	if !IdentLike(read) {
-		read = "$env[" + strconv.Quote(read) + "]"
-	}
-	what, it := fmt.Sprintf("field %q is", names[0]), "it"
-	if len(names) > 1 {
-		q := make([]string, len(names))
-		for i, n := range names {
-			q[i] = strconv.Quote(n)
+// needFields rewrites, in the checked tree of an expression over an open
+// schema, each read of a field the schema does not name into
+// __need($env, "name"), which fails naming the field where the sample
+// lacks it, as Python's NameError does; expr read it as null, so that
+// `lable == 0` was false for every sample. A read that says the field
+// may be missing is left to read null: the left of ??, (and the right
+// too where the ?? is itself the left of one), an operand of == nil or
+// != nil, the base of ?. ; and a read that is not evaluated (the other
+// branch of ?:, the right of && or ||) fails nothing. skip holds the
+// names that are no fields (functions, $env, the run context); names a
+// let binds are skipped too, anywhere in the expression.
+func needFields(tree *parser.Tree, in sample.Schema, skip map[string]bool) error {
+	g := &guards{optional: map[ast.Node]bool{}}
+	ast.Walk(&tree.Node, g)
+	for changed := true; changed; {
+		changed = false
+		mark := func(n ast.Node) {
+			if n != nil && !g.optional[n] {
+				g.optional[n], changed = true, true
+			}
 		}
-		what, it = "fields "+strings.Join(q, ", ")+" are", "one"
+		for _, n := range g.coalesce {
+			if g.optional[n] {
+				mark(n.Right)
+			}
+		}
+		for _, n := range g.branches {
+			if g.optional[n] {
+				mark(n.Exp1)
+				mark(n.Exp2)
+			}
+		}
+		for _, n := range g.chains {
+			if g.optional[n] {
+				mark(n.Node)
+			}
+		}
 	}
-	e := &file.Error{Location: file.Location{From: at}, Message: fmt.Sprintf(
-		"%s missing from this sample; where only some samples have %s, write %s ?? DEFAULT or %q in $env ? … : …", what, it, read, names[0])}
-	return e.Bind(file.NewSource(src))
+	for name := range g.lets {
+		skip[name] = true
+	}
+	for _, f := range in.Fields {
+		skip[f.Name] = true // known fields are in every sample
+	}
+	v := &needs{skip: skip, optional: g.optional}
+	ast.Walk(&tree.Node, v)
+	if v.err != nil {
+		return v.err.Bind(tree.Source)
+	}
+	return nil
 }
 
-// required finds the fields an expression reads that the sample must
-// have: each read of a name that is no let's, unless the expression also
-// says the field may be missing (x ?? d, "x" in $env, x == nil or
-// x != nil, $env?.x). where holds the first read of each, in characters.
-type required struct {
-	skip    map[string]bool
-	names   []string
-	where   map[string]int
-	guarded map[string]bool
+// guards finds the reads an expression says may be missing (needFields).
+type guards struct {
+	optional map[ast.Node]bool
+	coalesce []*ast.BinaryNode
+	branches []*ast.ConditionalNode
+	chains   []*ast.ChainNode
+	lets     map[string]bool
 }
 
-func (q *required) Visit(node *ast.Node) {
-	read := func(name string, at int) {
-		if q.skip[name] {
-			return
-		}
-		if _, ok := q.where[name]; !ok {
-			q.names = append(q.names, name)
-			q.where[name] = at
-		} else if at < q.where[name] {
-			q.where[name] = at
-		}
-	}
+func (g *guards) Visit(node *ast.Node) {
 	switch n := (*node).(type) {
 	case *ast.VariableDeclaratorNode:
-		// Visited after its body, which reads the name it binds.
-		q.skip[n.Name] = true
-		q.names = slices.DeleteFunc(q.names, func(s string) bool { return s == n.Name })
-		delete(q.where, n.Name)
-	case *ast.IdentifierNode:
-		read(n.Value, n.Location().From)
-	case *ast.MemberNode:
-		if id, ok := n.Node.(*ast.IdentifierNode); ok && id.Value == "$env" {
-			if key, ok := n.Property.(*ast.StringNode); ok {
-				if n.Optional {
-					q.guarded[key.Value] = true
-				}
-				read(key.Value, id.Location().From)
-			}
+		if g.lets == nil {
+			g.lets = map[string]bool{}
 		}
+		g.lets[n.Name] = true
 	case *ast.BinaryNode:
-		switch n.Operator {
-		case "??":
-			q.guard(n.Left)
-		case "==", "!=":
-			if isNil(n.Left) {
-				q.guard(n.Right)
-			} else if isNil(n.Right) {
-				q.guard(n.Left)
+		switch {
+		case n.Operator == "??":
+			g.optional[n.Left] = true
+			g.coalesce = append(g.coalesce, n)
+		case (n.Operator == "==" || n.Operator == "!=") && isNil(n.Left):
+			g.optional[n.Right] = true
+		case (n.Operator == "==" || n.Operator == "!=") && isNil(n.Right):
+			g.optional[n.Left] = true
+		}
+	case *ast.CallNode: // == and != the patcher made calls
+		if id, ok := n.Callee.(*ast.IdentifierNode); ok && len(n.Arguments) == 2 &&
+			(id.Value == operatorFuncs["=="] || id.Value == operatorFuncs["!="]) {
+			if isNil(n.Arguments[0]) {
+				g.optional[n.Arguments[1]] = true
+			} else if isNil(n.Arguments[1]) {
+				g.optional[n.Arguments[0]] = true
 			}
 		}
-	case *ast.CallNode:
-		id, ok := n.Callee.(*ast.IdentifierNode)
-		if !ok || len(n.Arguments) != 2 {
+	case *ast.MemberNode:
+		if n.Optional {
+			g.optional[n.Node] = true
+		}
+	case *ast.ConditionalNode:
+		g.branches = append(g.branches, n)
+	case *ast.ChainNode:
+		g.chains = append(g.chains, n)
+	}
+}
+
+// needs rewrites the reads needFields checks.
+type needs struct {
+	skip     map[string]bool
+	optional map[ast.Node]bool
+	err      *file.Error
+}
+
+func (v *needs) Visit(node *ast.Node) {
+	var name string
+	switch n := (*node).(type) {
+	case *ast.IdentifierNode:
+		name = n.Value
+		if v.skip[name] || v.optional[n] {
 			return
 		}
-		switch id.Value {
-		case "__envhas":
-			if key, ok := n.Arguments[1].(*ast.StringNode); ok {
-				q.guarded[key.Value] = true
-			}
-		case operatorFuncs["=="], operatorFuncs["!="]:
-			if isNil(n.Arguments[0]) {
-				q.guard(n.Arguments[1])
-			} else if isNil(n.Arguments[1]) {
-				q.guard(n.Arguments[0])
-			}
+		if _, ok := pythonWords[name]; ok && v.err == nil {
+			// Python's True, as on a closed schema (explain says what
+			// to write).
+			v.err = &file.Error{Location: n.Location(), Message: "unknown name " + name}
+			return
 		}
-	}
-}
-
-// guard marks the field n reads, if it is one, as one that may be missing.
-func (q *required) guard(n ast.Node) {
-	switch x := n.(type) {
-	case *ast.IdentifierNode:
-		q.guarded[x.Value] = true
 	case *ast.MemberNode:
-		if id, ok := x.Node.(*ast.IdentifierNode); ok && id.Value == "$env" {
-			if key, ok := x.Property.(*ast.StringNode); ok {
-				q.guarded[key.Value] = true
-			}
+		id, ok := n.Node.(*ast.IdentifierNode)
+		key, lit := n.Property.(*ast.StringNode)
+		if !ok || id.Value != "$env" || !lit || n.Optional || v.optional[n] || v.skip[key.Value] {
+			return
 		}
+		name = key.Value
+	default:
+		return
 	}
+	at := (*node).Location()
+	if m, ok := (*node).(*ast.MemberNode); ok {
+		at = m.Node.Location() // the $ of $env["k"], not its [
+	}
+	ast.Patch(node, &ast.CallNode{Callee: &ast.IdentifierNode{Value: "__need"},
+		Arguments: []ast.Node{&ast.IdentifierNode{Value: "$env"}, &ast.StringNode{Value: name}}})
+	(*node).SetLocation(at)
 }
 
+// missingField is __need's error, which Program.Run passes on as it is.
+type missingField string
+
+func (e missingField) Error() string { return string(e) }
+
+// neededField returns the field n reads, if it is a __need call.
+func neededField(n ast.Node) (string, bool) {
+	c, ok := n.(*ast.CallNode)
+	if !ok || len(c.Arguments) != 2 || !isCallOf(c, "__need") {
+		return "", false
+	}
+	k, ok := c.Arguments[1].(*ast.StringNode)
+	if !ok {
+		return "", false
+	}
+	return k.Value, true
+}
+
+// isNil reports whether n is the literal nil.
 func isNil(n ast.Node) bool {
 	_, ok := n.(*ast.NilNode)
 	return ok

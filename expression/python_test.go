@@ -112,6 +112,18 @@ func TestMissingFieldIsAnError(t *testing.T) {
 		{`$env?.lable ?? 2`, map[string]any{}, 2, ""},
 		{`let lable = 1; lable`, map[string]any{}, 1, ""},
 		{`label == 0`, map[string]any{"label": nil}, false, ""},
+		// Only a read that runs can fail (a review: every read failed,
+		// run or not, before the check was made lazy).
+		{`x ?? y`, map[string]any{"x": 1}, 1, ""},
+		{`a ?? b ?? 0`, map[string]any{}, 0, ""},
+		{`kind == "img" ? x : 0`, map[string]any{"kind": "txt"}, 0, ""},
+		{`kind == "img" ? x : 0`, map[string]any{"kind": "img"}, nil, `field "x" is missing from this sample`},
+		{`kind == "img" && x > 0`, map[string]any{"kind": "txt"}, false, ""},
+		{`x?.name ?? "d"`, map[string]any{}, "d", ""},
+		{`x?.[0] ?? "d"`, map[string]any{}, "d", ""},
+		{`a?.b`, map[string]any{}, nil, ""},
+		{`(c ? x : y) ?? 3`, map[string]any{"c": true}, 3, ""},
+		{`filter([1, 2], # > lim)`, map[string]any{}, nil, `field "lim" is missing from this sample`},
 	} {
 		p, err := expression.Default().Compile(tc.src, open, sample.Any)
 		if err != nil {
@@ -171,6 +183,29 @@ func TestStringsIndexByCharacter(t *testing.T) {
 			}
 		}
 	}
+	// Of a field known to be a string, validate keeps what it knew
+	// (a review: text[1.5:] passed and cut at 1).
+	for _, tc := range []struct{ src, want string }{
+		{`text[1.5:]`, "x[i:j]: a slice's bounds must be integers, got float64"},
+		{`text[:"a"]`, "x[i:j]: a slice's bounds must be integers, got string"},
+		{`text[:3] > 1`, "invalid operation: > (mismatched types string and int64)"},
+	} {
+		if got := compileError(tc.src, typed); !strings.HasPrefix(got, tc.want) {
+			t.Errorf("%s: %q, want an error starting %q", tc.src, got, tc.want)
+		}
+	}
+	for _, src := range []string{`text[:3] + "x"`, `text[0]`, `text?.[0]`} {
+		if p, err := expression.Default().Compile(src, typed, sample.Any); err != nil || p.Type.String() != "string" {
+			t.Errorf("%s: %v, %v; want a string", src, p, err)
+		} else if got, err := p.Run(nil, map[string]any{"text": text}); err != nil || got == "" {
+			t.Errorf("%s: %q, %v", src, got, err)
+		}
+	}
+	if p, err := expression.Default().Compile(`xs[1:]`, open, sample.Any); err != nil {
+		t.Error(err)
+	} else if _, err := p.Run(nil, map[string]any{"xs": nil}); err == nil || !strings.HasPrefix(err.Error(), "cannot slice null") {
+		t.Errorf("xs[1:] of null: %v, want an error starting %q", err, "cannot slice null")
+	}
 	// Lists slice as before, typed or not.
 	for _, tc := range []struct {
 		src string
@@ -203,6 +238,22 @@ func TestPythonWordsGetAHint(t *testing.T) {
 		{`one_hot(label, 15.0)`, `one_hot: argument 2 must be int64, got float64 (a whole float such as 2.0, or a / of integers, which divides to a float even of 8 / 2: int(…) makes it whole) (line 1, column 16 of the expression)`},
 	} {
 		if got := compileError(tc.src, in); got != tc.want {
+			t.Errorf("%s:\ngot  %q\nwant %q", tc.src, got, tc.want)
+		}
+	}
+}
+
+// TestPythonConstantsOnAnOpenSchema: on a jsonl sample, whose keys are
+// known only as it runs, Python's None was taken for a key the sample
+// lacks (`label == None` failed every sample naming a field "None").
+func TestPythonConstantsOnAnOpenSchema(t *testing.T) {
+	open := sample.Schema{Open: true}
+	for _, tc := range []struct{ src, want string }{
+		{`label == None`, `unknown name None: write nil (expressions write true, false and nil where Python writes True, False and None) (line 1, column 10 of the expression)`},
+		{`flag == True`, `unknown name True: write true (expressions write true, false and nil where Python writes True, False and None) (line 1, column 9 of the expression)`},
+		{`label == nil`, ``},
+	} {
+		if got := compileError(tc.src, open); got != tc.want {
 			t.Errorf("%s:\ngot  %q\nwant %q", tc.src, got, tc.want)
 		}
 	}

@@ -402,9 +402,10 @@ func TestMissingFieldsAreNamed(t *testing.T) {
 	}{
 		{`a + 1`, map[string]any{"b": int64(2)}, `field "a" is missing from this sample; where only some samples have it, write a ?? DEFAULT or "a" in $env ? … : … (1:1)`},
 		{`a > 0`, map[string]any{}, `field "a" is missing from this sample; where only some samples have it, write a ?? DEFAULT or "a" in $env ? … : … (1:1)`},
-		{`$env["x/y"] + a`, map[string]any{}, `fields "x/y", "a" are missing from this sample; where only some samples have one, write $env["x/y"] ?? DEFAULT or "x/y" in $env ? … : … (1:1)`},
+		{`$env["x/y"] + a`, map[string]any{}, `field "x/y" is missing from this sample; where only some samples have it, write $env["x/y"] ?? DEFAULT or "x/y" in $env ? … : … (1:1)`},
+		{`"a" in $env || a + 1 > 0`, map[string]any{}, `field "a" is missing from this sample; where only some samples have it, write a ?? DEFAULT or "a" in $env ? … : … (1:16)`},
 		// Said to be optional, and missing: expr's error, naming it.
-		{`"a" in $env || a + 1 > 0`, map[string]any{}, `field "a" is missing from this sample: invalid operation: null + int64 (1:18)`},
+		{`(a ?? nil) + 1`, map[string]any{}, `field "a" is missing from this sample: invalid operation: null + int64 (1:12)`},
 		{`let k = 2; k * a`, map[string]any{"a": "s"}, `invalid operation: int64 * string (1:14)`},
 		{`upper(a)`, map[string]any{"a": int64(1)}, `upper: wrong argument type: got int64, want string (1:1)`},
 	} {
