@@ -278,6 +278,13 @@ func init() {
 				return sample.TAny, nil
 			case len(t.Shape) == 0:
 				return sample.Type{}, fmt.Errorf("cannot index a scalar tensor")
+			}
+			// A constant index past a known first dimension would fail
+			// every sample.
+			if i, ok := constInt(a[1]); ok && t.Shape[0] >= 0 && (i >= t.Shape[0] || i < -t.Shape[0]) {
+				return sample.Type{}, fmt.Errorf("index %d out of range for %s", i, t)
+			}
+			switch {
 			case len(t.Shape) > 1:
 				return sample.TensorOf(t.DType, t.Shape[1:]...), nil
 			case t.DType.IsFloat():

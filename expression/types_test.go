@@ -106,10 +106,23 @@ func TestTypesAndLen(t *testing.T) {
 // TestIndexPastTheRank: indexing the number a 1-D tensor's index gives is
 // a compile error, not a run-time one.
 func TestIndexPastTheRank(t *testing.T) {
+	in := sample.Schema{Fields: []sample.Field{{Name: "img", Type: sample.TensorOf(tensor.Uint8, 8, 8, 3)}}}
 	for _, tc := range []struct{ src, want string }{
 		{`one_hot(2, 4)[0][0]`, "x[i]: cannot index float64: only tensors and lists take x[i] (line 1, column 17 of the expression)"},
+		// A constant index past a known dimension, refused at validate
+		// as every sample would fail (a user's test).
+		{`img[100]`, "x[i]: index 100 out of range for tensor<uint8>[8 8 3] (line 1, column 4 of the expression)"},
+		{`img[-9]`, "x[i]: index -9 out of range for tensor<uint8>[8 8 3] (line 1, column 4 of the expression)"},
+		{`img[7][8]`, "x[i]: index 8 out of range for tensor<uint8>[8 3] (line 1, column 7 of the expression)"},
+		{`img[-8][7][2]`, ""},
 	} {
-		_, err := expression.Default().Compile(tc.src, sample.Schema{}, sample.Any)
+		_, err := expression.Default().Compile(tc.src, in, sample.Any)
+		if tc.want == "" {
+			if err != nil {
+				t.Errorf("%s: %v", tc.src, err)
+			}
+			continue
+		}
 		if err == nil || err.Error() != tc.want {
 			t.Errorf("%s: %v\nwant %s", tc.src, err, tc.want)
 		}
