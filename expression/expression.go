@@ -365,7 +365,7 @@ func (r *Registry) compile(src string, in sample.Schema, want sample.Kind, strip
 		return nil, inf.err
 	}
 	if want != sample.Any && t.Kind != want && t.Kind != sample.Any {
-		return nil, &Error{Msg: fmt.Sprintf("expression must give %s, but gives %s", want, t)}
+		return nil, &Error{Line: 1, Column: 1, Msg: fmt.Sprintf("expression must give %s, but gives %s", want, t)} // at its start, as the others
 	}
 	if err := optimizer.Optimize(&tree.Node, cfg); err != nil {
 		return nil, toError(err)
