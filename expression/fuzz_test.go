@@ -27,6 +27,7 @@ func FuzzCompile(f *testing.F) {
 		`label in [1, 2, 3]`, `hw[5]`, `resize(image, 0, -1)`, `random_crop(image, 9, 9)`, `uniform(0, 1) < 0.5`,
 		`read_file(nope)`, `{"a": 1}`, `1 / 0`, `image + 1`, `-`, `((`, `"\xff"`, `decode_image(b)`,
 		`s[1:-1] + s[-1]`, `s[:2] == "hé"`, `label % -3`, `label // 2`, `"//" + s /* // */`, `'\'//' + s`,
+		`a ?? b ?? s`, `label > 1 ? nope : hw?.[0]`, `let v = nope ?? 1; v + w`, `None == s`, `$env["a/b"] ?? hw[1:]`,
 	} {
 		f.Add(s)
 	}
@@ -40,6 +41,7 @@ func FuzzCompile(f *testing.F) {
 		{Name: "x", Type: sample.TFloat},
 		{Name: "hw", Type: sample.ListOf(sample.Int)},
 	}}
+	open := sample.Schema{Open: true, Fields: in.Fields[:2]}
 	reg := expression.Default()
 	f.Fuzz(func(t *testing.T, src string) {
 		// A huge tensor or range is a resource limit, not a defect this
@@ -48,6 +50,15 @@ func FuzzCompile(f *testing.F) {
 		// names have one, and 13 of the seeds above were skipped so.
 		if len(src) > 200 || strings.Contains(src, "..") || exponent.MatchString(src) {
 			return
+		}
+		// The same over an open schema (a jsonl source's), whose reads of
+		// names it does not know fail as they run, on a sample lacking
+		// half of them: neither may panic.
+		if p, err := reg.Compile(src, open, sample.Any); err == nil {
+			_, _ = p.Run(new(expression.VM), map[string]any{"s": "héllo", "label": int64(3), "hw": nil,
+				expression.CtxVar: &expression.RunCtx{Seed: 1, ID: 2}})
+		} else if err.Error() == "" {
+			t.Fatalf("compile %q over an open schema: an error with no message", src)
 		}
 		p, err := reg.Compile(src, in, sample.Any)
 		if err != nil {
