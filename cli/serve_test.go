@@ -42,7 +42,7 @@ stages:
       label: 'index'
       name: '"n" + string(index)'
       half: 'index / 2'
-      check: 'index < LIMIT ? 1 : one_hot(index + 5, 2)[9]'
+      check: 'index < LIMIT ? 1 : one_hot(index + 5, 2)[0]'
     drop: [check]
   - {name: batch, type: batch, size: 4}
   - {name: out, type: serve, listen: 'unix://SOCK'}
