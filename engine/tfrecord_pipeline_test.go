@@ -936,7 +936,7 @@ stages:
 	// that the batch is float32, not float64 holding 17.65, shows in its
 	// cast to float64, whose element is the float32 nearest 17.65, which
 	// is not 17.65.
-	if want := `{"big":[3.4028235e+38,3.4028235e+38,3.4028235e+38],"f32":"[3] true false","fare":[17.65,18.65,19.65],"tiny":[1e-45,1e-45,1e-45]}`; len(batch) != 1 || batch[0] != want {
+	if want := `{"big":[3.4028235e+38,3.4028235e+38,3.4028235e+38],"f32":"[3] True False","fare":[17.65,18.65,19.65],"tiny":[1e-45,1e-45,1e-45]}`; len(batch) != 1 || batch[0] != want {
 		t.Errorf("batch: %v\nwant %s", batch, want)
 	}
 }

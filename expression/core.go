@@ -416,6 +416,9 @@ func init() {
 			case *tensor.Tensor:
 				return valueWord(x), nil // not the Go struct's fields, as expr's own gave
 			}
+			if s, ok := pyString(a[0]); ok {
+				return s, nil
+			}
 			return fmt.Sprintf("%v", a[0]), nil // expr's own string
 		},
 	})
@@ -555,6 +558,10 @@ func registerIn(r *Registry) {
 			_, rt := a[1].(*tensor.Tensor)
 			if lt || rt {
 				return nil, tensorIn(valueWord(a[0]), valueWord(a[1]))
+			}
+			if _, ok := a[1].(string); ok {
+				// Python's sub in s.
+				return nil, fmt.Errorf("operator in is not defined on a string: to find a substring write contains(s, sub)")
 			}
 			defer recovered(&err)
 			return runtime.In(a[0], a[1]), nil

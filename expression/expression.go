@@ -297,6 +297,9 @@ func (r *Registry) compile(src string, in sample.Schema, want sample.Kind, strip
 	}
 	tree, err := parser.ParseWithConfig(src, cfg)
 	if err == nil {
+		ast.Walk(&tree.Node, builtinFields{in: in})
+	}
+	if err == nil {
 		// With an open schema expr takes an unknown name for a field it
 		// cannot see, even one that is called: find those calls here, or
 		// `resiz(x)` below a stage with an error would pass validate.

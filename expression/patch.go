@@ -123,7 +123,11 @@ func (p *patcher) Visit(node *ast.Node) {
 			return
 		}
 		if n.Optional {
-			return // x?.[i]: expr's own, which gives nil for a nil x
+			if !field && isAny(n.Node.Type()) && (isInt(n.Property.Type()) || isAny(n.Property.Type())) {
+				// Null of null, else as x[i] (a string's character).
+				ast.Patch(node, &ast.CallNode{Callee: &ast.IdentifierNode{Value: "__atopt"}, Arguments: []ast.Node{n.Node, n.Property}})
+			}
+			return // x?.name: expr's own, which gives nil for a nil x
 		}
 		tensorLike := n.Node.Type() == tensorPtr || isAt(n.Node)
 		if field && isAny(n.Node.Type()) {
@@ -209,8 +213,14 @@ func (p *patcher) Visit(node *ast.Node) {
 		// known only at run time (say $env[key] with key a field).
 		// expr's string prints bytes as Go does ("[104 105]"): __string
 		// reads them as text, as Python's bytes.decode.
+		if to, ok := pythonBuiltins[n.Name]; ok && len(n.Arguments) > 0 && (to == "__round" || stringish(n.Arguments[0].Type())) {
+			// Where Python's gives another value (registerPython).
+			ast.Patch(node, &ast.CallNode{Callee: &ast.IdentifierNode{Value: to}, Arguments: n.Arguments})
+			return
+		}
 		if n.Name == "string" && len(n.Arguments) == 1 {
-			if t := n.Arguments[0].Type(); t == bytesType || t == tensorPtr || isAny(t) {
+			// A float, a bool and null as Python's str writes them.
+			if t := n.Arguments[0].Type(); t == bytesType || t == tensorPtr || isAny(t) || floatish(t) || t.Kind() == reflect.Bool {
 				ast.Patch(node, &ast.CallNode{Callee: &ast.IdentifierNode{Value: "__string"}, Arguments: n.Arguments})
 				return
 			}
@@ -228,6 +238,12 @@ func (p *patcher) Visit(node *ast.Node) {
 		}
 	}
 }
+
+// pythonBuiltins are expr's builtins that give a Python user another
+// value than Python's, and the functions that give Python's
+// (registerPython): of a string or a value typed only at run time; round
+// of anything.
+var pythonBuiltins = map[string]string{"indexOf": "__indexOf", "lastIndexOf": "__lastIndexOf", "first": "__first", "last": "__last", "round": "__round"}
 
 // boundedBuiltins are expr's builtins whose results its VM does not count
 // against its limit, or that give a wrong value where they should fail

@@ -7,8 +7,11 @@ package expression
 
 import (
 	"fmt"
+	"math"
 	"reflect"
 	"strconv"
+	"strings"
+	"unicode/utf8"
 
 	"github.com/expr-lang/expr/ast"
 	"github.com/expr-lang/expr/file"
@@ -16,6 +19,7 @@ import (
 	"github.com/expr-lang/expr/vm/runtime"
 
 	"github.com/piperun/piperun/sample"
+	"github.com/piperun/piperun/tensor"
 )
 
 // floorDivision is the message for a // in an expression.
@@ -96,6 +100,109 @@ func registerPython(r *Registry) {
 				return nil, missingField(fmt.Sprintf("field %q is missing from this sample; where only some samples have it, write %s ?? DEFAULT or %q in $env ? … : …", k, read, k))
 			}
 			return v, nil
+		},
+	})
+	// indexOf and lastIndexOf count characters, as a string's x[i:j]
+	// does (expr's counted bytes).
+	for _, last := range []bool{false, true} {
+		name, find := "__indexOf", strings.Index
+		if last {
+			name, find = "__lastIndexOf", strings.LastIndex
+		}
+		r.Register(&Func{
+			Name: name, Signature: strings.TrimPrefix(name, "__") + "(s, sub)", MinArgs: 2, MaxArgs: 2,
+			Check:   func([]Arg) (sample.Type, error) { return sample.TInt, nil },
+			Returns: reflect.TypeOf(0), // int, as expr's own
+			Impl: func(_ *Call, a []any) (any, error) {
+				s, ok1 := a[0].(string)
+				sub, ok2 := a[1].(string)
+				if !ok1 || !ok2 {
+					return nil, fmt.Errorf("wrong argument type: got %s and %s, want two strings", typeName(a[0]), typeName(a[1]))
+				}
+				i := find(s, sub)
+				if i < 0 {
+					return -1, nil
+				}
+				return utf8.RuneCountInString(s[:i]), nil
+			},
+		})
+	}
+	// first and last of a string are its first and last characters
+	// (expr's gave a byte); of a list, its first and last elements, as
+	// expr's own; null where there is none.
+	for _, last := range []bool{false, true} {
+		name := "__first"
+		if last {
+			name = "__last"
+		}
+		r.Register(&Func{
+			Name: name, Signature: strings.TrimPrefix(name, "__") + "(x)", MinArgs: 1, MaxArgs: 1,
+			Check: func(a []Arg) (sample.Type, error) {
+				if a[0].Type.Kind == sample.String {
+					return sample.TString, nil
+				}
+				return sample.TAny, nil
+			},
+			Impl: func(_ *Call, a []any) (any, error) {
+				switch x := a[0].(type) {
+				case nil:
+					return nil, nil
+				case string:
+					if x == "" {
+						return nil, nil
+					}
+					r, _ := utf8.DecodeRuneInString(x)
+					if last {
+						r, _ = utf8.DecodeLastRuneInString(x)
+					}
+					return string(r), nil
+				case *tensor.Tensor:
+					return nil, fmt.Errorf("not defined on tensors (got %s); index it (x[0]) or use the tensor functions", valueWord(x))
+				}
+				v := reflect.ValueOf(a[0])
+				if v.Kind() != reflect.Slice && v.Kind() != reflect.Array {
+					return nil, fmt.Errorf("cannot get an element from %s", typeName(a[0]))
+				}
+				if v.Len() == 0 {
+					return nil, nil
+				}
+				if last {
+					return v.Index(v.Len() - 1).Interface(), nil
+				}
+				return v.Index(0).Interface(), nil
+			},
+		})
+	}
+	// x?.[i] of a value typed only at run time: null of null, else x[i]
+	// (expr's own gave a string's byte).
+	at := r.funcs["__at"]
+	r.Register(&Func{
+		Name: "__atopt", Signature: "x?.[i]", MinArgs: 2, MaxArgs: 2,
+		Check: at.Check,
+		Impl: func(c *Call, a []any) (any, error) {
+			if a[0] == nil {
+				return nil, nil
+			}
+			return at.Impl(c, a)
+		},
+	})
+	// round rounds a half to even, as Python's, NumPy's, torch's and
+	// TensorFlow's do (expr's, Go's math.Round, rounded it away from
+	// zero: round(2.5) was 3).
+	r.Register(&Func{
+		Name: "__round", Signature: "round(x)", MinArgs: 1, MaxArgs: 1,
+		Check:   func([]Arg) (sample.Type, error) { return sample.TFloat, nil },
+		Returns: reflect.TypeOf(0.0),
+		Impl: func(_ *Call, a []any) (any, error) {
+			switch a[0].(type) {
+			case bool, nil:
+				return nil, fmt.Errorf("wrong argument type: got %s, want a number", typeName(a[0]))
+			}
+			f, ok := toFloat(a[0])
+			if !ok {
+				return nil, fmt.Errorf("wrong argument type: got %s, want a number", typeName(a[0]))
+			}
+			return math.RoundToEven(f), nil
 		},
 	})
 	// __strslice and __strat are a string's x[i:j] and x[i], typed as
@@ -275,7 +382,10 @@ func (g *guards) Visit(node *ast.Node) {
 		case (n.Operator == "==" || n.Operator == "!=") && isNil(n.Right):
 			g.optional[n.Left] = true
 		}
-	case *ast.CallNode: // == and != the patcher made calls
+	case *ast.CallNode: // == and != and x?.[i] the patcher made calls
+		if isCallOf(n, "__atopt") {
+			g.optional[n.Arguments[0]] = true
+		}
 		if id, ok := n.Callee.(*ast.IdentifierNode); ok && len(n.Arguments) == 2 &&
 			(id.Value == operatorFuncs["=="] || id.Value == operatorFuncs["!="]) {
 			if isNil(n.Arguments[0]) {
@@ -357,4 +467,77 @@ func neededField(n ast.Node) (string, bool) {
 func isNil(n ast.Node) bool {
 	_, ok := n.(*ast.NilNode)
 	return ok
+}
+
+// pyString is string(x) as Python's str(x) writes a float, a bool and
+// None; other values as expr writes them.
+func pyString(v any) (string, bool) {
+	switch x := v.(type) {
+	case nil:
+		return "None", true
+	case bool:
+		if x {
+			return "True", true
+		}
+		return "False", true
+	case float64:
+		return pyFloat(x, 64), true
+	case float32:
+		return pyFloat(float64(x), 32), true
+	}
+	return "", false
+}
+
+// pyFloat writes f as Python's repr does: the shortest digits that read
+// back as f, in fixed notation with at least one decimal (1.0) where the
+// exponent is from -4 to 15, else as 1e+16 and 1e-05.
+func pyFloat(f float64, bits int) string {
+	switch {
+	case math.IsNaN(f):
+		return "nan"
+	case math.IsInf(f, 1):
+		return "inf"
+	case math.IsInf(f, -1):
+		return "-inf"
+	}
+	e := strconv.FormatFloat(f, 'e', -1, bits) // -d.ddde±xx
+	sign := ""
+	if strings.HasPrefix(e, "-") {
+		sign, e = "-", e[1:]
+	}
+	mant, exp, _ := strings.Cut(e, "e")
+	x, _ := strconv.Atoi(exp)
+	if x < -4 || x >= 16 {
+		return sign + e
+	}
+	digits := strings.Replace(mant, ".", "", 1)
+	point := x + 1 // digits before the point
+	switch {
+	case point <= 0:
+		return sign + "0." + strings.Repeat("0", -point) + digits
+	case point >= len(digits):
+		return sign + digits + strings.Repeat("0", point-len(digits)) + ".0"
+	}
+	return sign + digits[:point] + "." + digits[point:]
+}
+
+// builtinFields rewrites a name that is one of expr's builtins but not
+// called (split, type, count: keys of many exported datasets) into
+// $env["name"], the field, where the sample may have it: expr read the
+// function, and `split == "train"` was refused in words of func types.
+type builtinFields struct {
+	in sample.Schema
+}
+
+func (b builtinFields) Visit(node *ast.Node) {
+	id, ok := (*node).(*ast.IdentifierNode)
+	if !ok || !builtinNames[id.Value] {
+		return
+	}
+	if _, known := b.in.Lookup(id.Value); !known && !b.in.Open {
+		return
+	}
+	at := id.Location()
+	ast.Patch(node, &ast.MemberNode{Node: &ast.IdentifierNode{Value: "$env"}, Property: &ast.StringNode{Value: id.Value}})
+	(*node).SetLocation(at)
 }

@@ -258,3 +258,80 @@ func TestPythonConstantsOnAnOpenSchema(t *testing.T) {
 		}
 	}
 }
+
+// TestPythonBuiltins: expr's builtins where their Python counterparts
+// give another value (a text engineer's test of JSON lines): indexOf
+// counted bytes where slices count characters, so text[:indexOf(text,
+// " ")] cut "Привет мир" after "мир"; x?.[i], first and last of a string
+// gave a byte; round rounded halves away from zero, where Python, NumPy,
+// torch and TensorFlow round them to even; string(1.0) was "1" and
+// string(null) "<nil>"; a key named like a builtin (split, type, count)
+// could not be read.
+func TestPythonBuiltins(t *testing.T) {
+	open := sample.Schema{Open: true}
+	typed := sample.Schema{Fields: []sample.Field{{Name: "text", Type: sample.TString}, {Name: "f", Type: sample.TFloat}}, Open: true}
+	for _, tc := range []struct {
+		src  string
+		env  map[string]any
+		want any
+	}{
+		{`indexOf(text, " ")`, map[string]any{"text": "Привет мир"}, 6},
+		{`lastIndexOf(text, " ")`, map[string]any{"text": "Привет мир тест"}, 10},
+		{`indexOf("日本語", "語")`, nil, 2},
+		{`indexOf(text, "x")`, map[string]any{"text": "Привет"}, -1},
+		{`text[:indexOf(text, " ")]`, map[string]any{"text": "Привет мир"}, "Привет"},
+		{`text?.[0]`, map[string]any{"text": "👨‍👩"}, "👨"},
+		{`x?.[0]`, map[string]any{"x": nil}, nil},
+		{`xs?.[1]`, map[string]any{"xs": []any{1, 2}}, 2},
+		{`first(text)`, map[string]any{"text": "Привет"}, "П"},
+		{`last(text)`, map[string]any{"text": "Привет"}, "т"},
+		{`first(text)`, map[string]any{"text": ""}, nil},
+		{`first(xs)`, map[string]any{"xs": []any{1, 2}}, 1},
+		{`round(2.5)`, nil, 2.0},
+		{`round(-2.5)`, nil, -2.0},
+		{`round(0.5)`, nil, 0.0},
+		{`round(1.5)`, nil, 2.0},
+		{`round(2.6)`, nil, 3.0},
+		{`round(f)`, map[string]any{"f": 2.5}, 2.0},
+		{`round(x)`, map[string]any{"x": 3.5}, 4.0},
+		{`round(x)`, map[string]any{"x": int64(3)}, 3.0},
+		{`string(1.0)`, nil, "1.0"},
+		{`string(-0.0)`, nil, "-0.0"},
+		{`string(0.1)`, nil, "0.1"},
+		{`string(123.456)`, nil, "123.456"},
+		{`string(1e16)`, nil, "1e+16"},
+		{`string(1e15)`, nil, "1000000000000000.0"},
+		{`string(1e-5)`, nil, "1e-05"},
+		{`string(0.0001)`, nil, "0.0001"},
+		{`string(f)`, map[string]any{"f": 2.0}, "2.0"},
+		{`string(true)`, nil, "True"},
+		{`string(x)`, map[string]any{"x": nil}, "None"},
+		{`string(x)`, map[string]any{"x": false}, "False"},
+		{`string(x)`, map[string]any{"x": int64(7)}, "7"},
+		{`"n" + string(x)`, map[string]any{"x": 0.5}, "n0.5"},
+		{`split == "train"`, map[string]any{"split": "train"}, true},
+		{`type == "qa"`, map[string]any{"type": "qa"}, true},
+		{`count + 1`, map[string]any{"count": int64(2)}, 3},
+		{`len(split)`, map[string]any{"split": "train"}, 5},
+		{`split(s, " ")`, map[string]any{"s": "a b"}, []string{"a", "b"}},
+	} {
+		for _, schema := range []sample.Schema{open, typed} {
+			p, err := expression.Default().Compile(tc.src, schema, sample.Any)
+			if err != nil {
+				t.Errorf("%s (%d fields known): %v", tc.src, len(schema.Fields), err)
+				continue
+			}
+			got, err := p.Run(nil, tc.env)
+			if err != nil || !reflect.DeepEqual(got, tc.want) {
+				t.Errorf("%s (%d fields known): %#v (%T), %v; want %#v (%T)", tc.src, len(schema.Fields), got, got, err, tc.want, tc.want)
+			}
+		}
+	}
+	p, err := expression.Default().Compile(`"é" in text`, open, sample.Any)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := p.Run(nil, map[string]any{"text": "café"}); err == nil || !strings.Contains(err.Error(), "to find a substring write contains(s, sub)") {
+		t.Errorf(`"é" in text: %v, want the hint of contains`, err)
+	}
+}
