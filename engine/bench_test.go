@@ -23,17 +23,10 @@ func (pass) Process(_ context.Context, s *sample.Sample, emit stages.Emit) error
 // benchRegistry is an empty registry with only what the overhead benchmark
 // needs, so it measures the engine rather than any stage's work.
 func benchRegistry() *stages.Registry {
-	full := stages.Default()
-	r := stages.NewRegistry()
-	for _, n := range []string{"range", "discard"} {
-		t, _ := full.Type(n)
-		r.Register(t)
-	}
-	r.Register(&stages.Type{
+	return rangeRegistry(&stages.Type{
 		StageType: spec.StageType{Name: "pass", Role: spec.RoleTransform, NewConfig: func() any { return &passConfig{} }},
 		Build:     func(*stages.Env, any) (any, error) { return pass{}, nil },
 	})
-	return r
 }
 
 // BenchmarkEngineOverhead runs samples through a chain of five stages that

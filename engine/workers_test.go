@@ -3,13 +3,10 @@ package engine_test
 import (
 	"context"
 	"fmt"
-	"path/filepath"
 	"sync/atomic"
 	"testing"
 	"time"
 
-	"github.com/piperun/piperun/engine"
-	"github.com/piperun/piperun/plan"
 	"github.com/piperun/piperun/sample"
 	"github.com/piperun/piperun/spec"
 	"github.com/piperun/piperun/stages"
@@ -52,17 +49,11 @@ func TestWorkersIsOneBudgetForEveryStage(t *testing.T) {
 	} {
 		t.Run(fmt.Sprintf("workers %d, parallelism %d", tc.workers, tc.par), func(t *testing.T) {
 			var now, most atomic.Int64
-			full := stages.Default()
-			reg := stages.NewRegistry()
-			for _, n := range []string{"range", "discard"} {
-				st, _ := full.Type(n)
-				reg.Register(st)
-			}
-			reg.Register(&stages.Type{
+			reg := rangeRegistry(&stages.Type{
 				StageType: spec.StageType{Name: "busy", Role: spec.RoleTransform, Parallel: true, NewConfig: func() any { return &busyConfig{} }},
 				Build:     func(*stages.Env, any) (any, error) { return busy{&now, &most}, nil },
 			})
-			src := fmt.Sprintf(`
+			rep, err := runSpecWith(context.Background(), t, reg, t.TempDir(), fmt.Sprintf(`
 version: 1
 name: workers
 resources: {workers: %d}
@@ -71,20 +62,7 @@ stages:
   - {name: a, type: busy, parallelism: %d}
   - {name: b, type: busy, parallelism: %d}
   - {name: out, type: discard}
-`, tc.workers, tc.par, tc.par)
-			sp, diags := spec.Parse(filepath.Join(t.TempDir(), "s.yaml"), []byte(src), spec.Options{Catalog: reg})
-			if diags.HasErrors() {
-				t.Fatal(diags)
-			}
-			p, err := plan.Compile(sp, reg, plan.Options{})
-			if err != nil {
-				t.Fatal(err)
-			}
-			run, err := engine.Start(context.Background(), p, engine.Options{Registry: reg})
-			if err != nil {
-				t.Fatal(err)
-			}
-			rep, err := run.Wait()
+`, tc.workers, tc.par, tc.par))
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -115,17 +93,15 @@ func (grow) Process(_ context.Context, s *sample.Sample, emit stages.Emit) error
 // slot to. Holding it, the run stalled (a review found no test failing
 // without the gives).
 func TestWorkersGiveTheirSlotWhileTheyWaitForMemory(t *testing.T) {
-	full := stages.Default()
-	reg := stages.NewRegistry()
-	for _, n := range []string{"range", "discard"} {
-		st, _ := full.Type(n)
-		reg.Register(st)
-	}
-	reg.Register(&stages.Type{
+	reg := rangeRegistry(&stages.Type{
 		StageType: spec.StageType{Name: "grow", Role: spec.RoleTransform, Parallel: true, NewConfig: func() any { return &growConfig{} }},
 		Build:     func(*stages.Env, any) (any, error) { return grow{}, nil },
 	})
-	src := `
+	// Stuck, the run fails when its watchdog sees it; the minute is for
+	// a watchdog that would not.
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	rep, err := runSpecWith(ctx, t, reg, t.TempDir(), `
 version: 1
 name: workers
 resources: {workers: 1, memory: 1MiB}
@@ -134,26 +110,26 @@ stages:
   - {name: a, type: grow, parallelism: 2}
   - {name: b, type: grow, parallelism: 2}
   - {name: out, type: discard}
-`
-	sp, diags := spec.Parse(filepath.Join(t.TempDir(), "s.yaml"), []byte(src), spec.Options{Catalog: reg})
-	if diags.HasErrors() {
-		t.Fatal(diags)
-	}
-	p, err := plan.Compile(sp, reg, plan.Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
-	defer cancel()
-	run, err := engine.Start(ctx, p, engine.Options{Registry: reg})
-	if err != nil {
-		t.Fatal(err)
-	}
-	rep, err := run.Wait()
+`)
 	if err != nil {
 		t.Fatal(err)
 	}
 	if got := rep.Sinks["out"].Samples; got != 300 {
 		t.Errorf("%d samples, want 300", got)
 	}
+}
+
+// rangeRegistry is an empty registry with range, discard and the types
+// given.
+func rangeRegistry(types ...*stages.Type) *stages.Registry {
+	full := stages.Default()
+	reg := stages.NewRegistry()
+	for _, n := range []string{"range", "discard"} {
+		st, _ := full.Type(n)
+		reg.Register(st)
+	}
+	for _, st := range types {
+		reg.Register(st)
+	}
+	return reg
 }
