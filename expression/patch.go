@@ -215,7 +215,17 @@ func (p *patcher) Visit(node *ast.Node) {
 		// reads them as text, as Python's bytes.decode.
 		if to, ok := pythonBuiltins[n.Name]; ok && len(n.Arguments) > 0 && (to == "__round" || stringish(n.Arguments[0].Type())) {
 			// Where Python's gives another value (registerPython).
+			arg := n.Arguments[0].Type()
 			ast.Patch(node, &ast.CallNode{Callee: &ast.IdentifierNode{Value: to}, Arguments: n.Arguments})
+			// Typed for the operators above, in this same walk.
+			switch {
+			case to == "__round":
+				(*node).SetType(reflect.TypeOf(0.0))
+			case to == "__indexOf" || to == "__lastIndexOf":
+				(*node).SetType(reflect.TypeOf(0))
+			case isString(arg):
+				(*node).SetType(stringType) // first, last of a string
+			}
 			return
 		}
 		if n.Name == "string" && len(n.Arguments) == 1 {

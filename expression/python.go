@@ -111,7 +111,14 @@ func registerPython(r *Registry) {
 		}
 		r.Register(&Func{
 			Name: name, Signature: strings.TrimPrefix(name, "__") + "(s, sub)", MinArgs: 2, MaxArgs: 2,
-			Check:   func([]Arg) (sample.Type, error) { return sample.TInt, nil },
+			Check: func(a []Arg) (sample.Type, error) {
+				for _, x := range a {
+					if k := x.Type.Kind; k != sample.String && k != sample.Any {
+						return sample.Type{}, fmt.Errorf("wants two strings, got %s and %s", a[0].Type, a[1].Type)
+					}
+				}
+				return sample.TInt, nil
+			},
 			Returns: reflect.TypeOf(0), // int, as expr's own
 			Impl: func(_ *Call, a []any) (any, error) {
 				s, ok1 := a[0].(string)
@@ -138,8 +145,11 @@ func registerPython(r *Registry) {
 		r.Register(&Func{
 			Name: name, Signature: strings.TrimPrefix(name, "__") + "(x)", MinArgs: 1, MaxArgs: 1,
 			Check: func(a []Arg) (sample.Type, error) {
-				if a[0].Type.Kind == sample.String {
+				switch a[0].Type.Kind {
+				case sample.String:
 					return sample.TString, nil
+				case sample.Tensor:
+					return sample.Type{}, fmt.Errorf("not defined on tensors (got %s); index it (x[0]) or use the tensor functions", a[0].Type)
 				}
 				return sample.TAny, nil
 			},
@@ -191,12 +201,19 @@ func registerPython(r *Registry) {
 	// zero: round(2.5) was 3).
 	r.Register(&Func{
 		Name: "__round", Signature: "round(x)", MinArgs: 1, MaxArgs: 1,
-		Check:   func([]Arg) (sample.Type, error) { return sample.TFloat, nil },
+		Check: func(a []Arg) (sample.Type, error) {
+			if k := a[0].Type.Kind; k != sample.Int && k != sample.Float && k != sample.Any {
+				return sample.Type{}, fmt.Errorf("wants a number, got %s", a[0].Type)
+			}
+			return sample.TFloat, nil
+		},
 		Returns: reflect.TypeOf(0.0),
 		Impl: func(_ *Call, a []any) (any, error) {
-			switch a[0].(type) {
+			switch x := a[0].(type) {
 			case bool, nil:
 				return nil, fmt.Errorf("wrong argument type: got %s, want a number", typeName(a[0]))
+			case *tensor.Tensor:
+				return nil, fmt.Errorf("not defined on tensors (got %s); index it (x[0]) or use the tensor functions", valueWord(x))
 			}
 			f, ok := toFloat(a[0])
 			if !ok {

@@ -7,6 +7,7 @@ import (
 
 	"github.com/piperun/piperun/expression"
 	"github.com/piperun/piperun/sample"
+	"github.com/piperun/piperun/tensor"
 )
 
 // These tests hold what an expression written by a Python user (the
@@ -333,5 +334,46 @@ func TestPythonBuiltins(t *testing.T) {
 	}
 	if _, err := p.Run(nil, map[string]any{"text": "café"}); err == nil || !strings.Contains(err.Error(), "to find a substring write contains(s, sub)") {
 		t.Errorf(`"é" in text: %v, want the hint of contains`, err)
+	}
+}
+
+// TestPythonBuiltinsKeepTheirTypes: the rewritten builtins are checked at
+// validate as expr's own were (a review found round(text) and
+// indexOf(text, 1) passing validate and failing every sample), and reached
+// through a pipe and inside a predicate.
+func TestPythonBuiltinsKeepTheirTypes(t *testing.T) {
+	in := sample.Schema{Fields: []sample.Field{{Name: "text", Type: sample.TString}, {Name: "f", Type: sample.TFloat}, {Name: "img", Type: sample.TensorOf(tensor.Uint8, 2, 2, 3)}}}
+	for _, tc := range []struct{ src, want string }{
+		{`round(text)`, "round(x): wants a number, got string"},
+		{`round(img)`, "round(x): wants a number, got tensor<uint8>[2 2 3]"},
+		{`indexOf(text, 1)`, "indexOf(s, sub): wants two strings, got string and int64"},
+		{`first(text) + 1`, "invalid operation: + (mismatched types string and int64)"},
+		{`round(f) + "x"`, "invalid operation: + (mismatched types float64 and string)"},
+		{`indexOf(text, "a") + "x"`, "invalid operation: + (mismatched types int64 and string)"},
+	} {
+		if got := compileError(tc.src, in); !strings.HasPrefix(got, tc.want) {
+			t.Errorf("%s: %q, want an error starting %q", tc.src, got, tc.want)
+		}
+	}
+	for _, tc := range []struct {
+		src  string
+		want any
+	}{
+		{`text | indexOf(" ")`, 6},
+		{`map(["Привет мир", "日本 語"], indexOf(#, " "))`, []any{6, 2}},
+		{`f | round()`, 2.0},
+		{`map([0.5, 1.5, 2.5], round(#))`, []any{0.0, 2.0, 2.0}},
+		{`string(round(f))`, "2.0"},
+		{`text | first()`, "П"},
+	} {
+		p, err := expression.Default().Compile(tc.src, in, sample.Any)
+		if err != nil {
+			t.Errorf("%s: %v", tc.src, err)
+			continue
+		}
+		got, err := p.Run(nil, map[string]any{"text": "Привет мир", "f": 2.5})
+		if err != nil || !reflect.DeepEqual(got, tc.want) {
+			t.Errorf("%s: %#v, %v; want %#v", tc.src, got, err, tc.want)
+		}
 	}
 }
