@@ -297,7 +297,14 @@ func (r *Registry) compile(src string, in sample.Schema, want sample.Kind, strip
 	}
 	tree, err := parser.ParseWithConfig(src, cfg)
 	if err == nil {
-		ast.Walk(&tree.Node, builtinFields{in: in})
+		b := &builtinFields{in: in, lets: map[string]ast.Node{}}
+		ast.Walk(&tree.Node, letsOf(b.lets))
+		ast.Walk(&tree.Node, b)
+		if b.unknown != "" {
+			line, col := position(src, b.at)
+			return nil, &Error{Line: line, Column: col, Msg: fmt.Sprintf("unknown field %q (fields here: %s; %s is also a function, called as %s(…))",
+				b.unknown, strings.Join(in.Names(), ", "), b.unknown, b.unknown)}
+		}
 	}
 	if err == nil {
 		// With an open schema expr takes an unknown name for a field it

@@ -542,16 +542,29 @@ func pyFloat(f float64, bits int) string {
 // called (split, type, count: keys of many exported datasets) into
 // $env["name"], the field, where the sample may have it: expr read the
 // function, and `split == "train"` was refused in words of func types.
+// Where the schema is closed and has no such field, unknown is the
+// first such name, and at where it is, in characters: expr's own
+// message spoke of func types.
+// A let's name is the checker's to refuse.
 type builtinFields struct {
-	in sample.Schema
+	in      sample.Schema
+	lets    map[string]ast.Node
+	unknown string
+	at      int
 }
 
-func (b builtinFields) Visit(node *ast.Node) {
+func (b *builtinFields) Visit(node *ast.Node) {
 	id, ok := (*node).(*ast.IdentifierNode)
 	if !ok || !builtinNames[id.Value] {
 		return
 	}
+	if _, isLet := b.lets[id.Value]; isLet {
+		return
+	}
 	if _, known := b.in.Lookup(id.Value); !known && !b.in.Open {
+		if b.unknown == "" {
+			b.unknown, b.at = id.Value, id.Location().From
+		}
 		return
 	}
 	at := id.Location()

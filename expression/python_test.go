@@ -377,3 +377,19 @@ func TestPythonBuiltinsKeepTheirTypes(t *testing.T) {
 		}
 	}
 }
+
+// TestBuiltinNameAsAnUnknownField: where no field has the name of one of
+// expr's builtins, a value use of it is an unknown field, not expr's words
+// about func types (a review).
+func TestBuiltinNameAsAnUnknownField(t *testing.T) {
+	in := sample.Schema{Fields: []sample.Field{{Name: "text", Type: sample.TString}}}
+	for _, tc := range []struct{ src, want string }{
+		{`split == "train"`, `unknown field "split" (fields here: text; split is also a function, called as split(…)) (line 1, column 1 of the expression)`},
+		{`count + 1`, `unknown field "count" (fields here: text; count is also a function, called as count(…)) (line 1, column 1 of the expression)`},
+		{`split(text, " ")[0]`, ``},
+	} {
+		if got := compileError(tc.src, in); got != tc.want {
+			t.Errorf("%s:\ngot  %q\nwant %q", tc.src, got, tc.want)
+		}
+	}
+}
