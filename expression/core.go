@@ -294,11 +294,7 @@ func init() {
 		},
 		Impl: func(_ *Call, a []any) (v any, err error) {
 			if s, ok := a[0].(string); ok {
-				i, ok := toInt(a[1])
-				if !ok {
-					return nil, fmt.Errorf("a string's index must be an integer, got %s", valueWord(a[1]))
-				}
-				return charAt(s, i)
+				return charAt(s, a[1])
 			}
 			t, ok := a[0].(*tensor.Tensor)
 			if !ok {

@@ -238,9 +238,7 @@ func registerPython(r *Registry) {
 		Check: sliceCheck, Returns: reflect.TypeOf(""),
 		Impl: func(_ *Call, a []any) (any, error) {
 			s, _ := a[0].(string)
-			rs := []rune(s)
-			from, to := sliceBounds(len(rs), a[1], a[2])
-			return string(rs[from:to]), nil
+			return sliceString(s, a[1], a[2]), nil
 		},
 	})
 	r.Register(&Func{
@@ -254,11 +252,7 @@ func registerPython(r *Registry) {
 		Returns: reflect.TypeOf(""),
 		Impl: func(_ *Call, a []any) (any, error) {
 			s, _ := a[0].(string)
-			i, ok := toInt(a[1])
-			if !ok {
-				return nil, fmt.Errorf("a string's index must be an integer, got %s", valueWord(a[1]))
-			}
-			return charAt(s, i)
+			return charAt(s, a[1])
 		},
 	})
 	r.Register(&Func{
@@ -266,9 +260,7 @@ func registerPython(r *Registry) {
 		Check: sliceCheck,
 		Impl: func(_ *Call, a []any) (v any, err error) {
 			if s, ok := a[0].(string); ok {
-				rs := []rune(s)
-				from, to := sliceBounds(len(rs), a[1], a[2])
-				return string(rs[from:to]), nil
+				return sliceString(s, a[1], a[2]), nil
 			}
 			if a[0] == nil {
 				return nil, fmt.Errorf("cannot slice null")
@@ -307,9 +299,21 @@ func sliceBounds(n int, from, to any) (int, int) {
 	return a, max(a, b)
 }
 
+// sliceString is s[from:to], counted in characters as len(s) counts
+// them (sliceBounds).
+func sliceString(s string, from, to any) string {
+	rs := []rune(s)
+	a, b := sliceBounds(len(rs), from, to)
+	return string(rs[a:b])
+}
+
 // charAt is s[i], counted in characters as len(s) counts them, negative
 // from the end, as Python's.
-func charAt(s string, i int64) (string, error) {
+func charAt(s string, index any) (string, error) {
+	i, ok := toInt(index)
+	if !ok {
+		return "", fmt.Errorf("a string's index must be an integer, got %s", valueWord(index))
+	}
 	rs := []rune(s)
 	j := i
 	if j < 0 {
