@@ -781,6 +781,12 @@ func TestGrayAlphaPNGAsStored(t *testing.T) {
 // rgbKeyPNG writes a 2×1 8-bit truecolor PNG whose tRNS chunk makes its
 // first pixel's colour transparent.
 func rgbKeyPNG() []byte {
+	return keyPNG(8, []byte{0, 10, 0, 20, 0, 30}, []byte{0, 10, 20, 30, 40, 50, 60}) // filter 0, then (10,20,30) (40,50,60)
+}
+
+// keyPNG writes a 2×1 truecolor PNG of the given bit depth with a tRNS
+// key and one filtered scanline.
+func keyPNG(depth byte, key, line []byte) []byte {
 	var out bytes.Buffer
 	chunk := func(typ string, data []byte) {
 		binary.Write(&out, binary.BigEndian, uint32(len(data)))
@@ -792,11 +798,11 @@ func rgbKeyPNG() []byte {
 		binary.Write(&out, binary.BigEndian, crc.Sum32())
 	}
 	out.WriteString("\x89PNG\r\n\x1a\n")
-	chunk("IHDR", []byte{0, 0, 0, 2, 0, 0, 0, 1, 8, 2, 0, 0, 0})
-	chunk("tRNS", []byte{0, 10, 0, 20, 0, 30})
+	chunk("IHDR", []byte{0, 0, 0, 2, 0, 0, 0, 1, depth, 2, 0, 0, 0})
+	chunk("tRNS", key)
 	var z bytes.Buffer
 	zw := zlib.NewWriter(&z)
-	zw.Write([]byte{0, 10, 20, 30, 40, 50, 60}) // filter 0, then (10,20,30) (40,50,60)
+	zw.Write(line)
 	zw.Close()
 	chunk("IDAT", z.Bytes())
 	chunk("IEND", nil)
@@ -823,5 +829,34 @@ func TestRGBKeyPNGAsStored(t *testing.T) {
 	}
 	if cfg, err := DecodeConfig(data); err != nil || cfg.Channels != 3 {
 		t.Errorf("DecodeConfig: %+v, %v; want 3 channels", cfg, err)
+	}
+}
+
+// TestRGBKey16PNG: a 16-bit truecolor PNG's transparency key is matched
+// on all 16 bits, as libpng's tRNS-to-alpha (tf.io.decode_png) does, and
+// the colours come out as their high bytes. The second pixel of the
+// second file matches the key only in its high bytes and stays opaque
+// (PIL's convert("RGBA") compares 8-bit values and leaves both opaque).
+func TestRGBKey16PNG(t *testing.T) {
+	key := []byte{0x0a, 0x0b, 0x14, 0x15, 0x1e, 0x1f}
+	for _, tc := range []struct {
+		line []byte
+		want map[int]string
+	}{
+		{[]byte{0, 0x0a, 0x0b, 0x14, 0x15, 0x1e, 0x1f, 0x28, 0x29, 0x32, 0x33, 0x3c, 0x3d},
+			map[int]string{0: "[1 2 3] [10 20 30 40 50 60]", 4: "[1 2 4] [10 20 30 0 40 50 60 255]"}},
+		{[]byte{0, 0x28, 0x29, 0x32, 0x33, 0x3c, 0x3d, 0x0a, 0x00, 0x14, 0x00, 0x1e, 0x00},
+			map[int]string{0: "[1 2 3] [40 50 60 10 20 30]", 4: "[1 2 4] [40 50 60 255 10 20 30 255]"}},
+	} {
+		data := keyPNG(16, key, tc.line)
+		for _, channels := range []int{0, 4} {
+			img, err := Decode(data, channels, DecodeOptions{})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if got := fmt.Sprint(img.Shape, " ", img.Data); got != tc.want[channels] {
+				t.Errorf("channels %d: %s, want %s", channels, got, tc.want[channels])
+			}
+		}
 	}
 }
