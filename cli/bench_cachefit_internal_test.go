@@ -60,7 +60,8 @@ stages:
 			body := strings.NewReplacer("EPOCHS", tc.epochs, "COUNT", tc.count, "SINK", sink).Replace(src)
 			file := filepath.Join(dir, "spec.yaml")
 			reg := stages.Default()
-			reg.Register(&stages.Type{StageType: spec.StageType{Name: trainerType, Role: spec.RoleSink, NewConfig: func() any { return &struct{}{} }}})
+			reg.Register(&stages.Type{StageType: spec.StageType{Name: trainerType, Role: spec.RoleSink, NewConfig: func() any { return &struct{}{} }},
+				Build: func(*stages.Env, any) (any, error) { return &trainer{}, nil }}) // planned here, never built
 			sp, diags := spec.Parse(file, []byte(strings.ReplaceAll(body, "MEMORY", tc.memory)), spec.Options{Catalog: reg})
 			if diags.HasErrors() {
 				t.Fatalf("spec problems:\n%v", diags)

@@ -376,8 +376,11 @@ func isControl(err error) bool {
 		errors.Is(err, errDownstreamDone) || errors.As(err, &tl) || errors.Is(err, fileguard.ErrShrank)
 }
 
-// Start builds every stage and starts the run. Build errors are returned
-// before any goroutine starts.
+// Start builds every stage and starts the run. Build errors, and a built
+// stage of another kind than its type's role, are returned before any
+// goroutine starts. Start runs p as it is given: check p.Diagnostics
+// first, as piperun apply does, or a plan whose buffers do not fit its
+// budget may start and stall.
 func Start(ctx context.Context, p *plan.Plan, opts Options) (*Run, error) {
 	if opts.Registry == nil {
 		opts.Registry = stages.Default()
@@ -467,7 +470,13 @@ func Start(ctx context.Context, p *plan.Plan, opts Options) (*Run, error) {
 			cfg = &stages.DiscardConfig{}
 		}
 		impl, err := t.Build(n.env, cfg)
+		if err == nil {
+			err = checkKind(pn.Stage, impl)
+		}
 		if err != nil {
+			if c, ok := impl.(stages.Closer); ok {
+				c.Close()
+			}
 			r.abortBuilt()
 			return nil, &StageError{Stage: pn.Stage.Name, Type: pn.Stage.Type, Err: err}
 		}
@@ -742,6 +751,44 @@ func (r *Run) Done() <-chan struct{} { return r.done }
 // read its input to the end or stopped early (a take below it). A failed
 // run's budget dies with it, so what its stages held is not counted back.
 func (r *Run) MemoryHeld() int64 { return r.budget.Used() }
+
+// kindOf returns the role a built stage runs in and the name of its kind,
+// tried in runNode's order: a value of several kinds runs as the first.
+func kindOf(impl any) (spec.Role, string, bool) {
+	switch impl.(type) {
+	case stages.Cacher:
+		return spec.RoleTransform, "cache", true
+	case stages.Source:
+		return spec.RoleSource, "source", true
+	case stages.Sink:
+		return spec.RoleSink, "sink", true
+	case stages.Joiner:
+		return spec.RoleJoin, "joiner", true
+	case stages.Expander:
+		return spec.RoleTransform, "expander", true
+	case stages.Processor:
+		return spec.RoleTransform, "processor", true
+	}
+	return 0, "", false
+}
+
+// checkKind refuses a built stage that cannot run in its type's role: the
+// engine wires a stage by its role and runs it by its kind, and a mismatch
+// (a transform built as a sink) started and then stalled with nothing to
+// say why.
+func checkKind(st *spec.Stage, impl any) error {
+	if impl == nil {
+		return fmt.Errorf("type %s is a %s, but its Build returned nil and no error", st.Type, st.Role)
+	}
+	role, kind, ok := kindOf(impl)
+	switch {
+	case !ok:
+		return fmt.Errorf("type %s is a %s, but its Build returned %T, which is no stage kind (Source, Processor, Expander, Joiner or Sink)", st.Type, st.Role, impl)
+	case role != st.Role:
+		return fmt.Errorf("type %s is a %s, but its Build returned %T, a %s", st.Type, st.Role, impl, kind)
+	}
+	return nil
+}
 
 func (r *Run) runNode(ctx context.Context, g *errgroup.Group, n *node) error {
 	switch impl := n.impl.(type) {

@@ -12,6 +12,8 @@ package stages
 import (
 	"context"
 	"errors"
+	"fmt"
+	"reflect"
 	"sort"
 	"time"
 
@@ -38,6 +40,13 @@ type Source interface {
 // Processor turns one input sample into zero or more output samples. If the
 // type's spec.StageType is Parallel, Process must be safe for concurrent
 // use; otherwise the engine calls it from one goroutine.
+//
+// The values in a sample are read-only: a fan-out's consumers share them,
+// and so do a cache's stored copy and the sample it passes on. A stage
+// that changes a tensor builds a new one and puts it in the field, as a
+// map's set does; the field map itself is the stage's own to change.
+// (An embedder's stage that scaled a tensor in place changed what a sink
+// on another branch of the same stage wrote, and raced with it.)
 type Processor interface {
 	Process(ctx context.Context, in *sample.Sample, emit Emit) error
 }
@@ -119,6 +128,14 @@ type InputEnder interface {
 // must make outputs appear whole (e.g. rename temporary files); Abort is
 // called instead when the run fails or is interrupted, and must leave no
 // partial output.
+//
+// Write is the sample's last stop: when it returns, the engine gives the
+// sample's part of the memory budget back, so a sink that keeps s or its
+// values past Write (a queue to a consumer of its own) holds memory the
+// budget no longer counts, and should copy what it keeps or bound it. Its
+// values are read-only, as for Processor; a sink done with them may call
+// s.Recycle to give their buffers to the tensor pool (the built-in sinks
+// do).
 type Sink interface {
 	Write(ctx context.Context, s *sample.Sample) error
 	Commit() error
@@ -266,12 +283,45 @@ type Registry struct {
 // NewRegistry returns an empty registry.
 func NewRegistry() *Registry { return &Registry{types: map[string]*Type{}} }
 
-// Register adds a type; a duplicate name panics, being a programming error.
+// Register adds a type. A type that could never be decoded or built is a
+// programming error and panics here, at registration, naming what is
+// wrong: a nil type, no name, a duplicate name, a role outside the four,
+// no Build, or a NewConfig missing or giving no non-nil pointer to a
+// struct. Caught later, these panicked inside spec.Parse or failed only
+// once a run had started (an embedder's test).
 func (r *Registry) Register(t *Type) {
+	if err := checkType(t); err != nil {
+		panic("stages: " + err.Error())
+	}
 	if _, dup := r.types[t.Name]; dup {
 		panic("stages: duplicate stage type " + t.Name)
 	}
 	r.types[t.Name] = t
+}
+
+// checkType says why t could not be registered, or nil.
+func checkType(t *Type) error {
+	switch {
+	case t == nil:
+		return errors.New("a nil type given to Register")
+	case t.Name == "":
+		return errors.New("a stage type needs a name")
+	case t.Role < spec.RoleSource || t.Role > spec.RoleSink:
+		return fmt.Errorf("stage type %q has role %d, which is none of source, transform, join and sink", t.Name, int(t.Role))
+	case t.Build == nil:
+		return fmt.Errorf("stage type %q has no Build", t.Name)
+	case t.NewConfig == nil:
+		return fmt.Errorf("stage type %q has no NewConfig", t.Name)
+	}
+	cfg := t.NewConfig()
+	v := reflect.ValueOf(cfg)
+	switch {
+	case v.Kind() == reflect.Pointer && v.IsNil():
+		return fmt.Errorf("stage type %q: NewConfig must return a non-nil pointer to a struct, got a nil %T", t.Name, cfg)
+	case v.Kind() != reflect.Pointer || v.Elem().Kind() != reflect.Struct:
+		return fmt.Errorf("stage type %q: NewConfig must return a non-nil pointer to a struct, got %T", t.Name, cfg)
+	}
+	return nil
 }
 
 // Lookup implements spec.Catalog.
