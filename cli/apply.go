@@ -223,7 +223,7 @@ func serveFeeds(sp *spec.Spec, rep *engine.Report) []gpu.Feed {
 // checkFit prints the ways p's buffers do not fit its memory budget, and
 // fails with ExitInvalid if any is more than a warning.
 func checkFit(g *globals, p *plan.Plan, file string) error {
-	diags := append(append(append(p.CacheDiagnostics(), p.EndlessDiagnostics()...), p.FitDiagnostics()...), p.MachineDiagnostics()...)
+	diags := p.Diagnostics(true)
 	for _, d := range diags {
 		g.printDiag(d)
 	}

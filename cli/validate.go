@@ -181,13 +181,7 @@ func checkFile(ctx context.Context, g *globals, file string, set []string, envir
 		}
 		p.ApplyProbe(avg)
 	}
-	diags = append(diags, p.CacheDiagnostics()...)
-	diags = append(diags, p.EndlessDiagnostics()...)
-	diags = append(diags, p.FitDiagnostics()...)
-	if environment {
-		diags = append(diags, p.MachineDiagnostics()...)
-	}
-	return diags
+	return append(diags, p.Diagnostics(environment)...)
 }
 
 // ghProperty escapes a workflow command's property value, where a comma

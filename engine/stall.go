@@ -77,8 +77,11 @@ func (r *Run) SinkState(name string) (ended bool, epochsAbove int64, ok bool) {
 // stuck check never fires, and the run would spin for ever.
 const emptyEpochs = EmptyEpochs
 
-// EmptyEpochs is emptyEpochs, for callers that watch a run themselves
-// (validate --probe waits for every sink, not any).
+// EmptyEpochs is how many whole epochs an endless run's sources may read
+// while no sample reaches a sink before the run fails with
+// ErrNothingReachesTheSinks. It is exported for callers that watch a run
+// themselves with a rule of their own (validate --probe waits for every
+// sink, where the run fails only when none gets a sample).
 const EmptyEpochs = 1000
 
 // ErrNothingReachesTheSinks fails an endless run whose sinks get nothing.

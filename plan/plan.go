@@ -1061,6 +1061,21 @@ func cutBelow(st *spec.Stage, in func(*spec.Stage) int64) *spec.Stage {
 	return first
 }
 
+// Diagnostics returns every problem of the plan that the spec's own
+// checks (spec.Load) cannot see, as piperun validate and apply report
+// them: a cache a take keeps partial, a sink an endless run never commits,
+// buffers that do not fit the memory budget, and, with environment, a
+// budget larger than this machine. engine.Start runs a plan as it is
+// given; a caller that runs a spec should refuse it when these hold an
+// error, as apply does, since a run of buffers that do not fit stalls.
+func (p *Plan) Diagnostics(environment bool) spec.Diagnostics {
+	out := append(append(p.CacheDiagnostics(), p.EndlessDiagnostics()...), p.FitDiagnostics()...)
+	if environment {
+		out = append(out, p.MachineDiagnostics()...)
+	}
+	return out
+}
+
 // FitDiagnostics returns Fit's problems as diagnostics at their positions
 // in the spec: errors for what a run cannot do, warnings for what it copes
 // with.

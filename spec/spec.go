@@ -398,7 +398,9 @@ type Options struct {
 
 // Load reads and validates the spec at path. The returned spec is nil only
 // when the file cannot be parsed at all; otherwise it is returned with every
-// diagnostic found, and is runnable when diags.HasErrors() is false.
+// diagnostic found, and can be planned when diags.HasErrors() is false.
+// What only a plan can tell (whether its buffers fit the memory budget) is
+// plan.Plan's Diagnostics: piperun validate reports both.
 func Load(path string, opts Options) (*Spec, Diagnostics) {
 	data, err := readSpec(path)
 	if err != nil {
