@@ -28,6 +28,8 @@ func FuzzCompile(f *testing.F) {
 		`read_file(nope)`, `{"a": 1}`, `1 / 0`, `image + 1`, `-`, `((`, `"\xff"`, `decode_image(b)`,
 		`s[1:-1] + s[-1]`, `s[:2] == "hé"`, `label % -3`, `label // 2`, `"//" + s /* // */`, `'\'//' + s`,
 		`a ?? b ?? s`, `label > 1 ? nope : hw?.[0]`, `let v = nope ?? 1; v + w`, `None == s`, `$env["a/b"] ?? hw[1:]`,
+		`image | color_jitter(0.4, 0.4, 0.4) | rot90(label) | grayscale(3) | flip_up_down(0.5)`,
+		`adjust_contrast(to_float(image), 1.5)`, `adjust_saturation(image, -1)`, `rot90(image, -7)`,
 	} {
 		f.Add(s)
 	}

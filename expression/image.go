@@ -178,11 +178,8 @@ func init() {
 			if err != nil {
 				return sample.TAny, err
 			}
-			if err := wantKind(a, 1, sample.Float); err != nil {
+			if err := probabilityArg(a, 1); err != nil {
 				return sample.TAny, err
-			}
-			if p, ok := constFloat(a[1]); ok && (p < 0 || p > 1) {
-				return sample.TAny, fmt.Errorf("probability %v is outside [0, 1]", p)
 			}
 			return img, nil
 		},
@@ -191,14 +188,9 @@ func init() {
 			if err != nil {
 				return nil, err
 			}
-			p, ok := toFloat(a[1])
-			if !ok {
-				return nil, fmt.Errorf("argument 2 must be a probability, got %s", typeName(a[1]))
-			}
-			// As validate checks a constant p (a
-			// p computed from a field ran from -20 to 20 without a word).
-			if !(p >= 0 && p <= 1) {
-				return nil, fmt.Errorf("probability %v is outside [0, 1]", p)
+			p, err := probabilityIn(a, 1)
+			if err != nil {
+				return nil, err
 			}
 			if c.Rand.Float64() < p {
 				return imageops.FlipLeftRight(img)

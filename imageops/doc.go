@@ -1,5 +1,6 @@
 // Package imageops holds the image functions a pipeline applies to samples:
-// decoding JPEG and PNG into HWC tensors, resizing, cropping, flipping and
+// decoding JPEG and PNG into HWC tensors, resizing, cropping, flipping,
+// turning, colour adjustments as torchvision computes them (color.go) and
 // the conversions that prepare an image for a model.
 //
 // Every function is pure: it reads its input tensors and returns new ones

@@ -17,6 +17,7 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/piperun/piperun/cache"
+	"github.com/piperun/piperun/expression"
 	"github.com/piperun/piperun/plan"
 	"github.com/piperun/piperun/sample"
 	"github.com/piperun/piperun/spec"
@@ -465,13 +466,27 @@ func isRandom(s *spec.Stage, cfg string) bool {
 	case *ShuffleConfig, *MixConfig:
 		return true
 	}
-	for _, f := range []string{"random_crop", "random_resized_crop", "flip_left_right"} {
+	for _, f := range randomFuncs {
 		if strings.Contains(cfg, f) {
 			return true
 		}
 	}
 	return false
 }
+
+// randomFuncs are the expression functions that draw random numbers, from
+// the registry's Random marks: a list written out here missed the ones
+// added later.
+var randomFuncs = func() []string {
+	var out []string
+	reg := expression.Default()
+	for _, name := range reg.Names() {
+		if f, _ := reg.Lookup(name); f.Random {
+			out = append(out, name)
+		}
+	}
+	return out
+}()
 
 type diskCache struct {
 	env     *Env

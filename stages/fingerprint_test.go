@@ -6,6 +6,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/piperun/piperun/expression"
 	"github.com/piperun/piperun/spec"
 	"github.com/piperun/piperun/stages"
 )
@@ -156,5 +157,35 @@ stages:
 	write(filepath.Join(a, "keep.txt"), "yes")
 	if fk := fpIn(a); fk == fz {
 		t.Errorf("keep.txt, read by a filter, changed, and the fingerprint did not")
+	}
+}
+
+// TestEveryRandomFunctionMakesAStageRandom: a map calling any function
+// the expression registry marks Random makes the stage random, so that a
+// cache below keys on the seed and bench does not advise caching it. The
+// list was written out by hand and missed the functions added later
+// (flip_up_down, color_jitter): a cache after a colour jitter replayed
+// one seed's jitter under another.
+func TestEveryRandomFunctionMakesAStageRandom(t *testing.T) {
+	reg := expression.Default()
+	random := 0
+	for _, name := range reg.Names() {
+		f, _ := reg.Lookup(name)
+		src := "version: 1\nname: p\nstages:\n  - {name: src, type: range, count: 10}\n" +
+			"  - {name: m, type: map, set: {x: '" + name + "(index)'}}\n  - {name: out, type: discard}\n"
+		sp, _ := spec.Parse("p.yaml", []byte(src), spec.Options{Catalog: stages.Default()})
+		if sp == nil {
+			t.Fatalf("%s: the spec did not parse", name)
+		}
+		st := sp.Stages[1]
+		if got := stages.IsRandom(st); got != f.Random {
+			t.Errorf("a map calling %s: IsRandom %v, want %v", name, got, f.Random)
+		}
+		if f.Random {
+			random++
+		}
+	}
+	if random < 5 {
+		t.Errorf("only %d random functions in the registry", random)
 	}
 }

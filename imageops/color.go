@@ -1,0 +1,370 @@
+package imageops
+
+import (
+	"fmt"
+	"math"
+
+	"github.com/piperun/piperun/tensor"
+)
+
+// The colour functions compute as torchvision's functions on tensors do
+// (torchvision.transforms.functional, which ColorJitter and Grayscale
+// call): in float32, blending the image with a second one and clamping to
+// the dtype's range, [0, 255] for uint8, truncated to a level as
+// Tensor.to(torch.uint8) truncates, and [0, 1] for float32. So a float
+// image should be jittered before normalize, as in torchvision.
+
+// FlipUpDown mirrors an HWC image of any dtype vertically.
+func FlipUpDown(img *tensor.Tensor) (*tensor.Tensor, error) {
+	if img == nil || len(img.Shape) != 3 {
+		return nil, fmt.Errorf("imageops: flip_up_down: %w: want an HWC image of rank 3, got %v", ErrArgument, shapeOf(img))
+	}
+	h, w, c := img.Shape[0], img.Shape[1], img.Shape[2]
+	row := w * c * img.DType.Size()
+	if len(img.Data) < h*row {
+		return nil, fmt.Errorf("imageops: flip_up_down: %w: data too short for %v", ErrArgument, img.Shape)
+	}
+	out := tensor.Alloc(img.DType, h, w, c)
+	for y := 0; y < h; y++ {
+		copy(out.Data[y*row:(y+1)*row], img.Data[(h-1-y)*row:(h-y)*row])
+	}
+	return out, nil
+}
+
+// Rot90 rotates an HWC image of any dtype by k quarter turns
+// counter-clockwise, as tf.image.rot90 and numpy.rot90 do (a negative k
+// turns clockwise): an odd k swaps height and width.
+func Rot90(img *tensor.Tensor, k int) (*tensor.Tensor, error) {
+	if img == nil || len(img.Shape) != 3 {
+		return nil, fmt.Errorf("imageops: rot90: %w: want an HWC image of rank 3, got %v", ErrArgument, shapeOf(img))
+	}
+	h, w, c := img.Shape[0], img.Shape[1], img.Shape[2]
+	px := c * img.DType.Size()
+	if len(img.Data) < h*w*px {
+		return nil, fmt.Errorf("imageops: rot90: %w: data too short for %v", ErrArgument, img.Shape)
+	}
+	k = ((k % 4) + 4) % 4
+	oh, ow := h, w
+	if k%2 == 1 {
+		oh, ow = w, h
+	}
+	out := tensor.Alloc(img.DType, oh, ow, c)
+	// Output pixel (y, x) is input pixel base + y*sy + x*sx.
+	var base, sy, sx int
+	switch k {
+	case 0:
+		base, sy, sx = 0, w, 1
+	case 1: // out[y][x] = in[x][w-1-y]
+		base, sy, sx = w-1, -1, w
+	case 2:
+		base, sy, sx = (h-1)*w+w-1, -w, -1
+	case 3: // out[y][x] = in[h-1-x][y]
+		base, sy, sx = (h-1)*w, 1, -w
+	}
+	src, dst := img.Data[:h*w*px], out.Data[:h*w*px]
+	for y := 0; y < oh; y++ {
+		s := base + y*sy
+		row := dst[y*ow*px : (y+1)*ow*px]
+		if px == 3 {
+			for x := 0; x < ow; x++ {
+				q := src[3*s : 3*s+3 : 3*s+3]
+				d := row[3*x : 3*x+3 : 3*x+3]
+				d[0], d[1], d[2] = q[0], q[1], q[2]
+				s += sx
+			}
+			continue
+		}
+		for x := 0; x < ow; x++ {
+			copy(row[x*px:(x+1)*px], src[s*px:(s+1)*px])
+			s += sx
+		}
+	}
+	return out, nil
+}
+
+// colorImage checks an image the colour functions take: HWC, uint8 or
+// float32, 1 or 3 channels, as torchvision's functions do.
+func colorImage(op string, img *tensor.Tensor) (h, w, c int, err error) {
+	h, w, c, err = checkImage(img)
+	if err != nil {
+		return 0, 0, 0, fmt.Errorf("imageops: %s: %w", op, err)
+	}
+	if c != 1 && c != 3 {
+		return 0, 0, 0, fmt.Errorf("imageops: %s: %w: want 1 or 3 channels, got %d (%v)", op, ErrArgument, c, img.Shape)
+	}
+	return h, w, c, nil
+}
+
+// gray is torchvision's rgb_to_grayscale of one pixel in float32, its
+// weights and order of addition kept (the explicit conversions keep Go
+// from fusing a multiply and an add, which rounds differently).
+func gray(r, g, b float32) float32 {
+	return float32(float32(float32(0.2989)*r)+float32(float32(0.587)*g)) + float32(float32(0.114)*b)
+}
+
+// grayLUT holds gray's three products for each of the 256 levels, so
+// that a uint8 pixel's gray takes two additions: the same float32
+// operations in the same order.
+type grayLUT struct{ r, g, b [256]float32 }
+
+var gray8LUT = func() (t grayLUT) {
+	for v := range 256 {
+		f := float32(v)
+		t.r[v], t.g[v], t.b[v] = float32(0.2989)*f, float32(0.587)*f, float32(0.114)*f
+	}
+	return t
+}()
+
+// gray8 is gray for uint8, truncated to a level as torchvision's
+// rgb_to_grayscale gives it (and as it blends with it).
+func gray8(r, g, b uint8) uint8 {
+	t := &gray8LUT
+	return uint8(clamp(float32(float32(t.r[r]+t.g[g])+t.b[b]), 255))
+}
+
+// weights are a blend's ratio and 1 - ratio as float32, the second
+// computed in float64 first as Python computes it before torch takes it.
+type weights struct{ r, q, bound float32 }
+
+func weigh(ratio float64, dt tensor.DType) weights {
+	b := float32(1)
+	if dt == tensor.Uint8 {
+		b = 255
+	}
+	return weights{r: float32(ratio), q: float32(1 - ratio), bound: b}
+}
+
+// blend returns ratio*x + (1-ratio)*y clamped to [0, bound], as
+// torchvision's _blend does in float32.
+func (w weights) blend(x, y float32) float32 {
+	return clamp(float32(float32(w.r*x)+float32(w.q*y)), w.bound)
+}
+
+// clamp limits v to [0, hi]. Go's min and max of floats order NaNs and
+// signed zeros, which cost a third of a blend's time here; a NaN passes
+// through, as torch.clamp passes it.
+func clamp(v, hi float32) float32 {
+	if v < 0 {
+		return 0
+	}
+	if v > hi {
+		return hi
+	}
+	return v
+}
+
+// blendWith blends every element of img with the constant y into a new
+// image: brightness (y = 0) and contrast (y = the mean gray). A uint8
+// image goes through a table of its 256 levels.
+func blendWith(img *tensor.Tensor, y float32, wt weights) *tensor.Tensor {
+	out := tensor.Alloc(img.DType, img.Shape...)
+	if img.DType == tensor.Uint8 {
+		var lut [256]uint8
+		for v := range lut {
+			lut[v] = uint8(wt.blend(float32(v), y))
+		}
+		dst := out.Data[:len(img.Data)]
+		for i, v := range img.Data {
+			dst[i] = lut[v]
+		}
+		return out
+	}
+	src := img.Float32()
+	dst := out.Float32()[:len(src)]
+	for i, v := range src {
+		dst[i] = wt.blend(v, y)
+	}
+	return out
+}
+
+// Grayscale converts a 1- or 3-channel image to gray with torchvision's
+// (and tf.image.rgb_to_grayscale's) weights 0.2989, 0.587 and 0.114, into
+// channels 1 or 3 copies of it (torchvision's num_output_channels).
+func Grayscale(img *tensor.Tensor, channels int) (*tensor.Tensor, error) {
+	h, w, c, err := colorImage("grayscale", img)
+	if err != nil {
+		return nil, err
+	}
+	if channels != 1 && channels != 3 {
+		return nil, fmt.Errorf("imageops: grayscale: %w: channels must be 1 or 3, got %d", ErrArgument, channels)
+	}
+	n := h * w
+	out := tensor.Alloc(img.DType, h, w, channels)
+	if img.DType == tensor.Uint8 {
+		src, dst := img.Data[:n*c], out.Data[:n*channels]
+		for p := 0; p < n; p++ {
+			v := src[p*c]
+			if c == 3 {
+				v = gray8(src[3*p], src[3*p+1], src[3*p+2])
+			}
+			for k := 0; k < channels; k++ {
+				dst[p*channels+k] = v
+			}
+		}
+		return out, nil
+	}
+	src, dst := img.Float32()[:n*c], out.Float32()[:n*channels]
+	for p := 0; p < n; p++ {
+		v := src[p*c]
+		if c == 3 {
+			v = gray(src[3*p], src[3*p+1], src[3*p+2])
+		}
+		for k := 0; k < channels; k++ {
+			dst[p*channels+k] = v
+		}
+	}
+	return out, nil
+}
+
+// checkFactor refuses a factor or amount (what) that is negative, NaN or
+// infinite.
+func checkFactor(op, what string, f float64) error {
+	if !(f >= 0) || math.IsInf(f, 0) {
+		return fmt.Errorf("imageops: %s: %w: %s must be a finite number of at least 0, got %v", op, ErrArgument, what, f)
+	}
+	return nil
+}
+
+// AdjustBrightness multiplies every level by factor (0 gives black, 1 the
+// image), clamped to the dtype's range.
+func AdjustBrightness(img *tensor.Tensor, factor float64) (*tensor.Tensor, error) {
+	if _, _, _, err := colorImage("adjust_brightness", img); err != nil {
+		return nil, err
+	}
+	if err := checkFactor("adjust_brightness", "the factor", factor); err != nil {
+		return nil, err
+	}
+	return blendWith(img, 0, weigh(factor, img.DType)), nil
+}
+
+// AdjustContrast blends the image with the mean of its grayscale (0 gives
+// a gray image of that mean, 1 the image, 2 twice the contrast).
+func AdjustContrast(img *tensor.Tensor, factor float64) (*tensor.Tensor, error) {
+	h, w, c, err := colorImage("adjust_contrast", img)
+	if err != nil {
+		return nil, err
+	}
+	if err := checkFactor("adjust_contrast", "the factor", factor); err != nil {
+		return nil, err
+	}
+	// torch.mean sums float32 pairwise; a float64 sum is as close to
+	// the exact mean and rounds to the same float32 but for ties.
+	var sum float64
+	n := h * w
+	if img.DType == tensor.Uint8 {
+		src := img.Data[:n*c]
+		var levels uint64
+		for p := 0; p < n; p++ {
+			if c == 3 {
+				levels += uint64(gray8(src[3*p], src[3*p+1], src[3*p+2]))
+			} else {
+				levels += uint64(src[p])
+			}
+		}
+		sum = float64(levels)
+	} else {
+		src := img.Float32()[:n*c]
+		for p := 0; p < n; p++ {
+			if c == 3 {
+				sum += float64(gray(src[3*p], src[3*p+1], src[3*p+2]))
+			} else {
+				sum += float64(src[p])
+			}
+		}
+	}
+	return blendWith(img, float32(sum/float64(n)), weigh(factor, img.DType)), nil
+}
+
+// AdjustSaturation blends each pixel with its gray (0 gives the grayscale
+// image, 1 the image, 2 twice the saturation); a 1-channel image comes
+// back as it is.
+func AdjustSaturation(img *tensor.Tensor, factor float64) (*tensor.Tensor, error) {
+	h, w, c, err := colorImage("adjust_saturation", img)
+	if err != nil {
+		return nil, err
+	}
+	if err := checkFactor("adjust_saturation", "the factor", factor); err != nil {
+		return nil, err
+	}
+	if c == 1 {
+		return img.Clone(), nil
+	}
+	n := h * w
+	out := tensor.Alloc(img.DType, h, w, c)
+	wt := weigh(factor, img.DType)
+	if img.DType == tensor.Uint8 {
+		// The blend's products of the 256 levels, made once: the same
+		// float32 operation as blend's.
+		var wr [256]float32
+		for v := range 256 {
+			wr[v] = wt.r * float32(v)
+		}
+		src, dst := img.Data[:3*n], out.Data[:3*n]
+		for p := 0; p < n; p++ {
+			px := src[3*p : 3*p+3 : 3*p+3]
+			qg := wt.q * float32(gray8(px[0], px[1], px[2]))
+			d := dst[3*p : 3*p+3 : 3*p+3]
+			d[0] = uint8(clamp(float32(wr[px[0]]+qg), 255))
+			d[1] = uint8(clamp(float32(wr[px[1]]+qg), 255))
+			d[2] = uint8(clamp(float32(wr[px[2]]+qg), 255))
+		}
+		return out, nil
+	}
+	src, dst := img.Float32()[:3*n], out.Float32()[:3*n]
+	for p := 0; p < n; p++ {
+		px := src[3*p : 3*p+3 : 3*p+3]
+		g := gray(px[0], px[1], px[2])
+		d := dst[3*p : 3*p+3 : 3*p+3]
+		d[0] = wt.blend(px[0], g)
+		d[1] = wt.blend(px[1], g)
+		d[2] = wt.blend(px[2], g)
+	}
+	return out, nil
+}
+
+// ColorJitter is torchvision's ColorJitter(brightness, contrast,
+// saturation) without hue: each non-zero amount v draws a factor uniformly
+// from [max(0, 1-v), 1+v], and the adjustments run in an order drawn at
+// random, all from rng.
+func ColorJitter(img *tensor.Tensor, brightness, contrast, saturation float64, rng RNG) (*tensor.Tensor, error) {
+	if _, _, _, err := colorImage("color_jitter", img); err != nil {
+		return nil, err
+	}
+	amounts := [3]float64{brightness, contrast, saturation}
+	for i, v := range amounts {
+		if err := checkFactor("color_jitter", [3]string{"brightness", "contrast", "saturation"}[i], v); err != nil {
+			return nil, err
+		}
+	}
+	adjust := [3]func(*tensor.Tensor, float64) (*tensor.Tensor, error){AdjustBrightness, AdjustContrast, AdjustSaturation}
+	// Drawn whether used or not, so that one amount set to 0 leaves the
+	// others' draws as they were.
+	order := [3]int{0, 1, 2}
+	for i := 2; i > 0; i-- { // Fisher–Yates
+		j := int(rng.Float64() * float64(i+1))
+		order[i], order[j] = order[j], order[i]
+	}
+	var factors [3]float64
+	for i, v := range amounts {
+		lo, hi := max(0, 1-v), 1+v
+		factors[i] = lo + (hi-lo)*rng.Float64()
+	}
+	out := img
+	for _, i := range order {
+		if amounts[i] == 0 {
+			continue
+		}
+		next, err := adjust[i](out, factors[i])
+		if err != nil {
+			return nil, err
+		}
+		if out != img {
+			out.Recycle()
+		}
+		out = next
+	}
+	if out == img {
+		return img.Clone(), nil
+	}
+	return out, nil
+}
