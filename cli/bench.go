@@ -187,8 +187,9 @@ type BenchReport struct {
 	TrainerS float64 `json:"trainer_s"`
 	// StepsPerS is Steps over TrainerS.
 	StepsPerS float64 `json:"steps_per_s"`
-	// SteadyStepsPerS leaves out the start-up: steps after the first over
-	// the time from the first step on.
+	// SteadyStepsPerS leaves out the start-up: every step over the time
+	// from the first step's start on (the wait for the first sample left
+	// out).
 	SteadyStepsPerS float64 `json:"steady_steps_per_s"`
 	// IdealStepsPerS is 1/step time: a trainer that never waits.
 	IdealStepsPerS float64 `json:"ideal_steps_per_s,omitempty"`
@@ -508,7 +509,8 @@ func runBench(parent context.Context, g *globals, sp *spec.Spec, file string, st
 		r.Sequential = sequential(p, at, sinkName, r.StepsPerS)
 	}
 	r.Stages, r.Bottleneck, r.Why = bottleneck(p, at.rep, at.span, sinkName, at.stepped)
-	r.Shuffle = shuffleCheck(tr.epochs, shuffleAbove(sp.Stage(sinkName)))
+	frozen, by := frozenOrder(sp.Stage(sinkName))
+	r.Shuffle = shuffleCheck(tr.epochs, shuffleAbove(sp.Stage(sinkName)), frozen, by)
 	if runErr != nil {
 		r.Error = runErr.Error()
 		return r, exit(ExitFailed, runErr)
@@ -699,6 +701,16 @@ func bottleneck(p *plan.Plan, rep *engine.Report, span time.Duration, trainer st
 // the first pass, and for one epoch.
 func cacheHint(p *plan.Plan, st *spec.Stage, feeds map[string]bool) string {
 	hint := cacheHintFor(p, st, feeds)
+	// A files stage that shuffles orders the pass that fills the cache
+	// only: validate warns of it once the advice is followed.
+	if st != nil && strings.Contains(hint, "a cache stage") {
+		if f := st.Above(isShufflingFiles); (f != nil || isShufflingFiles(st)) && !shuffledBelow(p, st) {
+			if f == nil {
+				f = st
+			}
+			hint += fmt.Sprintf("; files %q shuffles only the pass that fills it, so add a shuffle stage below the cache", f.Name)
+		}
+	}
 	// A map whose to_float is left to the batch below (uint8 on the way,
 	// float32 in the batch) would hand a cache after it float32 images:
 	// four times the bytes (a review followed the advice and saw them).
@@ -736,6 +748,18 @@ func cacheHintFor(p *plan.Plan, st *spec.Stage, feeds map[string]bool) string {
 	}
 	if c := st.Below(func(s *spec.Stage) bool { return s.Type == "cache" && (feeds == nil || feeds[s.Name]) }); c != nil {
 		return fmt.Sprintf("cache %q below it already keeps its results: this is the pass that fills it", c.Name)
+	}
+	// A tuning test followed "a cache right after the expensive work"
+	// for a batch below a shuffle and a cache: the new cache froze the
+	// epochs' order, and the work above was cached already.
+	if c := st.Above(func(s *spec.Stage) bool { return s.Type == "cache" }); c != nil {
+		return fmt.Sprintf("cache %q above it already replays the work above it", c.Name)
+	}
+	if sh := shuffleAbove(st); (sh != nil && !movedPast(p, sh, st)) || st.Type == "shuffle" {
+		if sh == nil {
+			sh = st
+		}
+		return fmt.Sprintf("a cache below shuffle %q would replay the order the shuffle gave its first pass in every later epoch: cache above the shuffle, right after the expensive work", sh.Name)
 	}
 	if p.Spec == nil || p.Memory <= 0 {
 		if p.Spec != nil && p.Spec.Epochs == 1 {
@@ -851,6 +875,36 @@ func randomMapAbove(st *spec.Stage) string {
 	return up.Name
 }
 
+// shuffledBelow reports whether a shuffle stage is below st as written:
+// below it in the plan, or moved above it by the planner.
+func shuffledBelow(p *plan.Plan, st *spec.Stage) bool {
+	if st.Below(func(s *spec.Stage) bool { return s.Type == "shuffle" }) != nil {
+		return true
+	}
+	for _, r := range p.Rewrites {
+		if slices.Contains(r.Past, st.Name) && p.Spec.Stage(r.Stage) != nil && p.Spec.Stage(r.Stage).Type == "shuffle" {
+			return true
+		}
+	}
+	return false
+}
+
+// movedPast reports whether the planner moved shuffle sh above st: as
+// written, sh is below it, and so below a cache the advice puts after st.
+func movedPast(p *plan.Plan, sh, st *spec.Stage) bool {
+	for _, r := range p.Rewrites {
+		if r.Stage == sh.Name && slices.Contains(r.Past, st.Name) {
+			return true
+		}
+	}
+	return false
+}
+
+func isShufflingFiles(st *spec.Stage) bool {
+	fc, ok := st.Config.(*stages.FilesConfig)
+	return ok && fc.Shuffle
+}
+
 // shuffleAbove returns the first shuffle stage above st, or nil.
 func shuffleAbove(st *spec.Stage) *spec.Stage {
 	if st == nil {
@@ -862,9 +916,32 @@ func shuffleAbove(st *spec.Stage) *spec.Stage {
 	})
 }
 
+// frozenOrder returns the first cache above sink that has a shuffle stage
+// or a shuffling files stage above it, and that shuffler: the cache
+// replays the order of the pass that filled it, whatever the shuffler
+// draws later.
+func frozenOrder(sink *spec.Stage) (cache, by *spec.Stage) {
+	if sink == nil {
+		return nil, nil
+	}
+	shuffles := func(s *spec.Stage) bool { return s.Type == "shuffle" || isShufflingFiles(s) }
+	cache = sink.Above(func(s *spec.Stage) bool {
+		if s.Type != "cache" {
+			return false
+		}
+		by = s.Above(shuffles)
+		return by != nil
+	})
+	if cache == nil {
+		return nil, nil
+	}
+	return cache, by
+}
+
 // shuffleCheck compares the order of each epoch with the one before;
-// shuffle is a shuffle stage above the sink, or nil.
-func shuffleCheck(epochs [][]string, shuffle *spec.Stage) BenchShuffle {
+// shuffle is a shuffle stage above the sink, or nil, and cache a cache
+// between a shuffler (by) and the sink (frozenOrder), or nil.
+func shuffleCheck(epochs [][]string, shuffle, cache, by *spec.Stage) BenchShuffle {
 	var full [][]string
 	for _, e := range epochs {
 		if len(e) > 0 {
@@ -888,6 +965,10 @@ func shuffleCheck(epochs [][]string, shuffle *spec.Stage) BenchShuffle {
 	switch {
 	case c.Epochs < 2:
 		c.Verdict = "one epoch: nothing to compare"
+	case c.Same == c.Positions && cache != nil:
+		// A tuning test raised the buffer past the epoch on the advice
+		// below, and was told again to raise it.
+		c.Verdict = fmt.Sprintf("every epoch comes in the same order: cache %q replays the order of the pass that filled it, which %s %q above it drew; add a shuffle stage below the cache", cache.Name, by.Type, by.Name)
 	case c.Same == c.Positions && cfg != nil && cfg.ReshuffleEachEpoch != nil && !*cfg.ReshuffleEachEpoch:
 		c.Verdict = fmt.Sprintf("every epoch comes in the same order: shuffle %q has reshuffle_each_epoch: false", shuffle.Name)
 	case c.Same == c.Positions && cfg != nil:
@@ -908,7 +989,7 @@ func (r *BenchReport) text(w io.Writer, seedMatters bool) {
 	if !r.OK {
 		fmt.Fprintf(w, "the run failed after %d steps (the error follows): the figures below cover those steps only\n", r.Steps)
 	}
-	fmt.Fprintf(w, "trainer %s: %d steps in %.2fs from the run's start: %.1f steps/s, %.1f after the first", r.Trainer, r.Steps, r.TrainerS, r.StepsPerS, r.SteadyStepsPerS)
+	fmt.Fprintf(w, "trainer %s: %d steps in %.2fs from the run's start: %.1f steps/s, %.1f from the first step on", r.Trainer, r.Steps, r.TrainerS, r.StepsPerS, r.SteadyStepsPerS)
 	if r.IdealStepsPerS > 0 {
 		fmt.Fprintf(w, " (%.0f%% of the %.1f a %s step allows)", 100*r.SteadyStepsPerS/r.IdealStepsPerS, r.IdealStepsPerS, time.Duration(r.StepTimeS*float64(time.Second)))
 	}
@@ -925,7 +1006,7 @@ func (r *BenchReport) text(w io.Writer, seedMatters bool) {
 	case ranOn && len(r.otherSinks) > 0:
 		fmt.Fprintf(w, "the run took %.2fs: it ran on after the trainer's last step, feeding the other sinks (%s); the figures below stand as they were then\n", r.ElapsedS, strings.Join(r.otherSinks, ", "))
 	}
-	fmt.Fprintf(w, "waited for data: %.1f%% of the time after the first step (%.2fs, longest %.0fms), before %.0f%% of the steps (over 1ms); %.2fs for the first\n",
+	fmt.Fprintf(w, "waited for data: %.1f%% of the time from the first step on (%.2fs, longest %.0fms), before %.0f%% of the steps (over 1ms); %.2fs for the first\n",
 		100*r.WaitedShare, r.WaitedS, 1000*r.MaxWaitS, 100*r.WaitedStepsShare, r.FirstWaitS)
 	if nominal := float64(r.Steps) * r.StepTimeS; nominal > 0 && r.SteppedS > 1.05*nominal {
 		fmt.Fprintf(w, "the steps took %.2fs, %.0f%% over %d × %s: the trainer's timer wakes late on busy cores, which counts neither as waiting nor as the pipeline's\n",

@@ -68,6 +68,16 @@ stages:
 			head + " (in one epoch a cache replays nothing; a cache stage with dir: right after the expensive work lets later runs read its results)"},
 		{"one epoch, too little for a store", "1MiB", "1", "40", "{name: p, type: prefetch, buffer: 1}", "m",
 			head + " (in one epoch a cache replays nothing; a cache stage with dir: right after the expensive work would let later runs read its results, with " + store + ")"},
+		// A cache below a shuffle replays the first epoch's order in every
+		// later one, and a cache already above keeps the work above (a
+		// tuning test followed "a cache right after" for a batch below a
+		// shuffle and a cache, and froze its epochs).
+		{"a batch below a shuffle", "256MiB", "2", "40", "{name: sh, type: shuffle, buffer: 10}\n  - {name: b, type: batch, size: 4}", "b",
+			`batch "b" was busy 90% of the time of its worker; give it more cores, or less to do (a cache below shuffle "sh" would replay the order the shuffle gave its first pass in every later epoch: cache above the shuffle, right after the expensive work)`},
+		{"a map below a shuffle", "256MiB", "2", "40", "{name: sh, type: shuffle, buffer: 10}\n  - {name: m2, type: map, set: {y: 'index'}}", "m2",
+			`map "m2" was busy 90% of the time of its worker; give it more parallelism, cores, or less to do (a cache below shuffle "sh" would replay the order the shuffle gave its first pass in every later epoch: cache above the shuffle, right after the expensive work)`},
+		{"a map below a cache", "256MiB", "2", "40", "{name: c, type: cache}\n  - {name: m2, type: map, set: {y: 'index'}}", "m2",
+			`map "m2" was busy 90% of the time of its worker; give it more parallelism, cores, or less to do (cache "c" above it already replays the work above it)`},
 		{"a count unknown", "256MiB", "2", "40", "{name: f, type: filter, where: 'index > 2'}\n  - {name: m2, type: map, set: {y: 'index'}}", "m2",
 			`map "m2" was busy 90% of the time of its worker; give it more parallelism, cores, or less to do (a cache stage right after the expensive work replays its results in later epochs, with dir: where the budget cannot hold a whole epoch of them)`},
 		{"a count unknown, too little for a store", "1MiB", "2", "40", "{name: f, type: filter, where: 'index > 2'}\n  - {name: m2, type: map, set: {y: 'index'}}", "m2",
@@ -224,5 +234,44 @@ stages:
 	want := "(a cache stage right after the expensive work replays its results in later epochs; end the map before its to_float() and convert in a map after the cache, which then keeps img as uint8, a quarter of the float32 bytes)"
 	if !strings.HasSuffix(why, want) {
 		t.Errorf("advice %q,\nwant it to end %q", why, want)
+	}
+}
+
+// TestCacheAdviceNamesAShufflingSource: advice to cache after the decode
+// of a files stage that shuffles says that its shuffle then orders the
+// first pass alone, as validate warns once the advice is followed.
+func TestCacheAdviceNamesAShufflingSource(t *testing.T) {
+	const src = `version: 1
+name: c
+epochs: 2
+resources: {memory: 256MiB}
+stages:
+  - {name: files, type: files, pattern: 'photos/*.jpg', shuffle: SHUFFLE}
+  - {name: m, type: map, set: {x: 'len(path)'}}
+  - {name: out, type: discard}
+`
+	const head = `map "m" was busy 90% of the time of its worker; give it more parallelism, cores, or less to do (a cache stage right after the expensive work replays its results in later epochs, with dir: where the budget cannot hold a whole epoch of them`
+	for shuffle, want := range map[string]string{
+		"true":  head + `; files "files" shuffles only the pass that fills it, so add a shuffle stage below the cache)`,
+		"false": head + `)`,
+	} {
+		p := benchPlan(t, strings.Replace(src, "SHUFFLE", shuffle, 1))
+		rep := &engine.Report{Stages: map[string]engine.StageReport{"m": {BusyS: 0.9, Workers: 1}}}
+		_, _, why := bottleneck(p, rep, time.Second, "out", 100*time.Millisecond)
+		if why != want {
+			t.Errorf("shuffle: %s:\ngot  %s\nwant %s", shuffle, why, want)
+		}
+	}
+	// W1's shape: a shuffle written below the map, which the planner
+	// runs above it. As written, a cache right after the map has the
+	// shuffle below it: the plain advice holds, with no word on order.
+	w1 := strings.Replace(strings.Replace(src, "SHUFFLE", "true", 1), "  - {name: out,", "  - {name: sh, type: shuffle, buffer: 16}\n  - {name: out,", 1)
+	p := benchPlan(t, w1)
+	if len(p.Rewrites) == 0 || p.Rewrites[0].Stage != "sh" {
+		t.Fatalf("the planner did not move the shuffle: %+v", p.Rewrites)
+	}
+	rep := &engine.Report{Stages: map[string]engine.StageReport{"m": {BusyS: 0.9, Workers: 1}}}
+	if _, _, why := bottleneck(p, rep, time.Second, "out", 100*time.Millisecond); why != head+")" {
+		t.Errorf("a shuffle moved above the map:\ngot  %s\nwant %s)", why, head)
 	}
 }

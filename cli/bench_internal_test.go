@@ -37,29 +37,40 @@ func TestShuffleCheck(t *testing.T) {
 	no := false
 	fixed := &spec.Stage{Name: "s", Type: "shuffle", Config: &stages.ShuffleConfig{Buffer: 100, ReshuffleEachEpoch: &no}}
 	tiny := &spec.Stage{Name: "mix", Type: "shuffle", Config: &stages.ShuffleConfig{Buffer: 1}}
+	big := &spec.Stage{Name: "sh", Type: "shuffle", Config: &stages.ShuffleConfig{Buffer: 1000}}
+	files := &spec.Stage{Name: "f", Type: "files", Config: &stages.FilesConfig{Shuffle: true}}
+	cache := &spec.Stage{Name: "c2", Type: "cache", Config: &stages.CacheConfig{}}
 	for _, tc := range []struct {
 		name      string
 		shuffle   *spec.Stage
+		cache, by *spec.Stage
 		epochs    [][]string
 		same, pos int
 		verdict   string
 	}{
-		{"one epoch", nil, [][]string{{"a", "b"}, nil}, 0, 0, "one epoch: nothing to compare"},
-		{"same order", nil, [][]string{{"a", "b", "c"}, {"a", "b", "c"}, {"a", "b", "c"}}, 6, 6,
+		// A tuning test raised the buffer past its 750-sample epoch, and
+		// was told again that the buffer was too small: a cache below the
+		// shuffle replayed the first pass's order.
+		{"same order, a cache below the shuffle", big, cache, big, [][]string{{"a", "b"}, {"a", "b"}}, 2, 2,
+			`every epoch comes in the same order: cache "c2" replays the order of the pass that filled it, which shuffle "sh" above it drew; add a shuffle stage below the cache`},
+		{"same order, a cache below shuffling files", nil, cache, files, [][]string{{"a", "b"}, {"a", "b"}}, 2, 2,
+			`every epoch comes in the same order: cache "c2" replays the order of the pass that filled it, which files "f" above it drew; add a shuffle stage below the cache`},
+		{"one epoch", nil, nil, nil, [][]string{{"a", "b"}, nil}, 0, 0, "one epoch: nothing to compare"},
+		{"same order", nil, nil, nil, [][]string{{"a", "b", "c"}, {"a", "b", "c"}, {"a", "b", "c"}}, 6, 6,
 			"every epoch comes in the same order: add a shuffle stage (it reshuffles each epoch unless reshuffle_each_epoch: false), or shuffle: true on a files source"},
-		{"same order, told so", fixed, [][]string{{"a", "b"}, {"a", "b"}}, 2, 2,
+		{"same order, told so", fixed, nil, nil, [][]string{{"a", "b"}, {"a", "b"}}, 2, 2,
 			`every epoch comes in the same order: shuffle "s" has reshuffle_each_epoch: false`},
-		{"same order, a buffer of 1", tiny, [][]string{{"a", "b"}, {"a", "b"}}, 2, 2,
+		{"same order, a buffer of 1", tiny, nil, nil, [][]string{{"a", "b"}, {"a", "b"}}, 2, 2,
 			`every epoch comes in the same order: shuffle "mix"'s buffer of 1 is too small to mix them; raise it (the whole epoch for a perfect shuffle)`},
-		{"mostly", nil, [][]string{{"a", "b", "c", "d"}, {"a", "b", "c", "x"}}, 3, 4,
+		{"mostly", nil, nil, nil, [][]string{{"a", "b", "c", "d"}, {"a", "b", "c", "x"}}, 3, 4,
 			"epochs come in much the same order (3 of 4 places hold the sample of the epoch before)"},
-		{"reshuffled", tiny, [][]string{{"a", "b", "c", "d"}, {"b", "a", "c", "d"}, {"d", "c", "a", "b"}}, 2, 8,
+		{"reshuffled", tiny, nil, nil, [][]string{{"a", "b", "c", "d"}, {"b", "a", "c", "d"}, {"d", "c", "a", "b"}}, 2, 8,
 			"reshuffled every epoch (2 of 8 places hold the sample of the epoch before)"},
-		{"a shorter last epoch", nil, [][]string{{"a", "b", "c"}, {"c", "a"}}, 0, 2,
+		{"a shorter last epoch", nil, nil, nil, [][]string{{"a", "b", "c"}, {"c", "a"}}, 0, 2,
 			"reshuffled every epoch (0 of 2 places hold the sample of the epoch before)"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			got := shuffleCheck(tc.epochs, tc.shuffle)
+			got := shuffleCheck(tc.epochs, tc.shuffle, tc.cache, tc.by)
 			if got.Same != tc.same || got.Positions != tc.pos || got.Verdict != tc.verdict {
 				t.Errorf("got %+v\nwant same %d of %d, %q", got, tc.same, tc.pos, tc.verdict)
 			}
