@@ -124,3 +124,54 @@ func TestReadOnlyCommandsEndOnTheFirstSignal(t *testing.T) {
 		}
 	}
 }
+
+// TestApplyTakesASignalTwiceAtOnceAsOne: GNU timeout (without
+// --foreground) signals the process and then its process group, so the
+// run gets the same signal twice within microseconds. Taken as the
+// second, it ended the process at once, with no report and the writers'
+// temporary files left (a soak test: 1 to 5 runs in 30). The repeat is
+// swallowed: the run stops as after one signal.
+func TestApplyTakesASignalTwiceAtOnceAsOne(t *testing.T) {
+	for _, sig := range []syscall.Signal{syscall.SIGINT, syscall.SIGTERM} {
+		dir := t.TempDir()
+		p := writeSpec(t, dir, "endless.yaml", `version: 1
+name: endless
+epochs: 0
+stages:
+  - {name: src, type: range, count: 1000}
+  - {name: slow, type: map, set: {n: 'len(filter(1..900000, # % 7 == 0))'}}
+  - {name: out, type: write_jsonl, path: out.jsonl}
+`)
+		var stderr syncBuffer
+		report := filepath.Join(dir, "r.json")
+		cmd := exec.Command(binary, "apply", "--progress", "never", "--report", report, p)
+		cmd.Stderr = &stderr
+		exited := start(t, cmd).exited
+		for deadline := time.Now().Add(30 * time.Second); !strings.Contains(stderr.String(), "starting"); time.Sleep(10 * time.Millisecond) {
+			if time.Now().After(deadline) {
+				t.Fatalf("no start after 30 s:\n%s", stderr.String())
+			}
+		}
+		time.Sleep(100 * time.Millisecond)
+		for range 2 {
+			if err := cmd.Process.Signal(sig); err != nil {
+				t.Fatalf("%v: %v\n%s", sig, err, stderr.String())
+			}
+			time.Sleep(5 * time.Millisecond)
+		}
+		select {
+		case <-exited:
+		case <-time.After(30 * time.Second):
+			t.Fatalf("still running 30 s after %v:\n%s", sig, stderr.String())
+		}
+		if ws, ok := cmd.ProcessState.Sys().(syscall.WaitStatus); !ok || ws.Signaled() || ws.ExitStatus() != 1 {
+			t.Errorf("%v twice: ended %v, want exit status 1, stopped as by one signal:\n%s", sig, cmd.ProcessState, stderr.String())
+		}
+		if _, err := os.Stat(report); err != nil {
+			t.Errorf("%v twice: no report: %v", sig, err)
+		}
+		if tmp, _ := filepath.Glob(filepath.Join(dir, ".out.jsonl.tmp-*")); len(tmp) > 0 {
+			t.Errorf("%v twice: left %v", sig, tmp)
+		}
+	}
+}
