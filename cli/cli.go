@@ -116,7 +116,7 @@ func Main(args []string, stdout, stderr io.Writer) int {
 
 // Run is Main with a caller-supplied context, for tests.
 func Run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
-	g := &globals{stdout: stdout, stderr: &console{w: stderr}, registry: stages.Default()}
+	g := &globals{stdout: stdout, stderr: &console{w: stderr, cols: widthOf(stderr)}, registry: stages.Default()}
 	root := &cobra.Command{
 		Use:   "piperun",
 		Short: "Run machine-learning input pipelines declared in YAML",

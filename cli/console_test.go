@@ -63,3 +63,28 @@ func TestConsoleKeepsLogLinesAboveProgress(t *testing.T) {
 		t.Errorf("after the run: screen %q\nwant %q", got, want)
 	}
 }
+
+// TestConsoleCutsProgressToTheTerminal: a progress line wider than the
+// terminal wraps onto a second row, which the cursor-up of the next
+// redraw, counting lines, leaves behind (a soak test on an 80-column
+// terminal: 59 stale copies on a 70-row screen). Lines are cut to the
+// width less one, with an ellipsis, and a log line is left whole.
+func TestConsoleCutsProgressToTheTerminal(t *testing.T) {
+	var out bytes.Buffer
+	c := &console{w: &out, cols: func() int { return 20 }}
+	c.Progress([]string{"out: 1234 samples, 99/s, 0:12 elapsed, ETA 0:30", "short"})
+	c.Progress([]string{"out: 2345 samples, 98/s, 0:13 elapsed, ETA 0:29", "short"})
+	c.Write([]byte("a log line longer than twenty columns\n"))
+	c.Progress([]string{"épée ─ 3456 samples, 97/s", "short"})
+	got := strings.Join(screen(t, out.String()), "|")
+	if want := "a log line longer than twenty columns|épée ─ 3456 sample…|short"; got != want {
+		t.Errorf("screen %q\nwant   %q", got, want)
+	}
+	// Width unknown (not a terminal, or the size cannot be read): whole.
+	out.Reset()
+	c = &console{w: &out, cols: func() int { return 0 }}
+	c.Progress([]string{"out: 1234 samples, 99/s, 0:12 elapsed, ETA 0:30"})
+	if got := strings.Join(screen(t, out.String()), "|"); got != "out: 1234 samples, 99/s, 0:12 elapsed, ETA 0:30" {
+		t.Errorf("unknown width: %q", got)
+	}
+}
