@@ -421,6 +421,50 @@ stages:
 	return sock, applyInBackground(context.Background(), p)
 }
 
+// TestServeTrainerPerEpochIsNoWarning: a trainer that reads an epoch to
+// its end and leaves, as a loader made anew each epoch does (the README's
+// pattern), is logged as leaving at the end of that epoch, not warned of
+// the batches of the next that the sink had sent ahead: a soak test saw
+// the warning at 2,219 of 2,233 epochs, with nothing lost.
+func TestServeTrainerPerEpochIsNoWarning(t *testing.T) {
+	sock, done := applyTwoEpochsOfTwoBatches(t)
+	a := dialWhenUp(t, "unix://"+sock)
+	for {
+		_, err := a.Next()
+		if errors.Is(err, serve.ErrEndOfEpoch) {
+			break
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+	time.Sleep(300 * time.Millisecond) // the sink sends epoch 1 ahead meanwhile
+	a.Close()
+	b := dialWhenUp(t, "unix://"+sock)
+	batches := map[int]int{}
+	for {
+		s, err := b.Next()
+		if errors.Is(err, io.EOF) {
+			break
+		}
+		if errors.Is(err, serve.ErrEndOfEpoch) {
+			continue
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+		batches[s.Epoch]++
+	}
+	b.Close()
+	if batches[1] != 2 || len(batches) != 1 {
+		t.Errorf("B read batches by epoch %v, want the 2 of epoch 1", batches)
+	}
+	r := <-done
+	if r.code != 0 || !strings.Contains(r.stderr, "trainer left at the end of epoch 0") || strings.Contains(r.stderr, "WARN") {
+		t.Errorf("apply: %s\nwant exit 0, the leaving logged at the end of epoch 0, and no warning", r)
+	}
+}
+
 // TestServeResumeAfterAnEpochsLastBatch: a trainer that takes over from
 // one that read an epoch's last batch, not its end, is told in the hello
 // that it starts at the next epoch's first frame, and reads that epoch.

@@ -251,6 +251,11 @@ type serveSink struct {
 	written int
 	acked   uint64
 	ackBuf  []byte
+	// endRead says the last frame this connection acknowledged ended
+	// epoch endEpoch: a trainer that leaves then has read the epoch to its
+	// end, as a loader made anew each epoch does.
+	endRead  bool
+	endEpoch int
 	// served is set once a trainer has connected; idle is the time in
 	// nanoseconds since spent with none connected (IdleTime).
 	served bool
@@ -445,7 +450,7 @@ func (s *serveSink) adopt(ctx context.Context, c net.Conn) error {
 	}
 	s.conn = c
 	s.served = true
-	s.written, s.acked, s.ackBuf = 0, 0, s.ackBuf[:0]
+	s.written, s.acked, s.ackBuf, s.endRead = 0, 0, s.ackBuf[:0], false
 	if s.network == "tcp" {
 		s.log.Info("trainer connected", zap.String("from", c.RemoteAddr().String()))
 	} else {
@@ -688,13 +693,20 @@ func (s *serveSink) left(err error) error {
 			unacked++
 		}
 	}
-	if unacked == 0 {
+	switch {
+	case unacked == 0:
 		// Every sample reached it: no loss to warn of (a trainer that
 		// stops after its last batch, or between epochs).
 		// Not an error: the connection's end is how it left.
 		s.log.Info("trainer left having acknowledged every "+s.unit(false)+" sent", zap.String("connection", err.Error()),
 			zap.Int64(s.unit(true)+"_sent", s.sent), zap.Int("ends_of_epoch_unread", len(s.queue)))
-	} else {
+	case s.endRead:
+		// The batches of the next epoch sent ahead go again to the next
+		// trainer, from that epoch's first: nothing to warn of (a soak
+		// test saw the warning below at 2,219 of 2,233 epochs).
+		s.log.Info(fmt.Sprintf("trainer left at the end of epoch %d; the next to connect gets epoch %d from its first %s", s.endEpoch, s.endEpoch+1, s.unit(false)),
+			zap.String("connection", err.Error()), zap.Int(s.unit(true)+"_sent_ahead", unacked))
+	default:
 		s.log.Warn("trainer left; the next to connect gets the rest, from the first "+s.unit(false)+" it did not acknowledge",
 			zap.Error(err), zap.Int64(s.unit(true)+"_sent", s.sent), zap.Int(s.unit(true)+"_unacknowledged", unacked))
 	}
@@ -768,6 +780,7 @@ func (s *serveSink) take(b []byte) error {
 			s.queue = s.queue[1:]
 			s.written--
 			s.queuedBytes -= f.bytes
+			s.endRead, s.endEpoch = f.smp == nil, f.epoch
 			if f.smp != nil {
 				f.smp.Recycle() // delivered: this sink was its last holder
 				if f.epoch != s.delivered {
