@@ -140,6 +140,16 @@ func applyCmd(g *globals) *cobra.Command {
 				}
 				runErr = fmt.Errorf("interrupted at %.1fs, stopped at %.1fs; %s", at.Seconds(), max(at, ended).Seconds(), msg)
 				rep.Error = runErr.Error()
+				// An endless run ends this way, and its totals were only
+				// in --report (a soak test).
+				var got []string
+				for _, name := range rep.SinkNames() {
+					sr := rep.Sinks[name]
+					got = append(got, fmt.Sprintf("%s: %d samples, %d whole epochs", name, sr.Samples, sr.Epochs))
+				}
+				if len(got) > 0 {
+					g.log.Info("before the stop the sinks received " + strings.Join(got, "; "))
+				}
 			} else if runErr == nil && stoppedAt.Load() > 0 {
 				// The outputs were being committed: they are whole, and
 				// stopping half-way would have left them mixed.

@@ -7,6 +7,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
 	"runtime"
 	"strings"
 	"syscall"
@@ -169,6 +170,9 @@ stages:
 		}
 		if _, err := os.Stat(report); err != nil {
 			t.Errorf("%v twice: no report: %v", sig, err)
+		}
+		if !regexp.MustCompile(`before the stop the sinks received out: \d+ samples, \d+ whole epochs\n`).MatchString(stderr.String()) {
+			t.Errorf("%v twice: no totals on stderr:\n%s", sig, stderr.String())
 		}
 		if tmp, _ := filepath.Glob(filepath.Join(dir, ".out.jsonl.tmp-*")); len(tmp) > 0 {
 			t.Errorf("%v twice: left %v", sig, tmp)
