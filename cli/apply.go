@@ -278,6 +278,7 @@ func watch(run *engine.Run, g *globals, tty bool, epochs int) {
 	}
 	t := time.NewTicker(every)
 	defer t.Stop()
+	var rates recentRates
 	for {
 		select {
 		case <-run.Done():
@@ -291,14 +292,16 @@ func watch(run *engine.Run, g *globals, tty bool, epochs int) {
 		if tty {
 			var lines []string
 			for _, name := range rep.SinkNames() {
-				lines = append(lines, progressLine(name, rep.Sinks[name], rep.ElapsedS, epochs))
+				rate := rates.add(name, rep.ElapsedS, rep.Sinks[name].Samples)
+				lines = append(lines, progressLine(name, rep.Sinks[name], rep.ElapsedS, epochs, rate))
 			}
 			g.stderr.Progress(lines)
 			continue
 		}
 		for _, name := range rep.SinkNames() {
+			rate := rates.add(name, rep.ElapsedS, rep.Sinks[name].Samples)
 			fields := []zap.Field{zap.String("sink", name), zap.Int64("samples", rep.Sinks[name].Samples),
-				zap.String("rate", fmt.Sprintf("%.0f/s", float64(rep.Sinks[name].Samples)/rep.ElapsedS)),
+				zap.String("rate", fmt.Sprintf("%.0f/s", rate)),
 				zap.Duration("elapsed", time.Duration(rep.ElapsedS*float64(time.Second)).Round(time.Second))}
 			if rep.Sinks[name].Idle {
 				fields = append(fields, zap.Bool("waiting_for_trainer", true))
@@ -308,8 +311,48 @@ func watch(run *engine.Run, g *globals, tty bool, epochs int) {
 	}
 }
 
-func progressLine(name string, s engine.SinkReport, elapsed float64, epochs int) string {
-	rate := float64(s.Samples) / max(elapsed, 1e-9)
+// rateWindow is the span the progress rate is measured over. The rate
+// since the start hides a slowdown late in a long run: after a day, a
+// halving of throughput would barely move it (a soak test).
+const rateWindow = 10.0 // seconds
+
+// recentRates keeps each sink's recent counts, to tell its rate over the
+// last rateWindow.
+type recentRates struct {
+	seen map[string][]countAt
+}
+
+type countAt struct {
+	at float64 // seconds since the start
+	n  int64
+}
+
+// add records sink name's count n at elapsed and returns its rate over
+// the last rateWindow: from the latest count at least that old, or from
+// the start while the run is younger.
+func (r *recentRates) add(name string, elapsed float64, n int64) float64 {
+	if r.seen == nil {
+		r.seen = map[string][]countAt{}
+	}
+	pts := r.seen[name]
+	if pts == nil {
+		pts = []countAt{{0, 0}}
+	}
+	pts = append(pts, countAt{elapsed, n})
+	i := 0
+	for i+1 < len(pts) && pts[i+1].at <= elapsed-rateWindow {
+		i++
+	}
+	pts = append(pts[:0], pts[i:]...)
+	r.seen[name] = pts
+	from := pts[0]
+	if elapsed <= from.at {
+		return 0
+	}
+	return float64(n-from.n) / (elapsed - from.at)
+}
+
+func progressLine(name string, s engine.SinkReport, elapsed float64, epochs int, rate float64) string {
 	line := fmt.Sprintf("%-12s %10d %-7s %9.0f/s  %s", name, s.Samples, noun(s.Samples, "sample", "samples"), rate, fmtDur(elapsed))
 	if s.Batches > 0 {
 		line += fmt.Sprintf("  %d %s", s.Batches, noun(s.Batches, "batch", "batches"))

@@ -27,9 +27,37 @@ func TestProgressLine(t *testing.T) {
 		// A serve sink between trainers says so; its rate only falls.
 		{engine.SinkReport{Samples: 8, Batches: 2, Idle: true}, "out                   8 samples         4/s  0:00:02  2 batches  waiting for a trainer"},
 	} {
-		if got := progressLine("out", tc.s, 2, 0); got != tc.want {
+		if got := progressLine("out", tc.s, 2, 0, float64(tc.s.Samples)/2); got != tc.want {
 			t.Errorf("%+v:\ngot  %q\nwant %q", tc.s, got, tc.want)
 		}
+	}
+}
+
+// TestRecentRate: the progress rate is taken over the last rateWindow,
+// so that a slowdown late in a long run shows (a soak test: the rate
+// since the start, shown before, would barely move for a halving after a
+// day); before the window has passed, it is the rate since the start.
+func TestRecentRate(t *testing.T) {
+	var r recentRates
+	for _, tc := range []struct {
+		at   float64
+		n    int64
+		want float64
+	}{
+		{2, 200, 100},     // since the start
+		{10, 1000, 100},   // since the start: the window is 10 s
+		{20, 2000, 100},   // 10 s back is the point at 10 s
+		{30, 2500, 50},    // halved: (2500-2000) / 10
+		{35, 2750, 50},    // back to the point at 20 s: 750 / 15
+		{3600, 2750, 0},   // stopped: nothing in the last 10 s
+		{3610, 3750, 100}, // the point 10 s back
+	} {
+		if got := r.add("out", tc.at, tc.n); got != tc.want {
+			t.Errorf("at %vs, %d samples: rate %v, want %v", tc.at, tc.n, got, tc.want)
+		}
+	}
+	if got := r.add("other", 4, 40); got != 10 {
+		t.Errorf("a second sink: rate %v, want 10", got)
 	}
 }
 
