@@ -123,6 +123,48 @@ func TestBottleneckAdvice(t *testing.T) {
 	}
 }
 
+// TestCPUWords: a contended machine's busy time, more than the run's CPU
+// time, is said to overstate the CPU used (a tuning test: 2.25 to 3.3
+// times, unsaid).
+func TestCPUWords(t *testing.T) {
+	st := []BenchStage{{Name: "out", Type: "trainer", BusyS: 5}, {Type: "map", BusyS: 1.2}, {Type: "batch", BusyS: 1.1}}
+	for _, tc := range []struct {
+		cpu  time.Duration
+		want string
+	}{
+		{time.Second, "; the stages' busy time (2.30s) is more than the CPU time the run had (1.00s): part of it was a wait, for a core that other work held or for a read, so the shares overstate the CPU they used"},
+		{2100 * time.Millisecond, ""},
+		{0, ""},
+	} {
+		if got := cpuWords(st, time.Second, tc.cpu); got != tc.want {
+			t.Errorf("cpu %v:\ngot  %q\nwant %q", tc.cpu, got, tc.want)
+		}
+	}
+}
+
+// TestNoBottleneckButShortOfCPU: with no stage busy half the time but the
+// stages together busy most of the cores, bench says the pipeline is short
+// of CPU (a tuning test: 73% of 2 cores, and it said the time went to
+// start-up or other work).
+func TestNoBottleneckButShortOfCPU(t *testing.T) {
+	for _, tc := range []struct {
+		a, b float64
+		want string
+	}{
+		{0.45, 0.4, `none alone: no stage feeding the trainer was busy half the time (the busiest, map "a", 45%), but together they were busy 85% of the run's 2 cores: the pipeline is short of CPU; give it more cores, or less to do`},
+		{0.3, 0.2, `none: no stage feeding the trainer was busy half the time (the busiest, map "a", 30%): the time went to start-up, the queues between stages or other work on the machine`},
+	} {
+		p := &plan.Plan{Workers: 2, Nodes: []*plan.Node{
+			{Stage: &spec.Stage{Name: "a", Type: "map", Role: spec.RoleTransform}},
+			{Stage: &spec.Stage{Name: "b", Type: "map", Role: spec.RoleTransform}}}}
+		rep := &engine.Report{Stages: map[string]engine.StageReport{"a": {BusyS: 2 * tc.a, Workers: 2}, "b": {BusyS: 2 * tc.b, Workers: 2}}}
+		_, name, why := bottleneck(p, rep, time.Second, "out", 100*time.Millisecond)
+		if name != "" || why != tc.want {
+			t.Errorf("busy %v and %v: %q, %q\nwant none, %q", tc.a, tc.b, name, why, tc.want)
+		}
+	}
+}
+
 // TestTrainerStepCutShortIsNotCounted: a step interrupted (Ctrl-C) is not
 // counted, so the rate after the first step cannot exceed what a step
 // allows (a new-user test saw 105 %).
