@@ -770,7 +770,7 @@ func cacheHintFor(p *plan.Plan, st *spec.Stage, feeds map[string]bool) string {
 	// A cache below random augmentation replays the first epoch's draws
 	// (a new-user test followed this advice and froze them).
 	if _, isMap := st.Config.(*stages.MapConfig); isMap && stages.IsRandom(st) {
-		return "it draws random numbers, so cache only its deterministic part: a map of the decode and resize, a cache, then a map of the random functions"
+		return "it draws random numbers, so cache only its deterministic part: a map of the functions that draw nothing (a decode, a resize), a cache, then a map of the random ones"
 	}
 	if up := randomMapAbove(st); up != "" {
 		return fmt.Sprintf("a cache after it would replay the random draws of map %q above it every epoch: cache above that map, or not at all", up)

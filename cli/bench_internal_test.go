@@ -112,7 +112,7 @@ func TestBottleneckAdvice(t *testing.T) {
 		// give it more).
 		{1, 2, "batch", nil, `batch "m" was busy 90% of the time of its worker; give it more cores,` + tail},
 		// Caching after random augmentation would freeze it.
-		{1, 2, "map", random, `map "m" was busy 90% of the time of its worker; give it more parallelism, cores, or less to do (it draws random numbers, so cache only its deterministic part: a map of the decode and resize, a cache, then a map of the random functions)`},
+		{1, 2, "map", random, `map "m" was busy 90% of the time of its worker; give it more parallelism, cores, or less to do (it draws random numbers, so cache only its deterministic part: a map of the functions that draw nothing (a decode, a resize), a cache, then a map of the random ones)`},
 	} {
 		p := &plan.Plan{Workers: tc.runWorkers, Nodes: []*plan.Node{{Stage: &spec.Stage{Name: "m", Type: tc.typ, Role: spec.RoleTransform, Config: tc.cfg}}}}
 		rep := &engine.Report{Stages: map[string]engine.StageReport{"m": {BusyS: 0.9 * float64(tc.workers), Workers: tc.workers}}}
