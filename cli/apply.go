@@ -145,10 +145,10 @@ func applyCmd(g *globals) *cobra.Command {
 				var got []string
 				for _, name := range rep.SinkNames() {
 					sr := rep.Sinks[name]
-					got = append(got, fmt.Sprintf("%s: %d samples, %d whole epochs", name, sr.Samples, sr.Epochs))
+					got = append(got, fmt.Sprintf("sink %q had received %d samples (%d whole epochs)", name, sr.Samples, sr.Epochs))
 				}
 				if len(got) > 0 {
-					g.log.Info("before the stop the sinks received " + strings.Join(got, "; "))
+					g.log.Info("before the stop, " + strings.Join(got, "; "))
 				}
 			} else if runErr == nil && stoppedAt.Load() > 0 {
 				// The outputs were being committed: they are whole, and
@@ -339,8 +339,12 @@ func (r *recentRates) add(name string, elapsed float64, n int64) float64 {
 		pts = []countAt{{0, 0}}
 	}
 	pts = append(pts, countAt{elapsed, n})
+	// The counts are read on a ticker whose ticks come a little early or
+	// late: the count rateWindow back may be one read a millisecond too
+	// late to be that old, and the rate came from twice the window (a
+	// review). A tenth of the window is slack enough.
 	i := 0
-	for i+1 < len(pts) && pts[i+1].at <= elapsed-rateWindow {
+	for i+1 < len(pts) && pts[i+1].at <= elapsed-rateWindow*0.9 {
 		i++
 	}
 	pts = append(pts[:0], pts[i:]...)

@@ -2,6 +2,7 @@ package cli
 
 import (
 	"errors"
+	"math"
 	"os"
 	"path/filepath"
 	"runtime"
@@ -58,6 +59,19 @@ func TestRecentRate(t *testing.T) {
 	}
 	if got := r.add("other", 4, 40); got != 10 {
 		t.Errorf("a second sink: rate %v, want 10", got)
+	}
+	// Log lines every 10 s, their ticks a little early or late: each
+	// rate is over the 10 s since the line before, not 20 (a review saw
+	// 1500/19.997 where 500/10 was meant).
+	var logged recentRates
+	for _, tc := range []struct {
+		at   float64
+		n    int64
+		want float64
+	}{{10.003, 1000, 1000 / 10.003}, {20.001, 2000, 1000 / 9.998}, {30.000, 2500, 500 / 9.999}} {
+		if got := logged.add("out", tc.at, tc.n); math.Abs(got-tc.want) > 1e-9 {
+			t.Errorf("at %vs: rate %v, want %v", tc.at, got, tc.want)
+		}
 	}
 }
 

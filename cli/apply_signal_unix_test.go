@@ -171,7 +171,7 @@ stages:
 		if _, err := os.Stat(report); err != nil {
 			t.Errorf("%v twice: no report: %v", sig, err)
 		}
-		if !regexp.MustCompile(`before the stop the sinks received out: \d+ samples, \d+ whole epochs\n`).MatchString(stderr.String()) {
+		if !regexp.MustCompile(`before the stop, sink "out" had received \d+ samples \(\d+ whole epochs\)\n`).MatchString(stderr.String()) {
 			t.Errorf("%v twice: no totals on stderr:\n%s", sig, stderr.String())
 		}
 		if tmp, _ := filepath.Glob(filepath.Join(dir, ".out.jsonl.tmp-*")); len(tmp) > 0 {

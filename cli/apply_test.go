@@ -457,7 +457,7 @@ func TestApplySignals(t *testing.T) {
 				t.Errorf("exit code %d, want 1\n%s", code, stderr.String())
 			}
 			said := regexp.MustCompile(`WARN\tinterrupted: stopping \(interrupt again to quit at once; the next run removes the temporary files left\)\n` +
-				`.*INFO\tbefore the stop the sinks received out: \d+ samples, 0 whole epochs\n` +
+				`.*INFO\tbefore the stop, sink "out" had received \d+ samples \(0 whole epochs\)\n` +
 				`piperun: interrupted at (\d+\.\d)s, stopped at (\d+\.\d)s; no output was committed\n`).FindStringSubmatch(stderr.String())
 			if said == nil {
 				t.Errorf("stderr does not say it was interrupted:\n%s", stderr.String())

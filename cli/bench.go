@@ -508,7 +508,7 @@ func runBench(parent context.Context, g *globals, sp *spec.Spec, file string, st
 		}
 		r.Sequential = sequential(p, at, sinkName, r.StepsPerS)
 	}
-	r.Stages, r.Bottleneck, r.Why = bottleneck(p, at.rep, at.span, sinkName, at.stepped)
+	r.Stages, r.Bottleneck, r.Why = bottleneck(p, at.rep, at.span, sinkName, at.stepped, at.cpu)
 	r.Why += cpuWords(r.Stages, at.span, at.cpu)
 	frozen, by := frozenOrder(sp.Stage(sinkName))
 	r.Shuffle = shuffleCheck(tr.epochs, shuffleAbove(sp.Stage(sinkName)), frozen, by)
@@ -642,7 +642,7 @@ const mostlyBusy = 0.5
 // over its span. The busiest one is what the others wait for: the
 // trainer itself when the pipeline keeps ahead of it. A branch that does
 // not feed the trainer holds it up only by sharing the cores.
-func bottleneck(p *plan.Plan, rep *engine.Report, span time.Duration, trainer string, stepping time.Duration) ([]BenchStage, string, string) {
+func bottleneck(p *plan.Plan, rep *engine.Report, span time.Duration, trainer string, stepping, cpu time.Duration) ([]BenchStage, string, string) {
 	if span <= 0 {
 		return nil, "", ""
 	}
@@ -670,6 +670,11 @@ func bottleneck(p *plan.Plan, rep *engine.Report, span time.Duration, trainer st
 			if b.Type != "trainer" {
 				busy += b.BusyS
 			}
+		}
+		if cpu > 0 {
+			// Busy time counts waits for a core that other work held
+			// (cpuWords): what the run got is the CPU it had.
+			busy = min(busy, cpu.Seconds())
 		}
 		if share := busy / span.Seconds() / float64(max(1, p.Workers)); p.Workers > 0 && share >= 0.7 {
 			return out, "", fmt.Sprintf("none alone: no stage feeding the trainer was busy half the time (the busiest, %s %q, %.0f%%), but together they were busy %.0f%% of the run's %d cores: the pipeline is short of CPU; give it more cores, or less to do",
@@ -785,13 +790,23 @@ func cacheHintFor(p *plan.Plan, st *spec.Stage, feeds map[string]bool) string {
 	// for a batch below a shuffle and a cache: the new cache froze the
 	// epochs' order, and the work above was cached already.
 	if c := st.Above(func(s *spec.Stage) bool { return s.Type == "cache" }); c != nil {
+		// A map that draws nothing, with nothing random or shuffling
+		// between it and the cache, is work the cache could keep too
+		// (a review: a decode below a cache of the file reads).
+		_, isMap := st.Config.(*stages.MapConfig)
+		between := st.Above(func(s *spec.Stage) bool {
+			return s != c && s.Above(func(u *spec.Stage) bool { return u == c }) != nil && (s.Type == "shuffle" || stages.IsRandom(s))
+		})
+		if isMap && between == nil {
+			return fmt.Sprintf("cache %q above it keeps only the work above it: move it below this map, which draws nothing random, to keep its results too", c.Name)
+		}
 		return fmt.Sprintf("cache %q above it already replays the work above it", c.Name)
 	}
 	if sh := shuffleAbove(st); (sh != nil && !movedPast(p, sh, st)) || st.Type == "shuffle" {
 		if sh == nil {
 			sh = st
 		}
-		return fmt.Sprintf("a cache below shuffle %q would replay the order the shuffle gave its first pass in every later epoch: cache above the shuffle, right after the expensive work", sh.Name)
+		return fmt.Sprintf("a cache below shuffle %q would replay its samples in the order of their IDs in every later epoch, unshuffled: cache above the shuffle, right after the expensive work", sh.Name)
 	}
 	if p.Spec == nil || p.Memory <= 0 {
 		if p.Spec != nil && p.Spec.Epochs == 1 {
@@ -964,7 +979,12 @@ func frozenOrder(sink *spec.Stage) (cache, by *spec.Stage) {
 		by = s.Above(shuffles)
 		return by != nil
 	})
-	if cache == nil {
+	// A shuffle stage between the cache and the sink reorders what the
+	// cache replays: its own settings say why an order repeats (a review:
+	// bench told a spec with one to add a shuffle below the cache).
+	if cache == nil || sink.Above(func(s *spec.Stage) bool {
+		return s.Type == "shuffle" && s.Above(func(u *spec.Stage) bool { return u == cache }) != nil
+	}) != nil {
 		return nil, nil
 	}
 	return cache, by
@@ -999,8 +1019,10 @@ func shuffleCheck(epochs [][]string, shuffle, cache, by *spec.Stage) BenchShuffl
 		c.Verdict = "one epoch: nothing to compare"
 	case c.Same == c.Positions && cache != nil:
 		// A tuning test raised the buffer past the epoch on the advice
-		// below, and was told again to raise it.
-		c.Verdict = fmt.Sprintf("every epoch comes in the same order: cache %q replays the order of the pass that filled it, which %s %q above it drew; add a shuffle stage below the cache", cache.Name, by.Type, by.Name)
+		// below, and was told again to raise it. A cache replays by
+		// sample ID: the source's order, or the first pass's where the
+		// files stage shuffled.
+		c.Verdict = fmt.Sprintf("every epoch comes in the same order: cache %q replays its samples in the order of their IDs every epoch, whatever %s %q above it draws; add a shuffle stage below the cache", cache.Name, by.Type, by.Name)
 	case c.Same == c.Positions && cfg != nil && cfg.ReshuffleEachEpoch != nil && !*cfg.ReshuffleEachEpoch:
 		c.Verdict = fmt.Sprintf("every epoch comes in the same order: shuffle %q has reshuffle_each_epoch: false", shuffle.Name)
 	case c.Same == c.Positions && cfg != nil:
@@ -1009,6 +1031,8 @@ func shuffleCheck(epochs [][]string, shuffle, cache, by *spec.Stage) BenchShuffl
 		c.Verdict = fmt.Sprintf("every epoch comes in the same order: shuffle %q's buffer of %d is too small to mix them; raise it (the whole epoch for a perfect shuffle)", shuffle.Name, cfg.Buffer)
 	case c.Same == c.Positions:
 		c.Verdict = "every epoch comes in the same order: add a shuffle stage (it reshuffles each epoch unless reshuffle_each_epoch: false), or shuffle: true on a files source"
+	case 2*c.Same > c.Positions && cache != nil:
+		c.Verdict = fmt.Sprintf("epochs come in much the same order (%d of %d places hold the sample of the epoch before): cache %q replays its samples in the order of their IDs every epoch, whatever %s %q above it draws; add a shuffle stage below the cache", c.Same, c.Positions, cache.Name, by.Type, by.Name)
 	case 2*c.Same > c.Positions:
 		c.Verdict = fmt.Sprintf("epochs come in much the same order (%d of %d places hold the sample of the epoch before)", c.Same, c.Positions)
 	default:

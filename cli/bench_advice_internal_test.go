@@ -73,10 +73,14 @@ stages:
 		// tuning test followed "a cache right after" for a batch below a
 		// shuffle and a cache, and froze its epochs).
 		{"a batch below a shuffle", "256MiB", "2", "40", "{name: sh, type: shuffle, buffer: 10}\n  - {name: b, type: batch, size: 4}", "b",
-			`batch "b" was busy 90% of the time of its worker; give it more cores, or less to do (a cache below shuffle "sh" would replay the order the shuffle gave its first pass in every later epoch: cache above the shuffle, right after the expensive work)`},
+			`batch "b" was busy 90% of the time of its worker; give it more cores, or less to do (a cache below shuffle "sh" would replay its samples in the order of their IDs in every later epoch, unshuffled: cache above the shuffle, right after the expensive work)`},
 		{"a map below a shuffle", "256MiB", "2", "40", "{name: sh, type: shuffle, buffer: 10}\n  - {name: m2, type: map, set: {y: 'index'}}", "m2",
-			`map "m2" was busy 90% of the time of its worker; give it more parallelism, cores, or less to do (a cache below shuffle "sh" would replay the order the shuffle gave its first pass in every later epoch: cache above the shuffle, right after the expensive work)`},
+			`map "m2" was busy 90% of the time of its worker; give it more parallelism, cores, or less to do (a cache below shuffle "sh" would replay its samples in the order of their IDs in every later epoch, unshuffled: cache above the shuffle, right after the expensive work)`},
 		{"a map below a cache", "256MiB", "2", "40", "{name: c, type: cache}\n  - {name: m2, type: map, set: {y: 'index'}}", "m2",
+			`map "m2" was busy 90% of the time of its worker; give it more parallelism, cores, or less to do (cache "c" above it keeps only the work above it: move it below this map, which draws nothing random, to keep its results too)`},
+		{"a batch below a cache", "256MiB", "2", "40", "{name: c, type: cache}\n  - {name: b, type: batch, size: 4}", "b",
+			`batch "b" was busy 90% of the time of its worker; give it more cores, or less to do (cache "c" above it already replays the work above it)`},
+		{"a map below a cache and a shuffle", "256MiB", "2", "40", "{name: c, type: cache}\n  - {name: sh, type: shuffle, buffer: 8}\n  - {name: m2, type: map, set: {y: 'index'}}", "m2",
 			`map "m2" was busy 90% of the time of its worker; give it more parallelism, cores, or less to do (cache "c" above it already replays the work above it)`},
 		{"a count unknown", "256MiB", "2", "40", "{name: f, type: filter, where: 'index > 2'}\n  - {name: m2, type: map, set: {y: 'index'}}", "m2",
 			`map "m2" was busy 90% of the time of its worker; give it more parallelism, cores, or less to do (a cache stage right after the expensive work replays its results in later epochs, with dir: where the budget cannot hold a whole epoch of them)`},
@@ -86,7 +90,7 @@ stages:
 		t.Run(tc.name, func(t *testing.T) {
 			p := benchPlan(t, strings.NewReplacer("MEMORY", tc.memory, "EPOCHS", tc.epochs, "COUNT", tc.count, "MIDDLE", tc.middle).Replace(src))
 			rep := &engine.Report{Stages: map[string]engine.StageReport{tc.top: {BusyS: 0.9, Workers: 1}}}
-			_, name, why := bottleneck(p, rep, time.Second, "out", 100*time.Millisecond)
+			_, name, why := bottleneck(p, rep, time.Second, "out", 100*time.Millisecond, 0)
 			// The first pass's size is plan's estimate (plan.EpochBytes),
 			// which this test does not pin down.
 			bytes, _ := p.EpochBytes(tc.top)
@@ -138,7 +142,7 @@ stages:
 			for name, b := range tc.busy {
 				rep.Stages[name] = engine.StageReport{BusyS: b, Workers: 1}
 			}
-			ranked, top, why := bottleneck(p, rep, time.Second, tc.trainer, tc.stepping)
+			ranked, top, why := bottleneck(p, rep, time.Second, tc.trainer, tc.stepping, 0)
 			var names []string
 			for _, s := range ranked {
 				names = append(names, s.Name)
@@ -230,7 +234,7 @@ stages:
 		t.Fatal("the map's to_float is not left to the batch")
 	}
 	rep := &engine.Report{Stages: map[string]engine.StageReport{"m": {BusyS: 0.9, Workers: 1}}}
-	_, _, why := bottleneck(p, rep, time.Second, "out", 100*time.Millisecond)
+	_, _, why := bottleneck(p, rep, time.Second, "out", 100*time.Millisecond, 0)
 	want := "(a cache stage right after the expensive work replays its results in later epochs; end the map before its to_float() and convert in a map after the cache, which then keeps img as uint8, a quarter of the float32 bytes)"
 	if !strings.HasSuffix(why, want) {
 		t.Errorf("advice %q,\nwant it to end %q", why, want)
@@ -257,7 +261,7 @@ stages:
 	} {
 		p := benchPlan(t, strings.Replace(src, "SHUFFLE", shuffle, 1))
 		rep := &engine.Report{Stages: map[string]engine.StageReport{"m": {BusyS: 0.9, Workers: 1}}}
-		_, _, why := bottleneck(p, rep, time.Second, "out", 100*time.Millisecond)
+		_, _, why := bottleneck(p, rep, time.Second, "out", 100*time.Millisecond, 0)
 		if why != want {
 			t.Errorf("shuffle: %s:\ngot  %s\nwant %s", shuffle, why, want)
 		}
@@ -271,7 +275,7 @@ stages:
 		t.Fatalf("the planner did not move the shuffle: %+v", p.Rewrites)
 	}
 	rep := &engine.Report{Stages: map[string]engine.StageReport{"m": {BusyS: 0.9, Workers: 1}}}
-	if _, _, why := bottleneck(p, rep, time.Second, "out", 100*time.Millisecond); why != head+")" {
+	if _, _, why := bottleneck(p, rep, time.Second, "out", 100*time.Millisecond, 0); why != head+")" {
 		t.Errorf("a shuffle moved above the map:\ngot  %s\nwant %s)", why, head)
 	}
 }

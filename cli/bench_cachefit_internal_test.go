@@ -75,7 +75,7 @@ stages:
 				t.Fatal(err)
 			}
 			rep := &engine.Report{Stages: map[string]engine.StageReport{"m": {BusyS: 0.9, Workers: 1}}}
-			_, _, why := bottleneck(p, rep, time.Second, "out", 100*time.Millisecond)
+			_, _, why := bottleneck(p, rep, time.Second, "out", 100*time.Millisecond, 0)
 			// The first pass's size is plan's estimate (plan.EpochBytes),
 			// which this test does not pin down.
 			first, _ := p.EpochBytes("m")

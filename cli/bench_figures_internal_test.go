@@ -83,7 +83,7 @@ func TestBenchJudgesTheTrainersLastStep(t *testing.T) {
 			rep: &engine.Report{Stages: map[string]engine.StageReport{"src": {BusyS: 0.001, Workers: 1}, "m": {BusyS: 0.009, Workers: 1}, "t": {Workers: 1}}}}}
 	final := &engine.Report{Stages: map[string]engine.StageReport{"src": {BusyS: 0.02, Workers: 1}, "m": {BusyS: 0.45, Workers: 1}, "t": {Workers: 1}}}
 	at := tr.figures(start, cpu0, final, 700*time.Millisecond, 700*time.Millisecond)
-	ranked, top, why := bottleneck(p, at.rep, at.span, "trainer", at.stepped)
+	ranked, top, why := bottleneck(p, at.rep, at.span, "trainer", at.stepped, at.cpu)
 	var shares []string
 	for _, s := range ranked {
 		shares = append(shares, fmt.Sprintf("%s %.0f%%", s.Name, 100*s.Busy))

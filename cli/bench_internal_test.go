@@ -52,9 +52,13 @@ func TestShuffleCheck(t *testing.T) {
 		// was told again that the buffer was too small: a cache below the
 		// shuffle replayed the first pass's order.
 		{"same order, a cache below the shuffle", big, cache, big, [][]string{{"a", "b"}, {"a", "b"}}, 2, 2,
-			`every epoch comes in the same order: cache "c2" replays the order of the pass that filled it, which shuffle "sh" above it drew; add a shuffle stage below the cache`},
+			`every epoch comes in the same order: cache "c2" replays its samples in the order of their IDs every epoch, whatever shuffle "sh" above it draws; add a shuffle stage below the cache`},
+		// A shuffle stage below a cache mixes the source's order of
+		// IDs into epochs much alike (a review: 41 of 80 places).
+		{"much the same order, a cache below the shuffle", big, cache, big, [][]string{{"a", "b", "c", "d", "e"}, {"a", "b", "c", "e", "d"}}, 3, 5,
+			`epochs come in much the same order (3 of 5 places hold the sample of the epoch before): cache "c2" replays its samples in the order of their IDs every epoch, whatever shuffle "sh" above it draws; add a shuffle stage below the cache`},
 		{"same order, a cache below shuffling files", nil, cache, files, [][]string{{"a", "b"}, {"a", "b"}}, 2, 2,
-			`every epoch comes in the same order: cache "c2" replays the order of the pass that filled it, which files "f" above it drew; add a shuffle stage below the cache`},
+			`every epoch comes in the same order: cache "c2" replays its samples in the order of their IDs every epoch, whatever files "f" above it draws; add a shuffle stage below the cache`},
 		{"one epoch", nil, nil, nil, [][]string{{"a", "b"}, nil}, 0, 0, "one epoch: nothing to compare"},
 		{"same order", nil, nil, nil, [][]string{{"a", "b", "c"}, {"a", "b", "c"}, {"a", "b", "c"}}, 6, 6,
 			"every epoch comes in the same order: add a shuffle stage (it reshuffles each epoch unless reshuffle_each_epoch: false), or shuffle: true on a files source"},
@@ -75,6 +79,35 @@ func TestShuffleCheck(t *testing.T) {
 				t.Errorf("got %+v\nwant same %d of %d, %q", got, tc.same, tc.pos, tc.verdict)
 			}
 		})
+	}
+}
+
+// TestFrozenOrder: a cache with a shuffler above it and no shuffle stage
+// between it and the trainer is what keeps the order; with a shuffle stage
+// below it, that stage's settings say why (a review: bench told a spec
+// with one, reshuffle_each_epoch: false, to add a shuffle below the cache).
+func TestFrozenOrder(t *testing.T) {
+	for _, tc := range []struct {
+		name, middle, cache, by string
+	}{
+		{"a cache below shuffling files", "  - {name: c, type: cache}", "c", "files"},
+		{"a cache below a shuffle", "  - {name: sh, type: shuffle, buffer: 8}\n  - {name: c, type: cache}", "c", "sh"},
+		{"a shuffle below the cache", "  - {name: c, type: cache}\n  - {name: sh, type: shuffle, buffer: 8, reshuffle_each_epoch: false}", "", ""},
+		{"no cache", "  - {name: sh, type: shuffle, buffer: 8}", "", ""},
+	} {
+		sp, diags := spec.Parse("s.yaml", []byte("version: 1\nname: f\nstages:\n  - {name: files, type: files, pattern: '*.jpg', shuffle: true}\n"+
+			tc.middle+"\n  - {name: out, type: discard}\n"), spec.Options{Catalog: stages.Default()})
+		if diags.HasErrors() {
+			t.Fatal(diags)
+		}
+		c, by := frozenOrder(sp.Stage("out"))
+		var got [2]string
+		if c != nil {
+			got = [2]string{c.Name, by.Name}
+		}
+		if got != [2]string{tc.cache, tc.by} {
+			t.Errorf("%s: %v, want %q above %q", tc.name, got, tc.cache, tc.by)
+		}
 	}
 }
 
@@ -116,7 +149,7 @@ func TestBottleneckAdvice(t *testing.T) {
 	} {
 		p := &plan.Plan{Workers: tc.runWorkers, Nodes: []*plan.Node{{Stage: &spec.Stage{Name: "m", Type: tc.typ, Role: spec.RoleTransform, Config: tc.cfg}}}}
 		rep := &engine.Report{Stages: map[string]engine.StageReport{"m": {BusyS: 0.9 * float64(tc.workers), Workers: tc.workers}}}
-		_, name, why := bottleneck(p, rep, time.Second, "out", 100*time.Millisecond)
+		_, name, why := bottleneck(p, rep, time.Second, "out", 100*time.Millisecond, 0)
 		if name != "m" || why != tc.want {
 			t.Errorf("%d workers of %d: %q, %q\nwant m, %q", tc.workers, tc.runWorkers, name, why, tc.want)
 		}
@@ -158,10 +191,20 @@ func TestNoBottleneckButShortOfCPU(t *testing.T) {
 			{Stage: &spec.Stage{Name: "a", Type: "map", Role: spec.RoleTransform}},
 			{Stage: &spec.Stage{Name: "b", Type: "map", Role: spec.RoleTransform}}}}
 		rep := &engine.Report{Stages: map[string]engine.StageReport{"a": {BusyS: 2 * tc.a, Workers: 2}, "b": {BusyS: 2 * tc.b, Workers: 2}}}
-		_, name, why := bottleneck(p, rep, time.Second, "out", 100*time.Millisecond)
+		_, name, why := bottleneck(p, rep, time.Second, "out", 100*time.Millisecond, 0)
 		if name != "" || why != tc.want {
 			t.Errorf("busy %v and %v: %q, %q\nwant none, %q", tc.a, tc.b, name, why, tc.want)
 		}
+	}
+	// Busy 1.7 s of 2 cores in 1 s, but the run had 0.8 s of CPU: the
+	// rest was waiting for cores other work held, and more cores in the
+	// spec would not give it them (a review).
+	p := &plan.Plan{Workers: 2, Nodes: []*plan.Node{
+		{Stage: &spec.Stage{Name: "a", Type: "map", Role: spec.RoleTransform}},
+		{Stage: &spec.Stage{Name: "b", Type: "map", Role: spec.RoleTransform}}}}
+	rep := &engine.Report{Stages: map[string]engine.StageReport{"a": {BusyS: 0.9, Workers: 2}, "b": {BusyS: 0.8, Workers: 2}}}
+	if _, _, why := bottleneck(p, rep, time.Second, "out", 100*time.Millisecond, 800*time.Millisecond); !strings.HasPrefix(why, "none: ") {
+		t.Errorf("with 0.8 s of CPU: %q, want none, not short of CPU", why)
 	}
 }
 
@@ -202,7 +245,7 @@ func TestBottleneckAdviceBelowARandomMap(t *testing.T) {
 	m := &spec.Stage{Name: "m", Type: "map", Role: spec.RoleTransform, Inputs: []*spec.Stage{aug}}
 	p := &plan.Plan{Workers: 2, Nodes: []*plan.Node{{Stage: aug}, {Stage: m}}}
 	rep := &engine.Report{Stages: map[string]engine.StageReport{"m": {BusyS: 0.9, Workers: 1}, "aug": {BusyS: 0.1, Workers: 1}}}
-	_, _, why := bottleneck(p, rep, time.Second, "out", 100*time.Millisecond)
+	_, _, why := bottleneck(p, rep, time.Second, "out", 100*time.Millisecond, 0)
 	if want := `(a cache after it would replay the random draws of map "aug" above it every epoch: cache above that map, or not at all)`; !strings.HasSuffix(why, want) {
 		t.Errorf("got %q\nwant it to end %q", why, want)
 	}

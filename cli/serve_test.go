@@ -459,8 +459,12 @@ func TestServeTrainerPerEpochIsNoWarning(t *testing.T) {
 	if batches[1] != 2 || len(batches) != 1 {
 		t.Errorf("B read batches by epoch %v, want the 2 of epoch 1", batches)
 	}
+	// The 300 ms lets the sink send epoch 1 ahead, the case that was
+	// warned of; on a machine too busy for that, A acknowledged all it
+	// was sent, which is logged as such, and nothing is warned of either.
 	r := <-done
-	if r.code != 0 || !strings.Contains(r.stderr, "trainer left at the end of epoch 0") || strings.Contains(r.stderr, "WARN") {
+	if r.code != 0 || strings.Contains(r.stderr, "WARN") ||
+		!strings.Contains(r.stderr, "trainer left at the end of epoch 0") && !strings.Contains(r.stderr, "trainer left having acknowledged every batch sent") {
 		t.Errorf("apply: %s\nwant exit 0, the leaving logged at the end of epoch 0, and no warning", r)
 	}
 }

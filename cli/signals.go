@@ -44,6 +44,7 @@ func stopsGracefully() (done func()) {
 func notifyContext(sigs ...os.Signal) (context.Context, func()) {
 	ctx, cancel := context.WithCancel(context.Background())
 	c := make(chan os.Signal, 2)
+	stopped := make(chan struct{})
 	signal.Notify(c, sigs...)
 	go func() {
 		select {
@@ -54,19 +55,23 @@ func notifyContext(sigs ...os.Signal) (context.Context, func()) {
 			}
 			cancel()
 			echo := time.NewTimer(echoWindow)
-			for waiting := true; waiting; {
-				select {
-				case <-c: // the same signal again: swallowed
-				case <-echo.C:
-					waiting = false
-				}
+			defer echo.Stop()
+			select {
+			case <-echo.C:
+			case <-stopped:
+				// The command ended within the window: a Reset now
+				// would undo whatever handler comes after it.
+				return
 			}
+			// Until the window ends the handler stays, and signals wait
+			// in c unread: dropped, as a repeat of the first.
 			signal.Reset(sigs...)
 		case <-ctx.Done():
 		}
 	}()
 	return ctx, func() {
 		signal.Stop(c)
+		close(stopped)
 		cancel()
 	}
 }

@@ -187,7 +187,7 @@ stages:
 `)
 	const want = `stage "c" (cache): store: in-memory cache outgrew its share of the memory budget (half of 32MiB) after 339 samples (16.05MiB, about 48.33KiB a sample); ` +
 		`set dir: to cache on disk (Badger reserves 82MiB of the budget for itself: resources.memory of 114MiB leaves the samples 32MiB as now), or raise resources.memory to hold the whole first pass in half of it; ` +
-		`or cache image as uint8, a quarter of the bytes: end the map above before its to_float() and convert in a map after the cache`
+		`or, if image was decoded as uint8, cache it so, a quarter of the bytes: end the map above before its to_float() (and normalize) and convert in a map after the cache`
 	if err == nil || err.Error() != want {
 		t.Errorf("err = %v\nwant %s", err, want)
 	}

@@ -471,12 +471,20 @@ func Start(ctx context.Context, p *plan.Plan, opts Options) (*Run, error) {
 		}
 		impl, err := t.Build(n.env, cfg)
 		if err == nil {
-			err = checkKind(pn.Stage, impl)
+			if err = checkKind(pn.Stage, impl); err != nil {
+				// Built and then refused: undone as abortBuilt undoes
+				// the others, a sink's temporaries, then its resources.
+				// (A Build that failed returns no stage to undo, often a
+				// nil pointer in the interface.)
+				if sk, ok := impl.(stages.Sink); ok {
+					sk.Abort()
+				}
+				if c, ok := impl.(stages.Closer); ok {
+					c.Close()
+				}
+			}
 		}
 		if err != nil {
-			if c, ok := impl.(stages.Closer); ok {
-				c.Close()
-			}
 			r.abortBuilt()
 			return nil, &StageError{Stage: pn.Stage.Name, Type: pn.Stage.Type, Err: err}
 		}

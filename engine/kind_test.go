@@ -13,11 +13,11 @@ import (
 	"github.com/piperun/piperun/stages"
 )
 
-type sinkOnly struct{}
+type sinkOnly struct{ aborted *int }
 
 func (sinkOnly) Write(context.Context, *sample.Sample) error { return nil }
 func (sinkOnly) Commit() error                               { return nil }
-func (sinkOnly) Abort() error                                { return nil }
+func (s sinkOnly) Abort() error                              { *s.aborted++; return nil }
 
 // TestStartRefusesAStageOfAnotherKind: a type whose Build returns nothing,
 // or a kind its role does not take (a transform built as a sink), fails
@@ -26,13 +26,14 @@ func (sinkOnly) Abort() error                                { return nil }
 // and the second start, stall for two seconds and fail "stuck" with
 // advice about a concat the spec did not have.
 func TestStartRefusesAStageOfAnotherKind(t *testing.T) {
+	aborted := 0
 	for _, tc := range []struct {
 		name  string
 		built any
 		want  string
 	}{
 		{"nothing", nil, `stage "x" (custom): type custom is a transform, but its Build returned nil and no error`},
-		{"a sink", sinkOnly{}, `stage "x" (custom): type custom is a transform, but its Build returned engine_test.sinkOnly, a sink`},
+		{"a sink", sinkOnly{aborted: &aborted}, `stage "x" (custom): type custom is a transform, but its Build returned engine_test.sinkOnly, a sink`},
 		{"no kind", struct{}{}, `stage "x" (custom): type custom is a transform, but its Build returned struct {}, which is no stage kind (Source, Processor, Expander, Joiner or Sink)`},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
@@ -65,5 +66,10 @@ stages:
 				t.Errorf("Start: %v\nwant %s", err, tc.want)
 			}
 		})
+	}
+	// The sink built and refused is aborted, as the stages built before
+	// it are: it may have opened temporaries at Build.
+	if aborted != 1 {
+		t.Errorf("the refused sink was aborted %d times, want once", aborted)
 	}
 }

@@ -127,8 +127,8 @@ func TestColorFunctionsRun(t *testing.T) {
 		v    float64
 		want string
 	}{
-		{`adjust_contrast(x, v)`, -1, "adjust_contrast: invalid argument: the factor must be a finite number of at least 0, got -1"},
-		{`color_jitter(x, v, 0, 0)`, -0.5, "color_jitter: invalid argument: brightness must be a finite number of at least 0, got -0.5"},
+		{`adjust_contrast(x, v)`, -1, "adjust_contrast: invalid argument: the factor must be a number from 0 to 3.4e38 (float32's range), got -1"},
+		{`color_jitter(x, v, 0, 0)`, -0.5, "color_jitter: invalid argument: brightness must be a number from 0 to 3.4e38 (float32's range), got -0.5"},
 		{`flip_up_down(x, v)`, 3, "probability 3 is outside [0, 1]"},
 		{`grayscale(x, int(v))`, 2, "grayscale: invalid argument: channels must be 1 or 3, got 2"},
 	} {

@@ -166,11 +166,12 @@ func TestColorArguments(t *testing.T) {
 	}{
 		{"4 channels", func() (*tensor.Tensor, error) { return AdjustContrast(rgba, 1) }, "imageops: adjust_contrast: invalid argument: want 1 or 3 channels, got 4 ([2 2 4])"},
 		{"int64", func() (*tensor.Tensor, error) { return AdjustBrightness(ints, 1) }, "imageops: adjust_brightness: invalid argument: want a uint8 or float32 image, got int64"},
-		{"negative", func() (*tensor.Tensor, error) { return AdjustSaturation(rgb, -0.5) }, "imageops: adjust_saturation: invalid argument: the factor must be a finite number of at least 0, got -0.5"},
-		{"NaN", func() (*tensor.Tensor, error) { return AdjustBrightness(rgb, math.NaN()) }, "imageops: adjust_brightness: invalid argument: the factor must be a finite number of at least 0, got NaN"},
+		{"negative", func() (*tensor.Tensor, error) { return AdjustSaturation(rgb, -0.5) }, "imageops: adjust_saturation: invalid argument: the factor must be a number from 0 to 3.4e38 (float32's range), got -0.5"},
+		{"NaN", func() (*tensor.Tensor, error) { return AdjustBrightness(rgb, math.NaN()) }, "imageops: adjust_brightness: invalid argument: the factor must be a number from 0 to 3.4e38 (float32's range), got NaN"},
 		{"infinite", func() (*tensor.Tensor, error) {
 			return ColorJitter(rgb, math.Inf(1), 0, 0, &fixedRNG{v: []float64{0.5}})
-		}, "imageops: color_jitter: invalid argument: brightness must be a finite number of at least 0, got +Inf"},
+		}, "imageops: color_jitter: invalid argument: brightness must be a number from 0 to 3.4e38 (float32's range), got +Inf"},
+		{"past float32", func() (*tensor.Tensor, error) { return AdjustBrightness(rgb, 1e39) }, "imageops: adjust_brightness: invalid argument: the factor must be a number from 0 to 3.4e38 (float32's range), got 1e+39"},
 		{"gray to 2", func() (*tensor.Tensor, error) { return Grayscale(rgb, 2) }, "imageops: grayscale: invalid argument: channels must be 1 or 3, got 2"},
 		{"rank 2 flip", func() (*tensor.Tensor, error) { return FlipUpDown(flat) }, "imageops: flip_up_down: invalid argument: want an HWC image of rank 3, got uint8[4 3]"},
 		{"rank 2 rot90", func() (*tensor.Tensor, error) { return Rot90(flat, 1) }, "imageops: rot90: invalid argument: want an HWC image of rank 3, got uint8[4 3]"},

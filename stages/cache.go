@@ -459,7 +459,10 @@ func IsRandom(s *spec.Stage) bool {
 	return err == nil && isRandom(s, string(cfg))
 }
 
-// isRandom reports whether a stage's output depends on the seed.
+// isRandom reports whether a stage's output depends on the seed. The
+// random functions are the registry's Random marks, read at each call: a
+// list written out here missed the ones added later, and one made at
+// start would miss an embedder's.
 func isRandom(s *spec.Stage, cfg string) bool {
 	switch c := s.Config.(type) {
 	case *FilesConfig:
@@ -467,27 +470,14 @@ func isRandom(s *spec.Stage, cfg string) bool {
 	case *ShuffleConfig, *MixConfig:
 		return true
 	}
-	for _, f := range randomFuncs {
-		if strings.Contains(cfg, f) {
+	reg := expression.Default()
+	for _, name := range reg.Names() {
+		if f, _ := reg.Lookup(name); f.Random && strings.Contains(cfg, name) {
 			return true
 		}
 	}
 	return false
 }
-
-// randomFuncs are the expression functions that draw random numbers, from
-// the registry's Random marks: a list written out here missed the ones
-// added later.
-var randomFuncs = func() []string {
-	var out []string
-	reg := expression.Default()
-	for _, name := range reg.Names() {
-		if f, _ := reg.Lookup(name); f.Random {
-			out = append(out, name)
-		}
-	}
-	return out
-}()
 
 type diskCache struct {
 	env     *Env
@@ -659,7 +649,7 @@ func (m *memCache) uint8Hint() string {
 	for _, f := range m.env.Stage.Schema.Fields {
 		t := f.Type
 		if t.Kind == sample.Tensor && t.DType == tensor.Float32 && len(t.Shape) == 3 && (t.Shape[2] == 1 || t.Shape[2] == 3 || t.Shape[2] == 4) {
-			return fmt.Sprintf("; or cache %s as uint8, a quarter of the bytes: end the map above before its to_float() and convert in a map after the cache", f.Name)
+			return fmt.Sprintf("; or, if %s was decoded as uint8, cache it so, a quarter of the bytes: end the map above before its to_float() (and normalize) and convert in a map after the cache", f.Name)
 		}
 	}
 	return ""

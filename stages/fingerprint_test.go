@@ -188,4 +188,10 @@ func TestEveryRandomFunctionMakesAStageRandom(t *testing.T) {
 	if random < 5 {
 		t.Errorf("only %d random functions in the registry", random)
 	}
+	// The marks themselves, for the functions that draw.
+	for _, name := range []string{"random_crop", "random_resized_crop", "flip_left_right", "flip_up_down", "color_jitter"} {
+		if f, ok := reg.Lookup(name); !ok || !f.Random {
+			t.Errorf("%s is not registered as random", name)
+		}
+	}
 }
