@@ -2,6 +2,7 @@ package expression
 
 import (
 	"fmt"
+	"reflect"
 
 	"github.com/piperun/piperun/imageops"
 	"github.com/piperun/piperun/sample"
@@ -39,6 +40,64 @@ func init() {
 			}
 			if c.Rand.Float64() < p {
 				return imageops.FlipUpDown(img)
+			}
+			return img, nil
+		},
+	})
+	r.Register(&Func{
+		Name: "uniform", Signature: "uniform(lo, hi)", Doc: "A float drawn uniformly from [lo, hi), by call site and sample: uniform(0, 1) < p ? f(img) : img applies f with probability p.",
+		MinArgs: 2, MaxArgs: 2, Random: true,
+		Returns: reflect.TypeOf(0.0),
+		Check: func(a []Arg) (sample.Type, error) {
+			for i := range 2 {
+				if err := wantKind(a, i, sample.Float); err != nil {
+					return sample.TAny, err
+				}
+			}
+			lo, ok1 := constFloat(a[0])
+			hi, ok2 := constFloat(a[1])
+			if ok1 && ok2 && lo > hi {
+				return sample.TAny, fmt.Errorf("lo %v is more than hi %v", lo, hi)
+			}
+			return sample.TFloat, nil
+		},
+		Impl: func(c *Call, a []any) (any, error) {
+			lo, ok1 := toFloat(a[0])
+			hi, ok2 := toFloat(a[1])
+			if !ok1 || !ok2 {
+				return nil, fmt.Errorf("lo and hi must be numbers, got %s and %s", typeName(a[0]), typeName(a[1]))
+			}
+			if !(lo <= hi) {
+				return nil, fmt.Errorf("lo %v is more than hi %v", lo, hi)
+			}
+			return lo + (hi-lo)*c.Rand.Float64(), nil
+		},
+	})
+	r.Register(&Func{
+		Name: "random_grayscale", Signature: "random_grayscale(img, p)", Doc: "torchvision's RandomGrayscale: with probability p, the image's gray in as many channels as it has (1 or 3).",
+		MinArgs: 2, MaxArgs: 2, Random: true,
+		Returns: tensorPtr,
+		Check: func(a []Arg) (sample.Type, error) {
+			img, err := colorArg(a, 0)
+			if err != nil {
+				return sample.TAny, err
+			}
+			if err := probabilityArg(a, 1); err != nil {
+				return sample.TAny, err
+			}
+			return img, nil
+		},
+		Impl: func(c *Call, a []any) (any, error) {
+			img, err := imageIn(a, 0)
+			if err != nil {
+				return nil, err
+			}
+			p, err := probabilityIn(a, 1)
+			if err != nil {
+				return nil, err
+			}
+			if c.Rand.Float64() < p && len(img.Shape) == 3 {
+				return imageops.Grayscale(img, img.Shape[2])
 			}
 			return img, nil
 		},

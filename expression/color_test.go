@@ -137,3 +137,79 @@ func TestColorFunctionsRun(t *testing.T) {
 		}
 	}
 }
+
+// TestRandomApply: uniform(lo, hi) draws a float per call site and sample,
+// and random_grayscale(img, p) is torchvision's RandomGrayscale, so that
+// RandomApply and RandomGrayscale can be written (a computer-vision
+// engineer's test found no way but a flip of a constant tensor as a coin).
+func TestRandomApply(t *testing.T) {
+	in := sample.Schema{Fields: []sample.Field{
+		{Name: "x", Type: sample.TensorOf(tensor.Uint8, 4, 6, 3)},
+		{Name: "g", Type: sample.TensorOf(tensor.Uint8, 4, 6, 1)},
+		{Name: "rgba", Type: sample.TensorOf(tensor.Uint8, 4, 6, 4)},
+	}}
+	for _, tc := range []struct{ src, want, typ string }{
+		{`uniform(0, 1)`, "", "float64"},
+		{`uniform(0, 1) < 0.8 ? color_jitter(x, 0.4, 0.4, 0.4) : x`, "", "tensor<uint8>[4 6 3]"},
+		{`random_grayscale(x, 0.2)`, "", "tensor<uint8>[4 6 3]"},
+		{`random_grayscale(g, 0.2)`, "", "tensor<uint8>[4 6 1]"},
+		{`uniform(1, 0)`, "uniform: lo 1 is more than hi 0 (line 1, column 1 of the expression)", ""},
+		{`uniform(0)`, "uniform(lo, hi): wrong number of arguments: got 1, want 2 (line 1, column 1 of the expression)", ""},
+		{`random_grayscale(x, 1.5)`, "random_grayscale: probability 1.5 is outside [0, 1] (line 1, column 1 of the expression)", ""},
+		{`random_grayscale(rgba, 0.2)`, "random_grayscale: argument 1 must have 1 or 3 channels, got tensor<uint8>[4 6 4] (decode_image(…, 3) gives 3) (line 1, column 18 of the expression)", ""},
+	} {
+		p, err := expression.Default().Compile(tc.src, in, sample.Any)
+		got := ""
+		if err != nil {
+			got = err.Error()
+		}
+		if got != tc.want {
+			t.Errorf("%s:\ngot  %q\nwant %q", tc.src, got, tc.want)
+			continue
+		}
+		if err == nil && p.Type.String() != tc.typ {
+			t.Errorf("%s: type %s, want %s", tc.src, p.Type, tc.typ)
+		}
+	}
+	img := tensor.New(tensor.Uint8, 4, 6, 3)
+	for i := range img.Data {
+		img.Data[i] = uint8(i * 37 % 256)
+	}
+	run := func(src string, id int64) any {
+		p, err := expression.Default().Compile(src, in, sample.Any)
+		if err != nil {
+			t.Fatalf("%s: %v", src, err)
+		}
+		v, err := p.Run(nil, map[string]any{"x": img, expression.CtxVar: &expression.RunCtx{Seed: 7, ID: id}})
+		if err != nil {
+			t.Fatalf("%s: %v", src, err)
+		}
+		return v
+	}
+	// uniform: in [lo, hi), the same for a sample, about a fifth under 0.2.
+	under := 0
+	for id := range int64(1000) {
+		u := run(`uniform(0, 1)`, id).(float64)
+		if u < 0 || u >= 1 || run(`uniform(0, 1)`, id).(float64) != u {
+			t.Fatalf("sample %d: uniform %v, or another draw for the same sample", id, u)
+		}
+		if u < 0.2 {
+			under++
+		}
+	}
+	if under < 150 || under > 250 {
+		t.Errorf("%d of 1000 draws under 0.2, want about 200", under)
+	}
+	// Two call sites draw apart.
+	if pair := run(`[uniform(0, 1), uniform(0, 1)]`, 5).([]any); pair[0] == pair[1] {
+		t.Errorf("two calls drew the same %v", pair[0])
+	}
+	// random_grayscale: all or nothing at p 1 and 0, keeping 3 channels.
+	gray, _ := imageops.Grayscale(img, 3)
+	if got := run(`random_grayscale(x, 1)`, 1).(*tensor.Tensor); string(got.Data) != string(gray.Data) {
+		t.Error("random_grayscale(x, 1) is not the 3-channel gray")
+	}
+	if got := run(`random_grayscale(x, 0)`, 1).(*tensor.Tensor); string(got.Data) != string(img.Data) {
+		t.Error("random_grayscale(x, 0) changed the image")
+	}
+}

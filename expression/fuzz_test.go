@@ -30,6 +30,7 @@ func FuzzCompile(f *testing.F) {
 		`a ?? b ?? s`, `label > 1 ? nope : hw?.[0]`, `let v = nope ?? 1; v + w`, `None == s`, `$env["a/b"] ?? hw[1:]`,
 		`image | color_jitter(0.4, 0.4, 0.4) | rot90(label) | grayscale(3) | flip_up_down(0.5)`,
 		`adjust_contrast(to_float(image), 1.5)`, `adjust_saturation(image, -1)`, `rot90(image, -7)`,
+		`uniform(0, 1) < 0.8 ? random_grayscale(image, 0.2) : image`, `uniform(label, 0)`,
 	} {
 		f.Add(s)
 	}

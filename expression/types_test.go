@@ -173,7 +173,7 @@ func compileError(src string, in sample.Schema) string {
 // not look at their arguments again).
 func TestUnknownNamesInArguments(t *testing.T) {
 	in := sample.Schema{Fields: []sample.Field{{Name: "path", Type: sample.TString}, {Name: "index", Type: sample.TInt}}}
-	const funcs = "(piperun's functions: adjust_brightness, adjust_contrast, adjust_saturation, cast, center_crop, color_jitter, decode_image, decode_raw, flip_left_right, flip_up_down, grayscale, normalize, one_hot, random_crop, random_resized_crop, read_file, resize, rot90, shape, to_float, transpose; expr's builtins, such as len, upper, round and filter, are listed at https://expr-lang.org/docs/language-definition)"
+	const funcs = "(piperun's functions: adjust_brightness, adjust_contrast, adjust_saturation, cast, center_crop, color_jitter, decode_image, decode_raw, flip_left_right, flip_up_down, grayscale, normalize, one_hot, random_crop, random_grayscale, random_resized_crop, read_file, resize, rot90, shape, to_float, transpose, uniform; expr's builtins, such as len, upper, round and filter, are listed at https://expr-lang.org/docs/language-definition)"
 	for _, tc := range []struct{ src, want string }{
 		{`read_file(nope)`, `unknown field "nope" (fields here: path, index) (line 1, column 11 of the expression)`},
 		{`len(nope)`, `unknown field "nope" (fields here: path, index) (line 1, column 5 of the expression)`},

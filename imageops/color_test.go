@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"math"
 	"os"
+	"strings"
 	"testing"
 
 	"github.com/piperun/piperun/tensor"
@@ -211,6 +212,33 @@ func BenchmarkColor(b *testing.B) {
 					out.Recycle()
 				}
 			})
+		}
+	}
+}
+
+// TestColorRefusesNormalizedFloats: a float32 image far outside [0, 1],
+// as after normalize, is refused: blended and clamped to [0, 1], 44 to 68
+// % of its values became 0 without a word (a new user's test; torchvision
+// clamps as silently). The overshoot of a bicubic resize passes.
+func TestColorRefusesNormalizedFloats(t *testing.T) {
+	img := tensor.New(tensor.Float32, 2, 2, 3)
+	v := img.Float32()
+	for i := range v {
+		v[i] = float32(i)/6 - 0.1 // -0.1 … 1.73
+	}
+	_, err := AdjustContrast(img, 1.2)
+	if want := "imageops: adjust_contrast: invalid argument: the float32 image's values run from -0.1 to 1.73, and the colour functions take them in [0, 1], as to_float gives them: after normalize they would be clamped; apply them before normalize"; err == nil || err.Error() != want {
+		t.Errorf("normalized: %v\nwant %s", err, want)
+	}
+	if _, err := ColorJitter(img, 0.4, 0, 0, &fixedRNG{v: []float64{0.5}}); err == nil || !strings.Contains(err.Error(), "imageops: color_jitter: invalid argument: the float32 image's values run from") {
+		t.Errorf("color_jitter of it: %v", err)
+	}
+	for i := range v {
+		v[i] = float32(i)/9 - 0.1 // -0.1 … 1.12: a bicubic overshoot
+	}
+	for name, f := range map[string]func(*tensor.Tensor, float64) (*tensor.Tensor, error){"brightness": AdjustBrightness, "contrast": AdjustContrast, "saturation": AdjustSaturation} {
+		if _, err := f(img, 1.2); err != nil {
+			t.Errorf("%s of an overshoot: %v", name, err)
 		}
 	}
 }
