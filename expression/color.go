@@ -219,7 +219,7 @@ func init() {
 	}
 	r.Register(&Func{
 		Name: "color_jitter", Signature: "color_jitter(img, brightness, contrast, saturation)",
-		Doc:     "torchvision's ColorJitter without hue: each amount v > 0 draws a factor in [max(0, 1-v), 1+v], applied in a random order; 0 leaves that property alone.",
+		Doc:     "torchvision's ColorJitter without hue: each amount v > 0 draws a factor in [max(0, 1-v), 1+v], or in [lo, hi] for a list [lo, hi], applied in a random order; 0 leaves that property alone.",
 		MinArgs: 4, MaxArgs: 4, Random: true,
 		Returns: tensorPtr,
 		Check: func(a []Arg) (sample.Type, error) {
@@ -228,7 +228,7 @@ func init() {
 				return sample.TAny, err
 			}
 			for i, name := range []string{"brightness", "contrast", "saturation"} {
-				if err := amountArg(a, i+1, name); err != nil {
+				if err := jitterArg(a, i+1, name); err != nil {
 					return sample.TAny, err
 				}
 			}
@@ -239,15 +239,13 @@ func init() {
 			if err != nil {
 				return nil, err
 			}
-			var v [3]float64
-			for i := range v {
-				f, ok := toFloat(a[i+1])
-				if !ok {
-					return nil, fmt.Errorf("argument %d must be a number, got %s", i+2, typeName(a[i+1]))
+			var j [3]imageops.Jitter
+			for i, name := range []string{"brightness", "contrast", "saturation"} {
+				if j[i], err = jitterIn(a[i+1]); err != nil {
+					return nil, fmt.Errorf("argument %d (%s) %w", i+2, name, err)
 				}
-				v[i] = f
 			}
-			return imageops.ColorJitter(img, v[0], v[1], v[2], c.Rand)
+			return imageops.ColorJitter(img, j[0], j[1], j[2], c.Rand)
 		},
 	})
 }
@@ -281,6 +279,45 @@ func amountArg(a []Arg, i int, name string) error {
 		return argErrorf(i, "(%s) must be at least 0, got %v", name, v)
 	}
 	return nil
+}
+
+// jitterArg checks a color_jitter amount: a number at least 0, or a list
+// [lo, hi] of two (torchvision's (min, max)), 0 <= lo <= hi, where it is a
+// constant.
+func jitterArg(a []Arg, i int, name string) error {
+	t := a[i].Type
+	if t.Kind != sample.List {
+		return amountArg(a, i, name)
+	}
+	if t.Elem != sample.Float && t.Elem != sample.Int && t.Elem != sample.Any {
+		return argErrorf(i, "(%s) must be a number or a list [lo, hi] of numbers, got %s", name, t)
+	}
+	if l, ok := a[i].Const.([]any); a[i].IsConst && ok {
+		if _, err := jitterIn(l); err != nil {
+			return argErrorf(i, "(%s) %v", name, err)
+		}
+	}
+	return nil
+}
+
+// jitterIn is a color_jitter amount as run.
+func jitterIn(v any) (imageops.Jitter, error) {
+	if f, ok := toFloat(v); ok {
+		if !(f >= 0) {
+			return imageops.Jitter{}, fmt.Errorf("must be at least 0, got %v", f)
+		}
+		return imageops.JitterAmount(f), nil
+	}
+	l, ok := v.([]any)
+	if !ok || len(l) != 2 {
+		return imageops.Jitter{}, fmt.Errorf("must be a number or a list [lo, hi] of two numbers, got %s", typeName(v))
+	}
+	lo, ok1 := toFloat(l[0])
+	hi, ok2 := toFloat(l[1])
+	if !ok1 || !ok2 || !(lo >= 0) || lo > hi {
+		return imageops.Jitter{}, fmt.Errorf("is a range [lo, hi] that needs 0 <= lo <= hi, got [%v, %v]", l[0], l[1])
+	}
+	return imageops.Jitter{Lo: lo, Hi: hi}, nil
 }
 
 // probabilityArg checks argument i as a probability: a number, in [0, 1]

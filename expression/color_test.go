@@ -40,6 +40,10 @@ func TestColorFunctionTypes(t *testing.T) {
 		{`adjust_contrast(i64, 1)`, "adjust_contrast: argument 1 must be a uint8 or float32 image, got tensor<int64>[4 6 3]" + strings.Replace(at, "%s", "17", 1), ""},
 		{`adjust_brightness(u8, path)`, "adjust_brightness: argument 2 must be float64, got string" + strings.Replace(at, "%s", "23", 1), ""},
 		{`color_jitter(u8, 0.4, 0.4, 0.4)`, "", "tensor<uint8>[4 6 3]"},
+		{`color_jitter(u8, [0.5, 1.5], 0, [0.8, 1.2])`, "", "tensor<uint8>[4 6 3]"},
+		{`color_jitter(u8, [1.5, 0.5], 0, 0)`, "color_jitter: argument 2 (brightness) is a range [lo, hi] that needs 0 <= lo <= hi, got [1.5, 0.5]" + strings.Replace(at, "%s", "18", 1), ""},
+		{`color_jitter(u8, ["a", "b"], 0, 0)`, "color_jitter: argument 2 (brightness) must be a number or a list [lo, hi] of numbers, got list<string>" + strings.Replace(at, "%s", "18", 1), ""},
+		{`color_jitter(u8, [0.5], 0, 0)`, "color_jitter: argument 2 (brightness) must be a number or a list [lo, hi] of two numbers, got list" + strings.Replace(at, "%s", "18", 1), ""},
 		{`color_jitter(u8, 0.4, -1, 0)`, "color_jitter: argument 3 (contrast) must be at least 0, got -1" + strings.Replace(at, "%s", "23", 1), ""},
 		{`color_jitter(u8, 0.4)`, "color_jitter(img, brightness, contrast, saturation): wrong number of arguments: got 2, want 4" + strings.Replace(at, "%s", "1", 1), ""},
 		{`flip_up_down(u8, 0.5)`, "", "tensor<uint8>[4 6 3]"},
@@ -128,9 +132,10 @@ func TestColorFunctionsRun(t *testing.T) {
 		want string
 	}{
 		{`adjust_contrast(x, v)`, -1, "adjust_contrast: invalid argument: the factor must be a number from 0 to 3.4e38 (float32's range), got -1"},
-		{`color_jitter(x, v, 0, 0)`, -0.5, "color_jitter: invalid argument: brightness must be a number from 0 to 3.4e38 (float32's range), got -0.5"},
+		{`color_jitter(x, v, 0, 0)`, -0.5, "color_jitter: argument 2 (brightness) must be at least 0, got -0.5"},
 		{`flip_up_down(x, v)`, 3, "probability 3 is outside [0, 1]"},
 		{`grayscale(x, int(v))`, 2, "grayscale: invalid argument: channels must be 1 or 3, got 2"},
+		{`color_jitter(x, [v, 0.5], 0, 0)`, 2, "argument 2 (brightness) is a range [lo, hi] that needs 0 <= lo <= hi, got [2, 0.5]"},
 	} {
 		if _, err := run(tc.src, tc.v, 0); err == nil || !strings.Contains(err.Error(), tc.want) {
 			t.Errorf("%s with v %v: %v, want %q", tc.src, tc.v, err, tc.want)

@@ -344,17 +344,51 @@ func AdjustSaturation(img *tensor.Tensor, factor float64) (*tensor.Tensor, error
 	return out, nil
 }
 
+// Jitter is the range ColorJitter draws one property's factor from,
+// torchvision's (min, max); Off leaves the property alone.
+type Jitter struct {
+	Lo, Hi float64
+	Off    bool
+}
+
+// JitterAmount is torchvision's single-number form, v at least 0:
+// [max(0, 1-v), 1+v], and off for 0.
+func JitterAmount(v float64) Jitter {
+	if v == 0 {
+		return Jitter{Off: true}
+	}
+	return Jitter{Lo: max(0, 1-v), Hi: 1 + v}
+}
+
+// check refuses a range torchvision's ColorJitter refuses, and one past
+// float32's range.
+func (j Jitter) check(what string) error {
+	if j.Off {
+		return nil
+	}
+	if err := checkFactor("color_jitter", what, j.Lo); err != nil {
+		return err
+	}
+	if err := checkFactor("color_jitter", what, j.Hi); err != nil {
+		return err
+	}
+	if j.Lo > j.Hi {
+		return fmt.Errorf("imageops: color_jitter: %w: %s's range [%v, %v] runs backwards", ErrArgument, what, j.Lo, j.Hi)
+	}
+	return nil
+}
+
 // ColorJitter is torchvision's ColorJitter(brightness, contrast,
-// saturation) without hue: each non-zero amount v draws a factor uniformly
-// from [max(0, 1-v), 1+v], and the adjustments run in an order drawn at
+// saturation) without hue: each property that is not off draws a factor
+// uniformly from its range, and the adjustments run in an order drawn at
 // random, all from rng.
-func ColorJitter(img *tensor.Tensor, brightness, contrast, saturation float64, rng RNG) (*tensor.Tensor, error) {
+func ColorJitter(img *tensor.Tensor, brightness, contrast, saturation Jitter, rng RNG) (*tensor.Tensor, error) {
 	if _, _, _, err := colorImage("color_jitter", img); err != nil {
 		return nil, err
 	}
-	amounts := [3]float64{brightness, contrast, saturation}
-	for i, v := range amounts {
-		if err := checkFactor("color_jitter", [3]string{"brightness", "contrast", "saturation"}[i], v); err != nil {
+	ranges := [3]Jitter{brightness, contrast, saturation}
+	for i, j := range ranges {
+		if err := j.check([3]string{"brightness", "contrast", "saturation"}[i]); err != nil {
 			return nil, err
 		}
 	}
@@ -367,13 +401,12 @@ func ColorJitter(img *tensor.Tensor, brightness, contrast, saturation float64, r
 		order[i], order[j] = order[j], order[i]
 	}
 	var factors [3]float64
-	for i, v := range amounts {
-		lo, hi := max(0, 1-v), 1+v
-		factors[i] = lo + (hi-lo)*rng.Float64()
+	for i, j := range ranges {
+		factors[i] = j.Lo + (j.Hi-j.Lo)*rng.Float64()
 	}
 	out := img
 	for _, i := range order {
-		if amounts[i] == 0 {
+		if ranges[i].Off {
 			continue
 		}
 		next, err := adjust[i](out, factors[i])

@@ -120,7 +120,7 @@ func TestColorJitterDrawsOrderThenFactors(t *testing.T) {
 	// brightness, saturation. Factors: brightness 0.4 → 0.6+0.8*0.25,
 	// contrast 0.5 → 0.5+1.0*0.8, saturation 1.5 → 0+2.5*0.75.
 	seq := []float64{0.9, 0.1, 0.25, 0.8, 0.75}
-	got, err := ColorJitter(img, 0.4, 0.5, 1.5, &fixedRNG{v: seq})
+	got, err := ColorJitter(img, JitterAmount(0.4), JitterAmount(0.5), JitterAmount(1.5), &fixedRNG{v: seq})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -138,7 +138,7 @@ func TestColorJitterDrawsOrderThenFactors(t *testing.T) {
 		t.Error("the order of the adjustments made no difference; the test proves nothing")
 	}
 	// Contrast off: brightness then saturation with the same factors.
-	got, err = ColorJitter(img, 0.4, 0, 1.5, &fixedRNG{v: seq})
+	got, err = ColorJitter(img, JitterAmount(0.4), JitterAmount(0), JitterAmount(1.5), &fixedRNG{v: seq})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -147,8 +147,22 @@ func TestColorJitterDrawsOrderThenFactors(t *testing.T) {
 	if string(got.Data) != string(want.Data) {
 		t.Error("with contrast 0, color_jitter is not brightness then saturation with the same draws")
 	}
+	// Ranges as torchvision's (min, max): the factor is lo + (hi-lo)*draw.
+	got, err = ColorJitter(img, Jitter{Lo: 0.5, Hi: 1.5}, JitterAmount(0), Jitter{Lo: 2, Hi: 2}, &fixedRNG{v: seq})
+	if err != nil {
+		t.Fatal(err)
+	}
+	want, _ = AdjustBrightness(img, 0.5+1.0*0.25)
+	want, _ = AdjustSaturation(want, 2)
+	if string(got.Data) != string(want.Data) {
+		t.Error("with ranges, color_jitter is not brightness 0.75 then saturation 2")
+	}
+	if _, err := ColorJitter(img, Jitter{Lo: 1.5, Hi: 0.5}, JitterAmount(0), JitterAmount(0), &fixedRNG{v: seq}); err == nil ||
+		err.Error() != "imageops: color_jitter: invalid argument: brightness's range [1.5, 0.5] runs backwards" {
+		t.Errorf("a backward range: %v", err)
+	}
 	// All off: an equal copy.
-	got, err = ColorJitter(img, 0, 0, 0, &fixedRNG{v: seq})
+	got, err = ColorJitter(img, JitterAmount(0), JitterAmount(0), JitterAmount(0), &fixedRNG{v: seq})
 	if err != nil || got == img || string(got.Data) != string(img.Data) {
 		t.Errorf("all amounts 0: %v, same tensor %v", err, got == img)
 	}
@@ -170,7 +184,7 @@ func TestColorArguments(t *testing.T) {
 		{"negative", func() (*tensor.Tensor, error) { return AdjustSaturation(rgb, -0.5) }, "imageops: adjust_saturation: invalid argument: the factor must be a number from 0 to 3.4e38 (float32's range), got -0.5"},
 		{"NaN", func() (*tensor.Tensor, error) { return AdjustBrightness(rgb, math.NaN()) }, "imageops: adjust_brightness: invalid argument: the factor must be a number from 0 to 3.4e38 (float32's range), got NaN"},
 		{"infinite", func() (*tensor.Tensor, error) {
-			return ColorJitter(rgb, math.Inf(1), 0, 0, &fixedRNG{v: []float64{0.5}})
+			return ColorJitter(rgb, JitterAmount(math.Inf(1)), JitterAmount(0), JitterAmount(0), &fixedRNG{v: []float64{0.5}})
 		}, "imageops: color_jitter: invalid argument: brightness must be a number from 0 to 3.4e38 (float32's range), got +Inf"},
 		{"past float32", func() (*tensor.Tensor, error) { return AdjustBrightness(rgb, 1e39) }, "imageops: adjust_brightness: invalid argument: the factor must be a number from 0 to 3.4e38 (float32's range), got 1e+39"},
 		{"gray to 2", func() (*tensor.Tensor, error) { return Grayscale(rgb, 2) }, "imageops: grayscale: invalid argument: channels must be 1 or 3, got 2"},
@@ -196,7 +210,7 @@ func BenchmarkColor(b *testing.B) {
 			{"contrast", func() (*tensor.Tensor, error) { return AdjustContrast(img, 1.3) }},
 			{"saturation", func() (*tensor.Tensor, error) { return AdjustSaturation(img, 1.3) }},
 			{"jitter", func() (*tensor.Tensor, error) {
-				return ColorJitter(img, 0.4, 0.4, 0.4, &fixedRNG{v: []float64{0.3, 0.6, 0.2, 0.7, 0.9}})
+				return ColorJitter(img, JitterAmount(0.4), JitterAmount(0.4), JitterAmount(0.4), &fixedRNG{v: []float64{0.3, 0.6, 0.2, 0.7, 0.9}})
 			}},
 			{"grayscale", func() (*tensor.Tensor, error) { return Grayscale(img, 3) }},
 			{"rot90", func() (*tensor.Tensor, error) { return Rot90(img, 1) }},
@@ -230,7 +244,7 @@ func TestColorRefusesNormalizedFloats(t *testing.T) {
 	if want := "imageops: adjust_contrast: invalid argument: the float32 image's values run from -0.1 to 1.73, and the colour functions take them in [0, 1], as to_float gives them: after normalize they would be clamped; apply them before normalize"; err == nil || err.Error() != want {
 		t.Errorf("normalized: %v\nwant %s", err, want)
 	}
-	if _, err := ColorJitter(img, 0.4, 0, 0, &fixedRNG{v: []float64{0.5}}); err == nil || !strings.Contains(err.Error(), "imageops: color_jitter: invalid argument: the float32 image's values run from") {
+	if _, err := ColorJitter(img, JitterAmount(0.4), JitterAmount(0), JitterAmount(0), &fixedRNG{v: []float64{0.5}}); err == nil || !strings.Contains(err.Error(), "imageops: color_jitter: invalid argument: the float32 image's values run from") {
 		t.Errorf("color_jitter of it: %v", err)
 	}
 	for i := range v {
