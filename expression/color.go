@@ -15,35 +15,7 @@ import (
 // self-supervised recipe adds to random_resized_crop and flip_left_right.
 func init() {
 	r := defaultRegistry
-	r.Register(&Func{
-		Name: "flip_up_down", Signature: "flip_up_down(img, p)", Doc: "Mirrors the image top to bottom with probability p.",
-		MinArgs: 2, MaxArgs: 2, Random: true,
-		Returns: tensorPtr,
-		Check: func(a []Arg) (sample.Type, error) {
-			img, err := imageArg(a, 0)
-			if err != nil {
-				return sample.TAny, err
-			}
-			if err := probabilityArg(a, 1); err != nil {
-				return sample.TAny, err
-			}
-			return img, nil
-		},
-		Impl: func(c *Call, a []any) (any, error) {
-			img, err := imageIn(a, 0)
-			if err != nil {
-				return nil, err
-			}
-			p, err := probabilityIn(a, 1)
-			if err != nil {
-				return nil, err
-			}
-			if c.Rand.Float64() < p {
-				return imageops.FlipUpDown(img)
-			}
-			return img, nil
-		},
-	})
+	r.Register(withProbability("flip_up_down", "Mirrors the image top to bottom with probability p.", imageArg, imageops.FlipUpDown))
 	r.Register(&Func{
 		Name: "uniform", Signature: "uniform(lo, hi)", Doc: "A float drawn uniformly from [lo, hi), by call site and sample: uniform(0, 1) < p ? f(img) : img applies f with probability p.",
 		MinArgs: 2, MaxArgs: 2, Random: true,
@@ -73,35 +45,14 @@ func init() {
 			return lo + (hi-lo)*c.Rand.Float64(), nil
 		},
 	})
-	r.Register(&Func{
-		Name: "random_grayscale", Signature: "random_grayscale(img, p)", Doc: "torchvision's RandomGrayscale: with probability p, the image's gray in as many channels as it has (1 or 3).",
-		MinArgs: 2, MaxArgs: 2, Random: true,
-		Returns: tensorPtr,
-		Check: func(a []Arg) (sample.Type, error) {
-			img, err := colorArg(a, 0)
-			if err != nil {
-				return sample.TAny, err
+	r.Register(withProbability("random_grayscale", "torchvision's RandomGrayscale: with probability p, the image's gray in as many channels as it has (1 or 3).", colorArg,
+		func(img *tensor.Tensor) (*tensor.Tensor, error) {
+			channels := 1
+			if len(img.Shape) == 3 {
+				channels = img.Shape[2] // else Grayscale says what is wrong
 			}
-			if err := probabilityArg(a, 1); err != nil {
-				return sample.TAny, err
-			}
-			return img, nil
-		},
-		Impl: func(c *Call, a []any) (any, error) {
-			img, err := imageIn(a, 0)
-			if err != nil {
-				return nil, err
-			}
-			p, err := probabilityIn(a, 1)
-			if err != nil {
-				return nil, err
-			}
-			if c.Rand.Float64() < p && len(img.Shape) == 3 {
-				return imageops.Grayscale(img, img.Shape[2])
-			}
-			return img, nil
-		},
-	})
+			return imageops.Grayscale(img, channels)
+		}))
 	r.Register(&Func{
 		Name: "rot90", Signature: "rot90(img, k)", Doc: "Turns the image k quarter turns counter-clockwise (negative k: clockwise), as tf.image.rot90.",
 		MinArgs: 2, MaxArgs: 2,
@@ -248,6 +199,41 @@ func init() {
 			return imageops.ColorJitter(img, j[0], j[1], j[2], c.Rand)
 		},
 	})
+}
+
+// withProbability is a function name(img, p) that applies op to an image
+// (argument 0, as arg checks it) with probability p: the flips,
+// random_grayscale.
+func withProbability(name, doc string, arg func([]Arg, int) (sample.Type, error), op func(*tensor.Tensor) (*tensor.Tensor, error)) *Func {
+	return &Func{
+		Name: name, Signature: name + "(img, p)", Doc: doc,
+		MinArgs: 2, MaxArgs: 2, Random: true,
+		Returns: tensorPtr,
+		Check: func(a []Arg) (sample.Type, error) {
+			img, err := arg(a, 0)
+			if err != nil {
+				return sample.TAny, err
+			}
+			if err := probabilityArg(a, 1); err != nil {
+				return sample.TAny, err
+			}
+			return img, nil
+		},
+		Impl: func(c *Call, a []any) (any, error) {
+			img, err := imageIn(a, 0)
+			if err != nil {
+				return nil, err
+			}
+			p, err := probabilityIn(a, 1)
+			if err != nil {
+				return nil, err
+			}
+			if c.Rand.Float64() < p {
+				return op(img)
+			}
+			return img, nil
+		},
+	}
 }
 
 // colorArg is argument i of a colour function: an image whose dtype,

@@ -143,6 +143,20 @@ func TestColorFunctionsRun(t *testing.T) {
 	}
 }
 
+// TestRandomGrayscaleOfAFlatTensor: a tensor whose rank validate could
+// not know is refused at run time, not indexed past its shape.
+func TestRandomGrayscaleOfAFlatTensor(t *testing.T) {
+	in := sample.Schema{Fields: []sample.Field{{Name: "x", Type: sample.Type{Kind: sample.Tensor}}}}
+	p, err := expression.Default().Compile(`random_grayscale(x, 1)`, in, sample.Any)
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, err = p.Run(nil, map[string]any{"x": tensor.New(tensor.Uint8, 4), expression.CtxVar: &expression.RunCtx{Seed: 1}})
+	if err == nil || !strings.Contains(err.Error(), "grayscale: invalid argument: want an HWC image of rank 3, got uint8[4]") {
+		t.Errorf("random_grayscale of a 1-D tensor: %v", err)
+	}
+}
+
 // TestRandomApply: uniform(lo, hi) draws a float per call site and sample,
 // and random_grayscale(img, p) is torchvision's RandomGrayscale, so that
 // RandomApply and RandomGrayscale can be written (a computer-vision

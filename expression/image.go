@@ -169,35 +169,7 @@ func init() {
 			return imageops.DecodeRandomResizedCrop(data, ch, h, w, lo, hi, c.Rand, opts)
 		},
 	})
-	r.Register(&Func{
-		Name: "flip_left_right", Signature: "flip_left_right(img, p)", Doc: "Mirrors the image with probability p.",
-		MinArgs: 2, MaxArgs: 2, Random: true,
-		Returns: tensorPtr,
-		Check: func(a []Arg) (sample.Type, error) {
-			img, err := imageArg(a, 0)
-			if err != nil {
-				return sample.TAny, err
-			}
-			if err := probabilityArg(a, 1); err != nil {
-				return sample.TAny, err
-			}
-			return img, nil
-		},
-		Impl: func(c *Call, a []any) (any, error) {
-			img, err := imageIn(a, 0)
-			if err != nil {
-				return nil, err
-			}
-			p, err := probabilityIn(a, 1)
-			if err != nil {
-				return nil, err
-			}
-			if c.Rand.Float64() < p {
-				return imageops.FlipLeftRight(img)
-			}
-			return img, nil
-		},
-	})
+	r.Register(withProbability("flip_left_right", "Mirrors the image with probability p.", imageArg, imageops.FlipLeftRight))
 	r.Register(&Func{
 		Name: "to_float", Signature: "to_float(img)", Doc: "uint8 → float32 in [0, 1].",
 		MinArgs: 1, MaxArgs: 1,
