@@ -357,6 +357,12 @@ func (r *recentRates) add(name string, elapsed float64, n int64) float64 {
 }
 
 func progressLine(name string, s engine.SinkReport, elapsed float64, epochs int, rate float64) string {
+	// A long name pushed the figures past a narrow terminal's edge, where
+	// the line is cut (a re-test: "a_sink_with_a_long_name_for_width
+	// 1689600 samples 33…"): the name gives way, not the figures.
+	if r := []rune(name); len(r) > 16 {
+		name = string(r[:15]) + "…"
+	}
 	line := fmt.Sprintf("%-12s %10d %-7s %9.0f/s  %s", name, s.Samples, noun(s.Samples, "sample", "samples"), rate, fmtDur(elapsed))
 	if s.Batches > 0 {
 		line += fmt.Sprintf("  %d %s", s.Batches, noun(s.Batches, "batch", "batches"))

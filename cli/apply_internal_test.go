@@ -32,6 +32,10 @@ func TestProgressLine(t *testing.T) {
 			t.Errorf("%+v:\ngot  %q\nwant %q", tc.s, got, tc.want)
 		}
 	}
+	// A long name gives way to the figures.
+	if got, want := progressLine("a_sink_with_a_long_name", engine.SinkReport{Samples: 8}, 2, 0, 4), "a_sink_with_a_l…          8 samples         4/s  0:00:02"; got != want {
+		t.Errorf("long name:\ngot  %q\nwant %q", got, want)
+	}
 }
 
 // TestRecentRate: the progress rate is taken over the last rateWindow,

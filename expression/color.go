@@ -15,7 +15,7 @@ import (
 // self-supervised recipe adds to random_resized_crop and flip_left_right.
 func init() {
 	r := defaultRegistry
-	r.Register(withProbability("flip_up_down", "Mirrors the image top to bottom with probability p.", imageArg, imageops.FlipUpDown))
+	r.Register(withProbability("flip_up_down", "Mirrors the image top to bottom with probability p.", imageArg, nil, imageops.FlipUpDown))
 	r.Register(&Func{
 		Name: "uniform", Signature: "uniform(lo, hi)", Doc: "A float drawn uniformly from [lo, hi), by call site and sample: uniform(0, 1) < p ? f(img) : img applies f with probability p.",
 		MinArgs: 2, MaxArgs: 2, Random: true,
@@ -46,6 +46,7 @@ func init() {
 		},
 	})
 	r.Register(withProbability("random_grayscale", "torchvision's RandomGrayscale: with probability p, the image's gray in as many channels as it has (1 or 3).", colorArg,
+		func(img *tensor.Tensor) error { return imageops.CheckColor("random_grayscale", img) },
 		func(img *tensor.Tensor) (*tensor.Tensor, error) {
 			channels := 1
 			if len(img.Shape) == 3 {
@@ -203,8 +204,10 @@ func init() {
 
 // withProbability is a function name(img, p) that applies op to an image
 // (argument 0, as arg checks it) with probability p: the flips,
-// random_grayscale.
-func withProbability(name, doc string, arg func([]Arg, int) (sample.Type, error), op func(*tensor.Tensor) (*tensor.Tensor, error)) *Func {
+// random_grayscale. check, when set, checks the image whether op runs or
+// not: a re-test's random_grayscale(0.02) of an image it could never take
+// ran 41 samples before its draw hit one.
+func withProbability(name, doc string, arg func([]Arg, int) (sample.Type, error), check func(*tensor.Tensor) error, op func(*tensor.Tensor) (*tensor.Tensor, error)) *Func {
 	return &Func{
 		Name: name, Signature: name + "(img, p)", Doc: doc,
 		MinArgs: 2, MaxArgs: 2, Random: true,
@@ -227,6 +230,11 @@ func withProbability(name, doc string, arg func([]Arg, int) (sample.Type, error)
 			p, err := probabilityIn(a, 1)
 			if err != nil {
 				return nil, err
+			}
+			if check != nil {
+				if err := check(img); err != nil {
+					return nil, err
+				}
 			}
 			if c.Rand.Float64() < p {
 				return op(img)

@@ -144,7 +144,8 @@ func TestColorFunctionsRun(t *testing.T) {
 }
 
 // TestRandomGrayscaleOfAFlatTensor: a tensor whose rank validate could
-// not know is refused at run time, not indexed past its shape.
+// not know is refused at run time, not indexed past its shape, and an
+// image it could never take is refused whatever the draw.
 func TestRandomGrayscaleOfAFlatTensor(t *testing.T) {
 	in := sample.Schema{Fields: []sample.Field{{Name: "x", Type: sample.Type{Kind: sample.Tensor}}}}
 	p, err := expression.Default().Compile(`random_grayscale(x, 1)`, in, sample.Any)
@@ -152,8 +153,17 @@ func TestRandomGrayscaleOfAFlatTensor(t *testing.T) {
 		t.Fatal(err)
 	}
 	_, err = p.Run(nil, map[string]any{"x": tensor.New(tensor.Uint8, 4), expression.CtxVar: &expression.RunCtx{Seed: 1}})
-	if err == nil || !strings.Contains(err.Error(), "grayscale: invalid argument: want an HWC image of rank 3, got uint8[4]") {
+	if err == nil || !strings.Contains(err.Error(), "random_grayscale: invalid argument: want an HWC image of rank 3, got uint8[4]") {
 		t.Errorf("random_grayscale of a 1-D tensor: %v", err)
+	}
+	// Checked whatever the draw: at p 0 too.
+	p, err = expression.Default().Compile(`random_grayscale(x, 0)`, in, sample.Any)
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, err = p.Run(nil, map[string]any{"x": tensor.New(tensor.Uint8, 2, 2, 4), expression.CtxVar: &expression.RunCtx{Seed: 1}})
+	if err == nil || !strings.Contains(err.Error(), "random_grayscale: invalid argument: want 1 or 3 channels, got 4") {
+		t.Errorf("random_grayscale(x, 0) of an RGBA image: %v", err)
 	}
 }
 

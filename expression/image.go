@@ -169,7 +169,7 @@ func init() {
 			return imageops.DecodeRandomResizedCrop(data, ch, h, w, lo, hi, c.Rand, opts)
 		},
 	})
-	r.Register(withProbability("flip_left_right", "Mirrors the image with probability p.", imageArg, imageops.FlipLeftRight))
+	r.Register(withProbability("flip_left_right", "Mirrors the image with probability p.", imageArg, nil, imageops.FlipLeftRight))
 	r.Register(&Func{
 		Name: "to_float", Signature: "to_float(img)", Doc: "uint8 → float32 in [0, 1].",
 		MinArgs: 1, MaxArgs: 1,

@@ -127,7 +127,11 @@ func (c *CacheConfig) Check(cc *spec.CheckContext) sample.Schema {
 			break // one epoch, in memory: nothing is replayed
 		}
 		if _, ok := up.Config.(*MapConfig); ok && IsRandom(up) {
-			cc.Warnf("", "stage %q above this cache draws random numbers: the cache stores the first epoch's draws and replays them in every later epoch and run, so its augmentation is the same each epoch; move the random functions to a map below the cache", up.Name)
+			later := "every later epoch" // an in-memory cache does not outlive its run
+			if c.Dir != "" {
+				later += " and run"
+			}
+			cc.Warnf("", "stage %q above this cache draws random numbers: the cache stores the first epoch's draws and replays them in %s, so its augmentation is the same each epoch; move the random functions to a map below the cache", up.Name, later)
 			break
 		}
 	}

@@ -254,7 +254,7 @@ func TestFilesCountsItsShare(t *testing.T) {
 // once and replayed every epoch; validate says so (a new-user test found
 // the same crops in every epoch, without a word).
 func TestCacheBelowRandomWarns(t *testing.T) {
-	const want = `warning: stages[2]: stage "aug" above this cache draws random numbers: the cache stores the first epoch's draws and replays them in every later epoch and run, so its augmentation is the same each epoch; move the random functions to a map below the cache`
+	const want = `warning: stages[2]: stage "aug" above this cache draws random numbers: the cache stores the first epoch's draws and replays them in every later epoch, so its augmentation is the same each epoch; move the random functions to a map below the cache`
 	for set, warn := range map[string]bool{
 		"'flip_left_right(decode_raw(\"abcdef\", \"uint8\", [1, 2, 3]), 0.5)'": true,
 		"'one_hot(index % 3, 3)'": false,
