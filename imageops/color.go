@@ -262,25 +262,34 @@ func checkFactor(op, what string, f float64) error {
 // AdjustBrightness multiplies every level by factor (0 gives black, 1 the
 // image), clamped to the dtype's range.
 func AdjustBrightness(img *tensor.Tensor, factor float64) (*tensor.Tensor, error) {
-	if err := blendable("adjust_brightness", img); err != nil {
+	return checked("adjust_brightness", img, factor, adjustBrightness)
+}
+
+// checked runs adjust on img after checking both, as the Adjust
+// functions take them; ColorJitter checks once and runs the adjustments
+// unchecked, where each check was a pass over a float image.
+func checked(op string, img *tensor.Tensor, factor float64, adjust func(*tensor.Tensor, float64) *tensor.Tensor) (*tensor.Tensor, error) {
+	if err := blendable(op, img); err != nil {
 		return nil, err
 	}
-	if err := checkFactor("adjust_brightness", "the factor", factor); err != nil {
+	if err := checkFactor(op, "the factor", factor); err != nil {
 		return nil, err
 	}
-	return blendWith(img, 0, weigh(factor, img.DType)), nil
+	return adjust(img, factor), nil
+}
+
+func adjustBrightness(img *tensor.Tensor, factor float64) *tensor.Tensor {
+	return blendWith(img, 0, weigh(factor, img.DType))
 }
 
 // AdjustContrast blends the image with the mean of its grayscale (0 gives
 // a gray image of that mean, 1 the image, 2 twice the contrast).
 func AdjustContrast(img *tensor.Tensor, factor float64) (*tensor.Tensor, error) {
-	if err := blendable("adjust_contrast", img); err != nil {
-		return nil, err
-	}
+	return checked("adjust_contrast", img, factor, adjustContrast)
+}
+
+func adjustContrast(img *tensor.Tensor, factor float64) *tensor.Tensor {
 	h, w, c := img.Shape[0], img.Shape[1], img.Shape[2]
-	if err := checkFactor("adjust_contrast", "the factor", factor); err != nil {
-		return nil, err
-	}
 	// torch.mean sums float32 pairwise, and its mean of a float32
 	// image can be an ulp from the exact one this float64 sum rounds
 	// to (a review: 1 ulp apart in 10-25 % of values at 224×224 and
@@ -308,22 +317,20 @@ func AdjustContrast(img *tensor.Tensor, factor float64) (*tensor.Tensor, error) 
 			}
 		}
 	}
-	return blendWith(img, float32(sum/float64(n)), weigh(factor, img.DType)), nil
+	return blendWith(img, float32(sum/float64(n)), weigh(factor, img.DType))
 }
 
 // AdjustSaturation blends each pixel with its gray (0 gives the grayscale
 // image, 1 the image, 2 twice the saturation); a 1-channel image comes
 // back as it is.
 func AdjustSaturation(img *tensor.Tensor, factor float64) (*tensor.Tensor, error) {
-	if err := blendable("adjust_saturation", img); err != nil {
-		return nil, err
-	}
+	return checked("adjust_saturation", img, factor, adjustSaturation)
+}
+
+func adjustSaturation(img *tensor.Tensor, factor float64) *tensor.Tensor {
 	h, w, c := img.Shape[0], img.Shape[1], img.Shape[2]
-	if err := checkFactor("adjust_saturation", "the factor", factor); err != nil {
-		return nil, err
-	}
 	if c == 1 {
-		return img.Clone(), nil
+		return img.Clone()
 	}
 	n := h * w
 	out := tensor.Alloc(img.DType, h, w, c)
@@ -344,7 +351,7 @@ func AdjustSaturation(img *tensor.Tensor, factor float64) (*tensor.Tensor, error
 			d[1] = uint8(clamp(float32(wr[px[1]]+qg), 255))
 			d[2] = uint8(clamp(float32(wr[px[2]]+qg), 255))
 		}
-		return out, nil
+		return out
 	}
 	src, dst := img.Float32()[:3*n], out.Float32()[:3*n]
 	for p := 0; p < n; p++ {
@@ -355,7 +362,7 @@ func AdjustSaturation(img *tensor.Tensor, factor float64) (*tensor.Tensor, error
 		d[1] = wt.blend(px[1], g)
 		d[2] = wt.blend(px[2], g)
 	}
-	return out, nil
+	return out
 }
 
 // Jitter is the range ColorJitter draws one property's factor from,
@@ -406,7 +413,7 @@ func ColorJitter(img *tensor.Tensor, brightness, contrast, saturation Jitter, rn
 			return nil, err
 		}
 	}
-	adjust := [3]func(*tensor.Tensor, float64) (*tensor.Tensor, error){AdjustBrightness, AdjustContrast, AdjustSaturation}
+	adjust := [3]func(*tensor.Tensor, float64) *tensor.Tensor{adjustBrightness, adjustContrast, adjustSaturation}
 	// Drawn whether used or not, so that one amount set to 0 leaves the
 	// others' draws as they were.
 	order := [3]int{0, 1, 2}
@@ -423,10 +430,7 @@ func ColorJitter(img *tensor.Tensor, brightness, contrast, saturation Jitter, rn
 		if ranges[i].Off {
 			continue
 		}
-		next, err := adjust[i](out, factors[i])
-		if err != nil {
-			return nil, err
-		}
+		next := adjust[i](out, factors[i])
 		if out != img {
 			out.Recycle()
 		}
