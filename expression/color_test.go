@@ -50,18 +50,7 @@ func TestColorFunctionTypes(t *testing.T) {
 		{`flip_up_down(u8, 2)`, "flip_up_down: probability 2 is outside [0, 1]" + strings.Replace(at, "%s", "1", 1), ""},
 		{`u8 | color_jitter(0.2, 0.2, 0.2) | flip_up_down(0.5) | rot90(1) | grayscale(3) | to_float()`, "", "tensor<float32>[6 4 3]"},
 	} {
-		p, err := expression.Default().Compile(tc.src, in, sample.Any)
-		got := ""
-		if err != nil {
-			got = err.Error()
-		}
-		if got != tc.want {
-			t.Errorf("%s:\ngot  %q\nwant %q", tc.src, got, tc.want)
-			continue
-		}
-		if err == nil && p.Type.String() != tc.typ {
-			t.Errorf("%s: type %s, want %s", tc.src, p.Type, tc.typ)
-		}
+		checkCompile(t, in, tc.src, tc.want, tc.typ)
 	}
 }
 
@@ -187,18 +176,7 @@ func TestRandomApply(t *testing.T) {
 		{`random_grayscale(x, 1.5)`, "random_grayscale: probability 1.5 is outside [0, 1] (line 1, column 1 of the expression)", ""},
 		{`random_grayscale(rgba, 0.2)`, "random_grayscale: argument 1 must have 1 or 3 channels, got tensor<uint8>[4 6 4] (decode_image(…, 3) gives 3) (line 1, column 18 of the expression)", ""},
 	} {
-		p, err := expression.Default().Compile(tc.src, in, sample.Any)
-		got := ""
-		if err != nil {
-			got = err.Error()
-		}
-		if got != tc.want {
-			t.Errorf("%s:\ngot  %q\nwant %q", tc.src, got, tc.want)
-			continue
-		}
-		if err == nil && p.Type.String() != tc.typ {
-			t.Errorf("%s: type %s, want %s", tc.src, p.Type, tc.typ)
-		}
+		checkCompile(t, in, tc.src, tc.want, tc.typ)
 	}
 	img := tensor.New(tensor.Uint8, 4, 6, 3)
 	for i := range img.Data {
@@ -240,5 +218,23 @@ func TestRandomApply(t *testing.T) {
 	}
 	if got := run(`random_grayscale(x, 0)`, 1).(*tensor.Tensor); string(got.Data) != string(img.Data) {
 		t.Error("random_grayscale(x, 0) changed the image")
+	}
+}
+
+// checkCompile compiles src against in and checks the error (want, "" for
+// none) or, when it compiles, the type it infers (typ).
+func checkCompile(t *testing.T, in sample.Schema, src, want, typ string) {
+	t.Helper()
+	p, err := expression.Default().Compile(src, in, sample.Any)
+	got := ""
+	if err != nil {
+		got = err.Error()
+	}
+	if got != want {
+		t.Errorf("%s:\ngot  %q\nwant %q", src, got, want)
+		return
+	}
+	if err == nil && p.Type.String() != typ {
+		t.Errorf("%s: type %s, want %s", src, p.Type, typ)
 	}
 }

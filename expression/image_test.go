@@ -361,18 +361,7 @@ func TestImageDTypeChecks(t *testing.T) {
 		{`flip_left_right(decode_image(read_file(path), 3), 0.5)`, "", "tensor<uint8>[? ? 3]"},
 		{`flip_left_right(transpose(decode_image(read_file(path), 0), [2, 0, 1]), 0.5)`, "", "tensor<uint8>[? ? ?]"},
 	} {
-		p, err := expression.Default().Compile(tc.src, in, sample.Any)
-		got := ""
-		if err != nil {
-			got = err.Error()
-		}
-		if got != tc.want {
-			t.Errorf("%s:\ngot  %q\nwant %q", tc.src, got, tc.want)
-			continue
-		}
-		if err == nil && p.Type.String() != tc.typ {
-			t.Errorf("%s: type %s, want %s", tc.src, p.Type, tc.typ)
-		}
+		checkCompile(t, in, tc.src, tc.want, tc.typ)
 	}
 }
 
