@@ -223,29 +223,25 @@ func Grayscale(img *tensor.Tensor, channels int) (*tensor.Tensor, error) {
 	n := h * w
 	out := tensor.Alloc(img.DType, h, w, channels)
 	if img.DType == tensor.Uint8 {
-		src, dst := img.Data[:n*c], out.Data[:n*channels]
-		for p := 0; p < n; p++ {
-			v := src[p*c]
-			if c == 3 {
-				v = gray8(src[3*p], src[3*p+1], src[3*p+2])
-			}
-			for k := 0; k < channels; k++ {
-				dst[p*channels+k] = v
-			}
-		}
-		return out, nil
+		grayInto(img.Data[:n*c], out.Data[:n*channels], c, channels, gray8)
+	} else {
+		grayInto(img.Float32()[:n*c], out.Float32()[:n*channels], c, channels, gray)
 	}
-	src, dst := img.Float32()[:n*c], out.Float32()[:n*channels]
-	for p := 0; p < n; p++ {
+	return out, nil
+}
+
+// grayInto writes each pixel of src (c channels) to dst as channels
+// copies of its gray, by g for 3 channels, as it is for 1.
+func grayInto[T uint8 | float32](src, dst []T, c, channels int, g func(r, g, b T) T) {
+	for p := 0; p < len(src)/c; p++ {
 		v := src[p*c]
 		if c == 3 {
-			v = gray(src[3*p], src[3*p+1], src[3*p+2])
+			v = g(src[3*p], src[3*p+1], src[3*p+2])
 		}
 		for k := 0; k < channels; k++ {
 			dst[p*channels+k] = v
 		}
 	}
-	return out, nil
 }
 
 // checkFactor refuses a factor or amount (what) that is negative, NaN or
